@@ -1,0 +1,47 @@
+"""The ``lakemq`` command: a thin face over the packages.
+
+Each area keeps its commands in its own module here and registers them on ``main``; errors
+from lakemq become one line on stderr and a non-zero exit, with the traceback in the log.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+import click
+
+from lakemq import __version__
+from lakemq.errors import LakeMQError
+
+__all__ = ["main"]
+
+log = logging.getLogger("lakemq.cli")
+
+# Modules that add commands to ``main``; imported lazily so `lakemq --help` stays fast.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+class LakeMQGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except LakeMQError as exc:
+            log.exception("command failed")
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        except OSError as exc:
+            log.exception("command failed")
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=LakeMQGroup)
+@click.version_option(__version__, prog_name="lakemq")
+def main() -> None:
+    """lakemq: a RocketMQ-compatible broker whose history lives in a Delta lake."""
+
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module)

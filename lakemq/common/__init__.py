@@ -1,0 +1,1 @@
+"""Shared model: messages, CommitLog record codec, names, codes and configuration."""

@@ -1,0 +1,194 @@
+"""The message model shared by store, broker, client and jobs.
+
+Names follow RocketMQ 4.x (``Message``, ``MessageExt``, ``MessageConst``, ``MessageSysFlag``);
+the wire and on-disk spelling of every property key is RocketMQ's own, because official
+clients read and write them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = [
+    "MessageConst",
+    "MessageSysFlag",
+    "Message",
+    "MessageExt",
+    "properties_to_string",
+    "string_to_properties",
+    "tags_hash_code",
+    "NAME_VALUE_SEPARATOR",
+    "PROPERTY_SEPARATOR",
+    "KEY_SEPARATOR",
+]
+
+NAME_VALUE_SEPARATOR: Final = "\x01"
+PROPERTY_SEPARATOR: Final = "\x02"
+KEY_SEPARATOR: Final = " "
+
+
+class MessageConst:
+    """Property keys exactly as RocketMQ spells them on the wire."""
+
+    KEYS: Final = "KEYS"
+    TAGS: Final = "TAGS"
+    WAIT_STORE_MSG_OK: Final = "WAIT"
+    DELAY_TIME_LEVEL: Final = "DELAY"
+    RETRY_TOPIC: Final = "RETRY_TOPIC"
+    REAL_TOPIC: Final = "REAL_TOPIC"
+    REAL_QUEUE_ID: Final = "REAL_QID"
+    TRANSACTION_PREPARED: Final = "TRAN_MSG"
+    PRODUCER_GROUP: Final = "PGROUP"
+    MIN_OFFSET: Final = "MIN_OFFSET"
+    MAX_OFFSET: Final = "MAX_OFFSET"
+    BUYER_ID: Final = "BUYER_ID"
+    ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
+    TRANSFER_FLAG: Final = "TRANSFER_FLAG"
+    CORRECTION_FLAG: Final = "CORRECTION_FLAG"
+    MQ2_FLAG: Final = "MQ2_FLAG"
+    RECONSUME_TIME: Final = "RECONSUME_TIME"
+    MSG_REGION: Final = "MSG_REGION"
+    TRACE_SWITCH: Final = "TRACE_ON"
+    UNIQ_CLIENT_MESSAGE_ID_KEYIDX: Final = "UNIQ_KEY"
+    MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
+    CONSUME_START_TIMESTAMP: Final = "CONSUME_START_TIME"
+    TRANSACTION_PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
+    TRANSACTION_CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
+    CHECK_IMMUNITY_TIME_IN_SECONDS: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    INSTANCE_ID: Final = "INSTANCE_ID"
+    SHARDING_KEY: Final = "SHARDING_KEY"
+    # Aliyun/ONS style absolute delivery time (epoch millis); the lake delay sweep honours it.
+    START_DELIVER_TIME: Final = "__STARTDELIVERTIME"
+
+
+class MessageSysFlag:
+    """Bits of the SYSFLAG field (RocketMQ 4.x MessageSysFlag)."""
+
+    COMPRESSED_FLAG: Final = 0x1
+    MULTI_TAGS_FLAG: Final = 0x2
+    TRANSACTION_NOT_TYPE: Final = 0x0
+    TRANSACTION_PREPARED_TYPE: Final = 0x4
+    TRANSACTION_COMMIT_TYPE: Final = 0x8
+    TRANSACTION_ROLLBACK_TYPE: Final = 0xC
+    BORNHOST_V6_FLAG: Final = 0x10
+    STOREHOSTADDRESS_V6_FLAG: Final = 0x20
+    # lakemq stores IPv4 hosts only; the v6 bits are refused so the fixed record layout holds.
+    KNOWN_MASK: Final = 0x1 | 0x2 | 0xC
+
+    @staticmethod
+    def transaction_value(sys_flag: int) -> int:
+        return sys_flag & 0xC
+
+    @staticmethod
+    def reset_transaction_value(sys_flag: int, value: int) -> int:
+        return (sys_flag & ~0xC) | value
+
+    @classmethod
+    def unknown_bits(cls, sys_flag: int) -> int:
+        return sys_flag & ~cls.KNOWN_MASK
+
+
+def properties_to_string(properties: dict[str, str]) -> str:
+    """Serialize as RocketMQ does: ``name\\x01value\\x02`` for every pair."""
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items())
+
+
+def string_to_properties(text: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for item in text.split(PROPERTY_SEPARATOR):
+        if not item:
+            continue
+        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep:
+            result[name] = value
+    return result
+
+
+def tags_hash_code(tags: str | None) -> int:
+    """Java ``String.hashCode()`` of the tag, the tagsCode stored in ConsumeQueue entries."""
+    if not tags:
+        return 0
+    units = tags.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+@dataclass(slots=True)
+class Message:
+    """What a producer sends: topic, body, flag and properties (tags, keys, ...)."""
+
+    topic: str
+    body: bytes = b""
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(MessageConst.TAGS)
+
+    @tags.setter
+    def tags(self, value: str | None) -> None:
+        self._set(MessageConst.TAGS, value)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(MessageConst.KEYS, "")
+        return [k for k in raw.split(KEY_SEPARATOR) if k]
+
+    @keys.setter
+    def keys(self, value: str | list[str] | None) -> None:
+        if isinstance(value, list):
+            value = KEY_SEPARATOR.join(value)
+        self._set(MessageConst.KEYS, value)
+
+    @property
+    def delay_time_level(self) -> int:
+        raw = self.properties.get(MessageConst.DELAY_TIME_LEVEL)
+        return int(raw) if raw else 0
+
+    @delay_time_level.setter
+    def delay_time_level(self, level: int) -> None:
+        self._set(MessageConst.DELAY_TIME_LEVEL, str(level) if level > 0 else None)
+
+    @property
+    def wait_store_msg_ok(self) -> bool:
+        return self.properties.get(MessageConst.WAIT_STORE_MSG_OK, "true") != "false"
+
+    @property
+    def unique_key(self) -> str | None:
+        return self.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    def _set(self, key: str, value: str | None) -> None:
+        if value is None or value == "":
+            self.properties.pop(key, None)
+        else:
+            self.properties[key] = value
+
+
+@dataclass(slots=True)
+class MessageExt(Message):
+    """A stored message: everything in a CommitLog record (see :mod:`lakemq.common.record`)."""
+
+    queue_id: int = 0
+    store_size: int = 0
+    queue_offset: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = "127.0.0.1:0"
+    store_timestamp: int = 0
+    store_host: str = "127.0.0.1:0"
+    msg_id: str = ""
+    commit_log_offset: int = 0
+    body_crc: int = 0
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+    def to_message(self) -> Message:
+        return Message(self.topic, self.body, self.flag, dict(self.properties))
+
+    def replace(self, **changes: object) -> "MessageExt":
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

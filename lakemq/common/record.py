@@ -1,0 +1,246 @@
+"""The CommitLog record: RocketMQ 4.x's store format, which is also the wire format of pulls.
+
+All integers are big endian; hosts are IPv4 (4 bytes) plus a 4-byte port::
+
+     0 +------------+------------+------------+------------+------------+
+       | TOTALSIZE  | MAGICCODE  |  BODYCRC   |  QUEUEID   |    FLAG    |
+    20 +------------+------------+------------+------------+------------+
+       |       QUEUEOFFSET       |     PHYSICALOFFSET      |  SYSFLAG   |
+    40 +-------------------------+-------------------------+------------+
+       |     BORNTIMESTAMP       |  BORNHOST ip + port     |
+    56 +-------------------------+-------------------------+
+       |     STORETIMESTAMP      |  STOREHOST ip + port    |
+    72 +------------+------------+-------------------------+
+       | RECONSUME  | PREPARED TRANSACTION OFFSET (8)      |
+    84 +------------+--------------------------------------+
+       | BODYLEN 4 | BODY ... | TOPICLEN 1 | TOPIC ... | PROPLEN 2 | PROPERTIES ... |
+       +-----------------------------------------------------------------------------+
+
+    TOTALSIZE = 91 + len(body) + len(topic) + len(properties)
+
+The seed gives RECONSUMETIMES 8 bytes; RocketMQ 4.x's MessageDecoder reads 4, and the wire
+wins (docs/FORMATS.md). A file's unused tail is one blank record: TOTALSIZE = bytes left,
+MAGICCODE = 0xcbd43194.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from lakemq.common.message import MessageExt, MessageSysFlag, string_to_properties
+
+__all__ = [
+    "MESSAGE_MAGIC_CODE",
+    "BLANK_MAGIC_CODE",
+    "RECORD_FIXED_SIZE",
+    "HEAD",
+    "QUEUE_OFFSET_POS",
+    "PHYSICAL_OFFSET_POS",
+    "STORE_TIMESTAMP_POS",
+    "BODY_POS",
+    "RecordError",
+    "body_crc",
+    "record_size",
+    "encode_host",
+    "decode_host",
+    "create_message_id",
+    "decode_message_id",
+    "encode_record",
+    "decode_record",
+    "iter_records",
+    "RecordHeader",
+    "read_header",
+]
+
+MESSAGE_MAGIC_CODE: Final = 0xDAA320A7
+BLANK_MAGIC_CODE: Final = 0xCBD43194
+
+# total, magic, crc, queue id, flag, queue offset, physical offset, sys flag,
+# born ts, born ip, born port, store ts, store ip, store port, reconsume times, prepared tx off
+HEAD: Final = struct.Struct(">iIiiiqqiq4siq4siiq")
+BODY_LEN: Final = struct.Struct(">i")
+PROPS_LEN: Final = struct.Struct(">h")
+RECORD_FIXED_SIZE: Final = HEAD.size + 4 + 1 + 2  # 91
+
+QUEUE_OFFSET_POS: Final = 20
+PHYSICAL_OFFSET_POS: Final = 28
+STORE_TIMESTAMP_POS: Final = 56
+BODY_POS: Final = HEAD.size + 4  # 88
+
+_HOST = struct.Struct(">4si")
+_MSG_ID = struct.Struct(">4siq")
+
+
+class RecordError(ValueError):
+    """A record that cannot be decoded: bad magic, bad size, bad CRC or truncated."""
+
+
+def body_crc(body: bytes) -> int:
+    """RocketMQ's UtilAll.crc32: CRC-32 of the body with the sign bit cleared."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
+    return RECORD_FIXED_SIZE + body_len + topic_len + properties_len
+
+
+def encode_host(host: str) -> tuple[bytes, int]:
+    """``"ip:port"`` -> (4 ip bytes, port)."""
+    ip, _, port = host.rpartition(":")
+    return socket.inet_aton(ip or "0.0.0.0"), int(port or 0)
+
+
+def decode_host(ip: bytes, port: int) -> str:
+    return f"{socket.inet_ntoa(ip)}:{port}"
+
+
+def create_message_id(store_ip: bytes, store_port: int, commit_log_offset: int) -> str:
+    """The 16-byte offset message id (store host + CommitLog offset), upper-case hex."""
+    return _MSG_ID.pack(store_ip, store_port, commit_log_offset).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[str, int]:
+    """Offset message id -> ("ip:port", CommitLog offset)."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as exc:
+        raise RecordError(f"message id {msg_id!r} is not hex") from exc
+    if len(raw) != _MSG_ID.size:
+        raise RecordError(f"message id {msg_id!r} is not 16 bytes")
+    ip, port, offset = _MSG_ID.unpack(raw)
+    return decode_host(ip, port), offset
+
+
+def encode_record(
+    *,
+    topic: bytes,
+    queue_id: int,
+    body: bytes,
+    flag: int,
+    properties: bytes,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: tuple[bytes, int],
+    store_host: tuple[bytes, int],
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    queue_offset: int = 0,
+    physical_offset: int = 0,
+    store_timestamp: int = 0,
+    crc: int | None = None,
+) -> bytearray:
+    """Build one record. The store patches queue offset, physical offset and store time in
+    place (``QUEUE_OFFSET_POS`` ...) when it appends, so the rest is built outside its lock."""
+    size = record_size(len(body), len(topic), len(properties))
+    out = bytearray(size)
+    HEAD.pack_into(
+        out, 0, size, MESSAGE_MAGIC_CODE, body_crc(body) if crc is None else crc, queue_id,
+        flag, queue_offset, physical_offset, sys_flag, born_timestamp, born_host[0],
+        born_host[1], store_timestamp, store_host[0], store_host[1], reconsume_times,
+        prepared_transaction_offset,
+    )
+    pos = HEAD.size
+    BODY_LEN.pack_into(out, pos, len(body))
+    pos += 4
+    out[pos : pos + len(body)] = body
+    pos += len(body)
+    out[pos] = len(topic)
+    pos += 1
+    out[pos : pos + len(topic)] = topic
+    pos += len(topic)
+    PROPS_LEN.pack_into(out, pos, len(properties))
+    pos += 2
+    out[pos : pos + len(properties)] = properties
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RecordHeader:
+    """What recovery and dispatch need from a record without decoding the body."""
+
+    total_size: int
+    magic: int
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int) -> RecordHeader:
+    size, magic = struct.unpack_from(">iI", buf, pos)
+    return RecordHeader(size, magic)
+
+
+def decode_record(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    check_crc: bool = False,
+    read_body: bool = True,
+    decompress: bool = False,
+) -> MessageExt:
+    """Decode the record starting at ``pos``. Raises RecordError on anything malformed."""
+    available = len(buf) - pos
+    if available < RECORD_FIXED_SIZE:
+        raise RecordError(f"truncated record at {pos}: {available} bytes")
+    (size, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
+     born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared) = HEAD.unpack_from(buf, pos)
+    if magic != MESSAGE_MAGIC_CODE:
+        raise RecordError(f"bad magic 0x{magic:08x} at {pos}")
+    if size < RECORD_FIXED_SIZE or size > available:
+        raise RecordError(f"bad total size {size} at {pos} ({available} bytes available)")
+    p = pos + HEAD.size
+    (body_len,) = BODY_LEN.unpack_from(buf, p)
+    p += 4
+    if body_len < 0 or p + body_len + 3 > pos + size:
+        raise RecordError(f"bad body length {body_len} at {pos}")
+    body = bytes(buf[p : p + body_len]) if read_body or check_crc else b""
+    p += body_len
+    topic_len = buf[p]
+    p += 1
+    topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
+    p += topic_len
+    (props_len,) = PROPS_LEN.unpack_from(buf, p)
+    p += 2
+    if props_len < 0 or p + props_len != pos + size:
+        raise RecordError(f"record at {pos}: lengths do not add up to total size {size}")
+    properties = string_to_properties(bytes(buf[p : p + props_len]).decode("utf-8", "replace"))
+    if check_crc and body_crc(body) != crc:
+        raise RecordError(f"body CRC mismatch at {pos}")
+    if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+        body = zlib.decompress(body)
+    return MessageExt(
+        topic=topic,
+        body=body if read_body else b"",
+        flag=flag,
+        properties=properties,
+        queue_id=queue_id,
+        store_size=size,
+        queue_offset=queue_offset,
+        sys_flag=sys_flag,
+        born_timestamp=born_ts,
+        born_host=decode_host(born_ip, born_port),
+        store_timestamp=store_ts,
+        store_host=decode_host(store_ip, store_port),
+        msg_id=create_message_id(store_ip, store_port, physical_offset),
+        commit_log_offset=physical_offset,
+        body_crc=crc,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+    )
+
+
+def iter_records(
+    buf: bytes | bytearray | memoryview, *, check_crc: bool = False, decompress: bool = False
+) -> Iterator[MessageExt]:
+    """Decode consecutive records (a pull response body); stops at a blank record."""
+    pos = 0
+    end = len(buf)
+    while pos + 8 <= end:
+        header = read_header(buf, pos)
+        if header.magic == BLANK_MAGIC_CODE:
+            return
+        msg = decode_record(buf, pos, check_crc=check_crc, decompress=decompress)
+        yield msg
+        pos += header.total_size

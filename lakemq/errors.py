@@ -1,0 +1,139 @@
+"""Every exception lakemq raises, in one tree::
+
+    LakeMQError
+    ├── InvalidNameError            topic or group name breaks RocketMQ's rules
+    ├── ConfigError                 unknown key or bad value in a .conf file
+    ├── StoreError                  hot-tier failures that are not a message's fault
+    │   └── CorruptFileError        a store file that cannot be read back
+    ├── MessageIllegalError         oversized body or properties, unknown sys flag (MESSAGE_ILLEGAL)
+    ├── RemotingError               transport level (client side)
+    │   ├── RemotingConnectError
+    │   ├── RemotingTimeoutError
+    │   └── FrameError              malformed, truncated or oversized frame
+    └── BrokerError                 a response code other than SUCCESS, see for_code()
+        ├── FlushDiskTimeoutError   (FLUSH_DISK_TIMEOUT, retriable)
+        ├── ServiceNotAvailableError (SERVICE_NOT_AVAILABLE, retriable)
+        ├── SystemBusyError          (SYSTEM_BUSY / TOO_MANY_REQUESTS, retriable with backoff)
+        ├── TopicNotExistError       (TOPIC_NOT_EXIST, retriable after a route refresh)
+        └── NoPermissionError        (NO_PERMISSION)
+
+``retriable`` says whether a producer may send the same message again.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from lakemq.common.codes import ResponseCode
+
+__all__ = [
+    "LakeMQError",
+    "InvalidNameError",
+    "ConfigError",
+    "StoreError",
+    "CorruptFileError",
+    "MessageIllegalError",
+    "RemotingError",
+    "RemotingConnectError",
+    "RemotingTimeoutError",
+    "FrameError",
+    "BrokerError",
+    "FlushDiskTimeoutError",
+    "ServiceNotAvailableError",
+    "SystemBusyError",
+    "TopicNotExistError",
+    "NoPermissionError",
+    "for_code",
+]
+
+
+class LakeMQError(Exception):
+    retriable: ClassVar[bool] = False
+
+
+class InvalidNameError(LakeMQError, ValueError):
+    pass
+
+
+class ConfigError(LakeMQError, ValueError):
+    pass
+
+
+class StoreError(LakeMQError):
+    pass
+
+
+class CorruptFileError(StoreError):
+    pass
+
+
+class MessageIllegalError(LakeMQError, ValueError):
+    code: ClassVar[int] = ResponseCode.MESSAGE_ILLEGAL
+
+
+class RemotingError(LakeMQError):
+    retriable = True
+
+
+class RemotingConnectError(RemotingError):
+    pass
+
+
+class RemotingTimeoutError(RemotingError):
+    pass
+
+
+class FrameError(RemotingError):
+    retriable = False
+
+
+class BrokerError(LakeMQError):
+    """A response whose code is not SUCCESS; ``code`` and ``remark`` are the broker's."""
+
+    codes: ClassVar[tuple[int, ...]] = ()
+
+    def __init__(self, code: int, remark: str | None = None) -> None:
+        self.code = code
+        self.remark = remark or ""
+        try:
+            name = ResponseCode(code).name
+        except ValueError:
+            name = "UNKNOWN"
+        super().__init__(f"{name}({code}): {self.remark}" if self.remark else f"{name}({code})")
+
+
+class FlushDiskTimeoutError(BrokerError):
+    codes = (ResponseCode.FLUSH_DISK_TIMEOUT,)
+    retriable = True
+
+
+class ServiceNotAvailableError(BrokerError):
+    codes = (ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SLAVE_NOT_AVAILABLE)
+    retriable = True
+
+
+class SystemBusyError(BrokerError):
+    codes = (ResponseCode.SYSTEM_BUSY, ResponseCode.TOO_MANY_REQUESTS)
+    retriable = True
+
+
+class TopicNotExistError(BrokerError):
+    codes = (ResponseCode.TOPIC_NOT_EXIST,)
+    retriable = True
+
+
+class NoPermissionError(BrokerError):
+    codes = (ResponseCode.NO_PERMISSION,)
+
+
+_BY_CODE: dict[int, type[BrokerError]] = {
+    code: cls
+    for cls in (FlushDiskTimeoutError, ServiceNotAvailableError, SystemBusyError,
+                TopicNotExistError, NoPermissionError)
+    for code in cls.codes
+}
+
+
+def for_code(code: int, remark: str | None = None) -> BrokerError:
+    """The exception for a broker response code."""
+    return _BY_CODE.get(code, BrokerError)(code, remark)

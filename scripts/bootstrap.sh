@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Prepare a fresh Debian machine with Python 3.11: Java 17 when missing, a virtualenv in .venv
+# with the pinned packages, lakemq installed in it. Safe to run again; it skips what is done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_updated=0
+apt_install() {
+  if [ $apt_updated = 0 ]; then as_root apt-get update -qq; apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1; }
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
+  echo "bootstrap: installing Java 17 (Spark needs a JVM)"
+  apt_install openjdk-17-jre-headless
+fi
+if [ -n "${LAKEMQ_APT_PACKAGES:-}" ]; then
+  missing=()
+  for pkg in $LAKEMQ_APT_PACKAGES; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  if [ ${#missing[@]} -gt 0 ]; then echo "bootstrap: installing ${missing[*]}"; apt_install "${missing[@]}"; fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  if ! "$PY" -m venv .venv 2>/dev/null; then
+    apt_install python3-venv
+    rm -rf .venv
+    "$PY" -m venv .venv
+  fi
+fi
+stamp=.venv/.lakemq-installed
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "bootstrap: installing pinned Python packages into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+  echo "$want" > "$stamp"
+fi
+export PATH="$ROOT/.venv/bin:$PATH"

@@ -199,6 +199,8 @@ def decode_record(
     p += body_len
     topic_len = buf[p]
     p += 1
+    if p + topic_len + 2 > pos + size:
+        raise RecordError(f"bad topic length {topic_len} at {pos}")
     topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
     p += topic_len
     (props_len,) = PROPS_LEN.unpack_from(buf, p)

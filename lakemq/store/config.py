@@ -1,0 +1,109 @@
+"""The hot-tier store's configuration (RocketMQ's MessageStoreConfig, the keys the store reads).
+
+Bound from broker.conf with :func:`lakemq.common.config.bind`; the camelCase key of every field
+is RocketMQ's own (``storePathRootDir``, ``mappedFileSizeCommitLog``, ``flushDiskType`` ...).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from lakemq.errors import ConfigError
+
+__all__ = ["FlushDiskType", "StoreConfig", "CONSUME_QUEUE_UNIT_SIZE"]
+
+CONSUME_QUEUE_UNIT_SIZE = 20
+
+
+class FlushDiskType(Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"  # ack once in the page cache; flushed in the background
+    SYNC_FLUSH = "SYNC_FLUSH"  # ack once on disk (group commit)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    store_path_root_dir: str = os.path.join(os.path.expanduser("~"), "store")
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * CONSUME_QUEUE_UNIT_SIZE
+    max_message_size: int = 4 * 1024 * 1024
+    max_properties_size: int = 32767  # Short.MAX_VALUE: the record stores a 2-byte length
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    sync_flush_timeout: int = 5_000
+    flush_interval_consume_queue: int = 1_000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    file_reserved_time: int = 72  # hours
+    clean_resource_interval: int = 10_000
+    delete_when: str = "04"  # hours of the day (``;``-separated) when expired files go
+    disk_max_used_space_ratio: int = 75
+    clean_file_forcibly_enable: bool = True
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    destroy_mapped_file_interval_forcibly: int = 120_000
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    message_index_enable: bool = True
+    message_index_safe: bool = False
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    flush_delay_offset_interval: int = 10_000
+    check_crc_on_recover: bool = True
+    os_page_cache_busy_timeout_mills: int = 1_000
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    max_msgs_num_batch: int = 64
+
+    def __post_init__(self) -> None:
+        positive = ("mapped_file_size_commit_log", "mapped_file_size_consume_queue",
+                    "max_message_size", "max_properties_size", "flush_interval_commit_log",
+                    "sync_flush_timeout", "flush_interval_consume_queue", "max_hash_slot_num",
+                    "max_index_num")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.mapped_file_size_consume_queue % CONSUME_QUEUE_UNIT_SIZE:
+            raise ConfigError(
+                f"mapped_file_size_consume_queue must be a multiple of {CONSUME_QUEUE_UNIT_SIZE}"
+            )
+        if self.max_properties_size > 32767:
+            raise ConfigError("max_properties_size cannot exceed 32767 (a 2-byte length field)")
+
+    @property
+    def root_dir(self) -> Path:
+        return Path(self.store_path_root_dir)
+
+    @property
+    def commit_log_dir(self) -> Path:
+        return self.root_dir / "commitlog"
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        return self.root_dir / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root_dir / "index"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root_dir / "checkpoint"
+
+    @property
+    def abort_file_path(self) -> Path:
+        return self.root_dir / "abort"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root_dir / "config"
+
+    @property
+    def delay_offset_path(self) -> Path:
+        return self.config_dir / "delayOffset.json"

@@ -1,0 +1,138 @@
+"""MappedFile: one fixed-size store file, memory mapped, named by its 20-digit start offset.
+
+The appender writes at ``wrote_position``; the flusher msyncs ``[flushed_position,
+wrote_position)``. Readers get zero-copy views of what was written. Bytes land in the mapping
+before ``wrote_position`` moves past them, so a reader or flusher that reads the position
+first never sees unwritten bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from pathlib import Path
+
+from lakemq.errors import StoreError
+
+__all__ = ["MappedFile", "OS_PAGE_SIZE", "offset_to_file_name"]
+
+log = logging.getLogger(__name__)
+
+OS_PAGE_SIZE = mmap.PAGESIZE
+
+
+def offset_to_file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    def __init__(self, path: Path, file_size: int) -> None:
+        self.path = Path(path)
+        self.file_size = file_size
+        self.file_from_offset = int(self.path.name)
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size != file_size:
+                os.ftruncate(fd, file_size)
+            self._mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"cannot map {self.path}: {exc}") from exc
+        self._fd = fd
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+    @property
+    def file_end_offset(self) -> int:
+        return self.file_from_offset + self.file_size
+
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` at the current end; returns the position it was written at."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            raise StoreError(f"{self.path.name}: {len(data)} bytes do not fit at {pos}")
+        self._mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Patch bytes in place (fixed-size units, the blank record at a file's end)."""
+        if pos < 0 or pos + len(data) > self.file_size:
+            raise StoreError(f"{self.path.name}: write of {len(data)} bytes at {pos} out of range")
+        self._mm[pos : pos + len(data)] = data
+
+    def select(self, pos: int, size: int | None = None) -> memoryview:
+        """A zero-copy view of ``[pos, pos + size)``, clipped to what has been written."""
+        end = self.wrote_position if size is None else min(pos + size, self.wrote_position)
+        if pos < 0 or pos > end:
+            return memoryview(b"")
+        return memoryview(self._mm)[pos:end]
+
+    def read(self, pos: int, size: int) -> bytes:
+        end = min(pos + size, self.wrote_position)
+        return self._mm[pos:end] if 0 <= pos < end else b""
+
+    def raw_view(self) -> memoryview:
+        """The whole mapping regardless of ``wrote_position`` (recovery scans past it)."""
+        return memoryview(self._mm)
+
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        flushed, wrote = self.flushed_position, self.wrote_position
+        if wrote <= flushed:
+            return False
+        if self.is_full() or least_pages <= 0:
+            return True
+        return (wrote // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) >= least_pages
+
+    def flush(self, least_pages: int = 0) -> int:
+        """msync the dirty range if at least ``least_pages`` pages are dirty (0: any dirty
+        byte); returns the new flushed position."""
+        if self._closed or not self.is_able_to_flush(least_pages):
+            return self.flushed_position
+        wrote = self.wrote_position
+        start = self.flushed_position - self.flushed_position % OS_PAGE_SIZE
+        self._mm.flush(start, wrote - start)
+        self.flushed_position = wrote
+        return wrote
+
+    def discard_after(self, pos: int) -> None:
+        """Zero every byte from ``pos`` to the end (truncate then re-extend the file), so stale
+        records beyond a recovered tail can never be read back as new ones."""
+        os.ftruncate(self._fd, pos)
+        os.ftruncate(self._fd, self.file_size)
+        self.wrote_position = pos
+        self.flushed_position = min(self.flushed_position, pos)
+
+    def last_modified(self) -> float:
+        return self.path.stat().st_mtime
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._mm.close()
+        except BufferError:
+            # A reader still holds a view; the mapping goes when the last view does.
+            log.debug("%s still has live views; unmapping later", self.path.name)
+        os.close(self._fd)
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass

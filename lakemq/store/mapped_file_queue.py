@@ -1,0 +1,253 @@
+"""MappedFileQueue: a directory of equal-size MappedFiles forming one logical byte stream.
+
+File ``N`` starts at logical offset ``int(name)``; files are contiguous. The list of files is
+replaced, never mutated, so readers on other threads iterate a consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+from pathlib import Path
+
+from lakemq.errors import CorruptFileError
+from lakemq.store.mapped_file import MappedFile, offset_to_file_name
+
+__all__ = ["MappedFileQueue", "DELETE_FILES_BATCH_MAX"]
+
+log = logging.getLogger(__name__)
+
+DELETE_FILES_BATCH_MAX = 10
+_LONG = struct.Struct(">q")
+
+
+class MappedFileQueue:
+    def __init__(self, store_dir: Path, mapped_file_size: int) -> None:
+        self.store_dir = Path(store_dir)
+        self.mapped_file_size = mapped_file_size
+        self.mapped_files: list[MappedFile] = []
+        self.flushed_where = 0
+        self._lock = threading.Lock()
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Map the existing files. A last file of the wrong size (a crash while creating it) is
+        repaired when that loses nothing; any other size mismatch raises CorruptFileError
+        rather than cut data (most likely the configured file size changed)."""
+        if not self.store_dir.is_dir():
+            return True
+        paths = sorted(p for p in self.store_dir.iterdir() if p.is_file() and _is_offset_name(p.name))
+        files: list[MappedFile] = []
+        for i, path in enumerate(paths):
+            size = path.stat().st_size
+            if size != self.mapped_file_size:
+                self._repair_size(path, size, is_last=i == len(paths) - 1)
+            mf = MappedFile(path, self.mapped_file_size)
+            mf.wrote_position = mf.flushed_position = self.mapped_file_size
+            files.append(mf)
+        self.mapped_files = files
+        return True
+
+    def _repair_size(self, path: Path, size: int, *, is_last: bool) -> None:
+        if not is_last:
+            raise CorruptFileError(
+                f"{path} is {size} bytes, configured file size is {self.mapped_file_size}; "
+                "check the mapped file size in the config"
+            )
+        if size > self.mapped_file_size and not _is_zero(path, self.mapped_file_size, size):
+            raise CorruptFileError(
+                f"{path} is {size} bytes with data past the configured {self.mapped_file_size}; "
+                "check the mapped file size in the config"
+            )
+        log.warning("%s is %d bytes, not %d: resized (no data lost)", path, size, self.mapped_file_size)
+        os.truncate(path, self.mapped_file_size)
+
+    # -- lookup ------------------------------------------------------------------------------
+
+    def get_first_mapped_file(self) -> MappedFile | None:
+        files = self.mapped_files
+        return files[0] if files else None
+
+    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
+        """The file to append to; with ``need_create`` a new one when there is none or the last
+        is full (the first one at ``start_offset`` rounded down to a file boundary)."""
+        files = self.mapped_files
+        last = files[-1] if files else None
+        if not need_create or (last is not None and not last.is_full()):
+            return last
+        if last is None:
+            create_offset = start_offset - start_offset % self.mapped_file_size
+        else:
+            create_offset = last.file_from_offset + self.mapped_file_size
+        mf = MappedFile(self.store_dir / offset_to_file_name(create_offset), self.mapped_file_size)
+        with self._lock:
+            self.mapped_files = [*self.mapped_files, mf]
+        return mf
+
+    def find_mapped_file_by_offset(
+        self, offset: int, return_first_on_not_found: bool = False
+    ) -> MappedFile | None:
+        files = self.mapped_files
+        if not files:
+            return None
+        first = files[0]
+        index = (offset - first.file_from_offset) // self.mapped_file_size
+        if 0 <= index < len(files):
+            mf = files[index]
+            if mf.file_from_offset <= offset < mf.file_end_offset:
+                return mf
+        for mf in files:  # after a deletion race the index may be stale; scan
+            if mf.file_from_offset <= offset < mf.file_end_offset:
+                return mf
+        return first if return_first_on_not_found else None
+
+    def get_min_offset(self) -> int:
+        """Start of the first file; 0 for an empty queue."""
+        files = self.mapped_files
+        return files[0].file_from_offset if files else 0
+
+    def get_max_offset(self) -> int:
+        files = self.mapped_files
+        return files[-1].file_from_offset + files[-1].wrote_position if files else 0
+
+    def get_max_wrote_position(self) -> int:
+        files = self.mapped_files
+        return files[-1].wrote_position if files else 0
+
+    def remain_how_many_data_to_flush(self) -> int:
+        return self.get_max_offset() - self.flushed_where
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.mapped_file_size - offset % self.mapped_file_size
+
+    # -- flushing ----------------------------------------------------------------------------
+
+    def flush(self, least_pages: int = 0) -> bool:
+        """Flush from ``flushed_where`` on, across file boundaries; True when every written
+        byte is on disk afterwards."""
+        while True:
+            mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
+            if mf is None:
+                break
+            pos = mf.flush(least_pages)
+            where = mf.file_from_offset + pos
+            if where <= self.flushed_where:
+                break
+            self.flushed_where = where
+            if pos < mf.file_size:
+                break
+        return self.flushed_where >= self.get_max_offset()
+
+    # -- truncation and deletion -------------------------------------------------------------
+
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Make ``offset`` the end of the queue: files wholly after it are deleted, the one
+        holding it is cut there (and zeroed beyond)."""
+        keep: list[MappedFile] = []
+        for mf in self.mapped_files:
+            if mf.file_from_offset + mf.file_size <= offset:
+                keep.append(mf)
+            elif mf.file_from_offset <= offset:
+                mf.discard_after(offset - mf.file_from_offset)
+                keep.append(mf)
+            else:
+                mf.destroy()
+        with self._lock:
+            self.mapped_files = keep
+        self.flushed_where = min(self.flushed_where, offset)
+
+    def set_positions(self, offset: int) -> None:
+        """After recovery: every file before ``offset`` is complete, the one holding it ends
+        there."""
+        for mf in self.mapped_files:
+            if mf.file_from_offset + mf.file_size <= offset:
+                mf.wrote_position = mf.flushed_position = mf.file_size
+            elif mf.file_from_offset <= offset:
+                mf.wrote_position = mf.flushed_position = offset - mf.file_from_offset
+        self.flushed_where = offset
+
+    def delete_last_mapped_file(self) -> None:
+        files = self.mapped_files
+        if files:
+            with self._lock:
+                self.mapped_files = files[:-1]
+            files[-1].destroy()
+
+    def delete_expired_file_by_time(
+        self,
+        expired_ms: int,
+        max_offset_allowed: int,
+        delete_files_interval_ms: int = 0,
+        clean_immediately: bool = False,
+        now_ms: int | None = None,
+    ) -> int:
+        """Delete files not modified for ``expired_ms`` (all, with ``clean_immediately``),
+        oldest first, never the last file and never a file ending after ``max_offset_allowed``
+        (not yet dispatched, or not yet tiered). Returns how many went."""
+        now = time.time() * 1000 if now_ms is None else now_ms
+        doomed: list[MappedFile] = []
+        for mf in self.mapped_files[:-1]:
+            if mf.file_end_offset > max_offset_allowed:
+                break
+            if not clean_immediately and now < mf.last_modified() * 1000 + expired_ms:
+                break
+            doomed.append(mf)
+            if len(doomed) >= DELETE_FILES_BATCH_MAX:
+                break
+        for i, mf in enumerate(doomed):
+            if i and delete_files_interval_ms > 0:
+                time.sleep(delete_files_interval_ms / 1000)
+            self._remove_first(mf)
+        return len(doomed)
+
+    def delete_expired_file_by_offset(self, offset: int, unit_size: int) -> int:
+        """For fixed-unit queues whose units start with a CommitLog offset (ConsumeQueue):
+        delete full files whose last unit points below ``offset``. Never the last file."""
+        doomed: list[MappedFile] = []
+        for mf in self.mapped_files[:-1]:
+            last_unit = mf.read(mf.file_size - unit_size, 8)
+            if len(last_unit) < 8 or _LONG.unpack(last_unit)[0] >= offset:
+                break
+            doomed.append(mf)
+        for mf in doomed:
+            self._remove_first(mf)
+        return len(doomed)
+
+    def _remove_first(self, mf: MappedFile) -> None:
+        with self._lock:
+            self.mapped_files = [f for f in self.mapped_files if f is not mf]
+        mf.destroy()
+        log.info("deleted expired file %s", mf.path)
+
+    def shutdown(self) -> None:
+        for mf in self.mapped_files:
+            mf.close()
+
+    def destroy(self) -> None:
+        files = self.mapped_files
+        with self._lock:
+            self.mapped_files = []
+        for mf in files:
+            mf.destroy()
+        self.flushed_where = 0
+        if self.store_dir.is_dir() and not any(self.store_dir.iterdir()):
+            self.store_dir.rmdir()
+
+
+def _is_offset_name(name: str) -> bool:
+    return len(name) == 20 and name.isdigit()
+
+
+def _is_zero(path: Path, start: int, end: int) -> bool:
+    with open(path, "rb") as f:
+        f.seek(start)
+        while start < end:
+            chunk = f.read(min(1 << 20, end - start))
+            if not chunk or chunk.count(0) != len(chunk):
+                return False
+            start += len(chunk)
+    return True

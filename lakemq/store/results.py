@@ -1,0 +1,65 @@
+"""Outcomes of a put: what the CommitLog appended and what the store tells the broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = ["PutMessageStatus", "AppendMessageStatus", "AppendMessageResult", "PutMessageResult"]
+
+
+class PutMessageStatus(Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # stored, but not on disk within syncFlushTimeout
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # store shut down or not writeable
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"  # body too big, bad topic, unknown sys flag bits
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"  # the append lock was held too long: flow control
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class AppendMessageStatus(Enum):
+    PUT_OK = "PUT_OK"
+    END_OF_FILE = "END_OF_FILE"  # the file was sealed with a blank record; retry in the next
+    MESSAGE_SIZE_EXCEEDED = "MESSAGE_SIZE_EXCEEDED"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendMessageResult:
+    """Where a put landed. For a batch: the first record's offset and queue offset, the bytes
+    and the count of the whole batch, and the message ids joined by ``,`` (RocketMQ's form)."""
+
+    status: AppendMessageStatus
+    wrote_offset: int = 0
+    wrote_bytes: int = 0
+    msg_id: str = ""
+    store_timestamp: int = 0
+    logics_offset: int = 0
+    msg_num: int = 1
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status is AppendMessageStatus.PUT_OK
+
+    @property
+    def next_offset(self) -> int:
+        return self.wrote_offset + self.wrote_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PutMessageResult:
+    """``is_ok`` follows RocketMQ: true when the append succeeded, even if the flush then timed
+    out (the message is stored; ``status`` tells the broker which response code to send)."""
+
+    status: PutMessageStatus
+    append_result: AppendMessageResult | None = None
+    remark: str = ""
+
+    @property
+    def is_ok(self) -> bool:
+        return self.append_result is not None and self.append_result.is_ok

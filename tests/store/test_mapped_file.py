@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from lakemq.errors import CorruptFileError, StoreError
+from lakemq.store.mapped_file import OS_PAGE_SIZE, MappedFile
+from lakemq.store.mapped_file_queue import MappedFileQueue
+
+SIZE = 4 * OS_PAGE_SIZE
+
+
+def test_mapped_file_append_select_read(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / f"{SIZE:020d}", SIZE)
+    assert mf.file_from_offset == SIZE and os.path.getsize(mf.path) == SIZE
+    assert mf.append(b"hello") == 0
+    assert mf.append(bytearray(b"world")) == 5
+    assert bytes(mf.select(0)) == b"helloworld"
+    assert bytes(mf.select(5, 100)) == b"world"  # clipped to the wrote position
+    assert mf.read(3, 4) == b"lowo"
+    assert mf.remaining() == SIZE - 10
+    mf.write_at(0, b"J")
+    assert mf.read(0, 5) == b"Jello"
+    with pytest.raises(StoreError):
+        mf.append(b"x" * SIZE)
+    mf.close()
+
+
+def test_mapped_file_flush_least_pages(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / f"{0:020d}", SIZE)
+    mf.append(b"a" * 100)
+    assert mf.flush(least_pages=1) == 0  # less than a page dirty
+    assert mf.flush() == 100
+    mf.append(b"b" * OS_PAGE_SIZE)
+    assert mf.flush(least_pages=1) == 100 + OS_PAGE_SIZE
+    mf.close()
+    assert (tmp_path / f"{0:020d}").read_bytes()[:101] == b"a" * 100 + b"b"
+
+
+def test_mapped_file_discard_after_zeroes_tail(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / f"{0:020d}", SIZE)
+    mf.append(b"x" * (2 * OS_PAGE_SIZE + 10))
+    mf.discard_after(7)
+    assert mf.wrote_position == 7
+    assert bytes(mf.raw_view()[:7]) == b"x" * 7
+    assert bytes(mf.raw_view()[7:]) == bytes(SIZE - 7)
+    assert os.path.getsize(mf.path) == SIZE
+    mf.destroy()
+    assert not mf.path.exists()
+
+
+def test_close_with_live_view_does_not_fail(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / f"{0:020d}", SIZE)
+    mf.append(b"abc")
+    view = mf.select(0)
+    mf.destroy()
+    assert bytes(view) == b"abc"
+    view.release()
+
+
+def test_queue_roll_lookup_min_max(tmp_path: Path) -> None:
+    q = MappedFileQueue(tmp_path / "q", SIZE)
+    assert q.get_last_mapped_file(need_create=False) is None
+    assert q.get_min_offset() == 0 and q.get_max_offset() == 0
+    mf = q.get_last_mapped_file(start_offset=SIZE + 5)
+    assert mf is not None and mf.file_from_offset == SIZE
+    mf.append(b"z" * SIZE)
+    mf2 = q.get_last_mapped_file()
+    assert mf2 is not None and mf2.file_from_offset == 2 * SIZE
+    mf2.append(b"y" * 10)
+    assert q.get_min_offset() == SIZE
+    assert q.get_max_offset() == 2 * SIZE + 10
+    assert q.find_mapped_file_by_offset(2 * SIZE + 3) is mf2
+    assert q.find_mapped_file_by_offset(SIZE) is mf
+    assert q.find_mapped_file_by_offset(0) is None
+    assert q.find_mapped_file_by_offset(0, return_first_on_not_found=True) is mf
+    assert q.roll_next_file(SIZE + 1) == 2 * SIZE
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == [f"{SIZE:020d}", f"{2 * SIZE:020d}"]
+    assert q.flush() is True
+    assert q.flushed_where == 2 * SIZE + 10
+    q.shutdown()
+
+
+def test_queue_load_and_truncate(tmp_path: Path) -> None:
+    q = MappedFileQueue(tmp_path, SIZE)
+    for _ in range(3):
+        q.get_last_mapped_file().append(b"r" * SIZE)  # type: ignore[union-attr]
+    q.shutdown()
+    q2 = MappedFileQueue(tmp_path, SIZE)
+    assert q2.load() and len(q2.mapped_files) == 3
+    q2.truncate_dirty_files(SIZE + 100)
+    assert len(q2.mapped_files) == 2
+    assert q2.get_max_offset() == SIZE + 100
+    assert q2.mapped_files[1].read(0, 200) == b"r" * 100
+    assert not (tmp_path / f"{2 * SIZE:020d}").exists()
+    assert (tmp_path / f"{SIZE:020d}").read_bytes()[100:] == bytes(SIZE - 100)
+    q2.delete_last_mapped_file()
+    assert q2.get_max_offset() == SIZE
+    q2.destroy()
+    assert not tmp_path.exists()
+
+
+def test_load_repairs_short_last_file_and_refuses_size_change(tmp_path: Path) -> None:
+    q = MappedFileQueue(tmp_path, SIZE)
+    q.get_last_mapped_file().append(b"a" * SIZE)  # type: ignore[union-attr]
+    q.get_last_mapped_file().append(b"b" * 10)  # type: ignore[union-attr]
+    q.shutdown()
+    os.truncate(tmp_path / f"{SIZE:020d}", 50)  # crash while creating the last file
+    q2 = MappedFileQueue(tmp_path, SIZE)
+    assert q2.load()
+    assert q2.mapped_files[1].raw_view()[:10].tobytes() == b"b" * 10
+    assert os.path.getsize(tmp_path / f"{SIZE:020d}") == SIZE
+    q2.shutdown()
+    # A file bigger than configured with data past the end: refuse, touch nothing.
+    with open(tmp_path / f"{SIZE:020d}", "ab") as f:
+        f.write(b"data")
+    with pytest.raises(CorruptFileError):
+        MappedFileQueue(tmp_path, SIZE).load()
+    assert os.path.getsize(tmp_path / f"{SIZE:020d}") == SIZE + 4
+    # A smaller configured size for all files: refuse (non-last file mismatches).
+    with pytest.raises(CorruptFileError):
+        MappedFileQueue(tmp_path, SIZE // 2).load()
+    assert os.path.getsize(tmp_path / f"{0:020d}") == SIZE
+
+
+def test_delete_expired_by_time_respects_guard_and_last_file(tmp_path: Path) -> None:
+    q = MappedFileQueue(tmp_path, SIZE)
+    for _ in range(4):
+        q.get_last_mapped_file().append(b"m" * SIZE)  # type: ignore[union-attr]
+    old = 1_000_000.0
+    for mf in q.mapped_files:
+        os.utime(mf.path, (old, old))
+    now = int(old * 1000) + 10_000
+    assert q.delete_expired_file_by_time(60_000, 10 * SIZE, now_ms=now) == 0  # not expired
+    assert q.delete_expired_file_by_time(5_000, 2 * SIZE, now_ms=now) == 2  # guard stops at 2
+    assert q.get_min_offset() == 2 * SIZE
+    assert q.delete_expired_file_by_time(5_000, 100 * SIZE, now_ms=now) == 1  # last kept
+    assert len(q.mapped_files) == 1 and q.get_min_offset() == 3 * SIZE
+    assert q.find_mapped_file_by_offset(3 * SIZE) is q.mapped_files[0]
+
+
+def test_delete_expired_by_offset_units(tmp_path: Path) -> None:
+    unit = 20
+    q = MappedFileQueue(tmp_path, unit * 4)
+    phy = 0
+    for _ in range(3 * 4):
+        q.get_last_mapped_file().append(struct.pack(">qiq", phy, 10, 0))  # type: ignore[union-attr]
+        phy += 10
+    assert q.delete_expired_file_by_offset(30, unit) == 0  # first file's last unit is 30, still needed
+    assert q.delete_expired_file_by_offset(75, unit) == 2
+    assert q.get_min_offset() == 2 * unit * 4

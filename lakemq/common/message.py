@@ -16,6 +16,7 @@ __all__ = [
     "MessageSysFlag",
     "Message",
     "MessageExt",
+    "MessageExtBrokerInner",
     "properties_to_string",
     "string_to_properties",
     "tags_hash_code",
@@ -192,3 +193,25 @@ class MessageExt(Message):
 
     def replace(self, **changes: object) -> "MessageExt":
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(slots=True)
+class MessageExtBrokerInner(MessageExt):
+    """What the broker hands the store to put: a MessageExt plus the ConsumeQueue tag hash and
+    the properties as serialized on the wire. ``properties_string`` wins when set (the broker
+    passes the client's bytes through); otherwise the store serializes ``properties``."""
+
+    tags_code: int = 0
+    properties_string: str = ""
+
+    def encoded_properties(self) -> bytes:
+        return (self.properties_string or properties_to_string(self.properties)).encode("utf-8")
+
+    def set_property(self, key: str, value: str) -> None:
+        """Set one property, keeping ``properties_string`` in step."""
+        self.properties[key] = value
+        self.properties_string = properties_to_string(self.properties)
+
+    def clear_property(self, key: str) -> None:
+        self.properties.pop(key, None)
+        self.properties_string = properties_to_string(self.properties)

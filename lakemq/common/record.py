@@ -55,6 +55,8 @@ __all__ = [
     "iter_records",
     "RecordHeader",
     "read_header",
+    "check_record",
+    "patch_record",
 ]
 
 MESSAGE_MAGIC_CODE: Final = 0xDAA320A7
@@ -73,6 +75,10 @@ STORE_TIMESTAMP_POS: Final = 56
 BODY_POS: Final = HEAD.size + 4  # 88
 
 _HOST = struct.Struct(">4si")
+_SIZE_MAGIC = struct.Struct(">iIi")
+_PATCH_OFFSETS = struct.Struct(">qq")
+_PATCH_TIMESTAMP = struct.Struct(">q")
+_LONG = struct.Struct(">q")
 _MSG_ID = struct.Struct(">4siq")
 
 
@@ -170,6 +176,46 @@ class RecordHeader:
 def read_header(buf: bytes | bytearray | memoryview, pos: int) -> RecordHeader:
     size, magic = struct.unpack_from(">iI", buf, pos)
     return RecordHeader(size, magic)
+
+
+def patch_record(
+    buf: bytearray | memoryview, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int
+) -> None:
+    """Fill in the three fields only the appender knows, in a record built by encode_record."""
+    _PATCH_OFFSETS.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset, physical_offset)
+    _PATCH_TIMESTAMP.pack_into(buf, pos + STORE_TIMESTAMP_POS, store_timestamp)
+
+
+def check_record(
+    buf: bytes | bytearray | memoryview, pos: int, *, check_crc: bool, physical_offset: int | None = None
+) -> int:
+    """Validate the record at ``pos`` without decoding it: its size when good, 0 for a blank
+    (end-of-file) record, -1 for anything else (bad magic, lengths that do not add up, a
+    record running past ``buf``, a CRC mismatch, or a PHYSICALOFFSET field other than
+    ``physical_offset`` when given). Recovery stops at the first -1."""
+    end = len(buf)
+    if pos + 12 > end:
+        return -1
+    size, magic, crc = _SIZE_MAGIC.unpack_from(buf, pos)
+    if magic != MESSAGE_MAGIC_CODE:
+        return 0 if magic == BLANK_MAGIC_CODE and size > 0 else -1
+    if size < RECORD_FIXED_SIZE or pos + size > end:
+        return -1
+    (body_len,) = BODY_LEN.unpack_from(buf, pos + HEAD.size)
+    topic_pos = pos + BODY_POS + body_len
+    if body_len < 0 or topic_pos + 3 > pos + size:
+        return -1
+    props_pos = topic_pos + 1 + buf[topic_pos]
+    if props_pos + 2 > pos + size:
+        return -1
+    (props_len,) = PROPS_LEN.unpack_from(buf, props_pos)
+    if props_len < 0 or props_pos + 2 + props_len != pos + size:
+        return -1
+    if physical_offset is not None and _LONG.unpack_from(buf, pos + PHYSICAL_OFFSET_POS)[0] != physical_offset:
+        return -1
+    if check_crc and zlib.crc32(buf[pos + BODY_POS : topic_pos]) & 0x7FFFFFFF != crc:
+        return -1
+    return size
 
 
 def decode_record(

@@ -1,0 +1,199 @@
+"""IndexService: the IndexFiles under ``index/``, built from dispatch, queried by key.
+
+Each message is indexed under ``topic#UNIQ_KEY`` and ``topic#KEY`` for every space-separated
+key in KEYS. Files are named by their creation time (``yyyyMMddHHmmssSSS``) and filled in
+CommitLog order; when one is full the next continues where it ended.
+
+Recovery: after an abnormal exit a file whose end timestamp is past the checkpoint's index
+timestamp may hold pages that never reached the disk; it is deleted and :meth:`load` returns
+its begin timestamp, from where the CommitLog replay rebuilds it. After any recovery,
+:meth:`truncate_dirty` undoes entries for CommitLog bytes that recovery cut off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lakemq.common.message import MessageSysFlag
+from lakemq.store.commit_log_scan import DispatchRequest
+from lakemq.store.index_file import IndexFile
+
+__all__ = ["IndexService", "QueryOffsetResult", "build_key"]
+
+log = logging.getLogger(__name__)
+
+
+def build_key(topic: str, key: str) -> str:
+    return f"{topic}#{key}"
+
+
+def _file_name(now_ms: int) -> str:
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(now_ms / 1000)) + f"{now_ms % 1000:03d}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueryOffsetResult:
+    phy_offsets: list[int] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phy_offset: int = 0
+
+
+class IndexService:
+    def __init__(self, index_dir: Path, *, hash_slot_num: int, index_num: int) -> None:
+        self.index_dir = Path(index_dir)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.index_files: list[IndexFile] = []
+        # End timestamp of the newest file known to be on disk whole (the checkpoint's value).
+        self.flushed_timestamp = 0
+        self._lock = threading.RLock()
+
+    # -- load and recovery -------------------------------------------------------------------
+
+    def load(self, last_exit_ok: bool, checkpoint_index_timestamp: int) -> int | None:
+        """Open the files. After an abnormal exit, delete those that may be torn and return the
+        earliest begin timestamp among them (the CommitLog replay must start at or before it);
+        None when nothing was deleted."""
+        rebuild_from: int | None = None
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        for path in sorted(p for p in self.index_dir.iterdir() if p.is_file() and p.name.isdigit()):
+            f = IndexFile(path, self.hash_slot_num, self.index_num)
+            if not last_exit_ok and f.end_timestamp > checkpoint_index_timestamp:
+                log.warning("index file %s ends after the checkpoint (%d > %d): rebuilt from the CommitLog",
+                            path.name, f.end_timestamp, checkpoint_index_timestamp)
+                begin = f.begin_timestamp
+                rebuild_from = begin if rebuild_from is None else min(rebuild_from, begin)
+                f.destroy()
+                continue
+            self.index_files.append(f)
+        self.flushed_timestamp = checkpoint_index_timestamp
+        return rebuild_from
+
+    def truncate_dirty(self, phy_offset: int) -> None:
+        """Remove entries for records at or past ``phy_offset``, newest first, so each slot
+        gets back the entry it pointed to before."""
+        with self._lock:
+            for f in reversed(self.index_files):
+                if f.entry_count() == 0:
+                    continue
+                whole = f.begin_phy_offset >= phy_offset
+                f.undo_entries_from(phy_offset)
+                if not whole:
+                    break
+            files = self.index_files
+            emptied = [f for f in files[:-1] if f.entry_count() == 0]
+            self.index_files = [f for f in files if f not in emptied]
+        for f in emptied:
+            f.destroy()
+
+    # -- building ----------------------------------------------------------------------------
+
+    def _last_indexed_offset(self) -> int:
+        """CommitLog offset of the newest indexed message, -1 when none."""
+        for f in reversed(self.index_files):
+            if f.entry_count() > 0:
+                return f.end_phy_offset
+        return -1
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        """The IndexFile builder (a CommitLogDispatcher)."""
+        if MessageSysFlag.transaction_value(request.sys_flag) == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE:
+            return
+        keys = [request.uniq_key] if request.uniq_key else []
+        keys.extend(k for k in request.keys.split(" ") if k)
+        if not keys:
+            return
+        with self._lock:
+            # A replay after recovery passes records already indexed.
+            if request.commit_log_offset <= self._last_indexed_offset():
+                return
+            for key in keys:
+                self._put_key(build_key(request.topic, key), request.commit_log_offset, request.store_timestamp)
+
+    def _put_key(self, key: str, phy_offset: int, store_timestamp: int) -> None:
+        f = self._writable_file()
+        if not f.put_key(key, phy_offset, store_timestamp):
+            f = self._writable_file()
+            if not f.put_key(key, phy_offset, store_timestamp):
+                log.error("index key %s at %d not stored: new file is full", key, phy_offset)
+
+    def _writable_file(self) -> IndexFile:
+        last = self.index_files[-1] if self.index_files else None
+        if last is not None and not last.is_write_full():
+            return last
+        end_phy = last.end_phy_offset if last else 0
+        end_ts = last.end_timestamp if last else 0
+        now = int(time.time() * 1000)
+        path = self.index_dir / _file_name(now)
+        while path.exists() or (last is not None and path.name <= last.file_name):
+            now += 1
+            path = self.index_dir / _file_name(now)
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        f = IndexFile(path, self.hash_slot_num, self.index_num, end_phy_offset=end_phy, end_timestamp=end_ts)
+        self.index_files = [*self.index_files, f]
+        if last is not None:
+            # The full file is final: once on disk, recovery never needs to rebuild it.
+            last.flush()
+            self.flushed_timestamp = max(self.flushed_timestamp, last.end_timestamp)
+        return f
+
+    # -- querying ----------------------------------------------------------------------------
+
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
+        """CommitLog offsets of messages indexed under ``topic#key`` stored in [begin, end]
+        (ms), newest file first, at most ``max_num``."""
+        offsets: list[int] = []
+        with self._lock:
+            files = self.index_files
+            last = files[-1] if files else None
+            for f in reversed(files):
+                if len(offsets) >= max_num:
+                    break
+                if f.is_time_matched(begin, end):
+                    offsets.extend(f.select_phy_offsets(build_key(topic, key), max_num - len(offsets), begin, end))
+                if f.begin_timestamp < begin:
+                    break
+            return QueryOffsetResult(
+                offsets,
+                last.end_timestamp if last else 0,
+                last.end_phy_offset if last else 0,
+            )
+
+    # -- expiry and lifecycle ----------------------------------------------------------------
+
+    def delete_expired_file(self, min_phy_offset: int) -> int:
+        """Delete files (never the newest) whose every entry points below ``min_phy_offset``."""
+        with self._lock:
+            doomed = [f for f in self.index_files[:-1] if f.end_phy_offset < min_phy_offset]
+            if not doomed:
+                return 0
+            self.index_files = [f for f in self.index_files if f not in doomed]
+        for f in doomed:
+            f.destroy()
+            log.info("deleted expired index file %s", f.file_name)
+        return len(doomed)
+
+    def flush(self) -> int:
+        """Flush every file; returns the newest end timestamp now on disk."""
+        with self._lock:
+            files = list(self.index_files)
+            stamp = files[-1].end_timestamp if files else 0
+        for f in files:
+            f.flush()
+        return stamp
+
+    def shutdown(self) -> None:
+        with self._lock:
+            for f in self.index_files:
+                f.flush()
+                f.close()
+
+    def destroy(self) -> None:
+        with self._lock:
+            for f in self.index_files:
+                f.destroy()
+            self.index_files = []

@@ -1,0 +1,126 @@
+"""The broker's configuration (RocketMQ's BrokerConfig, the keys this broker reads).
+
+Bound from broker.conf with :func:`lakemq.common.config.bind` next to the store's
+:class:`~lakemq.store.config.StoreConfig`; every camelCase key is RocketMQ's own
+(``brokerName``, ``namesrvAddr``, ``autoCreateTopicEnable`` ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lakemq.common.validation import is_valid_name
+from lakemq.errors import ConfigError
+
+__all__ = ["BrokerConfig", "PermName", "MASTER_ID"]
+
+MASTER_ID = 0
+
+
+class PermName:
+    """Permission bits of a topic or broker (RocketMQ PermName)."""
+
+    PERM_PRIORITY = 0x8
+    PERM_READ = 0x4
+    PERM_WRITE = 0x2
+    PERM_INHERIT = 0x1
+
+    @staticmethod
+    def is_readable(perm: int) -> bool:
+        return bool(perm & PermName.PERM_READ)
+
+    @staticmethod
+    def is_writeable(perm: int) -> bool:
+        return bool(perm & PermName.PERM_WRITE)
+
+    @staticmethod
+    def is_inherited(perm: int) -> bool:
+        return bool(perm & PermName.PERM_INHERIT)
+
+    @staticmethod
+    def to_string(perm: int) -> str:
+        return ("R" if perm & PermName.PERM_READ else "-") + (
+            "W" if perm & PermName.PERM_WRITE else "-") + ("X" if perm & PermName.PERM_INHERIT else "-")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    broker_name: str = "broker-a"
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = MASTER_ID  # 0 is the master; lakemq brokers run as masters
+    broker_ip1: str = "127.0.0.1"  # the address registered with the NameServers
+    listen_port: int = 10911  # 0 binds an ephemeral port (tests); the bound one is registered
+    namesrv_addr: tuple[str, ...] = ("127.0.0.1:9876",)  # ``;``-separated in broker.conf
+    broker_permission: int = PermName.PERM_READ | PermName.PERM_WRITE
+    # Queues of the TBW102 template (RocketMQ's 8); an auto-created topic gets
+    # min(the producer's defaultTopicQueueNums, this).
+    default_topic_queue_nums: int = 8
+    auto_create_topic_enable: bool = True
+    cluster_topic_enable: bool = True  # a topic named after the cluster, for admin tools
+    broker_topic_enable: bool = True  # a topic named after the broker
+    auto_create_subscription_group: bool = True
+    # Business pools per request family (the seeds' M2 pools keyed by request code).
+    send_message_thread_pool_nums: int = 4
+    pull_message_thread_pool_nums: int = 8
+    admin_broker_thread_pool_nums: int = 4
+    client_manage_thread_pool_nums: int = 4
+    consumer_manage_thread_pool_nums: int = 4
+    send_thread_pool_queue_capacity: int = 10_000
+    pull_thread_pool_queue_capacity: int = 100_000
+    client_manager_thread_pool_queue_capacity: int = 100_000
+    consumer_manager_thread_pool_queue_capacity: int = 100_000
+    admin_broker_thread_pool_queue_capacity: int = 10_000
+    # Fast failure: a send that waited longer than this in the send queue gets SYSTEM_BUSY.
+    broker_fast_failure_enable: bool = True
+    wait_time_mills_in_send_queue: int = 200
+    wait_time_mills_in_pull_queue: int = 5_000
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1_000  # hold time of a suspended pull without long polling
+    # How often held pulls are re-checked against the queue's max offset (a safety net: the
+    # store's arrival notification normally wakes them at once).
+    pull_hold_check_interval_mills: int = 5_000
+    notify_consumer_ids_changed_enable: bool = True
+    flush_consumer_offset_interval: int = 5_000
+    register_name_server_period: int = 30_000
+    register_broker_timeout_mills: int = 6_000
+    # A client silent for this long is dropped (RocketMQ's ClientChannelInfo expiry).
+    channel_expired_timeout: int = 120_000
+    client_housekeeping_interval: int = 10_000
+    rebalance_lock_max_live_time: int = 60_000  # an orderly consumer's queue lock lives this long
+    max_pull_msg_nums: int = 32  # cap on a pull's maxMsgNums
+
+    def __post_init__(self) -> None:
+        if not is_valid_name(self.broker_name) or not is_valid_name(self.broker_cluster_name):
+            raise ConfigError(
+                f"brokerName {self.broker_name!r} / brokerClusterName {self.broker_cluster_name!r}: "
+                "use letters, digits, '%', '|', '_' and '-'"
+            )
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort must be 0..65535, got {self.listen_port}")
+        if self.broker_id < 0:
+            raise ConfigError(f"brokerId must be >= 0, got {self.broker_id}")
+        for addr in self.namesrv_addr:
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigError(f"namesrvAddr entry {addr!r} is not host:port")
+        positive = ("default_topic_queue_nums", "send_message_thread_pool_nums",
+                    "pull_message_thread_pool_nums", "admin_broker_thread_pool_nums",
+                    "client_manage_thread_pool_nums", "consumer_manage_thread_pool_nums",
+                    "send_thread_pool_queue_capacity", "pull_thread_pool_queue_capacity",
+                    "client_manager_thread_pool_queue_capacity",
+                    "consumer_manager_thread_pool_queue_capacity",
+                    "admin_broker_thread_pool_queue_capacity", "wait_time_mills_in_send_queue",
+                    "wait_time_mills_in_pull_queue", "short_polling_time_mills",
+                    "pull_hold_check_interval_mills", "flush_consumer_offset_interval",
+                    "register_name_server_period", "register_broker_timeout_mills",
+                    "channel_expired_timeout", "client_housekeeping_interval",
+                    "rebalance_lock_max_live_time", "max_pull_msg_nums")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.broker_permission & ~(PermName.PERM_READ | PermName.PERM_WRITE):
+            raise ConfigError(f"brokerPermission may only hold read (4) and write (2), got {self.broker_permission}")
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"

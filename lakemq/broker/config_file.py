@@ -1,0 +1,90 @@
+"""Persisted JSON state of the broker (topics, consumer offsets, subscription groups).
+
+Like RocketMQ's ConfigManager: the new content goes to ``{file}.tmp``, is synced, the old file
+becomes ``{file}.bak`` and the tmp file takes its name, so a crash at any point leaves either
+the old or the new content readable. Loading falls back to the ``.bak`` copy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from lakemq.errors import CorruptFileError
+
+__all__ = ["DataVersion", "load_json", "save_json"]
+
+log = logging.getLogger(__name__)
+
+
+def load_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (or its ``.bak``), or None when neither exists.
+
+    A file that exists but does not parse raises CorruptFileError when no good backup exists:
+    starting with an empty offset table would silently rewind every consumer."""
+    errors: list[str] = []
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise CorruptFileError(f"cannot read {candidate}: {exc.strerror}") from exc
+        if not text.strip():
+            errors.append(f"{candidate} is empty")
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            errors.append(f"{candidate}: {exc}")
+            continue
+        if not isinstance(data, dict):
+            errors.append(f"{candidate}: not a JSON object")
+            continue
+        if candidate != path:
+            log.warning("loaded %s from its backup %s (%s)", path, candidate, "; ".join(errors))
+        return data
+    if errors:
+        raise CorruptFileError("; ".join(errors))
+    return None
+
+
+def save_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2, sort_keys=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    if path.exists():
+        os.replace(path, path.with_name(path.name + ".bak"))
+    os.replace(tmp, path)
+
+
+class DataVersion:
+    """RocketMQ's DataVersion: the NameServer compares it to skip unchanged registrations."""
+
+    def __init__(self, timestamp: int | None = None, counter: int = 0) -> None:
+        self.timestamp = int(time.time() * 1000) if timestamp is None else timestamp
+        self.counter = counter
+        self._lock = threading.Lock()
+
+    def next_version(self) -> None:
+        with self._lock:
+            self.timestamp = int(time.time() * 1000)
+            self.counter += 1
+
+    def to_json(self) -> dict[str, int]:
+        return {"timestamp": self.timestamp, "counter": self.counter}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "DataVersion":
+        if not isinstance(data, dict):
+            return cls()
+        return cls(int(data.get("timestamp", 0)), int(data.get("counter", 0)))

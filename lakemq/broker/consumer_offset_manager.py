@@ -1,0 +1,97 @@
+"""Committed consume offsets: ``topic@group -> {queueId: offset}``.
+
+Persisted as ``{config_dir}/consumerOffset.json`` (``{"offsetTable": {"TopicTest@g1":
+{"0": 12, "1": 7}}}``, RocketMQ's layout with JSON-legal string keys) every
+``flushConsumerOffsetInterval`` and at shutdown, so offsets survive a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Final
+
+from lakemq.broker.config_file import load_json, save_json
+from lakemq.errors import CorruptFileError
+
+__all__ = ["ConsumerOffsetManager", "TOPIC_GROUP_SEPARATOR"]
+
+log = logging.getLogger(__name__)
+
+TOPIC_GROUP_SEPARATOR: Final = "@"
+
+
+class ConsumerOffsetManager:
+    def __init__(self, config_dir: Path) -> None:
+        self.path = config_dir / "consumerOffset.json"
+        self._lock = threading.Lock()
+        self._table: dict[str, dict[int, int]] = {}
+        self._dirty = False
+
+    def load(self) -> None:
+        data = load_json(self.path)
+        if data is None:
+            return
+        table: dict[str, dict[int, int]] = {}
+        try:
+            for key, offsets in (data.get("offsetTable") or {}).items():
+                table[key] = {int(qid): int(off) for qid, off in offsets.items()}
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise CorruptFileError(f"{self.path}: bad offset table: {exc}") from exc
+        with self._lock:
+            self._table = table
+
+    def encode(self) -> dict[str, Any]:
+        with self._lock:
+            return {"offsetTable": {key: {str(q): o for q, o in offsets.items()}
+                                    for key, offsets in self._table.items()}}
+
+    def persist(self, *, force: bool = False) -> bool:
+        """Write the table if it changed since the last write (or ``force``); True if written."""
+        with self._lock:
+            if not (self._dirty or force):
+                return False
+            self._dirty = False
+        try:
+            save_json(self.path, self.encode())
+        except OSError:
+            with self._lock:
+                self._dirty = True
+            raise
+        return True
+
+    def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        key = topic + TOPIC_GROUP_SEPARATOR + group
+        with self._lock:
+            offsets = self._table.setdefault(key, {})
+            previous = offsets.get(queue_id)
+            offsets[queue_id] = offset
+            self._dirty = True
+        if previous is not None and offset < previous:
+            log.info("offset of %s queue %d moved back %d -> %d by %s", key, queue_id, previous, offset, client_host)
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 when the group never committed one for this queue."""
+        with self._lock:
+            return self._table.get(topic + TOPIC_GROUP_SEPARATOR + group, {}).get(queue_id, -1)
+
+    def query_offsets(self, group: str, topic: str) -> dict[int, int]:
+        with self._lock:
+            return dict(self._table.get(topic + TOPIC_GROUP_SEPARATOR + group, {}))
+
+    def which_topic_by_consumer(self, group: str) -> set[str]:
+        with self._lock:
+            return {k.rpartition(TOPIC_GROUP_SEPARATOR)[0] for k in self._table
+                    if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group}
+
+    def which_group_by_topic(self, topic: str) -> set[str]:
+        with self._lock:
+            return {k.rpartition(TOPIC_GROUP_SEPARATOR)[2] for k in self._table
+                    if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic}
+
+    def remove_topic(self, topic: str) -> None:
+        with self._lock:
+            for key in [k for k in self._table if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic]:
+                del self._table[key]
+                self._dirty = True

@@ -1,0 +1,117 @@
+"""Subscriptions and the tag filter the broker hands the store (RocketMQ FilterAPI and
+ExpressionMessageFilter for TAG expressions).
+
+A subscription ``tagA || tagB`` keeps the tags and their Java hash codes; the store compares
+those codes with the tags code of each ConsumeQueue entry, so unmatched messages are skipped
+without reading the CommitLog. Hash collisions pass here; the client re-checks the tag string.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from lakemq.common.message import tags_hash_code
+
+__all__ = [
+    "SUB_ALL",
+    "EXPRESSION_TYPE_TAG",
+    "EXPRESSION_TYPE_SQL92",
+    "SubscriptionData",
+    "SubscriptionParseError",
+    "build_subscription_data",
+    "TagMessageFilter",
+]
+
+SUB_ALL: Final = "*"
+EXPRESSION_TYPE_TAG: Final = "TAG"
+EXPRESSION_TYPE_SQL92: Final = "SQL92"
+
+
+class SubscriptionParseError(ValueError):
+    """A subscription the broker cannot use (SUBSCRIPTION_PARSE_FAILED)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionData:
+    topic: str
+    sub_string: str = SUB_ALL
+    tags_set: frozenset[str] = frozenset()
+    code_set: frozenset[int] = frozenset()
+    sub_version: int = field(default_factory=lambda: int(time.time() * 1000))
+    expression_type: str = EXPRESSION_TYPE_TAG
+    class_filter_mode: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "subString": self.sub_string,
+            "tagsSet": sorted(self.tags_set),
+            "codeSet": sorted(self.code_set),
+            "subVersion": self.sub_version,
+            "expressionType": self.expression_type,
+            "classFilterMode": self.class_filter_mode,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SubscriptionData":
+        """Parse a heartbeat's ``subscriptionDataSet`` entry. The tags are re-derived from
+        ``subString`` so the codes always match the broker's own hashing."""
+        try:
+            topic = str(data["topic"])
+            sub = build_subscription_data(
+                topic,
+                data.get("subString"),
+                str(data.get("expressionType") or EXPRESSION_TYPE_TAG),
+                sub_version=int(data.get("subVersion") or 0),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SubscriptionParseError(f"bad subscription {data!r}: {exc}") from exc
+        if data.get("classFilterMode"):
+            return SubscriptionData(sub.topic, sub.sub_string, sub.tags_set, sub.code_set,
+                                    sub.sub_version, sub.expression_type, True)
+        return sub
+
+    @property
+    def matches_all(self) -> bool:
+        return self.sub_string == SUB_ALL or not self.tags_set
+
+
+def build_subscription_data(
+    topic: str, sub_string: str | None, expression_type: str = EXPRESSION_TYPE_TAG, *, sub_version: int = 0
+) -> SubscriptionData:
+    """Parse ``tagA || tagB`` (or ``*`` / empty for all messages)."""
+    expression_type = expression_type or EXPRESSION_TYPE_TAG
+    version = sub_version or int(time.time() * 1000)
+    if expression_type != EXPRESSION_TYPE_TAG:
+        if expression_type != EXPRESSION_TYPE_SQL92 or not sub_string:
+            raise SubscriptionParseError(f"unknown expression type {expression_type!r}")
+        return SubscriptionData(topic, sub_string.strip(), sub_version=version, expression_type=expression_type)
+    text = (sub_string or "").strip()
+    if not text or text == SUB_ALL:
+        return SubscriptionData(topic, SUB_ALL, sub_version=version)
+    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
+    if not tags:
+        raise SubscriptionParseError(f"subscription {sub_string!r} names no tag")
+    return SubscriptionData(topic, text, tags, frozenset(tags_hash_code(t) for t in tags), version)
+
+
+@dataclass(frozen=True, slots=True)
+class TagMessageFilter:
+    """The store's MessageFilter for a TAG subscription (None subscription: everything)."""
+
+    subscription: SubscriptionData | None
+
+    def is_matched_by_consume_queue(self, tags_code: int | None, cq_ext: object | None = None) -> bool:
+        sub = self.subscription
+        if sub is None or sub.class_filter_mode or sub.expression_type != EXPRESSION_TYPE_TAG:
+            return True
+        if tags_code is None or sub.matches_all:
+            return True
+        return tags_code in sub.code_set
+
+    def is_matched_by_commit_log(
+        self, msg_buffer: bytes | memoryview | None, properties: dict[str, str] | None
+    ) -> bool:
+        return True

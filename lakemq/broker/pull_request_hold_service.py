@@ -1,0 +1,116 @@
+"""Long polling: a pull that finds nothing waits here until a message arrives or it times out
+(RocketMQ PullRequestHoldService).
+
+A held pull is a coroutine awaiting :meth:`PullRequestHoldService.hold`; the store's reput
+thread reports each dispatched message through :meth:`notify_message_arriving` (thread-safe),
+which wakes the pulls of that queue whose offset the message reaches and whose filter accepts
+its tags code. The pull processor then runs the pull again and answers. A periodic check
+against the queue's max offset is the safety net for a notification that found no waiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lakemq.store.filter import MessageFilter
+
+__all__ = ["PullRequestHoldService"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, eq=False)
+class _HeldPull:
+    pull_from_offset: int
+    message_filter: MessageFilter | None
+    future: asyncio.Future[bool]
+
+
+class PullRequestHoldService:
+    def __init__(self, max_offset_in_queue: Callable[[str, int], int], check_interval_s: float = 5.0) -> None:
+        self._max_offset = max_offset_in_queue
+        self._check_interval = check_interval_s
+        self._held: dict[tuple[str, int], list[_HeldPull]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._checker: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Bind to the running loop and start the periodic check."""
+        self._loop = asyncio.get_running_loop()
+        self._checker = self._loop.create_task(self._check_periodically(), name="pull-hold-check")
+
+    async def shutdown(self) -> None:
+        """Wake every held pull (they answer with what they have) and stop the check."""
+        if self._checker is not None:
+            self._checker.cancel()
+            try:
+                await self._checker
+            except asyncio.CancelledError:
+                pass
+        for waiters in self._held.values():
+            for held in waiters:
+                if not held.future.done():
+                    held.future.set_result(False)
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(v) for v in self._held.values())
+
+    async def hold(self, topic: str, queue_id: int, pull_from_offset: int, timeout_s: float,
+                   message_filter: MessageFilter | None = None) -> bool:
+        """Wait until the queue holds a message at or after ``pull_from_offset`` that the
+        filter may accept; True when woken by one, False on timeout."""
+        loop = asyncio.get_running_loop()
+        held = _HeldPull(pull_from_offset, message_filter, loop.create_future())
+        key = (topic, queue_id)
+        self._held.setdefault(key, []).append(held)
+        try:
+            # Registered first, then checked, both on the loop: a message dispatched before the
+            # check is seen here, one dispatched after it finds this waiter registered.
+            if self._max_offset(topic, queue_id) > pull_from_offset:
+                return True
+            try:
+                return await asyncio.wait_for(held.future, timeout_s)
+            except TimeoutError:
+                return False
+        finally:
+            waiters = self._held.get(key)
+            if waiters is not None:
+                waiters.remove(held)
+                if not waiters:
+                    del self._held[key]
+
+    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int,
+                                tags_code: int | None = None) -> None:
+        """Called from any thread (the store's reput) after a message is dispatched;
+        ``max_offset`` is the queue's offset after it."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._wake, topic, queue_id, max_offset, tags_code)
+        except RuntimeError:  # the loop closed between the check and the call: nobody waits
+            pass
+
+    def _wake(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
+        for held in list(self._held.get((topic, queue_id), ())):
+            if held.future.done() or max_offset <= held.pull_from_offset:
+                continue
+            if tags_code is not None and held.message_filter is not None \
+                    and not held.message_filter.is_matched_by_consume_queue(tags_code):
+                continue
+            held.future.set_result(True)
+
+    async def _check_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._check_interval)
+            for topic, queue_id in list(self._held):
+                try:
+                    max_offset = self._max_offset(topic, queue_id)
+                except Exception:
+                    log.exception("max offset of %s:%d failed in the hold check", topic, queue_id)
+                    continue
+                self._wake(topic, queue_id, max_offset, None)

@@ -1,0 +1,143 @@
+"""Consumer group configs (RocketMQ SubscriptionGroupConfig), auto-created on first use.
+
+Persisted as ``{config_dir}/subscriptionGroup.json``
+(``{"subscriptionGroupTable": {group: {...}}, "dataVersion": {...}}``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from lakemq.broker.config import MASTER_ID, BrokerConfig
+from lakemq.broker.config_file import DataVersion, load_json, save_json
+from lakemq.common.validation import GROUP_MAX_LENGTH, check_group, is_valid_name
+from lakemq.errors import InvalidNameError
+
+__all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager", "SYSTEM_GROUPS"]
+
+log = logging.getLogger(__name__)
+
+# Groups RocketMQ's admin tools and self tests use; present on every broker.
+SYSTEM_GROUPS: Final = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_SYS_RMQ_TRANS")
+
+_FIELDS: Final = (
+    ("group_name", "groupName"), ("consume_enable", "consumeEnable"),
+    ("consume_from_min_enable", "consumeFromMinEnable"),
+    ("consume_broadcast_enable", "consumeBroadcastEnable"), ("retry_queue_nums", "retryQueueNums"),
+    ("retry_max_times", "retryMaxTimes"), ("broker_id", "brokerId"),
+    ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
+    ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
+)
+
+_INT_FIELDS: Final = frozenset({"retry_queue_nums", "retry_max_times", "broker_id", "which_broker_when_consume_slowly"})
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false"):
+            raise ValueError(f"expected true or false, got {value!r}")
+        return value.lower() == "true"
+    return bool(value)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupConfig:
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16  # then the message goes to %DLQ%group
+    broker_id: int = MASTER_ID
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def __post_init__(self) -> None:
+        check_group(self.group_name)
+        if self.retry_queue_nums < 0 or self.retry_max_times < 0:
+            raise InvalidNameError("retryQueueNums and retryMaxTimes must be >= 0")
+
+    def to_json(self) -> dict[str, Any]:
+        return {camel: getattr(self, snake) for snake, camel in _FIELDS}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SubscriptionGroupConfig":
+        values: dict[str, Any] = {}
+        for snake, camel in _FIELDS:
+            if camel in data:
+                values[snake] = data[camel]
+        try:
+            values["group_name"] = str(values["group_name"])
+            for key in values:
+                if key in _INT_FIELDS:
+                    values[key] = int(values[key])
+                elif key != "group_name":
+                    values[key] = _as_bool(values[key])
+            return cls(**values)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidNameError(f"bad subscription group config {data!r}: {exc}") from exc
+
+
+class SubscriptionGroupManager:
+    def __init__(self, config: BrokerConfig, config_dir: Path) -> None:
+        self._config = config
+        self.path = config_dir / "subscriptionGroup.json"
+        self._lock = threading.Lock()
+        self._table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
+        self.data_version = DataVersion()
+
+    def load(self) -> None:
+        data = load_json(self.path)
+        if data is None:
+            return
+        with self._lock:
+            for name, raw in (data.get("subscriptionGroupTable") or {}).items():
+                self._table[name] = SubscriptionGroupConfig.from_json(raw)
+            self.data_version = DataVersion.from_json(data.get("dataVersion"))
+
+    def encode(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "subscriptionGroupTable": {g: c.to_json() for g, c in self._table.items()},
+                "dataVersion": self.data_version.to_json(),
+            }
+
+    def persist(self) -> None:
+        save_json(self.path, self.encode())
+
+    def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config; auto-created (and persisted) when enabled and the name is valid."""
+        existing = self._table.get(group)
+        if existing is not None or not self._config.auto_create_subscription_group:
+            return existing
+        if not is_valid_name(group, GROUP_MAX_LENGTH):
+            return None
+        with self._lock:
+            created = self._table.setdefault(group, SubscriptionGroupConfig(group))
+            self.data_version.next_version()
+        log.info("subscription group %s auto-created", group)
+        self.persist()
+        return created
+
+    def update_subscription_group_config(self, config: SubscriptionGroupConfig) -> None:
+        with self._lock:
+            self._table[config.group_name] = config
+            self.data_version.next_version()
+        self.persist()
+
+    def delete_subscription_group_config(self, group: str) -> bool:
+        with self._lock:
+            removed = self._table.pop(group, None) is not None
+            if removed:
+                self.data_version.next_version()
+        if removed:
+            self.persist()
+        return removed
+
+    def groups(self) -> dict[str, SubscriptionGroupConfig]:
+        with self._lock:
+            return dict(self._table)

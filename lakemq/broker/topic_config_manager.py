@@ -1,0 +1,257 @@
+"""Topic configs of one broker: system topics, auto-creation through TBW102, persistence.
+
+The table is persisted as ``{config_dir}/topics.json``::
+
+    {"dataVersion": {"counter": 3, "timestamp": 1700000000000},
+     "topicConfigTable": {"TopicTest": {"order": false, "perm": 6, "readQueueNums": 4,
+                                        "topicFilterType": "SINGLE_TAG", "topicName": "TopicTest",
+                                        "topicSysFlag": 0, "writeQueueNums": 4}, ...}}
+
+which is also the ``topicConfigSerializeWrapper`` a broker registers with the NameServers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config_file import DataVersion, load_json, save_json
+from lakemq.common.validation import check_topic
+from lakemq.errors import InvalidNameError
+
+__all__ = [
+    "TopicConfig",
+    "TopicConfigManager",
+    "AUTO_CREATE_TOPIC_KEY_TOPIC",
+    "SCHEDULE_TOPIC",
+    "TRANS_HALF_TOPIC",
+    "TRANS_OP_HALF_TOPIC",
+    "SELF_TEST_TOPIC",
+    "BENCHMARK_TOPIC",
+    "OFFSET_MOVED_EVENT",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "DLQ_GROUP_TOPIC_PREFIX",
+    "NOT_ALLOWED_SEND_TOPICS",
+    "retry_topic",
+    "dlq_topic",
+]
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"  # the template producers name as defaultTopic
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+SCHEDULE_TOPIC_QUEUE_NUMS: Final = 18  # one queue per delay level
+TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
+SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC: Final = "BenchmarkTest"
+OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
+RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+# Producers may not write these directly: the broker itself fills them.
+NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
+    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC}
+)
+_DEFAULT_QUEUE_NUMS: Final = 16
+_MAX_QUEUE_NUMS: Final = 1024
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = _DEFAULT_QUEUE_NUMS
+    write_queue_nums: int = _DEFAULT_QUEUE_NUMS
+    perm: int = PermName.PERM_READ | PermName.PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"  # or MULTI_TAG; informational, as in RocketMQ
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def __post_init__(self) -> None:
+        check_topic(self.topic_name)
+        for name in ("read_queue_nums", "write_queue_nums"):
+            value = getattr(self, name)
+            if not 0 <= value <= _MAX_QUEUE_NUMS:
+                raise InvalidNameError(f"{name} must be 0..{_MAX_QUEUE_NUMS}, got {value}")
+        if self.perm & ~0xF:
+            raise InvalidNameError(f"perm must combine 4 (read), 2 (write), 1 (inherit), got {self.perm}")
+        if self.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+            raise InvalidNameError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {self.topic_filter_type!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topicName": self.topic_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicFilterType": self.topic_filter_type,
+            "topicSysFlag": self.topic_sys_flag,
+            "order": self.order,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TopicConfig":
+        try:
+            return cls(
+                topic_name=str(data["topicName"]),
+                read_queue_nums=int(data.get("readQueueNums", _DEFAULT_QUEUE_NUMS)),
+                write_queue_nums=int(data.get("writeQueueNums", _DEFAULT_QUEUE_NUMS)),
+                perm=int(data.get("perm", PermName.PERM_READ | PermName.PERM_WRITE)),
+                topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
+                topic_sys_flag=int(data.get("topicSysFlag", 0)),
+                order=bool(data.get("order", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidNameError(f"bad topic config {data!r}: {exc}") from exc
+
+
+class TopicConfigManager:
+    """Thread-safe table of topic configs; every change bumps the data version, is persisted
+    at once, and is reported to ``on_change`` listeners (the broker re-registers with the
+    NameServers so producers see an auto-created topic's route)."""
+
+    def __init__(self, config: BrokerConfig, config_dir: Path) -> None:
+        self._config = config
+        self.path = config_dir / "topics.json"
+        self._lock = threading.RLock()
+        self._table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.on_change: list[Callable[[TopicConfig], None]] = []
+        for tc in self._system_topics():
+            self._table[tc.topic_name] = tc
+
+    def _system_topics(self) -> list[TopicConfig]:
+        c = self._config
+        rw = PermName.PERM_READ | PermName.PERM_WRITE
+        topics = [
+            TopicConfig(SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(BENCHMARK_TOPIC, _MAX_QUEUE_NUMS, _MAX_QUEUE_NUMS),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
+            TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
+            TopicConfig(TRANS_HALF_TOPIC, 1, 1),
+            TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1),
+            TopicConfig(c.broker_cluster_name, perm=PermName.PERM_INHERIT | (rw if c.cluster_topic_enable else 0)),
+            TopicConfig(c.broker_name, 1, 1, perm=PermName.PERM_INHERIT | (rw if c.broker_topic_enable else 0)),
+        ]
+        if c.auto_create_topic_enable:
+            topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, c.default_topic_queue_nums,
+                                      c.default_topic_queue_nums, perm=PermName.PERM_INHERIT | rw))
+        return topics
+
+    # -- persistence -------------------------------------------------------------------
+
+    def load(self) -> None:
+        data = load_json(self.path)
+        if data is None:
+            return
+        with self._lock:
+            for name, raw in (data.get("topicConfigTable") or {}).items():
+                tc = TopicConfig.from_json(raw)
+                if tc.topic_name != name:
+                    raise InvalidNameError(f"{self.path}: entry {name!r} holds topic {tc.topic_name!r}")
+                self._table[name] = tc
+            self.data_version = DataVersion.from_json(data.get("dataVersion"))
+
+    def encode(self) -> dict[str, Any]:
+        """The TopicConfigSerializeWrapper: persisted, and registered with the NameServers."""
+        with self._lock:
+            return {
+                "topicConfigTable": {name: tc.to_json() for name, tc in self._table.items()},
+                "dataVersion": self.data_version.to_json(),
+            }
+
+    def persist(self) -> None:
+        with self._lock:
+            save_json(self.path, self.encode())
+
+    # -- queries -----------------------------------------------------------------------
+
+    def select_topic_config(self, topic: str) -> TopicConfig | None:
+        return self._table.get(topic)
+
+    def topic_configs(self) -> dict[str, TopicConfig]:
+        with self._lock:
+            return dict(self._table)
+
+    # -- changes -----------------------------------------------------------------------
+
+    def update_topic_config(self, tc: TopicConfig) -> TopicConfig:
+        with self._lock:
+            old = self._table.get(tc.topic_name)
+            self._table[tc.topic_name] = tc
+            self._changed(tc, "updated" if old else "created")
+        return tc
+
+    def delete_topic_config(self, topic: str) -> TopicConfig | None:
+        with self._lock:
+            old = self._table.pop(topic, None)
+            if old is not None:
+                self.data_version.next_version()
+                self.persist()
+                log.info("topic %s deleted", topic)
+        return old
+
+    def create_topic_in_send_message_method(
+        self, topic: str, default_topic: str, client_default_topic_queue_nums: int, topic_sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """Create ``topic`` from the template ``default_topic`` (TBW102) on a producer's first
+        send, as RocketMQ does; None when the template is missing or not inheritable."""
+        check_topic(topic)
+        with self._lock:
+            existing = self._table.get(topic)
+            if existing is not None:
+                return existing
+            template = self._table.get(default_topic)
+            if template is None:
+                log.warning("cannot auto-create topic %s: default topic %s does not exist", topic, default_topic)
+                return None
+            perm = template.perm
+            if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self._config.auto_create_topic_enable:
+                perm = PermName.PERM_READ | PermName.PERM_WRITE
+            if not PermName.is_inherited(perm):
+                log.warning("cannot auto-create topic %s: default topic %s has no inherit permission %s",
+                            topic, default_topic, PermName.to_string(perm))
+                return None
+            queue_nums = max(0, min(client_default_topic_queue_nums, template.write_queue_nums))
+            tc = TopicConfig(topic, queue_nums, queue_nums, perm=perm & ~PermName.PERM_INHERIT,
+                             topic_filter_type=template.topic_filter_type, topic_sys_flag=topic_sys_flag)
+            self._table[topic] = tc
+            self._changed(tc, f"auto-created from {default_topic}")
+            return tc
+
+    def create_topic_in_send_message_back_method(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
+    ) -> TopicConfig:
+        """Create a retry or DLQ topic (``%RETRY%group``, ``%DLQ%group``) if missing."""
+        with self._lock:
+            existing = self._table.get(topic)
+            if existing is not None:
+                return existing
+            tc = TopicConfig(topic, queue_nums, queue_nums, perm=perm, topic_sys_flag=topic_sys_flag)
+            self._table[topic] = tc
+            self._changed(tc, "created for a consumer group")
+            return tc
+
+    def _changed(self, tc: TopicConfig, what: str) -> None:
+        self.data_version.next_version()
+        self.persist()
+        log.info("topic %s %s: %s", tc.topic_name, what, tc)
+        for listener in list(self.on_change):
+            try:
+                listener(tc)
+            except Exception:  # a listener's failure must not undo a persisted change
+                log.exception("topic change listener failed for %s", tc.topic_name)
+

@@ -33,6 +33,7 @@ class MappedFile:
         self.file_from_offset = int(self.path.name)
         self.wrote_position = 0
         self.flushed_position = 0
+        self.store_timestamp = 0  # store time of the last record appended (for the checkpoint)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -30,6 +30,7 @@ class MappedFileQueue:
         self.mapped_file_size = mapped_file_size
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
+        self.store_timestamp = 0  # store time of a record known to be flushed (the checkpoint's)
         self._lock = threading.Lock()
 
     # -- loading -----------------------------------------------------------------------------
@@ -133,11 +134,14 @@ class MappedFileQueue:
             mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
             if mf is None:
                 break
+            store_timestamp = mf.store_timestamp  # read first: it may only be older than what is flushed
             pos = mf.flush(least_pages)
             where = mf.file_from_offset + pos
             if where <= self.flushed_where:
                 break
             self.flushed_where = where
+            if store_timestamp:
+                self.store_timestamp = store_timestamp
             if pos < mf.file_size:
                 break
         return self.flushed_where >= self.get_max_offset()

@@ -1,0 +1,370 @@
+"""CommitLog: the one append-only log of every message of a broker.
+
+One appender at a time (the put lock). A record is fully built, CRC included, outside the
+lock by the codec (:mod:`lakemq.common.record`); under the lock the appender only assigns
+the queue offset, physical offset and store time, patches them in, and copies the bytes into
+the mapped file. A record that does not fit (with 8 bytes to spare) seals the file with a blank
+record and goes to the next one. Flushing happens after the lock is released.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from lakemq.common.message import MessageExtBrokerInner, MessageSysFlag
+from lakemq.common.record import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    STORE_TIMESTAMP_POS,
+    create_message_id,
+    encode_host,
+    encode_record,
+    patch_record,
+)
+from lakemq.common.validation import is_valid_name
+from lakemq.errors import StoreError
+from lakemq.store.checkpoint import StoreCheckpoint
+from lakemq.store.commit_log_scan import DispatchRequest, iter_dispatch_requests, scan_valid_end
+from lakemq.store.config import FlushDiskType, StoreConfig
+from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
+from lakemq.store.flush import FlushCommitLogService, FlushRealTimeService, GroupCommitService
+from lakemq.store.mapped_file import MappedFile
+from lakemq.store.mapped_file_queue import MappedFileQueue
+from lakemq.store.results import (
+    AppendMessageResult,
+    AppendMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+)
+
+__all__ = ["CommitLog", "END_FILE_MIN_BLANK_LENGTH"]
+
+log = logging.getLogger(__name__)
+
+END_FILE_MIN_BLANK_LENGTH = 8
+_BLANK = struct.Struct(">iI")
+_FIRST_RECORD = struct.Struct(">iI")
+_LONG = struct.Struct(">q")
+_TRANSACTION_MASK = 0xC
+_NOT_IN_QUEUE = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+
+encode_born_host = functools.lru_cache(maxsize=4096)(encode_host)
+
+
+class CommitLog:
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        store_host: str = "127.0.0.1:10911",
+        checkpoint: StoreCheckpoint | None = None,
+    ) -> None:
+        self.config = config
+        self.file_size = config.mapped_file_size_commit_log
+        self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, self.file_size)
+        self.delay_levels = DelayLevels(config.message_delay_level)
+        self.store_host = store_host
+        self._store_ip, self._store_port = encode_host(store_host)
+        self._put_lock = threading.Lock()
+        self._lock_begin_ms = 0
+        # (topic, queue id) -> next queue offset; the store facade restores it from the
+        # ConsumeQueues at start.
+        self._topic_queue_table: dict[tuple[str, int], int] = {}
+        self._valid_topics: set[str] = set()
+        self.flush_service: FlushCommitLogService
+        if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self.flush_service = GroupCommitService(self.mapped_file_queue, config.sync_flush_timeout, checkpoint)
+        else:
+            self.flush_service = FlushRealTimeService(
+                self.mapped_file_queue, config.flush_interval_commit_log,
+                config.flush_commit_log_least_pages, config.flush_commit_log_thorough_interval, checkpoint,
+            )
+        self._running = False
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def load(self) -> bool:
+        return self.mapped_file_queue.load()
+
+    def start(self) -> None:
+        self.flush_service.start()
+        self._running = True
+
+    def shutdown(self) -> None:
+        """Stop accepting puts, flush everything, unmap."""
+        self._running = False
+        with self._put_lock:
+            self.flush_service.shutdown()
+        self.mapped_file_queue.flush(0)
+        self.mapped_file_queue.shutdown()
+
+    def destroy(self) -> None:
+        self.mapped_file_queue.destroy()
+
+    # -- topic queue table -------------------------------------------------------------------
+
+    def set_topic_queue_table(self, table: dict[tuple[str, int], int]) -> None:
+        with self._put_lock:
+            self._topic_queue_table = dict(table)
+
+    def get_queue_offset(self, topic: str, queue_id: int) -> int:
+        return self._topic_queue_table.get((topic, queue_id), 0)
+
+    def remove_queue_from_topic_queue_table(self, topic: str, queue_id: int) -> None:
+        with self._put_lock:
+            self._topic_queue_table.pop((topic, queue_id), None)
+
+    # -- put ---------------------------------------------------------------------------------
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        refused = self._check(msg)
+        if refused is not None:
+            return refused
+        rewrite_delayed_message(msg, self.delay_levels)
+        record = self._encode(msg)
+        if isinstance(record, PutMessageResult):
+            return record
+        size = len(record)
+        key = (msg.topic, msg.queue_id)
+        in_queue = msg.sys_flag & _TRANSACTION_MASK not in _NOT_IN_QUEUE
+        with self._put_lock:
+            now = time.time_ns() // 1_000_000
+            self._lock_begin_ms = now
+            mf = self._writable_file(size)
+            if mf is None:
+                self._lock_begin_ms = 0
+                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            table = self._topic_queue_table
+            queue_offset = table.get(key, 0) if in_queue else 0
+            offset = mf.file_from_offset + mf.wrote_position
+            patch_record(record, 0, queue_offset, offset, now)
+            mf.append(record)
+            mf.store_timestamp = now
+            if in_queue:
+                table[key] = queue_offset + 1
+            self._lock_begin_ms = 0
+        result = AppendMessageResult(
+            AppendMessageStatus.PUT_OK, offset, size,
+            create_message_id(self._store_ip, self._store_port, offset), now, queue_offset,
+        )
+        return PutMessageResult(self.flush_service.on_put(offset + size, msg.wait_store_msg_ok), result)
+
+    def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
+        """Append a batch contiguously in one file, with consecutive queue offsets per queue.
+        Batches may not be delayed or transactional (as RocketMQ)."""
+        if not msgs:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        records: list[bytes | bytearray] = []
+        for msg in msgs:
+            refused = self._check(msg)
+            if refused is not None:
+                return refused
+            if msg.sys_flag & _TRANSACTION_MASK or msg.delay_time_level > 0:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        remark="batch messages cannot be delayed or transactional")
+            record = self._encode(msg)
+            if isinstance(record, PutMessageResult):
+                return record
+            records.append(record)
+        batch = bytearray().join(records)
+        total = len(batch)
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"batch of {total} bytes exceeds a CommitLog file")
+        with self._put_lock:
+            now = time.time_ns() // 1_000_000
+            self._lock_begin_ms = now
+            mf = self._writable_file(total)
+            if mf is None:
+                self._lock_begin_ms = 0
+                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            table = self._topic_queue_table
+            first_offset = offset = mf.file_from_offset + mf.wrote_position
+            pos = 0
+            first_queue_offset = -1
+            ids: list[int] = []
+            for msg, record in zip(msgs, records):
+                key = (msg.topic, msg.queue_id)
+                queue_offset = table.get(key, 0)
+                table[key] = queue_offset + 1
+                if first_queue_offset < 0:
+                    first_queue_offset = queue_offset
+                patch_record(batch, pos, queue_offset, offset + pos, now)
+                ids.append(offset + pos)
+                pos += len(record)
+            mf.append(batch)
+            mf.store_timestamp = now
+            self._lock_begin_ms = 0
+        msg_ids = ",".join(create_message_id(self._store_ip, self._store_port, o) for o in ids)
+        wait = all(m.wait_store_msg_ok for m in msgs)
+        result = AppendMessageResult(AppendMessageStatus.PUT_OK, first_offset, total, msg_ids, now,
+                                     first_queue_offset, len(msgs))
+        return PutMessageResult(self.flush_service.on_put(first_offset + total, wait), result)
+
+    def _check(self, msg: MessageExtBrokerInner) -> PutMessageResult | None:
+        if not self._running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        topic = msg.topic
+        if topic not in self._valid_topics:
+            if not is_valid_name(topic):
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"invalid topic {topic!r}")
+            if len(self._valid_topics) > 100_000:
+                self._valid_topics.clear()
+            self._valid_topics.add(topic)
+        if MessageSysFlag.unknown_bits(msg.sys_flag):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"unknown sys flag bits 0x{msg.sys_flag:x}")
+        if len(msg.body) > self.config.max_message_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"body of {len(msg.body)} bytes exceeds {self.config.max_message_size}")
+        if not 0 <= msg.queue_id < 1 << 31:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {msg.queue_id}")
+        return None
+
+    def _encode(self, msg: MessageExtBrokerInner) -> bytearray | PutMessageResult:
+        properties = msg.encoded_properties()
+        if len(properties) > self.config.max_properties_size:
+            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                    remark=f"properties of {len(properties)} bytes exceed {self.config.max_properties_size}")
+        record = encode_record(
+            topic=msg.topic.encode(), queue_id=msg.queue_id, body=msg.body, flag=msg.flag,
+            properties=properties, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
+            born_host=encode_born_host(msg.born_host), store_host=(self._store_ip, self._store_port),
+            reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset,
+        )
+        if len(record) + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"record of {len(record)} bytes exceeds a CommitLog file")
+        return record
+
+    def _writable_file(self, size: int) -> MappedFile | None:
+        """The file to append ``size`` bytes to, sealing the current one (END_OF_FILE) if the
+        record and a blank record's 8 bytes do not fit."""
+        queue = self.mapped_file_queue
+        try:
+            mf = queue.get_last_mapped_file()
+            if mf is not None and size + END_FILE_MIN_BLANK_LENGTH > mf.remaining():
+                mf.write_at(mf.wrote_position, _BLANK.pack(mf.remaining(), BLANK_MAGIC_CODE))
+                mf.wrote_position = mf.file_size
+                mf = queue.get_last_mapped_file()
+        except (OSError, StoreError):
+            log.exception("cannot create a CommitLog file")
+            return None
+        return mf
+
+    def lock_time_ms(self) -> int:
+        """How long the current put has held the append lock (0 when free): flow control."""
+        begin = self._lock_begin_ms
+        return time.time_ns() // 1_000_000 - begin if begin else 0
+
+    def is_os_page_cache_busy(self) -> bool:
+        return self.lock_time_ms() > self.config.os_page_cache_busy_timeout_mills
+
+    # -- read --------------------------------------------------------------------------------
+
+    def get_min_offset(self) -> int:
+        return self.mapped_file_queue.get_min_offset()
+
+    def get_max_offset(self) -> int:
+        return self.mapped_file_queue.get_max_offset()
+
+    @property
+    def flushed_where(self) -> int:
+        return self.mapped_file_queue.flushed_where
+
+    def roll_next_file(self, offset: int) -> int:
+        return self.mapped_file_queue.roll_next_file(offset)
+
+    def get_data(self, offset: int, return_first_on_not_found: bool = False) -> memoryview | None:
+        """The written bytes from ``offset`` to the end of its file (zero copy)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, return_first_on_not_found)
+        if mf is None:
+            return None
+        return mf.select(offset - mf.file_from_offset)
+
+    def get_message(self, offset: int, size: int) -> bytes | None:
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        data = mf.read(offset - mf.file_from_offset, size)
+        return data if len(data) == size else None
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        data = self.get_message(offset, size)
+        return _LONG.unpack_from(data, STORE_TIMESTAMP_POS)[0] if data else -1
+
+    def delete_expired_file(self, expired_ms: int, max_offset_allowed: int, delete_files_interval_ms: int = 0,
+                            clean_immediately: bool = False) -> int:
+        return self.mapped_file_queue.delete_expired_file_by_time(
+            expired_ms, max_offset_allowed, delete_files_interval_ms, clean_immediately)
+
+    # -- recovery ----------------------------------------------------------------------------
+
+    def recover_normally(self) -> int:
+        """After a clean shutdown: walk the last three files, stop at the first bad record and
+        cut there. Returns the recovered end (the CommitLog max offset)."""
+        files = self.mapped_file_queue.mapped_files
+        check_crc = self.config.check_crc_on_recover
+
+        def scan(mf: MappedFile, pos: int) -> tuple[int, bool]:
+            return scan_valid_end(mf.raw_view(), pos, mf.file_from_offset, check_crc=check_crc)
+
+        return self._recover_from(max(0, len(files) - 3), scan)
+
+    def recover_abnormally(self, min_timestamp: int, dispatch: Callable[[DispatchRequest], None]) -> int:
+        """After a crash: replay from the last file whose first record was stored at or before
+        ``min_timestamp`` (the checkpoint's), handing every good record to ``dispatch`` so the
+        ConsumeQueues and IndexFile are rebuilt; cut after the last good record."""
+        files = self.mapped_file_queue.mapped_files
+        index = len(files) - 1
+        while index > 0 and not self._is_recover_start(files[index], min_timestamp):
+            index -= 1
+        check_crc = self.config.check_crc_on_recover
+        levels = self.delay_levels
+
+        def scan(mf: MappedFile, pos: int) -> tuple[int, bool]:
+            for req in iter_dispatch_requests(mf.raw_view(), pos, mf.file_from_offset,
+                                              check_crc=check_crc, delay_levels=levels):
+                if req.msg_size > 0:
+                    dispatch(req)
+                    pos += req.msg_size
+                else:
+                    return pos, req.msg_size == 0
+            raise AssertionError("iter_dispatch_requests ends with a blank or bad record")
+
+        return self._recover_from(max(index, 0), scan)
+
+    @staticmethod
+    def _is_recover_start(mf: MappedFile, min_timestamp: int) -> bool:
+        view = mf.raw_view()
+        _, magic = _FIRST_RECORD.unpack_from(view, 0)
+        if magic != MESSAGE_MAGIC_CODE:
+            return False
+        store_timestamp = _LONG.unpack_from(view, STORE_TIMESTAMP_POS)[0]
+        return 0 < store_timestamp <= min_timestamp
+
+    def _recover_from(self, index: int, scan: Callable[[MappedFile, int], tuple[int, bool]]) -> int:
+        queue = self.mapped_file_queue
+        files = queue.mapped_files
+        if not files:
+            queue.flushed_where = 0
+            return 0
+        while True:
+            mf = files[index]
+            end, sealed = scan(mf, 0)
+            if sealed and index + 1 < len(files):
+                index += 1
+                continue
+            process_offset = mf.file_from_offset + end
+            break
+        later = len(files) - 1 - index
+        log.info("CommitLog recovered to offset %d%s", process_offset,
+                 f"; {later} later file(s) dropped" if later else "")
+        queue.set_positions(process_offset)
+        queue.truncate_dirty_files(process_offset)
+        return process_offset

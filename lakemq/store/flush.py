@@ -1,0 +1,120 @@
+"""Flushing the CommitLog: group commit for SYNC_FLUSH, a timed flusher for ASYNC_FLUSH.
+
+Neither ever runs under the append lock: the appender only publishes bytes and positions;
+these threads msync what has been published.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+from lakemq.store.checkpoint import StoreCheckpoint
+from lakemq.store.mapped_file_queue import MappedFileQueue
+from lakemq.store.results import PutMessageStatus
+from lakemq.store.service_thread import ServiceThread
+
+__all__ = ["FlushCommitLogService", "GroupCommitService", "FlushRealTimeService"]
+
+# A stopping flusher retries this many times so a slow disk does not lose the tail.
+_SHUTDOWN_FLUSH_RETRIES = 10
+
+
+class FlushCommitLogService(Protocol):
+    def start(self) -> None: ...
+    def shutdown(self, timeout_s: float = 10.0) -> None: ...
+    def on_put(self, next_offset: int, wait: bool) -> PutMessageStatus:
+        """Called after an append ending at ``next_offset``, outside the append lock."""
+        ...
+
+
+class _Flusher(ServiceThread):
+    def __init__(self, name: str, queue: MappedFileQueue, checkpoint: StoreCheckpoint | None) -> None:
+        super().__init__(name)
+        self._queue = queue
+        self._checkpoint = checkpoint
+
+    def _flush(self, least_pages: int) -> bool:
+        done = self._queue.flush(least_pages)
+        if self._checkpoint is not None and self._queue.store_timestamp:
+            self._checkpoint.physic_msg_timestamp = self._queue.store_timestamp
+        return done
+
+    def _final_flush(self) -> None:
+        for _ in range(_SHUTDOWN_FLUSH_RETRIES):
+            if self._flush(0):
+                return
+
+
+class GroupCommitService(_Flusher):
+    """SYNC_FLUSH: a put waits until ``flushed_where`` passes its end. Waiting puts wake the
+    service; one msync then covers everything appended so far, serving every waiter at once."""
+
+    def __init__(self, queue: MappedFileQueue, timeout_ms: int, checkpoint: StoreCheckpoint | None = None) -> None:
+        super().__init__("GroupCommitService", queue, checkpoint)
+        self._timeout_s = timeout_ms / 1000
+        self._cond = threading.Condition()
+        self.flush_count = 0
+
+    def on_put(self, next_offset: int, wait: bool) -> PutMessageStatus:
+        queue = self._queue
+        if not wait:
+            self.wakeup()
+            return PutMessageStatus.PUT_OK
+        if queue.flushed_where >= next_offset:
+            return PutMessageStatus.PUT_OK
+        if self.stopped:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        with self._cond:
+            self.wakeup()
+            ok = self._cond.wait_for(lambda: queue.flushed_where >= next_offset, self._timeout_s)
+        return PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    def run(self) -> None:
+        while not self.stopped:
+            self.wait_for_running(0.01)
+            self._commit()
+        self._final_flush()
+        with self._cond:
+            self._cond.notify_all()
+
+    def _commit(self) -> None:
+        if self._queue.flushed_where < self._queue.get_max_offset():
+            self._flush(0)
+            self.flush_count += 1
+        with self._cond:
+            self._cond.notify_all()
+
+
+class FlushRealTimeService(_Flusher):
+    """ASYNC_FLUSH: every ``interval_ms`` flush if at least ``least_pages`` pages are dirty;
+    every ``thorough_interval_ms`` flush whatever is dirty."""
+
+    def __init__(
+        self,
+        queue: MappedFileQueue,
+        interval_ms: int,
+        least_pages: int,
+        thorough_interval_ms: int,
+        checkpoint: StoreCheckpoint | None = None,
+    ) -> None:
+        super().__init__("FlushRealTimeService", queue, checkpoint)
+        self._interval_s = interval_ms / 1000
+        self._least_pages = least_pages
+        self._thorough_interval_s = thorough_interval_ms / 1000
+
+    def on_put(self, next_offset: int, wait: bool) -> PutMessageStatus:
+        return PutMessageStatus.PUT_OK
+
+    def run(self) -> None:
+        last_thorough = time.monotonic()
+        while not self.stopped:
+            self.wait_for_running(self._interval_s)
+            least_pages = self._least_pages
+            now = time.monotonic()
+            if now >= last_thorough + self._thorough_interval_s:
+                last_thorough = now
+                least_pages = 0
+            self._flush(least_pages)
+        self._final_flush()

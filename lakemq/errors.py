@@ -9,7 +9,8 @@
     ├── RemotingError               transport level (client side)
     │   ├── RemotingConnectError
     │   ├── RemotingTimeoutError
-    │   └── FrameError              malformed, truncated or oversized frame
+    │   ├── FrameError              malformed, truncated or oversized frame
+    │   └── RemotingCommandError    a header field missing or of the wrong type
     └── BrokerError                 a response code other than SUCCESS, see for_code()
         ├── FlushDiskTimeoutError   (FLUSH_DISK_TIMEOUT, retriable)
         ├── ServiceNotAvailableError (SERVICE_NOT_AVAILABLE, retriable)
@@ -37,6 +38,7 @@ __all__ = [
     "RemotingConnectError",
     "RemotingTimeoutError",
     "FrameError",
+    "RemotingCommandError",
     "BrokerError",
     "FlushDiskTimeoutError",
     "ServiceNotAvailableError",
@@ -84,6 +86,10 @@ class RemotingTimeoutError(RemotingError):
 
 
 class FrameError(RemotingError):
+    retriable = False
+
+
+class RemotingCommandError(RemotingError):
     retriable = False
 
 

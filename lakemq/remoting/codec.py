@@ -1,0 +1,311 @@
+"""RemotingCommand and its frame: pure bytes in, bytes out, no I/O.
+
+A frame on the wire (big endian)::
+
+    +-------------+--------------------+-------------+----------+
+    | length (4)  | type (1) | hlen (3)| header      | body     |
+    +-------------+--------------------+-------------+----------+
+    length = 4 + hlen + len(body); type 0 = JSON, 1 = ROCKETMQ
+
+The JSON header is what fastjson writes for a RemotingCommand: an object with ``code``,
+``extFields`` (string to string, left out when empty), ``flag``, ``language`` (enum name),
+``opaque``, ``remark`` (left out when null), ``serializeTypeCurrentRPC`` and ``version``, keys
+sorted. The ROCKETMQ header (RocketMQSerializable) is::
+
+    code (2) | language (1) | version (2) | opaque (4) | flag (4)
+    | remark length (4) | remark | ext length (4) | { key length (2) | key | value length (4) | value }*
+
+Flag bit 0 marks a response, bit 1 a oneway request. A response uses the serialization its
+request used; the C++ client (rocketmq-client-cpp 2.0) reads the 4 header-length bytes as a
+plain length, so it only understands type 0 (JSON), which is what it sends.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Final
+
+from lakemq.errors import FrameError
+
+__all__ = [
+    "SerializeType",
+    "LanguageCode",
+    "RemotingCommand",
+    "FLAG_RESPONSE",
+    "FLAG_ONEWAY",
+    "DEFAULT_VERSION",
+    "DEFAULT_MAX_FRAME_LENGTH",
+    "encode",
+    "decode_frame",
+    "FrameDecoder",
+]
+
+FLAG_RESPONSE: Final = 1 << 0
+FLAG_ONEWAY: Final = 1 << 1
+# MQVersion.Version.V4_9_4.ordinal(): from this version on, name servers answer routes in
+# standard JSON (quoted broker-id keys) instead of fastjson's bare-key dialect.
+DEFAULT_VERSION: Final = 401
+DEFAULT_MAX_FRAME_LENGTH: Final = 16 << 20
+
+_HEADER_LENGTH_MASK: Final = 0xFFFFFF
+_ROCKETMQ_FIXED = struct.Struct(">hBhii")
+
+
+class SerializeType(IntEnum):
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(IntEnum):
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+    @classmethod
+    def parse(cls, value: object) -> LanguageCode:
+        """A peer's language by name (JSON) or number (ROCKETMQ); unknown ones are OTHER."""
+        if isinstance(value, str):
+            return cls.__members__.get(value, cls.OTHER)
+        if isinstance(value, int) and value in cls._value2member_map_:
+            return cls(value)
+        return cls.OTHER
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One request or response. ``opaque`` is set by the connection that sends a request."""
+
+    code: int
+    language: LanguageCode = LanguageCode.PYTHON
+    version: int = DEFAULT_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @classmethod
+    def request(cls, code: int, ext_fields: dict[str, str] | None = None, body: bytes = b"",
+                *, oneway: bool = False) -> RemotingCommand:
+        return cls(code=code, ext_fields=dict(ext_fields or {}), body=body,
+                   flag=FLAG_ONEWAY if oneway else 0)
+
+    def reply(self, code: int, remark: str | None = None, ext_fields: dict[str, str] | None = None,
+              body: bytes = b"") -> RemotingCommand:
+        """The response to this request: same opaque and serialization, response flag set."""
+        return RemotingCommand(code=code, opaque=self.opaque, flag=FLAG_RESPONSE, remark=remark,
+                               ext_fields=dict(ext_fields or {}), body=body,
+                               serialize_type=self.serialize_type)
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+
+def encode(command: RemotingCommand) -> bytes:
+    """The whole frame, length prefix included."""
+    if command.serialize_type == SerializeType.ROCKETMQ:
+        header = _encode_rocketmq_header(command)
+    else:
+        header = _encode_json_header(command)
+    if len(header) > _HEADER_LENGTH_MASK:
+        raise FrameError(f"header of {len(header)} bytes does not fit the 3-byte length")
+    mark = (int(command.serialize_type) << 24) | len(header)
+    return struct.pack(">II", 4 + len(header) + len(command.body), mark) + header + command.body
+
+
+def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame without its 4-byte length prefix."""
+    view = memoryview(frame)
+    if len(view) < 4:
+        raise FrameError(f"frame of {len(view)} bytes has no header length")
+    (mark,) = struct.unpack_from(">I", view)
+    kind, header_length = mark >> 24, mark & _HEADER_LENGTH_MASK
+    if header_length > len(view) - 4:
+        raise FrameError(f"header length {header_length} exceeds frame of {len(view)} bytes")
+    header = view[4:4 + header_length]
+    body = bytes(view[4 + header_length:])
+    if kind == SerializeType.JSON:
+        command = _decode_json_header(header)
+    elif kind == SerializeType.ROCKETMQ:
+        command = _decode_rocketmq_header(header)
+    else:
+        raise FrameError(f"unknown serialization type {kind}")
+    command.body = body
+    return command
+
+
+class FrameDecoder:
+    """Turns a byte stream into commands. ``max_frame_length`` bounds the length field plus
+    its own 4 bytes (as Netty's LengthFieldBasedFrameDecoder in RocketMQ does); a frame over
+    it is refused as soon as its length is read. After a FrameError the stream is unusable."""
+
+    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        self.max_frame_length = max_frame_length
+        self._buffer = bytearray()
+        self._failed: FrameError | None = None
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        if self._failed is not None:
+            raise self._failed
+        self._buffer += data
+        commands: list[RemotingCommand] = []
+        try:
+            while len(self._buffer) >= 4:
+                (length,) = struct.unpack_from(">I", self._buffer)
+                if length < 4:
+                    raise FrameError(f"frame length {length} is shorter than its header length")
+                if length + 4 > self.max_frame_length:
+                    raise FrameError(f"frame of {length + 4} bytes exceeds the limit of "
+                                     f"{self.max_frame_length}")
+                if len(self._buffer) < 4 + length:
+                    break
+                frame = bytes(self._buffer[4:4 + length])
+                del self._buffer[:4 + length]
+                commands.append(decode_frame(frame))
+        except FrameError as exc:
+            self._failed = exc
+            self._buffer.clear()
+            raise
+        return commands
+
+
+def _encode_json_header(command: RemotingCommand) -> bytes:
+    header: dict[str, Any] = {"code": command.code}
+    if command.ext_fields:
+        header["extFields"] = command.ext_fields
+    header["flag"] = command.flag
+    header["language"] = command.language.name
+    header["opaque"] = command.opaque
+    if command.remark is not None:
+        header["remark"] = command.remark
+    header["serializeTypeCurrentRPC"] = "JSON"
+    header["version"] = command.version
+    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _int_field(header: dict[str, Any], name: str, default: int | None = None) -> int:
+    value = header.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FrameError(f"header field {name} must be an integer, got {value!r}")
+    if not -(1 << 31) <= value < (1 << 31):
+        raise FrameError(f"header field {name}={value} is out of the int range")
+    return value
+
+
+def _ext_value(value: Any) -> str:
+    # Java writes String values; be lenient with numbers and booleans from other clients.
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    raise FrameError(f"extFields value {value!r} is not a string")
+
+
+def _decode_json_header(data: memoryview) -> RemotingCommand:
+    try:
+        header = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FrameError(f"bad JSON header: {exc}") from exc
+    if not isinstance(header, dict):
+        raise FrameError("JSON header is not an object")
+    remark = header.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise FrameError(f"header field remark must be a string, got {remark!r}")
+    ext = header.get("extFields")
+    ext = {} if ext is None else ext
+    if not isinstance(ext, dict):
+        raise FrameError("header field extFields must be an object")
+    return RemotingCommand(
+        code=_int_field(header, "code"),
+        language=LanguageCode.parse(header.get("language")),
+        version=_int_field(header, "version", 0),
+        opaque=_int_field(header, "opaque", 0),
+        flag=_int_field(header, "flag", 0),
+        remark=remark,
+        ext_fields={str(k): _ext_value(v) for k, v in ext.items() if v is not None},
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def _encode_rocketmq_header(command: RemotingCommand) -> bytes:
+    try:
+        fixed = _ROCKETMQ_FIXED.pack(command.code, command.language, command.version,
+                                     command.opaque, command.flag)
+    except struct.error as exc:
+        raise FrameError(f"command does not fit the ROCKETMQ header: {exc}") from exc
+    parts = [fixed]
+    remark = (command.remark or "").encode("utf-8")
+    parts += [struct.pack(">i", len(remark)), remark]
+    ext = bytearray()
+    for key, value in command.ext_fields.items():
+        k, v = key.encode("utf-8"), value.encode("utf-8")
+        if len(k) > 0x7FFF:
+            raise FrameError(f"extFields key of {len(k)} bytes does not fit a 2-byte length")
+        ext += struct.pack(">h", len(k)) + k + struct.pack(">i", len(v)) + v
+    parts += [struct.pack(">i", len(ext)), bytes(ext)]
+    return b"".join(parts)
+
+
+class _Reader:
+    def __init__(self, data: memoryview) -> None:
+        self.data, self.pos = data, 0
+
+    def take(self, n: int, what: str) -> memoryview:
+        if n < 0 or self.pos + n > len(self.data):
+            raise FrameError(f"ROCKETMQ header truncated reading {what} ({n} bytes at {self.pos})")
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def unpack(self, fmt: str, what: str) -> Any:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
+
+    def text(self, length_fmt: str, what: str) -> str:
+        raw = self.take(self.unpack(length_fmt, what + " length"), what)
+        try:
+            return str(raw, "utf-8")
+        except UnicodeDecodeError as exc:
+            raise FrameError(f"ROCKETMQ header {what} is not UTF-8") from exc
+
+
+def _decode_rocketmq_header(data: memoryview) -> RemotingCommand:
+    reader = _Reader(data)
+    code, language, version, opaque, flag = _ROCKETMQ_FIXED.unpack(
+        reader.take(_ROCKETMQ_FIXED.size, "fixed fields"))
+    remark = reader.text(">i", "remark")
+    ext_reader = _Reader(reader.take(reader.unpack(">i", "extFields length"), "extFields"))
+    ext: dict[str, str] = {}
+    while ext_reader.pos < len(ext_reader.data):
+        key = ext_reader.text(">h", "extFields key")
+        ext[key] = ext_reader.text(">i", "extFields value")
+    if reader.pos != len(data):
+        raise FrameError(f"ROCKETMQ header has {len(data) - reader.pos} trailing bytes")
+    return RemotingCommand(code=code, language=LanguageCode.parse(language), version=version,
+                           opaque=opaque, flag=flag, remark=remark or None, ext_fields=ext,
+                           serialize_type=SerializeType.ROCKETMQ)

@@ -1,0 +1,216 @@
+"""The one workload every peer runs, through its :class:`~bench.peers.base.PeerClient`.
+
+Phases, each on a fresh topic except that the consume phase reads what the produce phases wrote:
+
+1. produce, 1 producer, one message per send, for ``phase_seconds``;
+2. produce, 16 producers (asyncio tasks, one connection each), one message per send;
+3. produce, 16 producers, batches of 32;
+4. consume: one consumer group reads everything phases 1-3 wrote (count, MB/s);
+5. end-to-end latency at a fixed rate: the consumer is subscribed first; sends are scheduled
+   open-loop at ``rate`` msg/s and each body carries its *scheduled* send time, so a stalled
+   server is charged for the whole backlog (no coordinated omission). At most
+   ``max_in_flight`` sends are outstanding; the phase is bounded by ``latency_seconds`` plus a
+   drain timeout, and messages that never arrive are counted as lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from dataclasses import dataclass, field
+
+from bench.peers.base import PeerClient
+
+__all__ = ["Plan", "FULL", "QUICK", "ProduceResult", "ConsumeResult", "LatencyResult",
+           "PeerResult", "run_workload"]
+
+_STAMP = struct.Struct(">q")  # the scheduled send time, time.monotonic_ns(), first in the body
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    phase_seconds: float
+    latency_rate: int
+    latency_seconds: float
+    consume_timeout: float
+    drain_timeout: float
+    body_size: int = 1024
+    batch_size: int = 32
+    producer_counts: tuple[int, ...] = (1, 16)
+    max_in_flight: int = 256
+
+
+FULL = Plan(phase_seconds=6.0, latency_rate=2000, latency_seconds=10.0, consume_timeout=25.0,
+            drain_timeout=5.0)
+QUICK = Plan(phase_seconds=1.5, latency_rate=2000, latency_seconds=3.0, consume_timeout=8.0,
+             drain_timeout=3.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    producers: int
+    batch: int
+    messages: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeResult:
+    expected: int
+    messages: int
+    seconds: float
+    mbytes: float
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.mbytes / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyResult:
+    rate: int
+    sent: int
+    received: int
+    percentiles_ms: dict[str, float]  # "p50", "p90", "p99", "p99.9" -> milliseconds
+
+
+@dataclass(slots=True)
+class PeerResult:
+    key: str
+    title: str
+    durability: str
+    settings: str
+    batch_note: str
+    produce: list[ProduceResult] = field(default_factory=list)
+    consume: ConsumeResult | None = None
+    latency: LatencyResult | None = None
+    error: str | None = None
+
+
+def _body(size: int, stamp_ns: int) -> bytes:
+    return _STAMP.pack(stamp_ns) + b"x" * (size - _STAMP.size)
+
+
+async def _produce(client: PeerClient, topic: str, producers: int, batch: int,
+                   plan: Plan) -> ProduceResult:
+    handles = [await client.producer(topic) for _ in range(producers)]
+    counts = [0] * producers
+    start = time.monotonic()
+    deadline = start + plan.phase_seconds
+
+    async def loop(index: int) -> None:
+        handle = handles[index]
+        while time.monotonic() < deadline:
+            if batch == 1:
+                await handle.send(_body(plan.body_size, time.monotonic_ns()))
+                counts[index] += 1
+            else:
+                stamp = time.monotonic_ns()
+                await handle.send_batch([_body(plan.body_size, stamp) for _ in range(batch)])
+                counts[index] += batch
+
+    try:
+        await asyncio.gather(*(loop(i) for i in range(producers)))
+        elapsed = time.monotonic() - start
+    finally:
+        for handle in handles:
+            await handle.close()
+    return ProduceResult(producers, batch, sum(counts), elapsed)
+
+
+async def _consume(client: PeerClient, topic: str, expected: int, plan: Plan) -> ConsumeResult:
+    total_bytes = 0
+
+    def on_body(body: bytes) -> None:
+        nonlocal total_bytes
+        total_bytes += len(body)
+
+    start = time.monotonic()
+    got = await client.consume(topic, "bench-group", expected, on_body, plan.consume_timeout)
+    elapsed = time.monotonic() - start
+    return ConsumeResult(expected, got, elapsed, total_bytes / 1e6)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, max(0, round(q / 100 * len(sorted_values) + 0.5) - 1))
+    return sorted_values[index]
+
+
+async def _latency(client: PeerClient, topic: str, plan: Plan) -> LatencyResult:
+    total = int(plan.latency_rate * plan.latency_seconds)
+    latencies_ms: list[float] = []
+    subscribed = asyncio.Event()
+
+    def on_body(body: bytes) -> None:
+        latencies_ms.append((time.monotonic_ns() - _STAMP.unpack_from(body)[0]) / 1e6)
+
+    consumer = asyncio.create_task(client.consume(
+        topic, "bench-latency", total, on_body, plan.latency_seconds + plan.drain_timeout + 10,
+        subscribed.set))
+    await asyncio.wait_for(subscribed.wait(), 30)
+    handle = await client.producer(topic)
+    in_flight = asyncio.Semaphore(plan.max_in_flight)
+    sends: set[asyncio.Task[None]] = set()
+
+    async def send(body: bytes) -> None:
+        try:
+            await handle.send(body)
+        finally:
+            in_flight.release()
+
+    try:
+        start_ns = time.monotonic_ns() + 50_000_000
+        interval_ns = 1e9 / plan.latency_rate
+        for i in range(total):
+            scheduled = start_ns + int(i * interval_ns)
+            delay = (scheduled - time.monotonic_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await in_flight.acquire()
+            task = asyncio.create_task(send(_body(plan.body_size, scheduled)))
+            sends.add(task)
+            task.add_done_callback(sends.discard)
+        if sends:
+            await asyncio.gather(*sends)
+        received = await asyncio.wait_for(consumer, plan.drain_timeout + 15)
+    finally:
+        consumer.cancel()
+        await handle.close()
+    values = sorted(latencies_ms)
+    percentiles = {name: _percentile(values, q)
+                   for name, q in (("p50", 50), ("p90", 90), ("p99", 99), ("p99.9", 99.9))}
+    return LatencyResult(plan.latency_rate, total, received, percentiles)
+
+
+async def run_workload(client: PeerClient, result: PeerResult, plan: Plan, log=print) -> None:
+    """Run all phases, filling ``result`` as each finishes (so a late failure keeps the rest)."""
+    stamp = time.strftime("%H%M%S")
+    topic = f"bench-{stamp}"
+    await client.create_topic(topic)
+    runs = [(n, 1) for n in plan.producer_counts] + [(max(plan.producer_counts), plan.batch_size)]
+    for producers, batch in runs:
+        produced = await _produce(client, topic, producers, batch, plan)
+        result.produce.append(produced)
+        log(f"  produce {producers:>2} producer(s) x batch {batch:>2}: "
+            f"{produced.rate:>9,.0f} msg/s ({produced.messages:,} in {produced.seconds:.1f} s)")
+    expected = sum(p.messages for p in result.produce)
+    result.consume = await _consume(client, topic, expected, plan)
+    log(f"  consume one group: {result.consume.messages:,}/{expected:,} "
+        f"at {result.consume.rate:,.0f} msg/s, {result.consume.mb_per_s:.1f} MB/s")
+    latency_topic = f"bench-lat-{stamp}"
+    await client.create_topic(latency_topic)
+    result.latency = await _latency(client, latency_topic, plan)
+    pct = result.latency.percentiles_ms
+    log(f"  latency at {plan.latency_rate} msg/s: received {result.latency.received:,}/"
+        f"{result.latency.sent:,}; " + ", ".join(f"{k} {v:.2f} ms" for k, v in pct.items()))

@@ -1,0 +1,167 @@
+"""Dispatch: the CommitLog read forward, one DispatchRequest per record, handed to every
+CommitLogDispatcher (ConsumeQueue builder, IndexFile builder), then long polling woken.
+
+ReputMessageService runs the loop in a thread. It never spins: when it has caught up it
+waits on an event the put path sets (:meth:`ReputMessageService.wakeup`), with a short
+timeout as a safety net.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from lakemq.common.message import MessageSysFlag
+from lakemq.common.record import BLANK_MAGIC_CODE, read_header
+from lakemq.store.commit_log_scan import DispatchRequest, read_dispatch_request
+from lakemq.store.delay_levels import DelayLevels
+from lakemq.store.service_thread import ServiceThread
+
+__all__ = [
+    "DispatchRequest",
+    "CommitLogDispatcher",
+    "CommitLogReader",
+    "MessageArrivingListener",
+    "ReputMessageService",
+    "gets_consume_queue_entry",
+    "dispatch_to",
+]
+
+log = logging.getLogger(__name__)
+
+_END_OF_FILE = DispatchRequest(msg_size=0)
+
+# (topic, queue_id, logic offset after the message, tags code, store timestamp, properties)
+MessageArrivingListener = Callable[[str, int, int, int, int, "dict[str, str] | None"], None]
+
+
+class CommitLogDispatcher(Protocol):
+    def dispatch(self, request: DispatchRequest) -> None: ...
+
+
+class CommitLogReader(Protocol):
+    """The part of the CommitLog the reput reads through."""
+
+    def get_min_offset(self) -> int: ...
+
+    def get_max_offset(self) -> int: ...
+
+    def get_data(self, offset: int) -> memoryview | None:
+        """The written bytes from ``offset`` to the end of the file holding it."""
+
+    def roll_next_file(self, offset: int) -> int: ...
+
+
+def gets_consume_queue_entry(sys_flag: int) -> bool:
+    """Prepared and rollback records stay out of the ConsumeQueue: consumers never see them."""
+    return MessageSysFlag.transaction_value(sys_flag) in (
+        MessageSysFlag.TRANSACTION_NOT_TYPE,
+        MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+    )
+
+
+def dispatch_to(dispatchers: list[CommitLogDispatcher], request: DispatchRequest) -> None:
+    for dispatcher in dispatchers:
+        dispatcher.dispatch(request)
+
+
+class ReputMessageService(ServiceThread):
+    """Reads the CommitLog from ``reput_from_offset`` and dispatches every record."""
+
+    def __init__(
+        self,
+        commit_log: CommitLogReader,
+        dispatchers: list[CommitLogDispatcher],
+        *,
+        reput_from_offset: int,
+        delay_levels: DelayLevels | None,
+        listeners: list[MessageArrivingListener] | None = None,
+        wait_interval_s: float = 0.05,
+    ) -> None:
+        super().__init__("ReputMessageService")
+        self._commit_log = commit_log
+        self.dispatchers = dispatchers
+        self.listeners = listeners if listeners is not None else []
+        self.reput_from_offset = reput_from_offset
+        self.last_store_timestamp = 0
+        self._stuck_at = -1
+        self._delay_levels = delay_levels
+        self._wait_interval_s = wait_interval_s
+        self._lock = threading.Lock()  # one pass at a time (thread, recovery, shutdown drain)
+
+    def dispatch_behind_bytes(self) -> int:
+        return max(0, self._commit_log.get_max_offset() - self.reput_from_offset)
+
+    def do_reput(self) -> int:
+        """Dispatch everything written so far; returns the number of records dispatched."""
+        with self._lock:
+            return self._do_reput()
+
+    def _do_reput(self) -> int:
+        done = 0
+        min_offset = self._commit_log.get_min_offset()
+        if self.reput_from_offset < min_offset:
+            log.warning("reput offset %d below the CommitLog's min %d; moving up", self.reput_from_offset, min_offset)
+            self.reput_from_offset = min_offset
+        while self.reput_from_offset < self._commit_log.get_max_offset():
+            data = self._commit_log.get_data(self.reput_from_offset)
+            if data is None:
+                break
+            pos = 0
+            while pos < len(data):
+                if len(data) - pos >= 8 and read_header(data, pos).magic == BLANK_MAGIC_CODE:
+                    # checked here too: a blank tail can be as short as 8 bytes
+                    request = _END_OF_FILE
+                    break
+                request = read_dispatch_request(
+                    data, pos, self.reput_from_offset + pos, check_crc=False, delay_levels=self._delay_levels
+                )
+                if request.msg_size <= 0:
+                    break
+                self._dispatch(request)
+                pos += request.msg_size
+                done += 1
+            else:
+                request = None
+            self.reput_from_offset += pos
+            if request is not None and request.msg_size == 0:  # blank tail: on to the next file
+                self.reput_from_offset = self._commit_log.roll_next_file(self.reput_from_offset)
+                continue
+            if request is not None and self._stuck_at != self.reput_from_offset:
+                self._stuck_at = self.reput_from_offset
+                log.error("reput stuck at %d: bad record", self.reput_from_offset)
+            if pos == 0:
+                break
+        return done
+
+    def _dispatch(self, request: DispatchRequest) -> None:
+        dispatch_to(self.dispatchers, request)
+        self.last_store_timestamp = request.store_timestamp
+        if gets_consume_queue_entry(request.sys_flag):
+            for listener in self.listeners:
+                try:
+                    listener(request.topic, request.queue_id, request.consume_queue_offset + 1,
+                             request.tags_code, request.store_timestamp, request.properties)
+                except Exception:  # a listener bug must not stop dispatch
+                    log.exception("message arriving listener failed")
+
+    def run(self) -> None:
+        while not self.stopped:
+            try:
+                done = self.do_reput()
+            except Exception:
+                log.exception("reput pass failed")
+                done = 0
+            if done == 0:  # caught up (or stuck on a bad record): sleep until a put wakes us
+                self.wait_for_running(self._wait_interval_s)
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop after dispatching what has been written (RocketMQ waits up to 5 s for that)."""
+        for _ in range(50):
+            if self.dispatch_behind_bytes() == 0:
+                break
+            self.wakeup()
+            self._stop_event.wait(0.1)
+        super().shutdown(timeout_s)

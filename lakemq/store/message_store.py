@@ -1,0 +1,384 @@
+"""MessageStore: the hot tier's face to the broker (RocketMQ's DefaultMessageStore, slimmed).
+
+It wires the parts, runs load / start / shutdown, and answers reads. Every call blocks; the
+broker calls it from thread pools.
+
+Load: an ``abort`` file left in the store root means the last run did not shut down
+cleanly. Then the CommitLog is replayed (re-dispatched) from the last file old enough for
+the checkpoint, IndexFiles that may be torn are rebuilt, and ConsumeQueue and IndexFile
+entries past the recovered CommitLog end are cut. Otherwise the CommitLog's last files are
+checked and cut at the first bad record. Either way the per-queue next offsets come from the
+ConsumeQueues.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from lakemq.common.message import MessageExt, MessageExtBrokerInner
+from lakemq.common.record import RecordError, decode_message_id, decode_record, read_header
+from lakemq.common.validation import check_topic
+from lakemq.store.checkpoint import StoreCheckpoint
+from lakemq.store.commit_log import CommitLog
+from lakemq.store.config import StoreConfig
+from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from lakemq.store.consume_queue_store import ConsumeQueueStore
+from lakemq.store.delay_levels import DelayLevels
+from lakemq.store.dispatch import CommitLogDispatcher, MessageArrivingListener, ReputMessageService, dispatch_to
+from lakemq.store.filter import MessageFilter
+from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult
+from lakemq.store.index_service import IndexService
+from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService
+from lakemq.store.results import PutMessageResult, PutMessageStatus
+from lakemq.store.schedule import ScheduleMessageService
+
+__all__ = ["MessageStore"]
+
+log = logging.getLogger(__name__)
+
+# RocketMQ reads at most this many ConsumeQueue entries per pull while filtering.
+_MAX_FILTER_ENTRIES = 16_000
+
+
+def _total_physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, *, store_host: str = "127.0.0.1:10911") -> None:
+        self.config = config
+        self.store_host = store_host
+        self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        self.commit_log = CommitLog(config, store_host=store_host, checkpoint=self.checkpoint)
+        self.delay_levels = DelayLevels(config.message_delay_level)
+        self.consume_queues = ConsumeQueueStore(
+            config.consume_queue_dir, config.mapped_file_size_consume_queue, self.commit_log.pickup_store_timestamp
+        )
+        self.index_service: IndexService | None = (
+            IndexService(config.index_dir, hash_slot_num=config.max_hash_slot_num, index_num=config.max_index_num)
+            if config.message_index_enable else None
+        )
+        self.dispatchers: list[CommitLogDispatcher] = [self.consume_queues]
+        if self.index_service is not None:
+            self.dispatchers.append(self.index_service)
+        self.message_arriving_listeners: list[MessageArrivingListener] = []
+        self.reput = ReputMessageService(
+            self.commit_log, self.dispatchers, reput_from_offset=0, delay_levels=self.delay_levels,
+            listeners=self.message_arriving_listeners,
+        )
+        self.schedule = ScheduleMessageService(
+            self.delay_levels, find_queue=self.consume_queues.find, read_message=self.look_message_by_offset,
+            put_message=self.put_message, offset_path=config.delay_offset_path,
+            persist_interval_ms=config.flush_delay_offset_interval,
+        )
+        self.flush_consume_queue_service = FlushConsumeQueueService(
+            config, self.consume_queues, self.index_service, self.checkpoint
+        )
+        self._retention_guard: Callable[[], int] | None = None
+        self.clean_service = CleanExpiredFilesService(
+            config, self.commit_log, self.consume_queues, self.index_service,
+            dispatched_offset=lambda: self.reput.reput_from_offset, retention_guard=lambda: self._retention_guard,
+        )
+        self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+        self.last_exit_ok = True
+        self._running = False
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Open and recover every file; False when something cannot be loaded."""
+        abort = self.config.abort_file_path
+        self.last_exit_ok = not abort.exists()
+        if not (self.commit_log.load() and self.consume_queues.load() and self.schedule.load()):
+            return False
+        rebuild_from = None
+        if self.index_service is not None:
+            rebuild_from = self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+        self.consume_queues.recover()
+        if self.last_exit_ok:
+            process_offset = self.commit_log.recover_normally()
+        else:
+            min_ts = (self.checkpoint.min_timestamp_index() if self.config.message_index_safe
+                      else self.checkpoint.min_timestamp())
+            if rebuild_from is not None:
+                min_ts = min(min_ts, rebuild_from)
+            log.warning("abnormal shutdown detected: replaying the CommitLog from timestamp %d", min_ts)
+            process_offset = self.commit_log.recover_abnormally(min_ts, lambda req: dispatch_to(self.dispatchers, req))
+        self.consume_queues.truncate_dirty(process_offset)
+        if self.index_service is not None:
+            self.index_service.truncate_dirty(process_offset)
+        self.consume_queues.correct_min_offset(self.commit_log.get_min_offset())
+        self.reput.reput_from_offset = max(self.consume_queues.max_physic_offset(), self.commit_log.get_min_offset())
+        return True
+
+    def start(self) -> None:
+        """Mark the run as not cleanly ended (the abort file), catch dispatch up, restore the
+        per-queue offsets, then accept puts and start the background services."""
+        self.config.abort_file_path.parent.mkdir(parents=True, exist_ok=True)
+        self.config.abort_file_path.touch()
+        self.reput.do_reput()
+        self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
+        self.commit_log.start()
+        self.reput.start()
+        self.flush_consume_queue_service.start()
+        self.clean_service.start()
+        self.schedule.start()
+        self._running = True
+
+    def shutdown(self) -> None:
+        """Stop puts, deliver nothing more, dispatch what was written, flush everything, write
+        the checkpoint; the abort file goes only when all of that completed."""
+        if not self._running:
+            return
+        self._running = False
+        self.schedule.shutdown()
+        self.clean_service.shutdown()
+        self.reput.shutdown()
+        self.commit_log.shutdown()
+        self.flush_consume_queue_service.shutdown()
+        if self.index_service is not None:
+            self.checkpoint.index_msg_timestamp = self.index_service.flush()
+            self.index_service.shutdown()
+        self.consume_queues.shutdown()
+        self.checkpoint.shutdown()
+        if self.reput.dispatch_behind_bytes() == 0:
+            self.config.abort_file_path.unlink(missing_ok=True)
+        else:
+            log.warning("shutdown with %d bytes not dispatched: next load recovers abnormally",
+                        self.reput.dispatch_behind_bytes())
+
+    def destroy_logics(self) -> None:
+        """Drop every ConsumeQueue (tests and admin repair)."""
+        self.consume_queues.delete_topics(self.consume_queues.topics())
+
+    # -- put ---------------------------------------------------------------------------------
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        if not self._running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        result = self.commit_log.put_message(msg)
+        if result.is_ok:
+            self.reput.wakeup()
+        return result
+
+    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
+        if not self._running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        result = self.commit_log.put_messages(msgs)
+        if result.is_ok:
+            self.reput.wakeup()
+        return result
+
+    # -- pull --------------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+        max_total_bytes: int = 256 * 1024,
+    ) -> GetMessageResult:
+        """Up to ``max_msg_nums`` records of ``topic``/``queue_id`` from queue offset
+        ``offset`` that pass the filter. ``next_begin_offset`` is where the next pull starts."""
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+        min_offset, max_offset = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
+        if max_offset == 0:
+            result.next_begin_offset = 0
+        elif offset < min_offset:
+            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, min_offset
+        elif offset == max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+        elif offset > max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            result.next_begin_offset = min_offset if min_offset == 0 else max_offset
+        else:
+            self._read_queue(cq, offset, max_msg_nums, message_filter, max_total_bytes, result)
+        return result
+
+    def _read_queue(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
+                    max_total_bytes: int, result: GetMessageResult) -> None:
+        units = cq.read_units(offset, max(_MAX_FILTER_ENTRIES, max_msg_nums * 20))
+        if not units:
+            result.status = GetMessageStatus.OFFSET_FOUND_NULL
+            result.next_begin_offset = (
+                cq.mapped_file_queue.roll_next_file(offset * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
+            )
+            return
+        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        max_phy = self.commit_log.get_max_offset()
+        next_file_start = -1
+        read = 0
+        last_phy = 0
+        for unit in units:
+            if unit.is_blank:
+                read += 1
+                continue
+            offset_py, size_py = unit.commit_log_offset, unit.size
+            if offset_py < next_file_start:
+                read += 1
+                continue
+            last_phy = offset_py
+            if self._is_batch_full(size_py, max_msg_nums, max_total_bytes, result, max_phy - offset_py > self._memory_limit):
+                break
+            read += 1
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(unit.tags_code, None):
+                continue
+            record = self.commit_log.get_message(offset_py, size_py)
+            if record is None:
+                if result.buffer_total_size == 0:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_file_start = self.commit_log.roll_next_file(offset_py)
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(record, None):
+                continue
+            result.add(record)
+            result.status = GetMessageStatus.FOUND
+            next_file_start = -1
+        result.next_begin_offset = offset + read
+        result.suggest_pulling_from_slave = max_phy - last_phy > self._memory_limit
+
+    def _is_batch_full(self, size: int, max_msg_nums: int, max_total_bytes: int, result: GetMessageResult,
+                       in_disk: bool) -> bool:
+        total, count = result.buffer_total_size, result.msg_count
+        if total == 0 or count == 0:
+            return False
+        if count >= max_msg_nums or total + size > max_total_bytes:
+            return True
+        c = self.config
+        if in_disk:
+            return total + size > c.max_transfer_bytes_on_message_in_disk or count >= c.max_transfer_count_on_message_in_disk
+        return total + size > c.max_transfer_bytes_on_message_in_memory or count >= c.max_transfer_count_on_message_in_memory
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
+        """The raw record at ``commit_log_offset`` (its size read from the record when not given)."""
+        if commit_log_offset < 0 or commit_log_offset >= self.commit_log.get_max_offset():
+            return None
+        if size is None:
+            head = self.commit_log.get_message(commit_log_offset, 8)
+            if head is None:
+                return None
+            size = read_header(head, 0).total_size
+            if size <= 0:
+                return None
+        return self.commit_log.get_message(commit_log_offset, size)
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageExt | None:
+        record = self.select_one_message_by_offset(commit_log_offset, size)
+        if record is None:
+            return None
+        try:
+            msg = decode_record(record)
+        except RecordError:
+            return None
+        return msg if msg.commit_log_offset == commit_log_offset else None
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
+        """Records indexed under ``key`` (a KEYS entry or the UNIQ_KEY) of ``topic`` stored in
+        [begin, end] ms, newest first. Index entries whose record is no longer that message
+        (cut by recovery, or expired) are dropped."""
+        check_topic(topic)
+        result = QueryMessageResult()
+        if self.index_service is None or not key:
+            return result
+        found = self.index_service.query_offset(topic, key, min(max_num, self.config.max_msgs_num_batch), begin, end)
+        result.index_last_update_timestamp = found.index_last_update_timestamp
+        result.index_last_update_phy_offset = found.index_last_update_phy_offset
+        seen: set[int] = set()
+        for phy in found.phy_offsets:
+            if phy in seen:
+                continue
+            seen.add(phy)
+            record = self.select_one_message_by_offset(phy)
+            if record is None:
+                continue
+            try:
+                msg = decode_record(record, read_body=False)
+            except RecordError:
+                continue
+            if msg.commit_log_offset == phy and msg.topic == topic and (key in msg.keys or msg.unique_key == key):
+                result.messages.append(record)
+        return result
+
+    def view_message_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt | None:
+        """By offset message id (host + CommitLog offset); with ``topic`` also by UNIQ_KEY."""
+        if topic is not None:
+            hits = self.query_message(topic, msg_id, 1, 0, 2**63 - 1).messages
+            if hits:
+                return decode_record(hits[0])
+        try:
+            _host, offset = decode_message_id(msg_id)
+        except RecordError:
+            return None
+        msg = self.look_message_by_offset(offset)
+        return msg if msg is not None and msg.msg_id == msg_id.upper() else None
+
+    # -- offsets and times -------------------------------------------------------------------
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        return cq.get_min_offset_in_queue() if cq else 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        return cq.get_max_offset_in_queue() if cq else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        return cq.get_offset_in_queue_by_time(timestamp_ms) if cq else 0
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        unit = cq.get_unit(cq_offset) if cq else None
+        return unit.commit_log_offset if unit is not None and not unit.is_blank else 0
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        unit = cq.get_unit(cq_offset) if cq else None
+        if unit is None or unit.is_blank:
+            return -1
+        return self.commit_log.pickup_store_timestamp(unit.commit_log_offset, unit.size)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        return self.get_message_store_timestamp(topic, queue_id, self.get_min_offset_in_queue(topic, queue_id))
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.get_min_offset()
+
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.get_max_offset()
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.dispatch_behind_bytes()
+
+    # -- admin -------------------------------------------------------------------------------
+
+    def set_retention_guard(self, guard: Callable[[], int] | None) -> None:
+        """``guard()`` is the highest CommitLog offset whose file may be deleted (tiering: the
+        end of what the lake holds)."""
+        self._retention_guard = guard
+
+    def execute_delete_files_manually(self) -> None:
+        self.clean_service.trigger_manual_delete()
+
+    def delete_topics(self, topics: set[str]) -> None:
+        """Drop the topics' ConsumeQueues and queue offsets (their records age out of the
+        CommitLog as usual)."""
+        for topic in topics:
+            check_topic(topic)
+        for cq in self.consume_queues.all():
+            if cq.topic in topics:
+                self.commit_log.remove_queue_from_topic_queue_table(cq.topic, cq.queue_id)
+        self.consume_queues.delete_topics(topics)

@@ -1,0 +1,61 @@
+"""Shared helpers for the MessageStore tests: a small-file config and message builder."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from lakemq.common.message import MessageConst, MessageExtBrokerInner, tags_hash_code
+from lakemq.store.config import StoreConfig
+from lakemq.store.message_store import MessageStore
+
+
+def small_config(root: Path, **overrides: Any) -> StoreConfig:
+    values: dict[str, Any] = dict(
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log=4096,
+        mapped_file_size_consume_queue=10 * 20,
+        max_hash_slot_num=8,
+        max_index_num=40,
+        flush_interval_consume_queue=50,
+        flush_consume_queue_thorough_interval=0,
+        flush_interval_commit_log=20,
+        clean_resource_interval=3_600_000,
+        delete_when="99",
+        disk_max_used_space_ratio=100,
+        message_delay_level="1s 2s",
+    )
+    values.update(overrides)
+    return StoreConfig(**values)
+
+
+def make_msg(topic: str, body: bytes, *, queue_id: int = 0, tags: str | None = None, keys: str | None = None,
+             uniq: str | None = None, delay: int = 0, sys_flag: int = 0) -> MessageExtBrokerInner:
+    props: dict[str, str] = {}
+    if tags:
+        props[MessageConst.TAGS] = tags
+    if keys:
+        props[MessageConst.KEYS] = keys
+    if uniq:
+        props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+    if delay:
+        props[MessageConst.DELAY_TIME_LEVEL] = str(delay)
+    return MessageExtBrokerInner(
+        topic=topic, body=body, properties=props, queue_id=queue_id, sys_flag=sys_flag,
+        born_timestamp=int(time.time() * 1000), born_host="127.0.0.1:40000", tags_code=tags_hash_code(tags),
+    )
+
+
+def open_store(root: Path, **overrides: Any) -> MessageStore:
+    store = MessageStore(small_config(root, **overrides))
+    assert store.load()
+    store.start()
+    return store
+
+
+def wait_dispatched(store: MessageStore, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while store.dispatch_behind_bytes() > 0:
+        assert time.monotonic() < deadline, "dispatch did not catch up"
+        time.sleep(0.005)

@@ -1,1 +1,34 @@
-"""remoting"""
+"""RocketMQ's remoting protocol: the codec (pure framing), one asyncio connection with opaque
+matching, and the server and client built on it. No broker logic lives here."""
+
+from lakemq.remoting.client import ClientConfig, RemotingClient, parse_addr
+from lakemq.remoting.codec import (
+    FrameDecoder,
+    LanguageCode,
+    RemotingCommand,
+    SerializeType,
+    decode_frame,
+    encode,
+)
+from lakemq.remoting.dispatch import RequestContext, RequestProcessor
+from lakemq.remoting.protocol import RemotingConnection
+from lakemq.remoting.server import RemotingServer, ServerConfig
+from lakemq.remoting.sync import SyncRemotingClient
+
+__all__ = [
+    "ClientConfig",
+    "FrameDecoder",
+    "LanguageCode",
+    "RemotingClient",
+    "RemotingCommand",
+    "RemotingConnection",
+    "RemotingServer",
+    "RequestContext",
+    "RequestProcessor",
+    "SerializeType",
+    "ServerConfig",
+    "SyncRemotingClient",
+    "decode_frame",
+    "encode",
+    "parse_addr",
+]

@@ -1,0 +1,156 @@
+"""One connection, either side: frames in and out, responses matched to requests by opaque.
+
+Requests that arrive (a client's request on the server, or a server's CHECK_TRANSACTION_STATE
+on a client) go to the ``on_request`` callback; what answers them is the dispatcher's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+
+from lakemq.common.codes import ResponseCode
+from lakemq.errors import FrameError, RemotingConnectError, RemotingTimeoutError
+from lakemq.remoting.codec import (
+    DEFAULT_MAX_FRAME_LENGTH,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    FrameDecoder,
+    RemotingCommand,
+    encode,
+)
+
+__all__ = ["RemotingConnection", "RequestCallback"]
+
+log = logging.getLogger(__name__)
+
+RequestCallback = Callable[["RemotingConnection", RemotingCommand], None]
+
+
+class RemotingConnection(asyncio.Protocol):
+    """An asyncio protocol per socket. ``reply_on_frame_error`` (servers) answers a bad frame
+    with a SYSTEM_ERROR response naming the problem before closing, since the peer cannot be
+    told otherwise why its connection went away."""
+
+    def __init__(self, on_request: RequestCallback, *,
+                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+                 reply_on_frame_error: bool = False,
+                 on_close: Callable[[RemotingConnection], None] | None = None) -> None:
+        self._on_request = on_request
+        self._on_close = on_close
+        self._decoder = FrameDecoder(max_frame_length)
+        self._reply_on_frame_error = reply_on_frame_error
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._opaques = itertools.count(1)
+        self._transport: asyncio.Transport | None = None
+        self._closed = asyncio.get_running_loop().create_future()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self.remote_addr = ""
+        self.loop = asyncio.get_running_loop()
+
+    # asyncio.Protocol callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.remote_addr = f"{peer[0]}:{peer[1]}"
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self._decoder.feed(data)
+        except FrameError as exc:
+            log.warning("closing %s: %s", self.remote_addr, exc)
+            if self._reply_on_frame_error and self._transport is not None:
+                error = RemotingCommand(code=ResponseCode.SYSTEM_ERROR, flag=FLAG_RESPONSE,
+                                        remark=f"bad frame: {exc}")
+                self._transport.write(encode(error))
+            self.close()
+            return
+        for command in commands:
+            if command.is_response:
+                future = self._pending.pop(command.opaque, None)
+                if future is None:
+                    log.warning("response from %s for unknown opaque %d (code %d): %s",
+                                self.remote_addr, command.opaque, command.code, command.remark)
+                elif not future.done():
+                    future.set_result(command)
+            else:
+                self._on_request(self, command)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        self._writable.set()
+        error = RemotingConnectError(f"connection to {self.remote_addr} closed")
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._pending.clear()
+        if not self._closed.done():
+            self._closed.set_result(None)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # API
+
+    @property
+    def is_open(self) -> bool:
+        return self._transport is not None and not self._transport.is_closing()
+
+    async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``request`` (its opaque is assigned here) and wait for the response."""
+        request.opaque = next(self._opaques) & 0x7FFFFFFF
+        request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        future: asyncio.Future[RemotingCommand] = self.loop.create_future()
+        self._pending[request.opaque] = future
+        try:
+            async with asyncio.timeout(timeout):
+                await self._write(request)
+                return await future
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"no response from {self.remote_addr} to code {request.code} in {timeout:.3f}s"
+            ) from None
+        finally:
+            self._pending.pop(request.opaque, None)
+
+    async def invoke_oneway(self, request: RemotingCommand) -> None:
+        request.opaque = next(self._opaques) & 0x7FFFFFFF
+        request.flag = (request.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE
+        await self._write(request)
+
+    def send_response(self, response: RemotingCommand) -> None:
+        """Write a response from the loop thread; dropped (and logged) if the peer is gone."""
+        if not self.is_open:
+            log.info("dropping response %d to closed %s", response.opaque, self.remote_addr)
+            return
+        assert self._transport is not None
+        self._transport.write(encode(response))
+
+    def send_response_threadsafe(self, response: RemotingCommand) -> None:
+        self.loop.call_soon_threadsafe(self.send_response, response)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed)
+
+    async def _write(self, command: RemotingCommand) -> None:
+        frame = encode(command)
+        await self._writable.wait()
+        if not self.is_open:
+            raise RemotingConnectError(f"connection to {self.remote_addr} is closed")
+        assert self._transport is not None
+        self._transport.write(frame)

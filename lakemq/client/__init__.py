@@ -1,1 +1,53 @@
-"""client"""
+"""The lakemq Python client: producers and consumers speaking RocketMQ 4.x remoting.
+
+One asyncio core (:class:`Producer`, :class:`PushConsumer`, :class:`PullConsumer`) with
+blocking faces in :mod:`lakemq.client.sync`.
+"""
+
+from lakemq.client.allocate import allocate_averagely, allocate_averagely_by_circle
+from lakemq.client.config import ClientConfig, ConsumeFromWhere, ConsumerConfig, MessageModel, ProducerConfig
+from lakemq.client.message_queue import MessageQueue
+from lakemq.client.producer import MessageQueueSelector, Producer, select_by_hash
+from lakemq.client.pull_consumer import PullConsumer
+from lakemq.client.push_consumer import PushConsumer
+from lakemq.client.results import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    PullResult,
+    PullStatus,
+    SendResult,
+    SendStatus,
+)
+from lakemq.client.sync import SyncProducer, SyncPullConsumer, SyncPushConsumer
+from lakemq.common.message import Message, MessageExt
+
+__all__ = [
+    "ClientConfig",
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "ConsumerConfig",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "MessageQueueSelector",
+    "Producer",
+    "ProducerConfig",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "PushConsumer",
+    "SendResult",
+    "SendStatus",
+    "SyncProducer",
+    "SyncPullConsumer",
+    "SyncPushConsumer",
+    "allocate_averagely",
+    "allocate_averagely_by_circle",
+    "select_by_hash",
+]

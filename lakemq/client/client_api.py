@@ -1,0 +1,237 @@
+"""Typed calls to the name server and brokers (RocketMQ's MQClientAPIImpl), one method per
+request code: build the header fields (Java names, as strings), invoke, map the answer.
+
+Every remoting call goes through :meth:`MQClientAPI._invoke` and :meth:`_oneway`; response
+codes other than the ones a call understands become :func:`lakemq.errors.for_code` errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lakemq.client import fastjson
+from lakemq.client.message_queue import MessageQueue
+from lakemq.client.results import PullStatus, SendResult, SendStatus
+from lakemq.client.route import TopicRouteData
+from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.errors import for_code
+from lakemq.remoting import RemotingClient, RemotingCommand
+
+__all__ = ["MQClientAPI", "RawPullResult", "PullSysFlag", "header_fields"]
+
+log = logging.getLogger(__name__)
+
+_SEND_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+_PULL_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+class PullSysFlag:
+    FLAG_COMMIT_OFFSET = 0x1
+    FLAG_SUSPEND = 0x2
+    FLAG_SUBSCRIPTION = 0x4
+
+    @staticmethod
+    def build(*, commit_offset: bool, suspend: bool, subscription: bool) -> int:
+        return ((PullSysFlag.FLAG_COMMIT_OFFSET if commit_offset else 0)
+                | (PullSysFlag.FLAG_SUSPEND if suspend else 0)
+                | (PullSysFlag.FLAG_SUBSCRIPTION if subscription else 0))
+
+
+def header_fields(**fields: Any) -> dict[str, str]:
+    """extFields as Java expects them: strings, booleans spelled true/false, None left out."""
+    out: dict[str, str] = {}
+    for name, value in fields.items():
+        if value is None:
+            continue
+        out[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RawPullResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int
+    body: bytes
+
+
+class MQClientAPI:
+    def __init__(self, remoting: RemotingClient, timeout_ms: int = 3000) -> None:
+        self.remoting = remoting
+        self.timeout_ms = timeout_ms
+
+    # -- transport ---------------------------------------------------------------------
+    def _timeout(self, timeout_ms: int | None) -> float:
+        return (timeout_ms or self.timeout_ms) / 1000
+
+    async def _invoke(
+        self, addr: str, code: int, fields: Mapping[str, str] | None = None, body: bytes | None = None,
+        timeout_ms: int | None = None,
+    ) -> RemotingCommand:
+        request = RemotingCommand.request(code, dict(fields or {}), body or b"")
+        return await self.remoting.invoke(addr, request, self._timeout(timeout_ms))
+
+    async def _oneway(self, addr: str, code: int, fields: Mapping[str, str], body: bytes | None = None) -> None:
+        request = RemotingCommand.request(code, dict(fields), body or b"", oneway=True)
+        await self.remoting.invoke_oneway(addr, request, self._timeout(None))
+
+    async def _ok(self, addr: str, code: int, fields: Mapping[str, str] | None = None,
+                  body: bytes | None = None, timeout_ms: int | None = None) -> RemotingCommand:
+        response = await self._invoke(addr, code, fields, body, timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise for_code(response.code, response.remark)
+        return response
+
+    async def _namesrv(self, code: int, fields: Mapping[str, str] | None = None,
+                       timeout_ms: int | None = None) -> RemotingCommand:
+        """Ask the name servers, failing over from one that does not answer."""
+        request = RemotingCommand.request(code, dict(fields or {}))
+        return await self.remoting.invoke_namesrv(request, self._timeout(timeout_ms))
+
+    # -- name server -------------------------------------------------------------------
+    async def get_topic_route(self, topic: str, timeout_ms: int | None = None) -> TopicRouteData | None:
+        """The route, or None when the name server knows no such topic."""
+        response = await self._namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, header_fields(topic=topic), timeout_ms)
+        if response.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            raise for_code(response.code, response.remark)
+        return TopicRouteData.from_json(response.body or b"{}")
+
+    async def get_all_topic_list(self) -> list[str]:
+        response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        if response.code != ResponseCode.SUCCESS:
+            raise for_code(response.code, response.remark)
+        return sorted(fastjson.loads(response.body or b"{}").get("topicList") or [])
+
+    async def get_broker_cluster_info(self) -> dict[str, Any]:
+        response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
+        if response.code != ResponseCode.SUCCESS:
+            raise for_code(response.code, response.remark)
+        return dict(fastjson.loads(response.body or b"{}"))
+
+    # -- producer ----------------------------------------------------------------------
+    async def send_message(
+        self, addr: str, mq: MessageQueue, fields: Mapping[str, str], body: bytes, *,
+        batch: bool, timeout_ms: int, uniq_id: str,
+    ) -> SendResult:
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        response = await self._invoke(addr, code, fields, body, timeout_ms)
+        status = _SEND_STATUS.get(response.code)  # type: ignore[call-overload]
+        if status is None:
+            raise for_code(response.code, response.remark)
+        ext = response.ext_fields or {}
+        return SendResult(
+            send_status=status,
+            msg_id=uniq_id,
+            offset_msg_id=ext.get("msgId", ""),
+            message_queue=MessageQueue(mq.topic, mq.broker_name, int(ext.get("queueId", mq.queue_id))),
+            queue_offset=int(ext.get("queueOffset", -1)),
+            transaction_id=ext.get("transactionId"),
+        )
+
+    async def send_message_oneway(self, addr: str, fields: Mapping[str, str], body: bytes, *, batch: bool) -> None:
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        await self._oneway(addr, code, fields, body)
+
+    # -- consumer ----------------------------------------------------------------------
+    async def pull_message(self, addr: str, fields: Mapping[str, str], timeout_ms: int) -> RawPullResult:
+        response = await self._invoke(addr, RequestCode.PULL_MESSAGE, fields, None, timeout_ms)
+        status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
+        if status is None:
+            raise for_code(response.code, response.remark)
+        ext = response.ext_fields or {}
+        return RawPullResult(
+            status,
+            int(ext.get("nextBeginOffset", 0)),
+            int(ext.get("minOffset", 0)),
+            int(ext.get("maxOffset", 0)),
+            int(ext.get("suggestWhichBrokerId", 0)),
+            bytes(response.body or b""),
+        )
+
+    async def query_consumer_offset(self, addr: str, mq: MessageQueue, group: str) -> int:
+        """The stored offset, -1 when the group has none for this queue."""
+        response = await self._invoke(addr, RequestCode.QUERY_CONSUMER_OFFSET, header_fields(
+            consumerGroup=group, topic=mq.topic, queueId=mq.queue_id))
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return -1
+        if response.code != ResponseCode.SUCCESS:
+            raise for_code(response.code, response.remark)
+        return int((response.ext_fields or {}).get("offset", -1))
+
+    async def update_consumer_offset(self, addr: str, mq: MessageQueue, group: str, offset: int) -> None:
+        await self._oneway(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header_fields(
+            consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, commitOffset=offset))
+
+    async def get_consumer_id_list(self, addr: str, group: str) -> list[str]:
+        response = await self._invoke(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                      header_fields(consumerGroup=group))
+        if response.code == ResponseCode.SYSTEM_ERROR and not response.body:
+            return []
+        if response.code != ResponseCode.SUCCESS:
+            raise for_code(response.code, response.remark)
+        return list(fastjson.loads(response.body or b"{}").get("consumerIdList") or [])
+
+    async def heartbeat(self, addr: str, heartbeat: Mapping[str, Any]) -> None:
+        await self._ok(addr, RequestCode.HEART_BEAT, {}, fastjson.dumps(heartbeat))
+
+    async def unregister_client(self, addr: str, client_id: str, *, producer_group: str | None = None,
+                                consumer_group: str | None = None) -> None:
+        await self._ok(addr, RequestCode.UNREGISTER_CLIENT, header_fields(
+            clientID=client_id, producerGroup=producer_group, consumerGroup=consumer_group))
+
+    async def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> set[MessageQueue]:
+        body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq.to_json() for mq in mqs]}
+        response = await self._ok(addr, RequestCode.LOCK_BATCH_MQ, {}, fastjson.dumps(body))
+        locked = fastjson.loads(response.body or b"{}").get("lockOKMQSet") or []
+        return {MessageQueue.from_json(obj) for obj in locked}
+
+    async def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
+        body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq.to_json() for mq in mqs]}
+        await self._ok(addr, RequestCode.UNLOCK_BATCH_MQ, {}, fastjson.dumps(body))
+
+    async def consumer_send_msg_back(
+        self, addr: str, *, commit_log_offset: int, group: str, delay_level: int, origin_msg_id: str,
+        origin_topic: str, max_reconsume_times: int,
+    ) -> None:
+        await self._ok(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header_fields(
+            offset=commit_log_offset, group=group, delayLevel=delay_level, originMsgId=origin_msg_id,
+            originTopic=origin_topic, unitMode=False, maxReconsumeTimes=max_reconsume_times))
+
+    # -- offsets and admin ------------------------------------------------------------
+    async def _offset(self, addr: str, code: int, fields: Mapping[str, str]) -> int:
+        response = await self._ok(addr, code, fields)
+        return int((response.ext_fields or {}).get("offset", 0))
+
+    async def get_max_offset(self, addr: str, mq: MessageQueue) -> int:
+        return await self._offset(addr, RequestCode.GET_MAX_OFFSET, header_fields(topic=mq.topic, queueId=mq.queue_id))
+
+    async def get_min_offset(self, addr: str, mq: MessageQueue) -> int:
+        return await self._offset(addr, RequestCode.GET_MIN_OFFSET, header_fields(topic=mq.topic, queueId=mq.queue_id))
+
+    async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int) -> int:
+        return await self._offset(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header_fields(
+            topic=mq.topic, queueId=mq.queue_id, timestamp=timestamp_ms))
+
+    async def create_topic(self, addr: str, topic: str, *, default_topic: str = "TBW102", read_queue_nums: int = 4,
+                           write_queue_nums: int = 4, perm: int = 6, order: bool = False) -> None:
+        await self._ok(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header_fields(
+            topic=topic, defaultTopic=default_topic, readQueueNums=read_queue_nums, writeQueueNums=write_queue_nums,
+            perm=perm, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=order))
+

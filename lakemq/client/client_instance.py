@@ -1,0 +1,245 @@
+"""ClientInstance: what the producers and consumers of one client id share (RocketMQ's
+MQClientInstance): the connections, the route table, and the background duties.
+
+Duties, each its own task: refresh the routes of every topic in use from the name server
+(every 30 s, and at once on a miss), heartbeat to every broker (every 30 s), rebalance
+every consumer (every 20 s, and at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED),
+persist consumer offsets (every 5 s). Instances are shared per (client id, event loop) and
+closed when the last member leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from lakemq.client.client_api import MQClientAPI
+from lakemq.client.config import ClientConfig
+from lakemq.client.route import BrokerData, TopicRouteData
+from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.errors import BrokerError, LakeMQError, RemotingError
+from lakemq.remoting import RemotingClient, RemotingCommand, RequestContext
+
+__all__ = ["ClientInstance", "ProducerMember", "ConsumerMember"]
+
+log = logging.getLogger(__name__)
+
+
+class ProducerMember(Protocol):
+    group: str
+
+    def publish_topics(self) -> list[str]: ...
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None: ...
+
+
+class ConsumerMember(Protocol):
+    group: str
+
+    def subscribed_topics(self) -> list[str]: ...
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None: ...
+
+    def consumer_data(self) -> dict[str, Any]: ...
+
+    async def do_rebalance(self) -> None: ...
+
+    async def persist_offsets(self) -> None: ...
+
+
+_INSTANCES: dict[tuple[str, int], "ClientInstance"] = {}
+
+
+class ClientInstance:
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.client_id = config.client_id
+        self.remoting = RemotingClient(namesrv_addrs=config.namesrv_addrs)
+        self.api = MQClientAPI(self.remoting, config.mq_client_api_timeout)
+        self.routes: dict[str, TopicRouteData] = {}
+        self.brokers: dict[str, BrokerData] = {}
+        self.producers: dict[str, ProducerMember] = {}
+        self.consumers: dict[str, ConsumerMember] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_wakeup = asyncio.Event()
+        self._route_lock = asyncio.Lock()
+        self._started = False
+
+    # -- sharing ----------------------------------------------------------------------
+    @classmethod
+    def acquire(cls, config: ClientConfig) -> "ClientInstance":
+        key = (config.client_id, id(asyncio.get_running_loop()))
+        instance = _INSTANCES.get(key)
+        if instance is None or instance.config != config:
+            instance = _INSTANCES[key] = cls(config)
+        return instance
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, _NotifyIdsChanged(self))
+        for period, duty in (
+            (self.config.poll_name_server_interval, self.refresh_all_routes),
+            (self.config.heartbeat_broker_interval, self.send_heartbeat_to_all),
+            (self.config.persist_consumer_offset_interval, self.persist_all_offsets),
+        ):
+            self._tasks.append(asyncio.create_task(self._every(period, duty), name=f"lakemq-{duty.__name__}"))
+        self._tasks.append(asyncio.create_task(self._rebalance_loop(), name="lakemq-rebalance"))
+
+    async def release(self) -> None:
+        """Called by a member on shutdown; the last one out closes the instance."""
+        if self.producers or self.consumers:
+            return
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        await self.remoting.shutdown()
+        self._started = False
+        for key, instance in list(_INSTANCES.items()):
+            if instance is self:
+                del _INSTANCES[key]
+
+    # -- membership ---------------------------------------------------------------------
+    def register_producer(self, producer: ProducerMember) -> None:
+        if producer.group in self.producers:
+            raise LakeMQError(f"producer group {producer.group} is already started in client {self.client_id}")
+        self.producers[producer.group] = producer
+
+    def register_consumer(self, consumer: ConsumerMember) -> None:
+        if consumer.group in self.consumers:
+            raise LakeMQError(f"consumer group {consumer.group} is already started in client {self.client_id}")
+        self.consumers[consumer.group] = consumer
+
+    async def unregister(self, *, producer_group: str | None = None, consumer_group: str | None = None) -> None:
+        """Leave the group on every broker so the others rebalance at once."""
+        if producer_group:
+            self.producers.pop(producer_group, None)
+        if consumer_group:
+            self.consumers.pop(consumer_group, None)
+        for broker in list(self.brokers.values()):
+            for addr in broker.broker_addrs.values():
+                try:
+                    await self.api.unregister_client(addr, self.client_id, producer_group=producer_group,
+                                                     consumer_group=consumer_group)
+                except (RemotingError, BrokerError) as exc:
+                    log.warning("unregister %s from %s failed: %s", self.client_id, addr, exc)
+
+    # -- routes -----------------------------------------------------------------------
+    async def update_route(self, topic: str) -> TopicRouteData | None:
+        """Fetch ``topic``'s route, remember it and tell the members; None if unknown."""
+        async with self._route_lock:
+            route = await self.api.get_topic_route(topic)
+            if route is None:
+                return None
+            self.routes[topic] = route
+            for broker in route.broker_datas:
+                self.brokers[broker.broker_name] = broker
+        for member in [*self.producers.values(), *self.consumers.values()]:
+            member.on_route(topic, route)
+        return route
+
+    async def refresh_all_routes(self) -> None:
+        topics = {t for p in self.producers.values() for t in p.publish_topics()}
+        topics |= {t for c in self.consumers.values() for t in c.subscribed_topics()}
+        for topic in sorted(topics):
+            try:
+                await self.update_route(topic)
+            except (RemotingError, BrokerError) as exc:
+                log.warning("route refresh of %s failed: %s", topic, exc)
+
+    def find_broker_addr(self, broker_name: str, *, master_only: bool = True) -> str | None:
+        broker = self.brokers.get(broker_name)
+        if broker is None:
+            return None
+        return broker.master_addr if master_only else broker.select_addr()
+
+    async def broker_addr(self, broker_name: str, topic: str, *, master_only: bool = True) -> str:
+        """The address of ``broker_name``, refreshing ``topic``'s route once on a miss."""
+        addr = self.find_broker_addr(broker_name, master_only=master_only)
+        if addr is None:
+            await self.update_route(topic)
+            addr = self.find_broker_addr(broker_name, master_only=master_only)
+        if addr is None:
+            raise LakeMQError(f"broker {broker_name} of topic {topic} is not in the route")
+        return addr
+
+    async def any_broker_addr(self, topic: str) -> str:
+        route = self.routes.get(topic) or await self.update_route(topic)
+        for broker in (route.broker_datas if route else ()):
+            addr = broker.select_addr()
+            if addr:
+                return addr
+        raise LakeMQError(f"topic {topic} has no broker")
+
+    # -- heartbeats -------------------------------------------------------------------
+    def heartbeat_data(self) -> dict[str, Any]:
+        return {
+            "clientID": self.client_id,
+            "producerDataSet": [{"groupName": g} for g in sorted(self.producers)],
+            "consumerDataSet": [c.consumer_data() for _, c in sorted(self.consumers.items())],
+        }
+
+    async def send_heartbeat_to_all(self) -> None:
+        if not self.producers and not self.consumers:
+            return
+        data = self.heartbeat_data()
+        for broker in list(self.brokers.values()):
+            for broker_id, addr in sorted(broker.broker_addrs.items()):
+                if broker_id != 0 and not self.consumers:
+                    continue  # producers only talk to masters
+                try:
+                    await self.api.heartbeat(addr, data)
+                except (RemotingError, BrokerError) as exc:
+                    log.warning("heartbeat to %s (%s) failed: %s", broker.broker_name, addr, exc)
+
+    # -- rebalance and offsets --------------------------------------------------------
+    def wake_rebalance(self) -> None:
+        self._rebalance_wakeup.set()
+
+    async def rebalance_all(self) -> None:
+        for consumer in list(self.consumers.values()):
+            try:
+                await consumer.do_rebalance()
+            except (LakeMQError, OSError) as exc:
+                log.warning("rebalance of %s failed: %s", consumer.group, exc)
+
+    async def persist_all_offsets(self) -> None:
+        for consumer in list(self.consumers.values()):
+            await consumer.persist_offsets()
+
+    async def _every(self, period_ms: int, duty: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(period_ms / 1000)
+            try:
+                await duty()
+            except (LakeMQError, OSError) as exc:
+                log.warning("%s failed: %s", duty.__name__, exc)
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.config.rebalance_interval / 1000)
+            self._rebalance_wakeup.clear()
+            await self.rebalance_all()
+
+
+class _NotifyIdsChanged:
+    """A broker saw a consumer of one of our groups join or leave: rebalance now."""
+
+    def __init__(self, instance: ClientInstance) -> None:
+        self._instance = instance
+
+    def reject_request(self) -> bool:
+        return False
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        log.info("broker %s says consumer ids of %s changed", ctx.remote_addr, request.ext_fields.get("consumerGroup"))
+        self._instance.wake_rebalance()
+        return None if request.is_oneway else request.reply(ResponseCode.SUCCESS)

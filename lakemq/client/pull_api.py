@@ -1,0 +1,61 @@
+"""Pulling one queue (RocketMQ's PullAPIWrapper): build the PULL_MESSAGE header, decode the
+records the broker returns (the CommitLog bytes as stored), decompress bodies, re-check tags
+on the client, and stamp each message with the queue's min/max offset."""
+
+from __future__ import annotations
+
+import zlib
+
+from lakemq.client.client_api import PullSysFlag, RawPullResult, header_fields
+from lakemq.client.client_instance import ClientInstance
+from lakemq.client.message_queue import MessageQueue
+from lakemq.client.results import PullResult, PullStatus
+from lakemq.client.subscription import SubscriptionData, tag_matches
+from lakemq.common.message import MessageConst, MessageExt
+from lakemq.common.record import RecordError, iter_records
+from lakemq.errors import FrameError
+
+__all__ = ["PullAPI", "decode_pull_result"]
+
+
+def decode_pull_result(mq: MessageQueue, raw: RawPullResult, subscription: SubscriptionData) -> PullResult:
+    msgs: list[MessageExt] = []
+    if raw.status is PullStatus.FOUND:
+        try:
+            decoded = list(iter_records(raw.body, decompress=True))
+        except (RecordError, ValueError, zlib.error) as exc:
+            raise FrameError(f"undecodable pull response from {mq}: {exc}") from exc
+        for msg in decoded:
+            if not tag_matches(subscription, msg):
+                continue
+            msg.properties[MessageConst.MIN_OFFSET] = str(raw.min_offset)
+            msg.properties[MessageConst.MAX_OFFSET] = str(raw.max_offset)
+            # Users see the producer's id (UNIQ_KEY), as with the Java client's MessageClientExt.
+            msg.msg_id = msg.unique_key or msg.msg_id
+            msgs.append(msg)
+    return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, msgs,
+                      raw.suggest_which_broker_id)
+
+
+class PullAPI:
+    def __init__(self, instance: ClientInstance, group: str) -> None:
+        self.instance = instance
+        self.group = group
+
+    async def pull(
+        self, mq: MessageQueue, subscription: SubscriptionData, offset: int, max_nums: int, *,
+        commit_offset: int = 0, suspend_ms: int = 0, timeout_ms: int = 3000, send_subscription: bool = True,
+    ) -> PullResult:
+        """One pull. ``suspend_ms`` > 0 asks the broker to hold the pull that long when there
+        is nothing new (long polling); ``commit_offset`` > 0 piggybacks the consume offset."""
+        addr = await self.instance.broker_addr(mq.broker_name, mq.topic, master_only=False)
+        sys_flag = PullSysFlag.build(commit_offset=commit_offset > 0, suspend=suspend_ms > 0,
+                                     subscription=send_subscription)
+        fields = header_fields(
+            consumerGroup=self.group, topic=mq.topic, queueId=mq.queue_id, queueOffset=offset,
+            maxMsgNums=max_nums, sysFlag=sys_flag, commitOffset=commit_offset, suspendTimeoutMillis=suspend_ms,
+            subscription=subscription.sub_string if send_subscription else None,
+            subVersion=subscription.sub_version, expressionType=subscription.expression_type,
+        )
+        raw = await self.instance.api.pull_message(addr, fields, timeout_ms)
+        return decode_pull_result(mq, raw, subscription)

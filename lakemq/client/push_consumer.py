@@ -1,0 +1,233 @@
+"""PushConsumer: messages delivered to a listener; a wrapper over pulling.
+
+    consumer = PushConsumer("g", namesrv_addr=addr)
+    consumer.subscribe("T", "tagA || tagB")
+    consumer.register_message_listener_concurrently(on_messages)
+    await consumer.start()
+
+Rebalance decides the owned queues; each owned queue has a pull loop (long polling, pauses
+when the ProcessQueue is over pullThresholdForQueue / pullThresholdSizeForQueue /
+consumeConcurrentlyMaxSpan) feeding the consume service. Clustering consumers also read
+their group's retry topic, where RECONSUME_LATER messages come back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from lakemq.client.config import ClientConfig, ConsumerConfig, MessageModel
+from lakemq.client.consume_service import (
+    ConcurrentConsumeService,
+    ConcurrentListener,
+    OrderlyConsumeService,
+    OrderlyListener,
+)
+from lakemq.client.consumer_core import ConsumerCore, retry_topic
+from lakemq.client.message_queue import MessageQueue
+from lakemq.client.offset_store import ReadOffsetType
+from lakemq.client.process_queue import ProcessQueue
+from lakemq.client.rebalance import Rebalancer
+from lakemq.client.results import PullStatus
+from lakemq.client.route import TopicRouteData
+from lakemq.client.subscription import ExpressionType, SubscriptionData, build_subscription
+from lakemq.common.message import MessageExt
+from lakemq.common.validation import check_topic
+from lakemq.errors import BrokerError, LakeMQError, RemotingError
+
+__all__ = ["PushConsumer"]
+
+log = logging.getLogger(__name__)
+
+LOCK_RENEW_INTERVAL = 20.0
+
+
+class PushConsumer:
+    def __init__(self, group: str, *, namesrv_addr: str | None = None, config: ConsumerConfig | None = None,
+                 client_config: ClientConfig | None = None) -> None:
+        self.core = ConsumerCore(group, config, client_config, namesrv_addr)
+        self.group = self.core.group
+        self.config = self.core.config
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self._concurrent: ConcurrentListener | None = None
+        self._orderly: OrderlyListener | None = None
+        self._service: ConcurrentConsumeService | OrderlyConsumeService | None = None
+        self._rebalancer: Rebalancer | None = None
+        self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._lock_task: asyncio.Task[None] | None = None
+
+    # -- configuration ------------------------------------------------------------------
+    def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = ExpressionType.TAG) -> None:
+        self.subscriptions[check_topic(topic)] = build_subscription(topic, expression, expression_type)
+
+    def register_message_listener_concurrently(self, listener: ConcurrentListener) -> None:
+        self._concurrent, self._orderly = listener, None
+
+    def register_message_listener_orderly(self, listener: OrderlyListener) -> None:
+        self._orderly, self._concurrent = listener, None
+
+    # -- life cycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.core.started:
+            return
+        if not self.subscriptions:
+            raise LakeMQError(f"consumer {self.group} subscribes to nothing")
+        if self._concurrent is None and self._orderly is None:
+            raise LakeMQError(f"consumer {self.group} has no message listener")
+        if self.config.message_model is MessageModel.CLUSTERING:
+            self.subscriptions.setdefault(retry_topic(self.group), build_subscription(retry_topic(self.group), "*"))
+        orderly = self._orderly is not None
+        self._rebalancer = Rebalancer(self.core, orderly=orderly, start_pull=self._start_pull,
+                                      subscribed_topics=self.subscribed_topics)
+        if self._orderly is not None:
+            self._service = OrderlyConsumeService(self.core, self._orderly, self._rebalancer, self._send_back)
+        else:
+            assert self._concurrent is not None
+            self._service = ConcurrentConsumeService(self.core, self._concurrent, self._send_back)
+        instance = await self.core.open(self)
+        for topic in self.subscribed_topics():
+            try:
+                await instance.update_route(topic)
+            except (RemotingError, BrokerError) as exc:
+                log.warning("route of %s: %s", topic, exc)
+        if not any(t in instance.routes for t in self.subscriptions if not t.startswith("%RETRY%")):
+            await self.core.close()
+            raise LakeMQError(f"none of the topics {sorted(self.subscriptions)} exists")
+        await instance.send_heartbeat_to_all()
+        if orderly and self.config.message_model is MessageModel.CLUSTERING:
+            self._lock_task = asyncio.create_task(self._renew_locks())
+        instance.wake_rebalance()
+
+    async def shutdown(self, await_termination: float = 10.0) -> None:
+        if not self.core.started:
+            return
+        if self._lock_task is not None:
+            self._lock_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lock_task
+        for task in self._pulls.values():
+            task.cancel()
+        await asyncio.gather(*self._pulls.values(), return_exceptions=True)
+        self._pulls.clear()
+        assert self._service is not None and self._rebalancer is not None
+        await self._service.shutdown(await_termination)
+        await self.persist_offsets()
+        await self._rebalancer.drop_all()
+        await self.core.close()
+
+    async def __aenter__(self) -> "PushConsumer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def sync(self) -> Any:
+        from lakemq.client.sync import SyncPushConsumer
+
+        return SyncPushConsumer(self)
+
+    # -- ClientInstance member ----------------------------------------------------------
+    def subscribed_topics(self) -> list[str]:
+        return sorted(self.subscriptions)
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None:
+        """Rebalance reads routes from the instance."""
+
+    def consumer_data(self) -> dict[str, Any]:
+        return {
+            "groupName": self.group,
+            "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": self.config.message_model.value,
+            "consumeFromWhere": self.config.consume_from_where.value,
+            "subscriptionDataSet": [s.to_json() for _, s in sorted(self.subscriptions.items())],
+            "unitMode": False,
+        }
+
+    async def do_rebalance(self) -> None:
+        if self._rebalancer is not None and self.core.started:
+            await self._rebalancer.do_rebalance()
+
+    async def persist_offsets(self) -> None:
+        if self._rebalancer is not None and self.core.started:
+            await self.core.offset_store.persist_all(self._rebalancer.owned())
+
+    def owned_queues(self) -> list[MessageQueue]:
+        return self._rebalancer.owned() if self._rebalancer else []
+
+    # -- pulling ------------------------------------------------------------------------
+    def _start_pull(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        old = self._pulls.pop(mq, None)
+        if old is not None:
+            old.cancel()
+        self._pulls[mq] = asyncio.create_task(self._pull_loop(mq, pq, offset), name=f"pull-{mq}")
+
+    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        cfg = self.config
+        sub = self.subscriptions[mq.topic]
+        clustering = cfg.message_model is MessageModel.CLUSTERING
+        orderly = isinstance(self._service, OrderlyConsumeService)
+        store = self.core.offset_store
+        try:
+            while not pq.dropped:
+                if pq.flow_control(max_count=cfg.pull_threshold_for_queue, max_size_mib=cfg.pull_threshold_size_for_queue,
+                                   max_span=None if orderly else cfg.consume_concurrently_max_span):
+                    pq.last_pull_timestamp = time.monotonic() * 1000
+                    await asyncio.sleep(cfg.pull_time_delay_millis_when_flow_control / 1000)
+                    continue
+                commit = await store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY) if clustering else 0
+                try:
+                    result = await self.core.pull_api.pull(
+                        mq, sub, offset, cfg.pull_batch_size, commit_offset=max(commit, 0),
+                        suspend_ms=cfg.broker_suspend_max_time_millis, timeout_ms=cfg.consumer_timeout_millis_when_suspend)
+                except (RemotingError, BrokerError, LakeMQError) as exc:
+                    log.warning("pull of %s at %d failed: %s", mq, offset, exc)
+                    await asyncio.sleep(cfg.pull_time_delay_millis_when_exception / 1000)
+                    continue
+                pq.last_pull_timestamp = time.monotonic() * 1000
+                if pq.dropped:
+                    return
+                if result.pull_status is PullStatus.OFFSET_ILLEGAL:
+                    log.warning("offset %d of %s is illegal, moving to %d", offset, mq, result.next_begin_offset)
+                    store.update_offset(mq, result.next_begin_offset)
+                    await store.persist(mq)
+                    assert self._rebalancer is not None
+                    await self._rebalancer.drop(mq)
+                    return
+                offset = result.next_begin_offset
+                if result.msgs:
+                    pq.put_messages(result.msgs)
+                    assert self._service is not None
+                    self._service.submit(result.msgs, pq, mq)
+                elif pq.msg_count == 0:
+                    # Nothing in flight and nothing matched: the offset may move on.
+                    store.update_offset(mq, offset, increase_only=True)
+                if cfg.pull_interval:
+                    await asyncio.sleep(cfg.pull_interval / 1000)
+        finally:
+            if self._pulls.get(mq) is asyncio.current_task():
+                del self._pulls[mq]
+
+    async def _send_back(self, msg: MessageExt, mq: MessageQueue, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK: the broker re-delivers ``msg`` through the retry topic
+        after a delay. False when the broker refused or cannot, so the client retries locally."""
+        instance = self.core.instance
+        try:
+            addr = await instance.broker_addr(mq.broker_name, mq.topic)
+            await instance.api.consumer_send_msg_back(
+                addr, commit_log_offset=msg.commit_log_offset, group=self.group, delay_level=delay_level,
+                origin_msg_id=msg.msg_id, origin_topic=msg.topic, max_reconsume_times=self.config.max_reconsume_times)
+        except (RemotingError, BrokerError, LakeMQError) as exc:
+            log.warning("send-back of %s failed (%s); retrying it locally", msg.msg_id, exc)
+            return False
+        return True
+
+    async def _renew_locks(self) -> None:
+        while True:
+            await asyncio.sleep(LOCK_RENEW_INTERVAL)
+            if self._rebalancer is not None:
+                await self._rebalancer.lock_all()
+

@@ -95,6 +95,9 @@ class IndexFile:
              self.hash_slot_count, self.index_count) = _HEADER.unpack_from(self._mm, 0)
             if self.index_count <= 0:
                 self.index_count = 1
+            if self.index_count > index_num:
+                self.close()
+                raise CorruptFileError(f"index file {path}: header count {self.index_count} > {index_num} entries")
         else:
             # A new file continues where the previous one ended, so time and offset ranges tile.
             self.begin_timestamp = self.end_timestamp = max(end_timestamp, 0)

@@ -13,9 +13,10 @@ ConsumeQueues.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from lakemq.common.message import MessageExt, MessageExtBrokerInner
 from lakemq.common.record import RecordError, decode_message_id, decode_record, read_header
@@ -23,7 +24,7 @@ from lakemq.common.validation import check_topic
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
-from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, CqUnit
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.dispatch import CommitLogDispatcher, MessageArrivingListener, ReputMessageService, dispatch_to
@@ -47,6 +48,18 @@ def _total_physical_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 8 << 30
+
+
+def _iter_units(cq: ConsumeQueue, offset: int, limit: int, chunk: int) -> Iterator[CqUnit]:
+    """Up to ``limit`` entries from ``offset``, read ``chunk`` at a time, within one file."""
+    read = 0
+    while read < limit:
+        want = min(chunk, limit - read)
+        units = cq.read_units(offset + read, want)
+        yield from units
+        read += len(units)
+        if len(units) < want:
+            return
 
 
 class MessageStore:
@@ -208,8 +221,9 @@ class MessageStore:
 
     def _read_queue(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
                     max_total_bytes: int, result: GetMessageResult) -> None:
-        units = cq.read_units(offset, max(_MAX_FILTER_ENTRIES, max_msg_nums * 20))
-        if not units:
+        units = _iter_units(cq, offset, max(_MAX_FILTER_ENTRIES, max_msg_nums * 20), max(32, max_msg_nums))
+        first = next(units, None)
+        if first is None:
             result.status = GetMessageStatus.OFFSET_FOUND_NULL
             result.next_begin_offset = (
                 cq.mapped_file_queue.roll_next_file(offset * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
@@ -220,7 +234,7 @@ class MessageStore:
         next_file_start = -1
         read = 0
         last_phy = 0
-        for unit in units:
+        for unit in itertools.chain((first,), units):
             if unit.is_blank:
                 read += 1
                 continue

@@ -5,7 +5,10 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import pytest
+
 from lakemq.common.message import MessageSysFlag
+from lakemq.errors import CorruptFileError
 from lakemq.store.commit_log_scan import DispatchRequest
 from lakemq.store.index_file import HEADER_SIZE, IndexFile, index_file_size, index_key_hash
 from lakemq.store.index_service import IndexService
@@ -125,3 +128,15 @@ def test_abnormal_load_drops_unflushed_files_and_truncate(tmp_path: Path) -> Non
     assert again.query_offset("T", "k1", 10, 0, 2**62).phy_offsets == [100]
     again.dispatch(request(250, keys="k9", ts=T0 + 5000))
     assert again.query_offset("T", "k9", 10, 0, 2**62).phy_offsets == [250]
+
+
+def test_bad_files_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "20240101000000000"
+    IndexFile(path, 4, 8).close()
+    with pytest.raises(CorruptFileError, match="expected"):
+        IndexFile(path, 4, 9)  # the configured entry count changed: sizes differ
+    raw = bytearray(path.read_bytes())
+    struct.pack_into(">i", raw, 36, 1000)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match="header count"):
+        IndexFile(path, 4, 8)

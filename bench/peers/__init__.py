@@ -1,0 +1,21 @@
+"""Peers for side-by-side benchmarks: each starts a real server on loopback and drives it with
+its usual Python client (see :mod:`bench.peers.base`)."""
+
+from __future__ import annotations
+
+from bench.peers.base import Durability, Peer, PeerClient, TopicProducer
+from bench.peers.lakemq_peer import LakemqAsyncPeer, LakemqSyncPeer
+from bench.peers.nats_peer import NatsPeer
+from bench.peers.process import PeerUnavailable
+from bench.peers.rabbitmq_peer import RabbitQuorumPeer, RabbitStreamPeer
+from bench.peers.redis_peer import RedisAlwaysPeer, RedisEverysecPeer
+
+__all__ = ["PEERS", "Durability", "Peer", "PeerClient", "PeerUnavailable", "TopicProducer"]
+
+# lakemq first: the other rows are compared with these two.
+PEERS: tuple[type[Peer], ...] = (
+    LakemqAsyncPeer, LakemqSyncPeer,
+    RedisEverysecPeer, RedisAlwaysPeer,
+    RabbitStreamPeer, RabbitQuorumPeer,
+    NatsPeer,
+)

@@ -6,7 +6,8 @@ Phases, each on a fresh topic except that the consume phase reads what the produ
 2. produce, 16 producers (asyncio tasks, one connection each), one message per send;
 3. produce, 16 producers, batches of 32;
 4. consume: one consumer group reads everything phases 1-3 wrote (count, MB/s);
-5. end-to-end latency at a fixed rate: the consumer is subscribed first; sends are scheduled
+5. end-to-end latency at a fixed rate: the consumer is subscribed first and one unmeasured
+   message goes end to end (so no peer pays for its consumer's start-up); sends are scheduled
    open-loop at ``rate`` msg/s and each body carries its *scheduled* send time, so a stalled
    server is charged for the whole backlog (no coordinated omission). At most
    ``max_in_flight`` sends are outstanding; the phase is bounded by ``latency_seconds`` plus a
@@ -26,6 +27,8 @@ __all__ = ["Plan", "FULL", "QUICK", "ProduceResult", "ConsumeResult", "LatencyRe
            "PeerResult", "run_workload"]
 
 _STAMP = struct.Struct(">q")  # the scheduled send time, time.monotonic_ns(), first in the body
+_WARM_UP = 0  # the stamp of the latency phase's first, unmeasured message
+_WARM_UP_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,14 +154,18 @@ async def _latency(client: PeerClient, topic: str, plan: Plan) -> LatencyResult:
     total = int(plan.latency_rate * plan.latency_seconds)
     latencies_ms: list[float] = []
     subscribed = asyncio.Event()
+    warmed = asyncio.Event()
 
     def on_body(body: bytes) -> None:
-        latencies_ms.append((time.monotonic_ns() - _STAMP.unpack_from(body)[0]) / 1e6)
+        stamp = _STAMP.unpack_from(body)[0]
+        if stamp == _WARM_UP:
+            warmed.set()
+        else:
+            latencies_ms.append((time.monotonic_ns() - stamp) / 1e6)
 
     consumer = asyncio.create_task(client.consume(
-        topic, "bench-latency", total, on_body, plan.latency_seconds + plan.drain_timeout + 10,
-        subscribed.set))
-    await asyncio.wait_for(subscribed.wait(), 30)
+        topic, "bench-latency", total + 1, on_body,
+        _WARM_UP_TIMEOUT + plan.latency_seconds + plan.drain_timeout + 10, subscribed.set))
     handle = await client.producer(topic)
     in_flight = asyncio.Semaphore(plan.max_in_flight)
     sends: set[asyncio.Task[None]] = set()
@@ -170,6 +177,11 @@ async def _latency(client: PeerClient, topic: str, plan: Plan) -> LatencyResult:
             in_flight.release()
 
     try:
+        await asyncio.wait_for(subscribed.wait(), _WARM_UP_TIMEOUT)
+        # One message end to end before the clock starts, so that no peer is charged for its
+        # consumer's start-up (group join, rebalance, first fetch).
+        await handle.send(_body(plan.body_size, _WARM_UP))
+        await asyncio.wait_for(warmed.wait(), _WARM_UP_TIMEOUT)
         start_ns = time.monotonic_ns() + 50_000_000
         interval_ns = 1e9 / plan.latency_rate
         for i in range(total):
@@ -183,7 +195,7 @@ async def _latency(client: PeerClient, topic: str, plan: Plan) -> LatencyResult:
             task.add_done_callback(sends.discard)
         if sends:
             await asyncio.gather(*sends)
-        received = await asyncio.wait_for(consumer, plan.drain_timeout + 15)
+        received = await asyncio.wait_for(consumer, plan.drain_timeout + 15) - 1
     finally:
         consumer.cancel()
         await handle.close()

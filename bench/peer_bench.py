@@ -1,0 +1,106 @@
+"""Side-by-side benchmark of lakemq and real peers (Redis Streams, RabbitMQ, NATS JetStream).
+
+    python bench/peer_bench.py            # all peers, about 10 minutes
+    python bench/peer_bench.py --quick    # smoke test, about 2 minutes
+    python bench/peer_bench.py --peers redis-everysec,lakemq-async --no-write
+
+Each peer is installed when missing (Debian packages), started on free loopback ports in a
+private temporary directory with durable settings, run through the same workload
+(bench/peers/workload.py) and stopped, whatever happens. The results replace the "## Peers"
+section of BENCHMARKS.md and the plot docs/bench/peers_latency.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make `bench` and `lakemq` importable
+    sys.path.insert(0, str(ROOT))
+
+from bench.peers import PEERS, Peer, PeerUnavailable  # noqa: E402
+from bench.peers.report import plot_latency, render_section, replace_section, write_json  # noqa: E402
+from bench.peers.workload import FULL, QUICK, PeerResult, Plan, run_workload  # noqa: E402
+
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+PLOT = ROOT / "docs" / "bench" / "peers_latency.png"
+RAW = ROOT / "docs" / "bench" / "peers_results.json"
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    keys = [peer.key for peer in PEERS]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short phases: a ~2 minute smoke test")
+    parser.add_argument("--peers", default=",".join(keys),
+                        help=f"comma-separated subset of: {', '.join(keys)}")
+    parser.add_argument("--no-write", action="store_true",
+                        help="print results only; leave BENCHMARKS.md and the plot alone")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.peers.split(",")) - set(keys))
+    if unknown:
+        parser.error(f"unknown peer(s): {', '.join(unknown)}; choose from {', '.join(keys)}")
+    return args
+
+
+def _run_peer(peer_type: type[Peer], plan: Plan) -> PeerResult:
+    peer = peer_type()
+    result = PeerResult(peer.key, peer.title, peer.durability.value, peer.settings, peer.batch_note)
+    print(f"{peer.title} [{peer.settings}]", flush=True)
+    started = time.monotonic()
+    try:
+        with peer:
+            print(f"  started in {time.monotonic() - started:.1f} s", flush=True)
+            asyncio.run(_drive(peer, result, plan))
+    except PeerUnavailable as exc:
+        result.error = f"unavailable: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one peer failing must not lose the others' rows
+        result.error = f"failed: {type(exc).__name__}: {exc}"
+    if result.error:
+        print(f"  {result.error}", flush=True)
+    return result
+
+
+async def _drive(peer: Peer, result: PeerResult, plan: Plan) -> None:
+    client = peer.client()
+    try:
+        await run_workload(client, result, plan, log=lambda line: print(line, flush=True))
+    finally:
+        await client.close()
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    # Turn SIGTERM into an exception so that every started server is stopped on the way out.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    plan = QUICK if args.quick else FULL
+    chosen = set(args.peers.split(","))
+    command = shlex.join(["python", "bench/peer_bench.py", *(sys.argv[1:] if argv is None else argv)])
+    began = time.monotonic()
+    results = [_run_peer(peer_type, plan) for peer_type in PEERS if peer_type.key in chosen]
+    print(f"all peers done in {time.monotonic() - began:.0f} s", flush=True)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    if not args.no_write:
+        plot_latency(results, PLOT, f"End-to-end latency at {plan.latency_rate:,} msg/s, 1 KiB ({when})")
+        plot_ref = PLOT.relative_to(ROOT).as_posix()
+        section = render_section(results, plan, command, when, plot_ref)
+        replace_section(BENCHMARKS, section)
+        write_json(results, plan, command, RAW)
+        print(f"wrote {BENCHMARKS.relative_to(ROOT)}, {plot_ref}, {RAW.relative_to(ROOT)}")
+    else:
+        print(render_section(results, plan, command, when, None))
+    return 0 if all(r.error is None for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""lakemq itself as a peer: ``lakemq namesrv`` and ``lakemq broker`` as subprocesses, driven
+through lakemq.client (Producer and PushConsumer, asyncio core).
+
+Durability: ``flushDiskType=ASYNC_FLUSH`` (the send is acked once the record is in the mapped
+CommitLog; a flush service syncs in the background) or ``SYNC_FLUSH`` (acked after the group
+commit has flushed the record). Each producer is its own client instance (its own
+``instanceName``), so it has its own connections, like the other peers' producers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench.peers.base import Durability, OnBody, Peer, PeerClient, TopicProducer
+from bench.peers.process import PeerUnavailable, free_port, wait_tcp
+
+__all__ = ["LakemqAsyncPeer", "LakemqSyncPeer"]
+
+_QUEUES = 8  # the broker's defaultTopicQueueNums
+_ROUTE_TIMEOUT = 40.0
+
+
+def _cli(*args: str) -> list[str]:
+    # The interpreter running the benchmark (the project venv) runs the CLI, installed or not.
+    return [sys.executable, "-c", "import sys; from lakemq.cli import main; sys.exit(main())", *args]
+
+
+class _LakemqPeer(Peer):
+    flush_disk_type = "ASYNC_FLUSH"
+    batch_note = "one SEND_BATCH_MESSAGE of 32 (stored together), one wait"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.namesrv_addr = ""
+
+    def start(self, workdir: Path) -> None:
+        try:
+            from lakemq.client import Producer, PushConsumer  # noqa: F401 - fail early, clearly
+        except ImportError as exc:
+            raise PeerUnavailable(f"lakemq.client has no Producer/PushConsumer yet: {exc}") from exc
+        namesrv_port, broker_port = free_port(), free_port()
+        self.namesrv_addr = f"127.0.0.1:{namesrv_port}"
+        (workdir / "namesrv.conf").write_text(f"listenPort={namesrv_port}\n")
+        (workdir / "broker.conf").write_text(
+            "brokerClusterName=BenchCluster\n"
+            "brokerName=bench-broker\n"
+            "brokerId=0\n"
+            "brokerIP1=127.0.0.1\n"
+            f"listenPort={broker_port}\n"
+            f"namesrvAddr={self.namesrv_addr}\n"
+            f"storePathRootDir={workdir / 'store'}\n"
+            f"flushDiskType={self.flush_disk_type}\n"
+            "autoCreateTopicEnable=true\n"
+            f"defaultTopicQueueNums={_QUEUES}\n"
+        )
+        namesrv = self.spawn("namesrv", _cli("namesrv", "-c", str(workdir / "namesrv.conf")))
+        wait_tcp(namesrv_port, 30, "lakemq namesrv", namesrv.alive)
+        broker = self.spawn("broker", _cli("broker", "-c", str(workdir / "broker.conf")))
+        wait_tcp(broker_port, 60, "lakemq broker", broker.alive)
+
+    def client(self) -> PeerClient:
+        return _LakemqClient(self.namesrv_addr)
+
+
+class LakemqAsyncPeer(_LakemqPeer):
+    key = "lakemq-async"
+    title = "lakemq, ASYNC_FLUSH"
+    durability = Durability.ASYNC
+    settings = "flushDiskType=ASYNC_FLUSH"
+    flush_disk_type = "ASYNC_FLUSH"
+
+
+class LakemqSyncPeer(_LakemqPeer):
+    key = "lakemq-sync"
+    title = "lakemq, SYNC_FLUSH"
+    durability = Durability.SYNC
+    settings = "flushDiskType=SYNC_FLUSH (group commit)"
+    flush_disk_type = "SYNC_FLUSH"
+
+
+class _LakemqProducer(TopicProducer):
+    def __init__(self, producer, topic: str) -> None:  # noqa: ANN001 - lakemq.client.Producer
+        self._producer = producer
+        self._topic = topic
+
+    async def send(self, body: bytes) -> None:
+        from lakemq.common.message import Message
+
+        await self._producer.send(Message(self._topic, body))
+
+    async def send_batch(self, bodies: Sequence[bytes]) -> None:
+        from lakemq.common.message import Message
+
+        await self._producer.send_batch([Message(self._topic, body) for body in bodies])
+
+    async def close(self) -> None:
+        await self._producer.shutdown()
+
+
+class _LakemqClient(PeerClient):
+    def __init__(self, namesrv_addr: str) -> None:
+        self._namesrv_addr = namesrv_addr
+        self._instances = 0
+
+    def _client_config(self):  # noqa: ANN202 - lakemq.client.config.ClientConfig
+        from lakemq.client.config import ClientConfig
+
+        self._instances += 1
+        return ClientConfig(namesrv_addr=self._namesrv_addr, instance_name=f"bench-{self._instances}")
+
+    async def create_topic(self, topic: str) -> None:
+        from lakemq.client import Producer
+
+        producer = Producer("bench_admin", client_config=self._client_config())
+        await producer.start()
+        try:
+            deadline = time.monotonic() + _ROUTE_TIMEOUT
+            # The broker registers with the name server after it starts listening; until then
+            # there is no route to TBW102 to create the topic through.
+            while True:
+                try:
+                    await producer.create_topic(topic, _QUEUES)
+                    queues = await producer.fetch_publish_message_queues(topic)
+                    if queues:
+                        return
+                except Exception as exc:  # noqa: BLE001 - retried until the deadline
+                    if time.monotonic() > deadline:
+                        raise PeerUnavailable(f"lakemq: cannot create topic {topic}: {exc}") from exc
+                if time.monotonic() > deadline:
+                    raise PeerUnavailable(f"lakemq: no route to {topic} after {_ROUTE_TIMEOUT:.0f} s")
+                await asyncio.sleep(0.3)
+        finally:
+            await producer.shutdown()
+
+    async def producer(self, topic: str) -> TopicProducer:
+        from lakemq.client import Producer
+
+        producer = Producer("bench_producer", client_config=self._client_config())
+        await producer.start()
+        return _LakemqProducer(producer, topic)
+
+    async def consume(self, topic: str, group: str, expected: int, on_body: OnBody,
+                      timeout: float, ready: Callable[[], None] = lambda: None) -> int:
+        from lakemq.client import ConsumeConcurrentlyStatus, PushConsumer
+        from lakemq.client.config import ConsumeFromWhere, ConsumerConfig
+
+        received = 0
+        done = asyncio.Event()
+
+        def listener(messages, context) -> ConsumeConcurrentlyStatus:  # noqa: ANN001
+            nonlocal received
+            for message in messages:
+                on_body(message.body)
+            received += len(messages)
+            if received >= expected:
+                done.set()
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(
+            group.replace("-", "_"), client_config=self._client_config(),
+            config=ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                  consume_message_batch_max_size=32))
+        consumer.subscribe(topic, "*")
+        consumer.register_message_listener(listener)
+        await consumer.start()
+        try:
+            ready()
+            try:
+                await asyncio.wait_for(done.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+        finally:
+            await consumer.shutdown()
+        return received
+
+    async def close(self) -> None:
+        return None

@@ -108,7 +108,11 @@ class ConsumeQueueStore:
         """The ConsumeQueue builder (a CommitLogDispatcher)."""
         if not gets_consume_queue_entry(request.sys_flag):
             return
-        cq = self.find_or_create(request.topic, request.queue_id)
+        try:
+            cq = self.find_or_create(request.topic, request.queue_id)
+        except ValueError as exc:  # a record the put path would have refused: never a directory
+            log.error("record at %d not queued: %s", request.commit_log_offset, exc)
+            return
         cq.put_message_position_info(
             request.commit_log_offset, request.msg_size, request.tags_code, request.consume_queue_offset
         )

@@ -139,3 +139,18 @@ def test_names_are_validated(tmp_path: Path) -> None:
 
 def test_blank_constant_matches_rocketmq() -> None:
     assert BLANK_UNIT_SIZE == 2**31 - 1
+
+
+def test_store_skips_records_with_bad_names(tmp_path: Path) -> None:
+    from lakemq.store.commit_log_scan import DispatchRequest
+    from lakemq.store.consume_queue_store import ConsumeQueueStore
+
+    store = ConsumeQueueStore(tmp_path, FILE_SIZE, ts_of)
+    store.dispatch(DispatchRequest(msg_size=100, topic="../x", queue_id=0, commit_log_offset=0))
+    store.dispatch(DispatchRequest(msg_size=100, topic="Good", queue_id=0, commit_log_offset=100))
+    assert [p.name for p in tmp_path.iterdir()] == ["Good"]
+    (tmp_path / "not a topic").mkdir()
+    (tmp_path / "Good" / "007").mkdir()
+    reloaded = ConsumeQueueStore(tmp_path, FILE_SIZE, ts_of)
+    assert reloaded.load()
+    assert [(cq.topic, cq.queue_id) for cq in reloaded.all()] == [("Good", 0)]

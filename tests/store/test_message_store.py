@@ -188,3 +188,46 @@ def test_expired_files_are_deleted_within_the_guard(tmp_path: Path) -> None:
         assert store.query_message("TopicE", "k0", 4, 0, 2**62).messages == []
     finally:
         store.shutdown()
+
+
+def test_concurrent_producers_and_a_consumer(tmp_path: Path) -> None:
+    import threading
+
+    store = open_store(tmp_path, mapped_file_size_commit_log=8192)
+    received: dict[int, list[bytes]] = {0: [], 1: []}
+    done = threading.Event()
+
+    def consume() -> None:
+        offsets = {0: 0, 1: 0}
+        while not done.is_set() or any(offsets[q] < store.get_max_offset_in_queue("TopicP", q) for q in (0, 1)):
+            for q in (0, 1):
+                got = store.get_message("g", "TopicP", q, offsets[q], 16)
+                if got.status is GetMessageStatus.FOUND:
+                    received[q].extend(decode_record(b, check_crc=True).body for b in got.buffers)
+                    offsets[q] = got.next_begin_offset
+            time.sleep(0.001)
+
+    def produce(p: int) -> None:
+        for i in range(150):
+            assert store.put_message(make_msg("TopicP", b"%d-%d" % (p, i), queue_id=i % 2)).is_ok
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    producers = [threading.Thread(target=produce, args=(p,)) for p in range(4)]
+    try:
+        for t in producers:
+            t.start()
+        for t in producers:
+            t.join()
+        wait_dispatched(store)
+        done.set()
+        consumer.join(10)
+        assert not consumer.is_alive()
+        for q in (0, 1):
+            assert len(received[q]) == 300 == len(set(received[q]))
+            for p in range(4):  # each producer's messages keep their order within a queue
+                mine = [int(b.split(b"-")[1]) for b in received[q] if b.startswith(b"%d-" % p)]
+                assert mine == sorted(mine) and len(mine) == 75
+    finally:
+        done.set()
+        store.shutdown()

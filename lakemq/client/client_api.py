@@ -235,3 +235,11 @@ class MQClientAPI:
             topic=topic, defaultTopic=default_topic, readQueueNums=read_queue_nums, writeQueueNums=write_queue_nums,
             perm=perm, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=order))
 
+
+    async def get_consume_stats(self, addr: str, group: str, topic: str | None = None) -> dict[MessageQueue, dict[str, Any]]:
+        """GET_CONSUME_STATS: per queue brokerOffset, consumerOffset, lastTimestamp (the reply
+        keys its map by MessageQueue objects, fastjson style)."""
+        response = await self._ok(addr, RequestCode.GET_CONSUME_STATS,
+                                  header_fields(consumerGroup=group, topic=topic or ""))
+        table = fastjson.loads(response.body or b"{}").get("offsetTable") or {}
+        return {MessageQueue.from_json(dict(key)): dict(value) for key, value in table.items()}

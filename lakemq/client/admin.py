@@ -1,0 +1,110 @@
+"""Administration over the wire: topics, queue offsets and consumer progress (a small
+mqadmin). Talks to the name server for the cluster and to every master broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lakemq.client.client_api import MQClientAPI
+from lakemq.client.config import ClientConfig
+from lakemq.client.message_queue import MessageQueue
+from lakemq.client.route import MASTER_ID, subscribe_queues
+from lakemq.common.validation import check_group, check_topic
+from lakemq.errors import LakeMQError, TopicNotExistError
+from lakemq.remoting import RemotingClient
+
+__all__ = ["Admin", "QueueStats", "QueueProgress"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    mq: MessageQueue
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    mq: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def lag(self) -> int:
+        return max(self.broker_offset - self.consumer_offset, 0)
+
+
+class Admin:
+    def __init__(self, namesrv_addr: str | None = None, timeout_ms: int = 5000) -> None:
+        config = ClientConfig(namesrv_addr=namesrv_addr) if namesrv_addr else ClientConfig()
+        self._remoting = RemotingClient(namesrv_addrs=config.namesrv_addrs)
+        self.api = MQClientAPI(self._remoting, timeout_ms)
+
+    async def __aenter__(self) -> "Admin":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._remoting.shutdown()
+
+    async def masters(self, cluster: str | None = None) -> dict[str, str]:
+        """broker name -> master address, optionally of one cluster."""
+        info = await self.api.get_broker_cluster_info()
+        brokers: dict[str, Any] = info.get("brokerAddrTable") or {}
+        names = set(brokers)
+        if cluster is not None:
+            clusters = info.get("clusterAddrTable") or {}
+            if cluster not in clusters:
+                raise LakeMQError(f"cluster {cluster} is unknown to the name server")
+            names &= set(clusters[cluster])
+        result = {}
+        for name in sorted(names):
+            addrs = {int(k): v for k, v in (brokers[name].get("brokerAddrs") or {}).items()}
+            if MASTER_ID in addrs:
+                result[name] = addrs[MASTER_ID]
+        return result
+
+    async def create_topic(self, topic: str, *, queue_nums: int = 4, order: bool = False,
+                           cluster: str | None = None) -> list[str]:
+        """Create (or update) ``topic`` on every master; returns the broker names."""
+        check_topic(topic)
+        if not 0 < queue_nums <= 1024:
+            raise LakeMQError(f"queue count {queue_nums} is not within 1..1024")
+        masters = await self.masters(cluster)
+        if not masters:
+            raise LakeMQError("no master broker is registered with the name server")
+        for addr in masters.values():
+            await self.api.create_topic(addr, topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums,
+                                        order=order)
+        return sorted(masters)
+
+    async def list_topics(self) -> list[str]:
+        return await self.api.get_all_topic_list()
+
+    async def topic_stats(self, topic: str) -> list[QueueStats]:
+        route = await self.api.get_topic_route(check_topic(topic))
+        if route is None:
+            raise LakeMQError(f"topic {topic} does not exist")
+        stats = []
+        for mq in subscribe_queues(topic, route):
+            broker = route.broker(mq.broker_name)
+            addr = broker.select_addr() if broker else None
+            if addr is None:
+                continue
+            stats.append(QueueStats(mq, await self.api.get_min_offset(addr, mq), await self.api.get_max_offset(addr, mq)))
+        return stats
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        check_group(group)
+        rows = []
+        for addr in (await self.masters()).values():
+            try:
+                table = await self.api.get_consume_stats(addr, group, topic)
+            except TopicNotExistError:
+                continue  # the topic lives on other brokers only
+            rows.extend(QueueProgress(mq, int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)),
+                                      int(v.get("lastTimestamp", 0))) for mq, v in table.items())
+        if topic and not rows:
+            raise LakeMQError(f"topic {topic} does not exist")
+        return sorted(rows, key=lambda r: r.mq)

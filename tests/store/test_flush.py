@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import make_message
+
+from lakemq.store.checkpoint import CHECKPOINT_FILE_SIZE, StoreCheckpoint
+from lakemq.store.commit_log import CommitLog
+from lakemq.store.config import FlushDiskType
+from lakemq.store.flush import FlushRealTimeService, GroupCommitService
+from lakemq.store.mapped_file_queue import MappedFileQueue
+from lakemq.store.results import PutMessageStatus
+
+Open = Callable[..., CommitLog]
+
+
+def test_group_commit_serves_many_writers_with_few_flushes(open_commit_log: Open) -> None:
+    cl = open_commit_log(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
+    cl.recover_normally()
+    cl.start()
+    results: list[PutMessageStatus] = []
+    ends: list[int] = []
+    lock = threading.Lock()
+
+    def writer() -> None:
+        for _ in range(50):
+            r = cl.put_message(make_message(body=b"s" * 200))
+            assert r.append_result is not None
+            # Acknowledged means flushed: the flushed position is already past the record.
+            assert cl.flushed_where >= r.append_result.next_offset
+            with lock:
+                results.append(r.status)
+                ends.append(r.append_result.next_offset)
+
+    threads = [threading.Thread(target=writer) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [PutMessageStatus.PUT_OK] * 800
+    service = cl.flush_service
+    assert isinstance(service, GroupCommitService)
+    assert 0 < service.flush_count < 800  # grouped: far fewer msyncs than puts
+
+
+def test_wait_false_does_not_wait(tmp_path: Path) -> None:
+    queue = MappedFileQueue(tmp_path, 1 << 16)
+    service = GroupCommitService(queue, timeout_ms=50)  # never started: nothing will flush
+    queue.get_last_mapped_file().append(b"x" * 10)  # type: ignore[union-attr]
+    assert service.on_put(10, wait=False) is PutMessageStatus.PUT_OK
+    start = time.monotonic()
+    assert service.on_put(10, wait=True) is PutMessageStatus.FLUSH_DISK_TIMEOUT
+    assert time.monotonic() - start >= 0.045
+    queue.shutdown()
+
+
+def test_async_flush_least_pages_and_shutdown_flush(tmp_path: Path) -> None:
+    queue = MappedFileQueue(tmp_path, 1 << 16)
+    checkpoint = StoreCheckpoint(tmp_path / "checkpoint")
+    service = FlushRealTimeService(queue, interval_ms=10, least_pages=4, thorough_interval_ms=60_000,
+                                   checkpoint=checkpoint)
+    service.start()
+    mf = queue.get_last_mapped_file()
+    assert mf is not None
+    mf.append(b"a" * 100)
+    mf.store_timestamp = 1234
+    time.sleep(0.1)
+    assert queue.flushed_where == 0  # under 4 dirty pages: waits for more
+    mf.append(b"b" * 4 * 4096)
+    mf.store_timestamp = 5678
+    deadline = time.monotonic() + 5
+    while queue.flushed_where == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert queue.flushed_where == 100 + 4 * 4096
+    assert checkpoint.physic_msg_timestamp == 5678
+    mf.append(b"c")
+    service.shutdown()
+    assert queue.flushed_where == queue.get_max_offset()
+    queue.shutdown()
+    checkpoint.shutdown()
+
+
+def test_checkpoint_layout_and_min_timestamps(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint"
+    cp = StoreCheckpoint(path)
+    assert (cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp) == (0, 0, 0)
+    cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp = 100_000, 90_000, 50_000
+    assert cp.min_timestamp() == 87_000
+    assert cp.min_timestamp_index() == 50_000
+    cp.shutdown()
+    raw = path.read_bytes()
+    assert len(raw) == CHECKPOINT_FILE_SIZE
+    assert [int.from_bytes(raw[i : i + 8], "big") for i in (0, 8, 16)] == [100_000, 90_000, 50_000]
+    again = StoreCheckpoint(path)
+    assert again.logics_msg_timestamp == 90_000
+    again.shutdown()

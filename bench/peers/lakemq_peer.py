@@ -151,7 +151,8 @@ class _LakemqClient(PeerClient):
         received = 0
         done = asyncio.Event()
 
-        def listener(messages, context) -> ConsumeConcurrentlyStatus:  # noqa: ANN001
+        # A coroutine listener runs on the event loop (a plain one would hop to a thread).
+        async def listener(messages, context) -> ConsumeConcurrentlyStatus:  # noqa: ANN001
             nonlocal received
             for message in messages:
                 on_body(message.body)
@@ -161,11 +162,11 @@ class _LakemqClient(PeerClient):
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
         consumer = PushConsumer(
-            group.replace("-", "_"), client_config=self._client_config(),
+            group, client_config=self._client_config(),
             config=ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                                   consume_message_batch_max_size=32))
         consumer.subscribe(topic, "*")
-        consumer.register_message_listener(listener)
+        consumer.register_message_listener_concurrently(listener)
         await consumer.start()
         try:
             ready()

@@ -68,6 +68,9 @@ def render_section(results: list[PeerResult], plan: Plan, command: str, when: st
         f"produced (bounded by {plan.consume_timeout:g} s); latency is end to end (send "
         f"scheduled -> consumer callback) at {plan.latency_rate:,} msg/s for "
         f"{plan.latency_seconds:g} s, open loop, from the scheduled send time.", "",
+        *([f"**Smoke run** (`--quick`, {plan.phase_seconds:g} s phases): too short for "
+           "stable figures; run without `--quick` for the numbers to quote.", ""]
+          if plan.smoke else []),
         "Ratios in brackets are peer / lakemq with the comparable flush mode (the `vs` column):"
         " above 1 the peer has more throughput or more latency.", "",
         "| peer | vs | 1 producer msg/s | 16 producers msg/s | 16 x batch 32 msg/s "

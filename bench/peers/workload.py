@@ -42,12 +42,13 @@ class Plan:
     batch_size: int = 32
     producer_counts: tuple[int, ...] = (1, 16)
     max_in_flight: int = 256
+    smoke: bool = False  # a short run to check the harness, not to quote
 
 
 FULL = Plan(phase_seconds=6.0, latency_rate=2000, latency_seconds=10.0, consume_timeout=25.0,
             drain_timeout=5.0)
 QUICK = Plan(phase_seconds=1.5, latency_rate=2000, latency_seconds=3.0, consume_timeout=8.0,
-             drain_timeout=3.0)
+             drain_timeout=3.0, smoke=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,9 +55,6 @@ class ConsumeQueueStore:
     def all(self) -> list[ConsumeQueue]:
         return [cq for queues in list(self._table.values()) for cq in list(queues.values())]
 
-    def topics(self) -> set[str]:
-        return set(self._table)
-
     # -- load and recovery -------------------------------------------------------------------
 
     def load(self) -> bool:

@@ -85,7 +85,6 @@ class ReputMessageService(ServiceThread):
         self.dispatchers = dispatchers
         self.listeners = listeners if listeners is not None else []
         self.reput_from_offset = reput_from_offset
-        self.last_store_timestamp = 0
         self._stuck_at = -1
         self._delay_levels = delay_levels
         self._wait_interval_s = wait_interval_s
@@ -138,7 +137,6 @@ class ReputMessageService(ServiceThread):
 
     def _dispatch(self, request: DispatchRequest) -> None:
         dispatch_to(self.dispatchers, request)
-        self.last_store_timestamp = request.store_timestamp
         if gets_consume_queue_entry(request.sys_flag):
             for listener in self.listeners:
                 try:

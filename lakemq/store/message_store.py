@@ -165,10 +165,6 @@ class MessageStore:
             log.warning("shutdown with %d bytes not dispatched: next load recovers abnormally",
                         self.reput.dispatch_behind_bytes())
 
-    def destroy_logics(self) -> None:
-        """Drop every ConsumeQueue (tests and admin repair)."""
-        self.consume_queues.delete_topics(self.consume_queues.topics())
-
     # -- put ---------------------------------------------------------------------------------
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:

@@ -19,8 +19,26 @@ from lakemq.client.route import TopicRouteData
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import for_code
 from lakemq.remoting import RemotingClient, RemotingCommand
+from lakemq.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    CreateTopicRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    GetRouteInfoRequestHeader,
+    OffsetResponseHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    decode_header,
+    encode_header,
+)
 
-__all__ = ["MQClientAPI", "RawPullResult", "PullSysFlag", "header_fields"]
+__all__ = ["MQClientAPI", "RawPullResult", "PullSysFlag"]
 
 log = logging.getLogger(__name__)
 
@@ -48,16 +66,6 @@ class PullSysFlag:
         return ((PullSysFlag.FLAG_COMMIT_OFFSET if commit_offset else 0)
                 | (PullSysFlag.FLAG_SUSPEND if suspend else 0)
                 | (PullSysFlag.FLAG_SUBSCRIPTION if subscription else 0))
-
-
-def header_fields(**fields: Any) -> dict[str, str]:
-    """extFields as Java expects them: strings, booleans spelled true/false, None left out."""
-    out: dict[str, str] = {}
-    for name, value in fields.items():
-        if value is None:
-            continue
-        out[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +114,7 @@ class MQClientAPI:
     # -- name server -------------------------------------------------------------------
     async def get_topic_route(self, topic: str, timeout_ms: int | None = None) -> TopicRouteData | None:
         """The route, or None when the name server knows no such topic."""
-        response = await self._namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, header_fields(topic=topic), timeout_ms)
+        response = await self._namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(GetRouteInfoRequestHeader(topic)), timeout_ms)
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
         if response.code != ResponseCode.SUCCESS:
@@ -135,14 +143,14 @@ class MQClientAPI:
         status = _SEND_STATUS.get(response.code)  # type: ignore[call-overload]
         if status is None:
             raise for_code(response.code, response.remark)
-        ext = response.ext_fields or {}
+        header = decode_header(SendMessageResponseHeader, response.ext_fields)
         return SendResult(
             send_status=status,
             msg_id=uniq_id,
-            offset_msg_id=ext.get("msgId", ""),
-            message_queue=MessageQueue(mq.topic, mq.broker_name, int(ext.get("queueId", mq.queue_id))),
-            queue_offset=int(ext.get("queueOffset", -1)),
-            transaction_id=ext.get("transactionId"),
+            offset_msg_id=header.msg_id,
+            message_queue=MessageQueue(mq.topic, mq.broker_name, header.queue_id),
+            queue_offset=header.queue_offset,
+            transaction_id=header.transaction_id,
         )
 
     async def send_message_oneway(self, addr: str, fields: Mapping[str, str], body: bytes, *, batch: bool) -> None:
@@ -155,33 +163,26 @@ class MQClientAPI:
         status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
         if status is None:
             raise for_code(response.code, response.remark)
-        ext = response.ext_fields or {}
-        return RawPullResult(
-            status,
-            int(ext.get("nextBeginOffset", 0)),
-            int(ext.get("minOffset", 0)),
-            int(ext.get("maxOffset", 0)),
-            int(ext.get("suggestWhichBrokerId", 0)),
-            bytes(response.body or b""),
-        )
+        header = decode_header(PullMessageResponseHeader, response.ext_fields)
+        return RawPullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
+                             header.suggest_which_broker_id, bytes(response.body or b""))
 
     async def query_consumer_offset(self, addr: str, mq: MessageQueue, group: str) -> int:
         """The stored offset, -1 when the group has none for this queue."""
-        response = await self._invoke(addr, RequestCode.QUERY_CONSUMER_OFFSET, header_fields(
-            consumerGroup=group, topic=mq.topic, queueId=mq.queue_id))
+        response = await self._invoke(addr, RequestCode.QUERY_CONSUMER_OFFSET, encode_header(QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id)))
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return -1
         if response.code != ResponseCode.SUCCESS:
             raise for_code(response.code, response.remark)
-        return int((response.ext_fields or {}).get("offset", -1))
+        return decode_header(QueryConsumerOffsetResponseHeader, response.ext_fields).offset
 
     async def update_consumer_offset(self, addr: str, mq: MessageQueue, group: str, offset: int) -> None:
-        await self._oneway(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header_fields(
-            consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, commitOffset=offset))
+        await self._oneway(addr, RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(
+            UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset)))
 
     async def get_consumer_id_list(self, addr: str, group: str) -> list[str]:
         response = await self._invoke(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                      header_fields(consumerGroup=group))
+                                      encode_header(GetConsumerListByGroupRequestHeader(group)))
         if response.code == ResponseCode.SYSTEM_ERROR and not response.body:
             return []
         if response.code != ResponseCode.SUCCESS:
@@ -193,8 +194,8 @@ class MQClientAPI:
 
     async def unregister_client(self, addr: str, client_id: str, *, producer_group: str | None = None,
                                 consumer_group: str | None = None) -> None:
-        await self._ok(addr, RequestCode.UNREGISTER_CLIENT, header_fields(
-            clientID=client_id, producerGroup=producer_group, consumerGroup=consumer_group))
+        await self._ok(addr, RequestCode.UNREGISTER_CLIENT, encode_header(
+            UnregisterClientRequestHeader(client_id, producer_group, consumer_group)))
 
     async def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> set[MessageQueue]:
         body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq.to_json() for mq in mqs]}
@@ -210,36 +211,34 @@ class MQClientAPI:
         self, addr: str, *, commit_log_offset: int, group: str, delay_level: int, origin_msg_id: str,
         origin_topic: str, max_reconsume_times: int,
     ) -> None:
-        await self._ok(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header_fields(
-            offset=commit_log_offset, group=group, delayLevel=delay_level, originMsgId=origin_msg_id,
-            originTopic=origin_topic, unitMode=False, maxReconsumeTimes=max_reconsume_times))
+        await self._ok(addr, RequestCode.CONSUMER_SEND_MSG_BACK, encode_header(ConsumerSendMsgBackRequestHeader(
+            commit_log_offset, group, delay_level, origin_msg_id, origin_topic, False, max_reconsume_times)))
 
     # -- offsets and admin ------------------------------------------------------------
     async def _offset(self, addr: str, code: int, fields: Mapping[str, str]) -> int:
         response = await self._ok(addr, code, fields)
-        return int((response.ext_fields or {}).get("offset", 0))
+        return decode_header(OffsetResponseHeader, response.ext_fields).offset
 
     async def get_max_offset(self, addr: str, mq: MessageQueue) -> int:
-        return await self._offset(addr, RequestCode.GET_MAX_OFFSET, header_fields(topic=mq.topic, queueId=mq.queue_id))
+        return await self._offset(addr, RequestCode.GET_MAX_OFFSET, encode_header(GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)))
 
     async def get_min_offset(self, addr: str, mq: MessageQueue) -> int:
-        return await self._offset(addr, RequestCode.GET_MIN_OFFSET, header_fields(topic=mq.topic, queueId=mq.queue_id))
+        return await self._offset(addr, RequestCode.GET_MIN_OFFSET, encode_header(GetMinOffsetRequestHeader(mq.topic, mq.queue_id)))
 
     async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int) -> int:
-        return await self._offset(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header_fields(
-            topic=mq.topic, queueId=mq.queue_id, timestamp=timestamp_ms))
+        return await self._offset(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, encode_header(
+            SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)))
 
     async def create_topic(self, addr: str, topic: str, *, default_topic: str = "TBW102", read_queue_nums: int = 4,
                            write_queue_nums: int = 4, perm: int = 6, order: bool = False) -> None:
-        await self._ok(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header_fields(
-            topic=topic, defaultTopic=default_topic, readQueueNums=read_queue_nums, writeQueueNums=write_queue_nums,
-            perm=perm, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=order))
+        await self._ok(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(CreateTopicRequestHeader(
+            topic, default_topic, read_queue_nums, write_queue_nums, perm, "SINGLE_TAG", 0, order)))
 
 
     async def get_consume_stats(self, addr: str, group: str, topic: str | None = None) -> dict[MessageQueue, dict[str, Any]]:
         """GET_CONSUME_STATS: per queue brokerOffset, consumerOffset, lastTimestamp (the reply
         keys its map by MessageQueue objects, fastjson style)."""
         response = await self._ok(addr, RequestCode.GET_CONSUME_STATS,
-                                  header_fields(consumerGroup=group, topic=topic or ""))
+                                  {"consumerGroup": group, "topic": topic or ""})
         table = fastjson.loads(response.body or b"{}").get("offsetTable") or {}
         return {MessageQueue.from_json(dict(key)): dict(value) for key, value in table.items()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 
-from lakemq.client.client_api import PullSysFlag, RawPullResult, header_fields
+from lakemq.client.client_api import PullSysFlag, RawPullResult
 from lakemq.client.client_instance import ClientInstance
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import PullResult, PullStatus
@@ -14,6 +14,7 @@ from lakemq.client.subscription import SubscriptionData, tag_matches
 from lakemq.common.message import MessageConst, MessageExt
 from lakemq.common.record import RecordError, iter_records
 from lakemq.errors import FrameError
+from lakemq.remoting.headers import PullMessageRequestHeader, encode_header
 
 __all__ = ["PullAPI", "decode_pull_result"]
 
@@ -51,11 +52,12 @@ class PullAPI:
         addr = await self.instance.broker_addr(mq.broker_name, mq.topic, master_only=False)
         sys_flag = PullSysFlag.build(commit_offset=commit_offset > 0, suspend=suspend_ms > 0,
                                      subscription=send_subscription)
-        fields = header_fields(
-            consumerGroup=self.group, topic=mq.topic, queueId=mq.queue_id, queueOffset=offset,
-            maxMsgNums=max_nums, sysFlag=sys_flag, commitOffset=commit_offset, suspendTimeoutMillis=suspend_ms,
+        fields = encode_header(PullMessageRequestHeader(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset, suspend_timeout_millis=suspend_ms,
+            sub_version=subscription.sub_version,
             subscription=subscription.sub_string if send_subscription else None,
-            subVersion=subscription.sub_version, expressionType=subscription.expression_type,
-        )
+            expression_type=subscription.expression_type,
+        ))
         raw = await self.instance.api.pull_message(addr, fields, timeout_ms)
         return decode_pull_result(mq, raw, subscription)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 from lakemq.client.backoff import Backoff
-from lakemq.client.client_api import header_fields
 from lakemq.client.client_instance import ClientInstance
 from lakemq.client.config import ProducerConfig
 from lakemq.client.fault import LatencyFaultTolerance
@@ -26,6 +25,7 @@ from lakemq.client.results import SendResult, SendStatus
 from lakemq.client.route import QueueData, TopicPublishInfo, TopicRouteData
 from lakemq.common.codes import ResponseCode
 from lakemq.errors import BrokerError, LakeMQError, RemotingError, RemotingTimeoutError
+from lakemq.remoting.headers import SendMessageRequestHeader, encode_send_header_v2
 
 __all__ = ["RetryAction", "classify_failure", "PreparedMessage", "Sender"]
 
@@ -116,12 +116,13 @@ class Sender:
         return info.select_one(last_broker)
 
     def _fields(self, msg: PreparedMessage, mq: MessageQueue) -> dict[str, str]:
-        # SEND_MESSAGE_V2's single-letter names (SendMessageRequestHeaderV2).
-        return header_fields(
-            a=self.group, b=msg.topic, c=self.config.create_topic_key, d=self.config.default_topic_queue_nums,
-            e=mq.queue_id, f=msg.sys_flag, g=int(time.time() * 1000), h=msg.flag, i=msg.properties,
-            j=msg.reconsume_times, k=False, l=msg.max_reconsume_times, m=msg.batch,
-        )
+        return encode_send_header_v2(SendMessageRequestHeader(
+            producer_group=self.group, topic=msg.topic, default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums, queue_id=mq.queue_id,
+            sys_flag=msg.sys_flag, born_timestamp=int(time.time() * 1000), flag=msg.flag,
+            properties=msg.properties, reconsume_times=msg.reconsume_times, unit_mode=False,
+            max_reconsume_times=msg.max_reconsume_times, batch=msg.batch,
+        ))
 
     async def send_to_queue(self, msg: PreparedMessage, mq: MessageQueue, timeout_ms: int) -> SendResult:
         addr = await self.instance.broker_addr(mq.broker_name, msg.topic)

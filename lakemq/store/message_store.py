@@ -137,11 +137,11 @@ class MessageStore:
         self.reput.do_reput()
         self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
         self.commit_log.start()
+        self._running = True
         self.reput.start()
         self.flush_consume_queue_service.start()
         self.clean_service.start()
         self.schedule.start()
-        self._running = True
 
     def shutdown(self) -> None:
         """Stop puts, deliver nothing more, dispatch what was written, flush everything, write

@@ -35,7 +35,8 @@ __all__ = [
     "GetMaxOffsetRequestHeader", "GetMinOffsetRequestHeader", "GetEarliestMsgStoretimeRequestHeader",
     "OffsetResponseHeader", "TimestampResponseHeader", "SearchOffsetRequestHeader",
     "GetRouteInfoRequestHeader", "RegisterBrokerRequestHeader", "RegisterBrokerResponseHeader",
-    "UnregisterBrokerRequestHeader", "GetConsumerListByGroupRequestHeader",
+    "UnregisterBrokerRequestHeader", "QueryDataVersionRequestHeader",
+    "QueryDataVersionResponseHeader", "GetConsumerListByGroupRequestHeader",
     "NotifyConsumerIdsChangedRequestHeader", "UnregisterClientRequestHeader",
     "ConsumerSendMsgBackRequestHeader", "EndTransactionRequestHeader",
     "CheckTransactionStateRequestHeader", "QueryMessageRequestHeader", "QueryMessageResponseHeader",
@@ -266,6 +267,19 @@ class UnregisterBrokerRequestHeader:
     broker_addr: str
     cluster_name: str
     broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueryDataVersionRequestHeader:
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueryDataVersionResponseHeader:
+    changed: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,11 +83,16 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     plan = QUICK if args.quick else FULL
     chosen = set(args.peers.split(","))
     command = shlex.join(["python", "bench/peer_bench.py", *(sys.argv[1:] if argv is None else argv)])
     began = time.monotonic()
-    results = [_run_peer(peer_type, plan) for peer_type in PEERS if peer_type.key in chosen]
+    try:
+        results = [_run_peer(peer_type, plan) for peer_type in PEERS if peer_type.key in chosen]
+    except KeyboardInterrupt:
+        print("interrupted: the servers started so far are stopped; nothing was written", flush=True)
+        return 130
     print(f"all peers done in {time.monotonic() - began:.0f} s", flush=True)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     if not args.no_write:

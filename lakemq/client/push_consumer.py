@@ -58,6 +58,7 @@ class PushConsumer:
         self._rebalancer: Rebalancer | None = None
         self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
         self._lock_task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     # -- configuration ------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = ExpressionType.TAG) -> None:
@@ -104,6 +105,7 @@ class PushConsumer:
     async def shutdown(self, await_termination: float = 10.0) -> None:
         if not self.core.started:
             return
+        self._stopping = True
         if self._lock_task is not None:
             self._lock_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -117,6 +119,7 @@ class PushConsumer:
         await self.persist_offsets()
         await self._rebalancer.drop_all()
         await self.core.close()
+        self._stopping = False
 
     async def __aenter__(self) -> "PushConsumer":
         await self.start()
@@ -148,7 +151,7 @@ class PushConsumer:
         }
 
     async def do_rebalance(self) -> None:
-        if self._rebalancer is not None and self.core.started:
+        if self._rebalancer is not None and self.core.started and not self._stopping:
             await self._rebalancer.do_rebalance()
 
     async def persist_offsets(self) -> None:
@@ -160,6 +163,9 @@ class PushConsumer:
 
     # -- pulling ------------------------------------------------------------------------
     def _start_pull(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        if self._stopping:
+            pq.dropped = True
+            return
         old = self._pulls.pop(mq, None)
         if old is not None:
             old.cancel()

@@ -87,7 +87,6 @@ class BrokerConfig:
     channel_expired_timeout: int = 120_000
     client_housekeeping_interval: int = 10_000
     rebalance_lock_max_live_time: int = 60_000  # an orderly consumer's queue lock lives this long
-    max_pull_msg_nums: int = 32  # cap on a pull's maxMsgNums
 
     def __post_init__(self) -> None:
         if not is_valid_name(self.broker_name) or not is_valid_name(self.broker_cluster_name):
@@ -114,7 +113,7 @@ class BrokerConfig:
                     "pull_hold_check_interval_mills", "flush_consumer_offset_interval",
                     "register_name_server_period", "register_broker_timeout_mills",
                     "channel_expired_timeout", "client_housekeeping_interval",
-                    "rebalance_lock_max_live_time", "max_pull_msg_nums")
+                    "rebalance_lock_max_live_time")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from lakemq.common.message import tags_hash_code
+from lakemq.remoting import bodies
 
 __all__ = [
     "SUB_ALL",
@@ -21,6 +22,7 @@ __all__ = [
     "SubscriptionData",
     "SubscriptionParseError",
     "build_subscription_data",
+    "from_heartbeat",
     "TagMessageFilter",
 ]
 
@@ -42,36 +44,6 @@ class SubscriptionData:
     sub_version: int = field(default_factory=lambda: int(time.time() * 1000))
     expression_type: str = EXPRESSION_TYPE_TAG
     class_filter_mode: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "subString": self.sub_string,
-            "tagsSet": sorted(self.tags_set),
-            "codeSet": sorted(self.code_set),
-            "subVersion": self.sub_version,
-            "expressionType": self.expression_type,
-            "classFilterMode": self.class_filter_mode,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SubscriptionData":
-        """Parse a heartbeat's ``subscriptionDataSet`` entry. The tags are re-derived from
-        ``subString`` so the codes always match the broker's own hashing."""
-        try:
-            topic = str(data["topic"])
-            sub = build_subscription_data(
-                topic,
-                data.get("subString"),
-                str(data.get("expressionType") or EXPRESSION_TYPE_TAG),
-                sub_version=int(data.get("subVersion") or 0),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SubscriptionParseError(f"bad subscription {data!r}: {exc}") from exc
-        if data.get("classFilterMode"):
-            return SubscriptionData(sub.topic, sub.sub_string, sub.tags_set, sub.code_set,
-                                    sub.sub_version, sub.expression_type, True)
-        return sub
 
     @property
     def matches_all(self) -> bool:
@@ -95,6 +67,16 @@ def build_subscription_data(
     if not tags:
         raise SubscriptionParseError(f"subscription {sub_string!r} names no tag")
     return SubscriptionData(topic, text, tags, frozenset(tags_hash_code(t) for t in tags), version)
+
+
+def from_heartbeat(sub: bodies.SubscriptionData) -> SubscriptionData:
+    """A heartbeat's subscription; tags and codes are re-derived from ``subString`` so the
+    codes always match the broker's own hashing."""
+    parsed = build_subscription_data(sub.topic, sub.sub_string, sub.expression_type, sub_version=sub.sub_version)
+    if sub.class_filter_mode:
+        return SubscriptionData(parsed.topic, parsed.sub_string, parsed.tags_set, parsed.code_set,
+                                parsed.sub_version, parsed.expression_type, True)
+    return parsed
 
 
 @dataclass(frozen=True, slots=True)

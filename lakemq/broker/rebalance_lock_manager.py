@@ -10,24 +10,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
 from lakemq.broker.consumer_manager import now_ms
+from lakemq.remoting.bodies import MessageQueue
 
-__all__ = ["MessageQueue", "RebalanceLockManager"]
-
-
-class MessageQueue(NamedTuple):
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "MessageQueue":
-        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
+__all__ = ["RebalanceLockManager"]
 
 
 @dataclass(slots=True)

@@ -11,16 +11,18 @@ from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ClientChannelInfo, ConsumerGroupEvent, ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.filter import (
-    SubscriptionData,
     SubscriptionParseError,
     TagMessageFilter,
     build_subscription_data,
+    from_heartbeat,
 )
 from lakemq.broker.producer_manager import ProducerManager
-from lakemq.broker.rebalance_lock_manager import MessageQueue, RebalanceLockManager
+from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from lakemq.common.message import tags_hash_code
 from lakemq.errors import CorruptFileError
+from lakemq.remoting import bodies
+from lakemq.remoting.bodies import MessageQueue
 
 
 def test_offsets_persist_and_survive_restart(tmp_path) -> None:
@@ -76,8 +78,7 @@ def test_subscription_parsing_and_tag_filter() -> None:
         build_subscription_data("T", "||")
     with pytest.raises(SubscriptionParseError):
         build_subscription_data("T", "a", "XPATH")
-    parsed = SubscriptionData.from_json({"topic": "T", "subString": "tagA", "tagsSet": ["ignored"],
-                                         "codeSet": [1], "subVersion": 5, "expressionType": "TAG"})
+    parsed = from_heartbeat(bodies.SubscriptionData("T", "tagA", ("ignored",), (1,), 5))
     assert parsed.code_set == {tags_hash_code("tagA")} and parsed.sub_version == 5
 
 

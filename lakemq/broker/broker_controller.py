@@ -1,0 +1,281 @@
+"""BrokerController: builds a broker from its configs and runs its life cycle.
+
+Start: bind the remoting server (a ``listenPort`` of 0 picks a free port, whose number then
+goes into message ids and the registration), load the persisted topic / offset / group
+tables and the store (recovery), register every processor, start the background tasks
+(consumer offsets persisted every ``flushConsumerOffsetInterval``, client housekeeping,
+NameServer registration every ``registerNameServerPeriod``) and register with all NameServers.
+Until loading is done every request is answered SERVICE_NOT_AVAILABLE.
+
+Shutdown (SIGTERM in the CLI): unregister from the NameServers, stop accepting, answer held
+pulls, persist offsets and groups, then shut the store down (flush, checkpoint, abort file
+removed) so the next start recovers normally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from lakemq import __version__
+from lakemq.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI, ConsumerIdsChangeNotifier
+from lakemq.broker.business_pool import BusinessPool
+from lakemq.broker.config import BrokerConfig
+from lakemq.broker.consumer_manager import ConsumerManager
+from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
+from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProcessor
+from lakemq.broker.processor.client_manage_processor import ClientManageProcessor
+from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProcessor
+from lakemq.broker.processor.pull_processor import PullMessageProcessor
+from lakemq.broker.processor.send_processor import SendMessageProcessor
+from lakemq.broker.producer_manager import ProducerManager
+from lakemq.broker.pull_request_hold_service import PullRequestHoldService
+from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
+from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
+from lakemq.broker.topic_config_manager import TopicConfigManager
+from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.errors import StoreError
+from lakemq.remoting.client import ClientConfig, RemotingClient
+from lakemq.remoting.codec import RemotingCommand
+from lakemq.remoting.dispatch import RequestContext
+from lakemq.remoting.protocol import RemotingConnection
+from lakemq.remoting.server import RemotingServer, ServerConfig
+from lakemq.store.config import StoreConfig
+from lakemq.store.message_store import MessageStore
+
+__all__ = ["BrokerController"]
+
+log = logging.getLogger(__name__)
+
+
+class _Unavailable:
+    """The default processor: SERVICE_NOT_AVAILABLE while starting, then unknown codes."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def reject_request(self) -> bool:
+        return False
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        if not self.started:
+            return request.reply(ResponseCode.SERVICE_NOT_AVAILABLE, "broker is starting, try later")
+        try:
+            name = RequestCode(request.code).name
+        except ValueError:
+            name = "unknown"
+        return request.reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                             f"request code {request.code} ({name}) not supported by this broker")
+
+
+class BrokerController:
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config
+        config_dir = store_config.config_dir
+        self.topic_config_manager = TopicConfigManager(broker_config, config_dir)
+        self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
+        self.subscription_group_manager = SubscriptionGroupManager(broker_config, config_dir)
+        self.producer_manager = ProducerManager(broker_config.channel_expired_timeout)
+        self.rebalance_lock_manager = RebalanceLockManager(broker_config.rebalance_lock_max_live_time)
+        self.remoting_server = RemotingServer(ServerConfig(listen_host=broker_config.broker_ip1,
+                                                           listen_port=broker_config.listen_port))
+        self.remoting_client = RemotingClient(ClientConfig())
+        self.outer_api = BrokerOuterAPI(self.remoting_client, broker_config.namesrv_addr,
+                                        broker_config.register_broker_timeout_mills / 1000)
+        self.store: MessageStore | None = None
+        self.consumer_manager: ConsumerManager | None = None
+        self.hold_service: PullRequestHoldService | None = None
+        self.send_pool = BusinessPool("SendMessageThread", broker_config.send_message_thread_pool_nums,
+                                      broker_config.send_thread_pool_queue_capacity,
+                                      broker_config.wait_time_mills_in_send_queue
+                                      if broker_config.broker_fast_failure_enable else None)
+        self.pull_pool = BusinessPool("PullMessageThread", broker_config.pull_message_thread_pool_nums,
+                                      broker_config.pull_thread_pool_queue_capacity,
+                                      broker_config.wait_time_mills_in_pull_queue
+                                      if broker_config.broker_fast_failure_enable else None)
+        self._executors: list[ThreadPoolExecutor] = []
+        self._default = _Unavailable()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_soon: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.boot_timestamp = int(time.time() * 1000)
+        self.broker_addr = broker_config.broker_addr
+
+    # -- life cycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        c = self.broker_config
+        self.remoting_server.register_default_processor(self._default)
+        await self.remoting_server.start()
+        self.broker_addr = f"{c.broker_ip1}:{self.remoting_server.port}"
+        self.store = MessageStore(self.store_config, store_host=self.broker_addr)
+        await loop.run_in_executor(None, self._load)
+        self.consumer_manager = ConsumerManager(ConsumerIdsChangeNotifier(loop, c.notify_consumer_ids_changed_enable),
+                                                c.channel_expired_timeout)
+        self.hold_service = PullRequestHoldService(self.store.get_max_offset_in_queue,
+                                                   c.pull_hold_check_interval_mills / 1000)
+        self.hold_service.start()
+        hold = self.hold_service
+        self.store.message_arriving_listeners.append(
+            lambda topic, queue_id, offset, tags_code, _ts, _props: hold.notify_message_arriving(
+                topic, queue_id, offset, tags_code))
+        self._register_processors()
+        self.remoting_server.add_close_listener(self._on_connection_closed)
+        self.send_pool.start()
+        self.pull_pool.start()
+        self._register_soon = asyncio.Event()
+        self.topic_config_manager.on_change.append(lambda _tc: loop.call_soon_threadsafe(self._register_soon.set))
+        self._default.started = True
+        self._tasks = [
+            loop.create_task(self._every(c.flush_consumer_offset_interval, self._persist_offsets), name="persist-offsets"),
+            loop.create_task(self._every(c.client_housekeeping_interval, self._scan_clients), name="client-housekeeping"),
+            loop.create_task(self._register_periodically(), name="register-broker"),
+        ]
+        log.info("broker %s (%s, cluster %s) started; name servers %s", c.broker_name, self.broker_addr,
+                 c.broker_cluster_name, ";".join(c.namesrv_addr))
+
+    def _load(self) -> None:
+        assert self.store is not None
+        self.topic_config_manager.load()
+        self.consumer_offset_manager.load()
+        self.subscription_group_manager.load()
+        if not self.store.load():
+            raise StoreError(f"the store under {self.store_config.store_path_root_dir} could not be loaded")
+        self.store.start()
+
+    def _executor(self, name: str, threads: int) -> ThreadPoolExecutor:
+        executor = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        self._executors.append(executor)
+        return executor
+
+    def _register_processors(self) -> None:
+        assert self.store is not None and self.consumer_manager is not None and self.hold_service is not None
+        c, server = self.broker_config, self.remoting_server
+        send = SendMessageProcessor(c, self.store, self.topic_config_manager, self.subscription_group_manager,
+                                    self.send_pool)
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            server.register_processor(code, send)
+        server.register_processor(RequestCode.PULL_MESSAGE, PullMessageProcessor(
+            c, self.store, self.topic_config_manager, self.subscription_group_manager, self.consumer_manager,
+            self.consumer_offset_manager, self.hold_service, self.pull_pool))
+        client_manage = ClientManageProcessor(c, self.topic_config_manager, self.subscription_group_manager,
+                                              self.consumer_manager, self.producer_manager)
+        client_pool = self._executor("ClientManageThread", c.client_manage_thread_pool_nums)
+        for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
+            server.register_processor(code, client_manage, client_pool)
+        consumer_manage = ConsumerManageProcessor(self.store, self.consumer_manager, self.consumer_offset_manager)
+        consumer_pool = self._executor("ConsumerManageThread", c.consumer_manage_thread_pool_nums)
+        for code in (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.UPDATE_CONSUMER_OFFSET,
+                     RequestCode.QUERY_CONSUMER_OFFSET):
+            server.register_processor(code, consumer_manage, consumer_pool)
+        admin = AdminBrokerProcessor(c, self.store, self.topic_config_manager, self.subscription_group_manager,
+                                     self.consumer_offset_manager, self.rebalance_lock_manager, self.runtime_info)
+        admin_pool = self._executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
+        for code in ADMIN_CODES:
+            server.register_processor(code, admin, admin_pool)
+
+    async def shutdown(self) -> None:
+        """Stop in the order that loses nothing; safe to call once after a failed start."""
+        log.info("broker %s shutting down", self.broker_config.broker_name)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._default.started:
+            await self.outer_api.unregister_broker_all(self.identity)
+        if self.hold_service is not None:
+            await self.hold_service.shutdown()
+        await self.remoting_server.shutdown()
+        await self.send_pool.shutdown()
+        await self.pull_pool.shutdown()
+        for executor in self._executors:
+            executor.shutdown(wait=True)
+        await self.remoting_client.shutdown()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._persist_all)
+        log.info("broker %s stopped", self.broker_config.broker_name)
+
+    def _persist_all(self) -> None:
+        if self._default.started:
+            self.consumer_offset_manager.persist(force=True)
+            self.subscription_group_manager.persist()
+        if self.store is not None:
+            self.store.shutdown()
+
+    # -- background tasks --------------------------------------------------------------
+
+    @property
+    def identity(self) -> BrokerIdentity:
+        c = self.broker_config
+        return BrokerIdentity(c.broker_cluster_name, c.broker_name, self.broker_addr, c.broker_id)
+
+    async def register_broker_all(self) -> int:
+        """Register with every NameServer now; returns how many accepted."""
+        wrapper = self.topic_config_manager.encode()
+        return await self.outer_api.register_broker_all(self.identity, wrapper["topicConfigTable"],
+                                                        self.topic_config_manager.data_version)
+
+    async def _register_periodically(self) -> None:
+        assert self._register_soon is not None
+        period = self.broker_config.register_name_server_period / 1000
+        while True:
+            self._register_soon.clear()
+            try:
+                accepted = await self.register_broker_all()
+                log.debug("registered with %d of %d name servers", accepted, len(self.broker_config.namesrv_addr))
+            except Exception:
+                log.exception("registering with the name servers failed")
+            try:  # a topic change registers at once instead of waiting for the period
+                await asyncio.wait_for(self._register_soon.wait(), period)
+            except TimeoutError:
+                pass
+
+    @staticmethod
+    async def _every(interval_ms: int, work: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await work()
+            except Exception:
+                log.exception("periodic task failed")
+
+    async def _persist_offsets(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.consumer_offset_manager.persist)
+
+    async def _scan_clients(self) -> None:
+        assert self.consumer_manager is not None
+        for client in self.consumer_manager.scan_not_active_channel() + self.producer_manager.scan_not_active_channel():
+            if isinstance(client.channel, RemotingConnection):
+                client.channel.close()
+
+    def _on_connection_closed(self, connection: RemotingConnection) -> None:
+        assert self.consumer_manager is not None
+        self.consumer_manager.do_channel_close_event(connection)
+        self.producer_manager.do_channel_close_event(connection)
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table (RocketMQ key names)."""
+        assert self.store is not None
+        now = int(time.time() * 1000)
+        info = {
+            "brokerVersionDesc": f"lakemq {__version__}",
+            "bootTimestamp": self.boot_timestamp,
+            "runtime": f"{(now - self.boot_timestamp) // 1000} s",
+            "commitLogMinOffset": self.store.get_min_phy_offset(),
+            "commitLogMaxOffset": self.store.get_max_phy_offset(),
+            "dispatchBehindBytes": self.store.dispatch_behind_bytes(),
+            "sendThreadPoolQueueSize": self.send_pool.queue_size,
+            "sendThreadPoolQueueCapacity": self.broker_config.send_thread_pool_queue_capacity,
+            "pullThreadPoolQueueSize": self.pull_pool.queue_size,
+            "pullThreadPoolQueueCapacity": self.broker_config.pull_thread_pool_queue_capacity,
+            "sendRejectedTimes": self.send_pool.rejected,
+            "heldPullRequests": self.hold_service.held_count if self.hold_service else 0,
+            "brokerAddr": self.broker_addr,
+            "storePathRootDir": self.store_config.store_path_root_dir,
+        }
+        return {k: str(v) for k, v in info.items()}
+

@@ -1,0 +1,121 @@
+"""A processor family's business pool: a bounded queue in front of worker threads, with
+RocketMQ's broker fast failure.
+
+Store calls block (mmap writes, SYNC_FLUSH waits for the group commit), so they run in
+threads, one pool per request family. Waiting requests sit in a queue owned by the event
+loop; a request that waited longer than ``max_wait_ms`` at the head of the queue is answered
+SYSTEM_BUSY at once (the seeds' waitTimeMillsInSendQueue, checked every 10 ms), and a full
+queue refuses new work, so a slow disk turns into quick refusals a producer can route around
+instead of timeouts. Only the event loop may call :meth:`run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from lakemq.common.codes import ResponseCode
+from lakemq.errors import ServiceNotAvailableError, SystemBusyError
+
+__all__ = ["BusinessPool"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_CLEAN_INTERVAL_S = 0.01
+
+
+@dataclass(slots=True, eq=False)
+class _Job:
+    enqueued: float
+    future: asyncio.Future[Any]
+    fn: Callable[[], Any]
+
+
+class BusinessPool:
+    def __init__(self, name: str, threads: int, capacity: int, max_wait_ms: int | None = None) -> None:
+        self.name = name
+        self._threads = threads
+        self._capacity = capacity
+        self._max_wait_s = None if max_wait_ms is None else max_wait_ms / 1000
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix=name)
+        self._pending: collections.deque[_Job] = collections.deque()
+        self._running = 0
+        self._cleaner: asyncio.Task[None] | None = None
+        self.rejected = 0
+
+    @property
+    def queue_size(self) -> int:
+        return len(self._pending)
+
+    def start(self) -> None:
+        if self._max_wait_s is not None:
+            self._cleaner = asyncio.get_running_loop().create_task(self._clean_expired(), name=f"{self.name}-clean")
+
+    async def shutdown(self) -> None:
+        if self._cleaner is not None:
+            self._cleaner.cancel()
+            try:
+                await self._cleaner
+            except asyncio.CancelledError:
+                pass
+        while self._pending:
+            job = self._pending.popleft()
+            if not job.future.done():
+                job.future.set_exception(ServiceNotAvailableError(ResponseCode.SERVICE_NOT_AVAILABLE, "broker is shutting down"))
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on a worker thread when one is free; raises SystemBusyError on overload."""
+        if len(self._pending) >= self._capacity:
+            self.rejected += 1
+            raise SystemBusyError(ResponseCode.SYSTEM_BUSY,
+                                  f"[OVERLOAD]system busy, start flow control for a while ({self.name} queue full)")
+        loop = asyncio.get_running_loop()
+        job = _Job(time.monotonic(), loop.create_future(), fn)
+        self._pending.append(job)
+        self._pump()
+        return await job.future  # type: ignore[no-any-return]
+
+    def _pump(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._running < self._threads and self._pending:
+            job = self._pending.popleft()
+            if job.future.done():  # the caller went away (connection closed, cancelled)
+                continue
+            self._running += 1
+            work = loop.run_in_executor(self._executor, job.fn)
+            work.add_done_callback(lambda w, job=job: self._finished(job, w))
+
+    def _finished(self, job: _Job, work: asyncio.Future[Any]) -> None:
+        self._running -= 1
+        if not job.future.done():
+            if work.cancelled():
+                job.future.cancel()
+            elif work.exception() is not None:
+                job.future.set_exception(work.exception())  # type: ignore[arg-type]
+            else:
+                job.future.set_result(work.result())
+        self._pump()
+
+    async def _clean_expired(self) -> None:
+        assert self._max_wait_s is not None
+        while True:
+            await asyncio.sleep(_CLEAN_INTERVAL_S)
+            now = time.monotonic()
+            while self._pending and now - self._pending[0].enqueued > self._max_wait_s:
+                job = self._pending.popleft()
+                if job.future.done():
+                    continue
+                self.rejected += 1
+                waited_ms = int((now - job.enqueued) * 1000)
+                job.future.set_exception(SystemBusyError(
+                    ResponseCode.SYSTEM_BUSY,
+                    f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
+                    f"{waited_ms}ms, size of queue: {len(self._pending)}"))

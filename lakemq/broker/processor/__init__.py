@@ -1,0 +1,2 @@
+"""One processor per request family, each registered in the remoting server's code ->
+processor table by :mod:`lakemq.broker.broker_controller`."""

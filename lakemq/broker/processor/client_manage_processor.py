@@ -1,0 +1,80 @@
+"""HEART_BEAT and UNREGISTER_CLIENT (RocketMQ ClientManageProcessor).
+
+A heartbeat registers the client's producer groups and consumer groups (with their
+subscriptions); for each consumer group the group config and its retry topic
+(``%RETRY%group``) are created if missing, so the group's failed messages have a home.
+Runs in the client-manage pool: creating a group or topic writes a config file.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.consumer_manager import ClientChannelInfo, ConsumerManager
+from lakemq.broker.filter import from_heartbeat
+from lakemq.broker.producer_manager import ProducerManager
+from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
+from lakemq.broker.topic_config_manager import TopicConfigManager, retry_topic
+from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.remoting.codec import RemotingCommand
+from lakemq.remoting.bodies import HeartbeatData
+from lakemq.remoting.dispatch import RequestContext
+from lakemq.remoting.headers import UnregisterClientRequestHeader, decode_header
+
+__all__ = ["ClientManageProcessor"]
+
+log = logging.getLogger(__name__)
+
+
+class ClientManageProcessor:
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+                 consumers: ConsumerManager, producers: ProducerManager) -> None:
+        self._config = config
+        self._topics = topics
+        self._groups = groups
+        self._consumers = consumers
+        self._producers = producers
+
+    def reject_request(self) -> bool:
+        return False
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        if request.code == RequestCode.UNREGISTER_CLIENT:
+            return self._unregister(ctx, request)
+        return self._heartbeat(ctx, request)
+
+    def _info(self, ctx: RequestContext, request: RemotingCommand, client_id: str) -> ClientChannelInfo:
+        return ClientChannelInfo(ctx.connection, client_id, request.language.name, request.version, ctx.remote_addr)
+
+    def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        data = HeartbeatData.decode(request.body)
+        for consumer in data.consumer_data_set:
+            group_config = self._groups.find_subscription_group_config(consumer.group_name)
+            notify = self._config.notify_consumer_ids_changed_enable
+            if group_config is not None:
+                notify = notify and group_config.notify_consumer_ids_changed_enable
+                self._topics.create_topic_in_send_message_back_method(
+                    retry_topic(consumer.group_name), group_config.retry_queue_nums,
+                    PermName.PERM_WRITE | PermName.PERM_READ)
+            changed = self._consumers.register_consumer(
+                consumer.group_name, self._info(ctx, request, data.client_id), consumer.consume_type,
+                consumer.message_model, consumer.consume_from_where,
+                [from_heartbeat(s) for s in consumer.subscription_data_set], notify)
+            if changed:
+                log.info("consumer group %s changed by heartbeat of %s (%s)", consumer.group_name,
+                         data.client_id, ctx.remote_addr)
+        for group in data.producer_groups:
+            self._producers.register_producer(group, self._info(ctx, request, data.client_id))
+        return request.reply(ResponseCode.SUCCESS)
+
+    def _unregister(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
+        if header.producer_group:
+            self._producers.unregister_producer(header.producer_group, ctx.connection)
+        if header.consumer_group:
+            group_config = self._groups.find_subscription_group_config(header.consumer_group)
+            notify = self._config.notify_consumer_ids_changed_enable and (
+                group_config is None or group_config.notify_consumer_ids_changed_enable)
+            self._consumers.unregister_consumer(header.consumer_group, ctx.connection, notify)
+        return request.reply(ResponseCode.SUCCESS)

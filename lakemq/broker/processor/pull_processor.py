@@ -1,0 +1,162 @@
+"""PULL_MESSAGE (RocketMQ PullMessageProcessor), with long polling.
+
+The request's sys flags (PullSysFlag) say whether to commit ``commitOffset`` for the group,
+whether the pull may be held when nothing is there (suspend), whether the request carries its
+own subscription, and whether class filtering is on. Found records are returned as they lie
+in the CommitLog, concatenated, as the body. A pull that finds nothing and may be suspended
+awaits the hold service (up to ``suspendTimeoutMillis`` with long polling, else
+``shortPollingTimeMills``) and is then run again without suspension.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from lakemq.broker.business_pool import BusinessPool
+from lakemq.broker.config import MASTER_ID, BrokerConfig, PermName
+from lakemq.broker.consumer_manager import ConsumerManager
+from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
+from lakemq.broker.filter import (
+    EXPRESSION_TYPE_TAG,
+    SubscriptionData,
+    SubscriptionParseError,
+    TagMessageFilter,
+    build_subscription_data,
+)
+from lakemq.broker.pull_request_hold_service import PullRequestHoldService
+from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
+from lakemq.broker.topic_config_manager import TopicConfigManager
+from lakemq.common.codes import ResponseCode
+from lakemq.errors import for_code
+from lakemq.remoting.codec import RemotingCommand
+from lakemq.remoting.dispatch import RequestContext
+from lakemq.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, decode_header, encode_header
+from lakemq.store.get_results import GetMessageResult, GetMessageStatus
+from lakemq.store.message_store import MessageStore
+
+__all__ = ["PullSysFlag", "PullMessageProcessor"]
+
+log = logging.getLogger(__name__)
+
+
+class PullSysFlag:
+    COMMIT_OFFSET: Final = 0x1
+    SUSPEND: Final = 0x2
+    SUBSCRIPTION: Final = 0x4
+    CLASS_FILTER: Final = 0x8
+    LITE_PULL: Final = 0x10
+
+
+class PullMessageProcessor:
+    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
+                 groups: SubscriptionGroupManager, consumers: ConsumerManager, offsets: ConsumerOffsetManager,
+                 hold_service: PullRequestHoldService, pool: BusinessPool) -> None:
+        self._config = config
+        self._store = store
+        self._topics = topics
+        self._groups = groups
+        self._consumers = consumers
+        self._offsets = offsets
+        self._hold = hold_service
+        self._pool = pool
+
+    def reject_request(self) -> bool:
+        return False
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(PullMessageRequestHeader, request.ext_fields)
+        subscription = self._check(header)
+        message_filter = TagMessageFilter(subscription)
+        response = await self._pull(request, header, message_filter)
+        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and self._config.broker_id == MASTER_ID:
+            self._offsets.commit_offset(ctx.remote_addr, header.consumer_group, header.topic, header.queue_id,
+                                        header.commit_offset)
+        if response.code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
+            timeout_ms = header.suspend_timeout_millis if self._config.long_polling_enable \
+                else self._config.short_polling_time_mills
+            await self._hold.hold(header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter)
+            if not ctx.is_open:
+                return response  # the client went away while held; the answer is dropped anyway
+            response = await self._pull(request, header, message_filter)
+        return response
+
+    def _check(self, header: PullMessageRequestHeader) -> SubscriptionData:
+        """Permissions, group, topic, queue and subscription; raises BrokerError to refuse."""
+        c = self._config
+        if not PermName.is_readable(c.broker_permission):
+            raise for_code(ResponseCode.NO_PERMISSION, f"the broker[{c.broker_ip1}] pulling message is forbidden")
+        group_config = self._groups.find_subscription_group_config(header.consumer_group)
+        if group_config is None:
+            raise for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                           f"subscription group [{header.consumer_group}] does not exist")
+        if not group_config.consume_enable:
+            raise for_code(ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}")
+        topic_config = self._topics.select_topic_config(header.topic)
+        if topic_config is None:
+            raise for_code(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!")
+        if not PermName.is_readable(topic_config.perm):
+            raise for_code(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden")
+        if not 0 <= header.queue_id < topic_config.read_queue_nums:
+            raise for_code(ResponseCode.SYSTEM_ERROR,
+                           f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                           f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] consumer:[{header.consumer_group}]")
+        if header.sys_flag & PullSysFlag.SUBSCRIPTION:
+            try:
+                subscription = build_subscription_data(header.topic, header.subscription,
+                                                       header.expression_type or EXPRESSION_TYPE_TAG,
+                                                       sub_version=header.sub_version)
+            except SubscriptionParseError as exc:
+                raise for_code(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                               f"parse the consumer's subscription[{header.subscription}] failed: {exc}") from exc
+        else:
+            group_info = self._consumers.get_consumer_group_info(header.consumer_group)
+            if group_info is None:
+                raise for_code(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                               f"the consumer's group info not exist, group: {header.consumer_group}")
+            if not group_config.consume_broadcast_enable and group_info.message_model == "BROADCASTING":
+                raise for_code(ResponseCode.NO_PERMISSION,
+                               f"the consumer group[{header.consumer_group}] can not consume by broadcast way")
+            found = group_info.subscription_table.get(header.topic)
+            if found is None:
+                raise for_code(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                               f"the consumer's subscription not exist, group: {header.consumer_group}")
+            if found.sub_version < header.sub_version:
+                raise for_code(ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                               f"the consumer's subscription not latest, group: {header.consumer_group}")
+            subscription = found
+        if subscription.expression_type != EXPRESSION_TYPE_TAG:
+            raise for_code(ResponseCode.SYSTEM_ERROR,
+                           f"The broker does not support consumer to filter message by {subscription.expression_type}")
+        return subscription
+
+    async def _pull(self, request: RemotingCommand, header: PullMessageRequestHeader,
+                    message_filter: TagMessageFilter) -> RemotingCommand:
+        max_bytes = header.max_msg_bytes if header.max_msg_bytes and header.max_msg_bytes > 0 else 256 * 1024
+        result = await self._pool.run(lambda: self._store.get_message(
+            header.consumer_group, header.topic, header.queue_id, header.queue_offset,
+            max(header.max_msg_nums, 1), message_filter, max_bytes))
+        code, remark = _map_status(result, header.queue_offset)
+        fields = encode_header(PullMessageResponseHeader(
+            suggest_which_broker_id=MASTER_ID, next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset, max_offset=result.max_offset))
+        body = b"".join(result.buffers) if code == ResponseCode.SUCCESS else b""
+        return request.reply(code, remark, fields, body)
+
+
+def _map_status(result: GetMessageResult, requested_offset: int) -> tuple[int, str]:
+    status = result.status
+    if status is GetMessageStatus.FOUND:
+        return ResponseCode.SUCCESS, "FOUND"
+    if status in (GetMessageStatus.MESSAGE_WAS_REMOVING, GetMessageStatus.NO_MATCHED_MESSAGE):
+        return ResponseCode.PULL_RETRY_IMMEDIATELY, status.name
+    if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+        if requested_offset != 0:
+            log.info("pull offset %d of an empty or unknown queue: moved to %d", requested_offset, result.next_begin_offset)
+            return ResponseCode.PULL_OFFSET_MOVED, status.name
+        return ResponseCode.PULL_NOT_FOUND, status.name
+    if status in (GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.OFFSET_OVERFLOW_ONE):
+        return ResponseCode.PULL_NOT_FOUND, status.name
+    # OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL: the client resets to next_begin_offset.
+    log.info("pull offset %d out of range [%d, %d]: %s", requested_offset, result.min_offset, result.max_offset, status.name)
+    return ResponseCode.PULL_OFFSET_MOVED, status.name

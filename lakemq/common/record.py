@@ -79,6 +79,7 @@ _SIZE_MAGIC = struct.Struct(">iIi")
 _PATCH_OFFSETS = struct.Struct(">qq")
 _PATCH_TIMESTAMP = struct.Struct(">q")
 _LONG = struct.Struct(">q")
+_TOPIC_LEN: Final = tuple(bytes([n]) for n in range(256))
 _MSG_ID = struct.Struct(">4siq")
 
 
@@ -142,27 +143,17 @@ def encode_record(
 ) -> bytearray:
     """Build one record. The store patches queue offset, physical offset and store time in
     place (``QUEUE_OFFSET_POS`` ...) when it appends, so the rest is built outside its lock."""
-    size = record_size(len(body), len(topic), len(properties))
-    out = bytearray(size)
-    HEAD.pack_into(
-        out, 0, size, MESSAGE_MAGIC_CODE, body_crc(body) if crc is None else crc, queue_id,
-        flag, queue_offset, physical_offset, sys_flag, born_timestamp, born_host[0],
-        born_host[1], store_timestamp, store_host[0], store_host[1], reconsume_times,
-        prepared_transaction_offset,
+    body_len, topic_len, props_len = len(body), len(topic), len(properties)
+    head = HEAD.pack(
+        RECORD_FIXED_SIZE + body_len + topic_len + props_len, MESSAGE_MAGIC_CODE,
+        zlib.crc32(body) & 0x7FFFFFFF if crc is None else crc, queue_id, flag, queue_offset,
+        physical_offset, sys_flag, born_timestamp, born_host[0], born_host[1], store_timestamp,
+        store_host[0], store_host[1], reconsume_times, prepared_transaction_offset,
     )
-    pos = HEAD.size
-    BODY_LEN.pack_into(out, pos, len(body))
-    pos += 4
-    out[pos : pos + len(body)] = body
-    pos += len(body)
-    out[pos] = len(topic)
-    pos += 1
-    out[pos : pos + len(topic)] = topic
-    pos += len(topic)
-    PROPS_LEN.pack_into(out, pos, len(properties))
-    pos += 2
-    out[pos : pos + len(properties)] = properties
-    return out
+    # One join: the cheapest way in CPython to lay the pieces out contiguously (the put path's hot spot).
+    return bytearray().join(
+        (head, BODY_LEN.pack(body_len), body, _TOPIC_LEN[topic_len], topic, PROPS_LEN.pack(props_len), properties)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 __all__ = ["PutMessageStatus", "AppendMessageStatus", "AppendMessageResult", "PutMessageResult"]
 
@@ -29,9 +29,8 @@ class AppendMessageStatus(Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
-@dataclass(frozen=True, slots=True)
-class AppendMessageResult:
-    """Where a put landed. For a batch: the first record's offset and queue offset, the bytes
+class AppendMessageResult(NamedTuple):
+    """Where a put landed (a NamedTuple: built once per put, on the hot path). For a batch: the first record's offset and queue offset, the bytes
     and the count of the whole batch, and the message ids joined by ``,`` (RocketMQ's form)."""
 
     status: AppendMessageStatus
@@ -51,8 +50,7 @@ class AppendMessageResult:
         return self.wrote_offset + self.wrote_bytes
 
 
-@dataclass(frozen=True, slots=True)
-class PutMessageResult:
+class PutMessageResult(NamedTuple):
     """``is_ok`` follows RocketMQ: true when the append succeeded, even if the flush then timed
     out (the message is stored; ``status`` tells the broker which response code to send)."""
 

@@ -3,7 +3,8 @@
 Each header is a frozen dataclass named and shaped like its Java CommandCustomHeader; its
 snake_case fields map to the Java field names (``consumer_group`` <-> ``consumerGroup``; the
 exceptions are listed in ``_WIRE_NAMES``). A field without a default is required, as
-``@CFNotNull`` is in Java; values travel as strings, booleans as ``true``/``false``.
+``@CFNotNull`` is in Java; values travel as strings, booleans as ``true``/``false`` (read
+leniently: the C++ client sends ``0``/``1``).
 :func:`decode_header` raises RemotingCommandError naming a missing or malformed field (the
 dispatcher answers it with SYSTEM_ERROR, as RocketMQ does).
 
@@ -64,10 +65,9 @@ def _convert(name: str, raw: str, hint: Any) -> Any:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
     if hint is bool:
-        lowered = raw.strip().lower()
-        if lowered not in ("true", "false"):
-            raise RemotingCommandError(f"header field {name}: expected true or false, got {raw!r}")
-        return lowered == "true"
+        # Java reads Boolean.parseBoolean (anything but "true" is false); the C++ client
+        # writes "0"/"1", so "1" counts as true too.
+        return raw.strip().lower() in ("true", "1")
     if hint is int:
         try:
             return int(raw)

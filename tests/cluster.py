@@ -1,22 +1,27 @@
-"""Real name server and broker processes on loopback for integration tests.
+"""Real NameServer and broker processes on loopback, for integration and compatibility tests.
 
-    with start_cluster(tmp_path, brokers=["broker-a"]) as cluster:
-        cluster.namesrv_addr            # "127.0.0.1:port"
-        cluster.brokers["broker-a"].addr
-        cluster.stop_broker("broker-a") # SIGTERM, clean shutdown
-        cluster.kill_broker("broker-a") # SIGKILL
-        cluster.start_broker("broker-a")  # again, same store
+    from tests.cluster import start_cluster
 
-Every process is ``lakemq namesrv`` / ``lakemq broker`` started with ``--port 0``; the bound
-address is read from the boot line each prints. Extra broker.conf keys go in ``broker_conf``.
-Logs are under ``{root}/logs``.
+    with start_cluster(tmp_path) as cluster:     # a NameServer and broker-a, on free ports
+        cluster.namesrv_addr                      # "127.0.0.1:PORT"
+        cluster.broker_addr("broker-a")           # == cluster.brokers["broker-a"].addr
+        cluster.restart_broker("broker-a")        # SIGTERM (must exit 0), start again: same port, same store
+        cluster.stop_broker("broker-a"); cluster.kill_broker("broker-a"); cluster.start_broker("broker-a")
+        cluster.add_broker("broker-b", {"brokerClusterName": "C2"})
+
+Every process is ``lakemq namesrv`` / ``lakemq broker`` started with port 0 (a restart reuses
+the bound port); it is ready once it prints its boot line, which carries the bound address.
+Broker stores are small (SMALL_STORE: 8 MiB CommitLog files, tiny index files) and live
+under ``{root}/{broker}/store``; each process logs to ``{root}/{name}/logs`` and its stdout to
+``{root}/{name}/{name}.out``. Leaving the ``with`` block sends SIGTERM to everything (SIGKILL
+after a timeout); a broker that did not exit 0 fails the test, and on an exception the logs'
+tails are printed (pytest shows them with the failure).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
@@ -26,130 +31,175 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cluster", "BrokerProcess", "start_cluster", "lakemq_command"]
+__all__ = ["ServerProcess", "Cluster", "start_cluster", "lakemq_command", "SMALL_STORE"]
 
-BOOT_TIMEOUT = 30.0
-_NAMESRV_BOOT = re.compile(r"Name Server boot success\. listening on (\S+?),")
-_BROKER_BOOT = re.compile(r"The broker\[[^,]+, (\S+?)\] boot success")
+BOOT_TIMEOUT = 60.0
+NAMESRV_READY = re.compile(r"Name Server boot success\. listening on (\S+?),")
+BROKER_READY = re.compile(r"The broker\[[^,]+, (\S+?)\] boot success")
+# Keeps stores small and quick to create; a test overrides any key through its broker conf.
+SMALL_STORE = {
+    "mappedFileSizeCommitLog": str(8 << 20),
+    "mappedFileSizeConsumeQueue": str(6000 * 20),
+    "maxHashSlotNum": "5000",
+    "maxIndexNum": "20000",
+    "flushIntervalCommitLog": "200",
+    "flushConsumerOffsetInterval": "1000",
+}
 
 
 def lakemq_command(*args: str) -> list[str]:
-    """The ``lakemq`` console script run by this interpreter."""
+    """The ``lakemq`` command run by this interpreter."""
     return [sys.executable, "-c", "from lakemq.cli import main; main()", *args]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
+@dataclass
+class ServerProcess:
+    name: str
+    proc: subprocess.Popen[bytes]
+    addr: str
+    work_dir: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.addr.rpartition(":")[2])
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait for the exit code; SIGKILL and AssertionError if it hangs."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"{self.name} ignored SIGTERM for {timeout}s\n{self.logs()}") from None
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def logs(self, tail: int = 60) -> str:
+        parts = []
+        for path in [self.work_dir / f"{self.name}.out", *sorted((self.work_dir / "logs").glob("*.log"))]:
+            if path.exists():
+                lines = path.read_text(errors="replace").splitlines()[-tail:]
+                parts.append(f"--- {path} ---\n" + "\n".join(lines))
+        return "\n".join(parts)
 
 
-def _wait_boot(proc: subprocess.Popen[str], pattern: re.Pattern[str], what: str) -> str:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + BOOT_TIMEOUT
-    seen: list[str] = []
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=0.2):
-                if proc.poll() is not None:
-                    break
-                continue
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            match = pattern.search(line)
-            if match:
-                return match.group(1)
-    proc.kill()
-    raise RuntimeError(f"{what} did not boot (exit {proc.poll()}): {''.join(seen)[-2000:]}")
-
-
-def _stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+def spawn(name: str, args: Sequence[str], work_dir: Path, ready: re.Pattern[str],
+          timeout: float = BOOT_TIMEOUT) -> ServerProcess:
+    """Run ``lakemq *args`` with stdout to a file; return once ``ready`` matches a new line."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    out_path = work_dir / f"{name}.out"
+    start = out_path.stat().st_size if out_path.exists() else 0  # a restart appends
+    env = dict(os.environ, LAKEMQ_LOG_DIR=str(work_dir / "logs"), PYTHONUNBUFFERED="1")
+    with open(out_path, "ab") as out:
+        proc = subprocess.Popen(lakemq_command(*args), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work_dir)
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(out_path, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+        match = ready.search(text)
+        if match:
+            return ServerProcess(name, proc, match.group(1), work_dir)
+        if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
-@dataclass
-class BrokerProcess:
-    name: str
-    conf_path: Path
-    data_dir: Path
-    proc: subprocess.Popen[str] | None = None
-    addr: str = ""
+            raise RuntimeError(f"{name} did not boot (exit {proc.returncode}):\n{text[-3000:]}")
+        time.sleep(0.05)
 
 
 @dataclass
 class Cluster:
     root: Path
-    namesrv_addr: str = ""
-    brokers: dict[str, BrokerProcess] = field(default_factory=dict)
-    _namesrv: subprocess.Popen[str] | None = None
+    namesrv: ServerProcess | None = None
+    brokers: dict[str, ServerProcess] = field(default_factory=dict)
+    _confs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
-    def log_dir(self) -> Path:
-        return self.root / "logs"
+    def namesrv_addr(self) -> str:
+        # Without a NameServer brokers get a closed port: registration fails and is logged.
+        return self.namesrv.addr if self.namesrv else "127.0.0.1:1"
 
-    def start_namesrv(self) -> None:
-        self._namesrv = subprocess.Popen(
-            lakemq_command("namesrv", "--port", "0", "--log-dir", str(self.log_dir)),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
-        self.namesrv_addr = _wait_boot(self._namesrv, _NAMESRV_BOOT, "name server")
+    def broker_addr(self, name: str = "broker-a") -> str:
+        return self.brokers[name].addr
 
-    def add_broker(self, name: str, conf: Mapping[str, str] | None = None) -> BrokerProcess:
-        data_dir = self.root / name
-        data_dir.mkdir(parents=True, exist_ok=True)
-        conf_path = self.root / f"{name}.conf"
-        lines = {"brokerName": name, "brokerClusterName": "DefaultCluster", **(conf or {})}
-        conf_path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
-        broker = self.brokers[name] = BrokerProcess(name, conf_path, data_dir)
-        self.start_broker(name)
-        return broker
+    def start_namesrv(self) -> ServerProcess:
+        work_dir = self.root / "namesrv"
+        self.namesrv = spawn("namesrv", ["namesrv", "--port", "0", "--log-dir", str(work_dir / "logs")],
+                             work_dir, NAMESRV_READY)
+        return self.namesrv
 
-    def start_broker(self, name: str) -> None:
-        broker = self.brokers[name]
-        broker.proc = subprocess.Popen(
-            lakemq_command("broker", "-c", str(broker.conf_path), "--data-dir", str(broker.data_dir),
-                           "--port", "0", "--namesrv", self.namesrv_addr, "--log-dir", str(self.log_dir)),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env())
-        broker.addr = _wait_boot(broker.proc, _BROKER_BOOT, f"broker {name}")
+    def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
+        self._confs[name] = {**SMALL_STORE, "brokerName": name, **(conf or {})}
+        return self.start_broker(name)
 
-    def stop_broker(self, name: str) -> None:
-        broker = self.brokers[name]
-        if broker.proc is not None:
-            _stop(broker.proc)
-            broker.proc = None
+    def start_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
+        """Start (or start again) ``name`` on its store, on its previous port if it had one."""
+        if conf:
+            self._confs[name].update(conf)
+        work_dir = self.root / name
+        work_dir.mkdir(parents=True, exist_ok=True)
+        conf_path = work_dir / "broker.conf"
+        conf_path.write_text("".join(f"{k}={v}\n" for k, v in self._confs[name].items()))
+        previous = self.brokers.get(name)
+        port = previous.port if previous is not None else 0
+        self.brokers[name] = spawn(name, [
+            "broker", "-c", str(conf_path), "--data-dir", str(work_dir / "store"), "--port", str(port),
+            "--namesrv", self.namesrv_addr, "--log-dir", str(work_dir / "logs")], work_dir, BROKER_READY)
+        return self.brokers[name]
 
-    def kill_broker(self, name: str) -> None:
-        broker = self.brokers[name]
-        if broker.proc is not None:
-            _stop(broker.proc, signal.SIGKILL)
-            broker.proc = None
+    def stop_broker(self, name: str = "broker-a") -> int:
+        return self.brokers[name].stop()
 
-    def close(self) -> None:
-        for name in list(self.brokers):
-            self.stop_broker(name)
-        if self._namesrv is not None:
-            _stop(self._namesrv)
-            self._namesrv = None
+    def kill_broker(self, name: str = "broker-a") -> None:
+        self.brokers[name].kill()
+
+    def restart_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
+        code = self.stop_broker(name)
+        assert code == 0, f"{name} exited {code} on SIGTERM\n{self.brokers[name].logs()}"
+        return self.start_broker(name, conf)
+
+    def close(self, check: bool = False) -> None:
+        """Stop brokers, then the NameServer; with ``check``, a broker's non-zero exit fails."""
+        failures = []
+        for broker in self.brokers.values():
+            was_running = broker.running
+            code = broker.stop()
+            if was_running and code != 0:
+                failures.append(f"{broker.name} exited {code}\n{broker.logs()}")
+        if self.namesrv is not None:
+            self.namesrv.stop()
+        if check and failures:
+            raise AssertionError("\n".join(failures))
+
+    def dump_logs(self) -> None:
+        for proc in [*self.brokers.values(), *([self.namesrv] if self.namesrv else [])]:
+            print(proc.logs())
 
 
 @contextmanager
-def start_cluster(root: Path, brokers: Sequence[str] = ("broker-a",),
-                  broker_conf: Mapping[str, str] | None = None) -> Iterator[Cluster]:
+def start_cluster(root: Path, brokers: Sequence[str] = ("broker-a",), broker_conf: Mapping[str, str] | None = None,
+                  *, with_namesrv: bool = True) -> Iterator[Cluster]:
     cluster = Cluster(Path(root))
+    failed = False
     try:
-        cluster.start_namesrv()
+        if with_namesrv:
+            cluster.start_namesrv()
         for name in brokers:
             cluster.add_broker(name, broker_conf)
         yield cluster
+    except BaseException:
+        failed = True
+        cluster.dump_logs()
+        raise
     finally:
-        cluster.close()
+        cluster.close(check=not failed)

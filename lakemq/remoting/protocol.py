@@ -61,6 +61,8 @@ class RemotingConnection(asyncio.Protocol):
             self.remote_addr = f"{peer[0]}:{peer[1]}"
 
     def data_received(self, data: bytes) -> None:
+        if not self.is_open:
+            return
         try:
             commands = self._decoder.feed(data)
         except FrameError as exc:

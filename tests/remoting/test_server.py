@@ -328,3 +328,34 @@ def server_thread() -> Iterator[str]:
 def test_encode_is_what_the_socket_carries() -> None:
     command = RemotingCommand.request(RequestCode.HEART_BEAT)
     assert decode_frame(encode(command)[4:]) == command
+
+
+async def test_deferred_response_from_another_thread() -> None:
+    """Long polling: the processor returns None and answers later from a worker thread."""
+
+    class Held:
+        def __init__(self) -> None:
+            self.pool = ThreadPoolExecutor(1)
+
+        async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> None:
+            def later() -> None:
+                time.sleep(0.05)
+                ctx.write_response(request.reply(ResponseCode.SUCCESS, remark="woken"))
+            self.pool.submit(later)
+            return None
+
+        def reject_request(self) -> bool:
+            return False
+
+    held = Held()
+    srv = RemotingServer()
+    srv.register_processor(RequestCode.PULL_MESSAGE, held)
+    await srv.start()
+    cli = RemotingClient()
+    try:
+        response = await cli.invoke(srv.address, RemotingCommand.request(RequestCode.PULL_MESSAGE), 2.0)
+        assert (response.code, response.remark) == (ResponseCode.SUCCESS, "woken")
+    finally:
+        await cli.shutdown()
+        await srv.shutdown()
+        held.pool.shutdown()

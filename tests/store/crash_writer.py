@@ -4,8 +4,10 @@ acknowledged put. The parent kills it with SIGKILL at a random moment."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.store.commit_log import CommitLog
@@ -41,6 +43,15 @@ def main() -> None:
                     sys.stdout.flush()
             seq += 1
 
+    parent = os.getppid()
+
+    def orphan_watch() -> None:  # never outlive the test that started us
+        deadline = time.monotonic() + 60
+        while os.getppid() == parent and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=orphan_watch, daemon=True).start()
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     for w in range(4):

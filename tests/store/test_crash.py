@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -28,13 +27,14 @@ WRITER = Path(__file__).with_name("crash_writer.py")
 def _run_and_kill(store: Path, round_id: int, rng: random.Random) -> list[tuple[int, int, int, int]]:
     proc = subprocess.Popen([sys.executable, str(WRITER), str(store), str(round_id)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None
-    first = proc.stdout.readline()
-    if first != b"ready\n":
-        proc.kill()
-        raise AssertionError(f"writer failed to start: {proc.communicate(timeout=10)[1].decode()}")
-    time.sleep(rng.uniform(0.05, 0.6))
-    os.kill(proc.pid, signal.SIGKILL)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        if first != b"ready\n":
+            raise AssertionError(f"writer failed to start: {proc.communicate(timeout=10)[1].decode()}")
+        time.sleep(rng.uniform(0.05, 0.6))
+    finally:
+        proc.kill()  # SIGKILL; also when the test fails: never leave a writer behind
     out, _ = proc.communicate(timeout=10)
     acked = []
     for line in out.split(b"\n"):

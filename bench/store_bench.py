@@ -1,0 +1,245 @@
+"""Store benchmark: put throughput (CommitLog alone and through the MessageStore with dispatch),
+SYNC_FLUSH group commit with many writers, recovery scan speed, against a raw mmap copy of the
+same bytes (the physical limit of this machine and of CPython).
+
+    .venv/bin/python bench/store_bench.py [--messages N] [--write-md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lakemq.common.message import MessageExtBrokerInner, properties_to_string  # noqa: E402
+from lakemq.common.record import encode_host, encode_record  # noqa: E402
+from lakemq.store.commit_log import CommitLog  # noqa: E402
+from lakemq.store.config import FlushDiskType, StoreConfig  # noqa: E402
+from lakemq.store.flush import GroupCommitService  # noqa: E402
+from lakemq.store.message_store import MessageStore  # noqa: E402
+
+SECTION = "## Store (bench/store_bench.py)"
+TARGETS = {"async": 300_000, "sync": 50_000, "recovery_mb_s": 500.0}
+
+
+def make_messages(n: int, body_size: int, queues: int = 8) -> list[MessageExtBrokerInner]:
+    """What the broker hands the store: properties already serialized from the wire."""
+    body = os.urandom(body_size)
+    msgs = []
+    for i in range(n):
+        props = {"TAGS": "TagA", "UNIQ_KEY": f"7F0000010001{i:020X}", "WAIT": "true"}
+        msgs.append(MessageExtBrokerInner(
+            topic="BenchTopic", body=body, queue_id=i % queues, properties=props,
+            properties_string=properties_to_string(props), born_timestamp=1_700_000_000_000,
+            born_host="127.0.0.1:50000"))
+    return msgs
+
+
+def config(root: Path, **kw: object) -> StoreConfig:
+    return StoreConfig(store_path_root_dir=str(root), **kw)  # type: ignore[arg-type]
+
+
+def open_commit_log(cfg: StoreConfig) -> CommitLog:
+    cl = CommitLog(cfg)
+    cl.load()
+    cl.recover_normally()
+    cl.start()
+    return cl
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def bench_raw_copy(root: Path, records: list[bytearray], file_size: int) -> tuple[float, float]:
+    """Copy the same record bytes into a fresh preallocated mapped file: one slice assignment
+    per record (CPython's floor per message) and one memcpy of everything (the memory floor)."""
+    results = []
+    for per_record in (True, False):
+        path = root / ("raw_per_record" if per_record else "raw_bulk")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.ftruncate(fd, file_size)
+        os.posix_fallocate(fd, 0, file_size)
+        mm = mmap.mmap(fd, file_size)
+        if per_record:
+            def copy() -> None:
+                pos = 0
+                for rec in records:
+                    end = pos + len(rec)
+                    mm[pos:end] = rec
+                    pos = end
+        else:
+            blob = b"".join(records)
+
+            def copy() -> None:
+                mm[: len(blob)] = blob
+        results.append(timed(copy))
+        mm.close()
+        os.close(fd)
+        path.unlink()
+    return results[0], results[1]
+
+
+def bench_commit_log_put(root: Path, msgs: list[MessageExtBrokerInner], batch: int) -> tuple[float, CommitLog]:
+    cl = open_commit_log(config(root))
+    put, put_batch = cl.put_message, cl.put_messages
+    if batch <= 1:
+        elapsed = timed(lambda: [put(m) for m in msgs])
+    else:
+        chunks = [msgs[i : i + batch] for i in range(0, len(msgs), batch)]
+        elapsed = timed(lambda: [put_batch(c) for c in chunks])
+    return elapsed, cl
+
+
+def bench_store_put(root: Path, msgs: list[MessageExtBrokerInner]) -> tuple[float, float]:
+    """Through the facade with ConsumeQueue and IndexFile dispatch running; returns the put
+    time and the time until dispatch has caught up."""
+    store = MessageStore(config(root, max_hash_slot_num=500_000, max_index_num=2_000_000))
+    store.load()
+    store.start()
+    put = store.put_message
+    start = time.perf_counter()
+    for m in msgs:
+        put(m)
+    put_done = time.perf_counter()
+    while store.dispatch_behind_bytes() > 0:
+        time.sleep(0.001)
+    drained = time.perf_counter()
+    store.shutdown()
+    return put_done - start, drained - start
+
+
+def bench_sync(root: Path, msgs: list[MessageExtBrokerInner], threads: int) -> tuple[float, int, int]:
+    cl = open_commit_log(config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    per = len(msgs) // threads
+    failures = [0]
+    barrier = threading.Barrier(threads + 1)
+
+    def writer(chunk: list[MessageExtBrokerInner]) -> None:
+        barrier.wait()
+        for m in chunk:
+            if not cl.put_message(m).status.name == "PUT_OK":
+                failures[0] += 1
+
+    workers = [threading.Thread(target=writer, args=(msgs[i * per : (i + 1) * per],)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for w in workers:
+        w.join()
+    elapsed = time.perf_counter() - start
+    service = cl.flush_service
+    flushes = service.flush_count if isinstance(service, GroupCommitService) else 0
+    cl.shutdown()
+    return elapsed, flushes, failures[0]
+
+
+def bench_recovery(root: Path, check_crc: bool) -> tuple[float, int]:
+    cl = CommitLog(config(root, check_crc_on_recover=check_crc))
+    cl.load()
+    elapsed = timed(cl.recover_normally)
+    size = cl.get_max_offset() - cl.get_min_offset()
+    cl.mapped_file_queue.shutdown()
+    return elapsed, size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--body-size", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--sync-threads", type=int, default=64)
+    ap.add_argument("--sync-messages", type=int, default=64_000)
+    ap.add_argument("--dir", type=Path, default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--write-md", action="store_true", help="write the results into BENCHMARKS.md")
+    args = ap.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="store_bench_", dir=args.dir))
+    n = args.messages
+    rows: list[tuple[str, str, str, str]] = []
+    try:
+        msgs = make_messages(n, args.body_size)
+        host = encode_host("127.0.0.1:10911")
+        records = [encode_record(topic=m.topic.encode(), queue_id=m.queue_id, body=m.body, flag=0,
+                                 properties=m.encoded_properties(), sys_flag=0, born_timestamp=m.born_timestamp,
+                                 born_host=encode_host(m.born_host), store_host=host) for m in msgs]
+        total_bytes = sum(len(r) for r in records)
+        mb = total_bytes / 1e6
+
+        raw_each, raw_bulk = bench_raw_copy(root, records, StoreConfig().mapped_file_size_commit_log)
+        rows.append(("raw mmap copy, one slice per record", f"{n / raw_each:,.0f}", f"{mb / raw_each:,.0f}", "limit"))
+        rows.append(("raw mmap copy, one memcpy", f"{n / raw_bulk:,.0f}", f"{mb / raw_bulk:,.0f}", "limit"))
+
+        put_s, cl = bench_commit_log_put(root / "cl_single", msgs, 1)
+        cl.shutdown()
+        rows.append(("CommitLog.put_message, async flush", f"{n / put_s:,.0f}", f"{mb / put_s:,.0f}",
+                     f"{put_s / raw_each:.1f}x raw per-record"))
+
+        batch_s, cl = bench_commit_log_put(root / "cl_batch", msgs, args.batch)
+        cl.shutdown()
+        rows.append((f"CommitLog.put_messages, batch {args.batch}, async", f"{n / batch_s:,.0f}",
+                     f"{mb / batch_s:,.0f}", f"{batch_s / raw_each:.1f}x raw per-record"))
+
+        store_put_s, store_drain_s = bench_store_put(root / "store", make_messages(n, args.body_size))
+        rows.append(("MessageStore.put_message + dispatch (put)", f"{n / store_put_s:,.0f}",
+                     f"{mb / store_put_s:,.0f}", f"{store_put_s / raw_each:.1f}x raw per-record"))
+        rows.append(("MessageStore.put_message + dispatch (drained)", f"{n / store_drain_s:,.0f}",
+                     f"{mb / store_drain_s:,.0f}", "CQ + IndexFile built"))
+
+        sync_msgs = make_messages(args.sync_messages, args.body_size)
+        sync_s, flushes, failures = bench_sync(root / "sync", sync_msgs, args.sync_threads)
+        sync_n = len(sync_msgs) // args.sync_threads * args.sync_threads
+        rows.append((f"CommitLog SYNC_FLUSH, {args.sync_threads} writer threads", f"{sync_n / sync_s:,.0f}",
+                     f"{sync_n * len(records[0]) / 1e6 / sync_s:,.0f}",
+                     f"{flushes} msyncs, {sync_n / max(flushes, 1):.0f} puts each, {failures} failed"))
+
+        for check_crc in (True, False):
+            rec_s, size = bench_recovery(root / "cl_single", check_crc)
+            rows.append((f"recover_normally, CRC {'on' if check_crc else 'off'}", f"{n / rec_s:,.0f}",
+                         f"{size / 1e6 / rec_s:,.0f}", f"{size / 1e6:,.0f} MB scanned"))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    header = ("case", "msg/s", "MB/s", "note")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in [header, *rows]]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    table = "\n".join(lines)
+    print(table)
+    if args.write_md:
+        write_md(table, args)
+
+
+def write_md(table: str, args: argparse.Namespace) -> None:
+    path = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
+    command = "cd /work/main && .venv/bin/python bench/store_bench.py " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("write_md", "dir")) + " --write-md"
+    body = (f"{SECTION}\n\nMeasured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on "
+            f"{platform.machine()}, {os.cpu_count()} cores (shared with other jobs), Python "
+            f"{platform.python_version()}, ext4 with 1 GiB CommitLog files. Command:\n\n    {command}\n\n"
+            f"{table}\n")
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if SECTION in text:
+        start = text.index(SECTION)
+        nxt = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + body + (text[nxt + 1 :] if nxt >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + body
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

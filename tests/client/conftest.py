@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from cluster import Cluster, start_cluster  # noqa: E402
+from tests.cluster import Cluster, start_cluster
 
 # The broker lets a group with no committed offset start at 0 while a queue's first message is
 # still in page cache (RocketMQ's young-queue rule); ratio 0 turns that off, so
 # CONSUME_FROM_LAST_OFFSET / TIMESTAMP mean what they say even on a fresh topic.
-BROKER_CONF = {"accessMessageInMemoryMaxRatio": "0", "mappedFileSizeCommitLog": str(64 << 20)}
+BROKER_CONF = {"accessMessageInMemoryMaxRatio": "0"}
 
 
 @pytest.hookimpl(tryfirst=True)

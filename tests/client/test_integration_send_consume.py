@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 
 from client_helpers import client_config, unique, wait_until
-from cluster import Cluster
+from tests.cluster import Cluster
 
 from lakemq.client import (
     ConsumeConcurrentlyStatus,

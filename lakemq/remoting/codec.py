@@ -172,24 +172,26 @@ class FrameDecoder:
         if self._failed is not None:
             raise self._failed
         self._buffer += data
+        buffer = self._buffer
         commands: list[RemotingCommand] = []
+        pos = 0  # consumed bytes, cut once at the end: many frames in one read stay linear
         try:
-            while len(self._buffer) >= 4:
-                (length,) = struct.unpack_from(">I", self._buffer)
+            while len(buffer) - pos >= 4:
+                (length,) = struct.unpack_from(">I", buffer, pos)
                 if length < 4:
                     raise FrameError(f"frame length {length} is shorter than its header length")
                 if length + 4 > self.max_frame_length:
                     raise FrameError(f"frame of {length + 4} bytes exceeds the limit of "
                                      f"{self.max_frame_length}")
-                if len(self._buffer) < 4 + length:
+                if len(buffer) - pos < 4 + length:
                     break
-                frame = bytes(self._buffer[4:4 + length])
-                del self._buffer[:4 + length]
-                commands.append(decode_frame(frame))
+                commands.append(decode_frame(bytes(buffer[pos + 4:pos + 4 + length])))
+                pos += 4 + length
         except FrameError as exc:
             self._failed = exc
-            self._buffer.clear()
+            buffer.clear()
             raise
+        del buffer[:pos]
         return commands
 
 

@@ -1,0 +1,134 @@
+"""Consumer flow control, re-consumption and the blocking facades, against real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from client_helpers import client_config, unique, wait_until
+
+from lakemq.client import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumerConfig,
+    Message,
+    MessageExt,
+    Producer,
+    PullStatus,
+    PushConsumer,
+    SyncProducer,
+    SyncPullConsumer,
+    SyncPushConsumer,
+)
+from lakemq.client.admin import Admin
+from tests.cluster import Cluster
+
+
+async def test_flow_control_caps_the_process_queue(cluster: Cluster) -> None:
+    ns, topic = cluster.namesrv_addr, unique("Flow")
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, queue_nums=1)
+    async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+        await producer.send_batch([Message(topic, f"{i}".encode()) for i in range(100)])
+    gate = asyncio.Event()
+    done: list[MessageExt] = []
+    config = ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                            pull_threshold_for_queue=10, pull_batch_size=5)
+    consumer = PushConsumer(unique("fg"), config=config, client_config=client_config(ns, "flow"))
+    consumer.subscribe(topic)
+
+    async def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        await gate.wait()
+        done.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer.register_message_listener_concurrently(listener)
+    await consumer.start()
+    try:
+        await wait_until(lambda: bool(consumer.owned_queues()), what="ownership")
+        (mq,) = [q for q in consumer.owned_queues() if q.topic == topic]
+        assert consumer._rebalancer is not None
+        pq = consumer._rebalancer.process_queues[mq]
+        await wait_until(lambda: pq.msg_count > 10, what="the cache to fill")
+        await asyncio.sleep(0.5)
+        assert 10 < pq.msg_count <= 15  # pulling paused one batch past the threshold
+        gate.set()
+        await wait_until(lambda: len(done) >= 100, what="draining after the gate opens")
+    finally:
+        gate.set()
+        await consumer.shutdown()
+    assert sorted(int(m.body) for m in done) == list(range(100))
+
+
+async def test_reconsume_later_delivers_again(cluster: Cluster) -> None:
+    ns, topic = cluster.namesrv_addr, unique("Again")
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, queue_nums=1)
+    async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+        for i in range(3):
+            await producer.send(Message(topic, f"r{i}".encode()))
+    deliveries: list[tuple[bytes, str, int]] = []
+    consumer = PushConsumer(unique("ag"), config=ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET),
+                            client_config=client_config(ns, "again"))
+    consumer.subscribe(topic)
+
+    async def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        deliveries.extend((m.body, m.topic, m.reconsume_times) for m in msgs)
+        if any(m.body == b"r1" and m.reconsume_times == 0 for m in msgs):
+            ctx.delay_level_when_next_consume = 1  # 1 s when the broker takes it back
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer.register_message_listener_concurrently(listener)
+    await consumer.start()
+    try:
+        await wait_until(lambda: len(deliveries) >= 4, timeout=30, what="the second delivery")
+    finally:
+        await consumer.shutdown()
+    assert sorted(b for b, _, _ in deliveries) == [b"r0", b"r1", b"r1", b"r2"]
+    again = [d for d in deliveries if d[0] == b"r1"]
+    assert again == [(b"r1", topic, 0), (b"r1", topic, 1)]  # the original topic, one more attempt
+
+
+def test_blocking_facades(cluster: Cluster) -> None:
+    ns, topic = cluster.namesrv_addr, unique("Sync")
+    with SyncProducer(unique("pg"), namesrv_addr=ns) as producer:
+        producer.create_topic(topic, 2)
+        results = [producer.send(Message(topic, f"s{i}".encode())) for i in range(6)]
+        future = producer.send_async(Message(topic, b"s6"))
+        results.append(future.result(10))
+        producer.send_oneway(Message(topic, b"s7"))
+        assert len({(r.message_queue.queue_id, r.queue_offset) for r in results}) == 7
+
+    got: list[bytes] = []
+    lock = threading.Lock()
+    consumer = SyncPushConsumer(unique("sg"), config=ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET),
+                                client_config=client_config(ns, "sync"))
+    consumer.subscribe(topic)
+
+    def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        assert threading.current_thread().name != "lakemq-client-loop"  # plain functions run in workers
+        with lock:
+            got.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer.register_message_listener_concurrently(listener)
+    with consumer:
+        deadline = time.monotonic() + 20
+        while len(got) < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(consumer.owned_queues()) == 3  # two queues + the group's retry queue
+    assert sorted(got) == sorted(f"s{i}".encode() for i in range(8))
+
+    with SyncPullConsumer(unique("spg"), namesrv_addr=ns) as puller:
+        queues = puller.fetch_subscribe_message_queues(topic)
+        total = 0
+        for mq in queues:
+            result = puller.pull(mq, "*", 0, 32)
+            assert result.pull_status is PullStatus.FOUND
+            total += len(result.msgs)
+            puller.update_consume_offset(mq, result.next_begin_offset)
+        assert total == 8
+        assert sum(puller.fetch_consume_offset(mq) for mq in queues) == 8

@@ -7,14 +7,23 @@ Bound from broker.conf with :func:`lakemq.common.config.bind` next to the store'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import ConfigError
 
-__all__ = ["BrokerConfig", "PermName", "MASTER_ID"]
+__all__ = ["BrokerConfig", "PermName", "MASTER_ID", "KEY_ALIASES", "apply_key_aliases"]
 
 MASTER_ID = 0
+
+# RocketMQ keys that the camelCase rule does not produce from a field name.
+KEY_ALIASES = {"brokerIP1": "brokerIp1"}
+
+
+def apply_key_aliases(props: Mapping[str, str]) -> dict[str, str]:
+    """``props`` with RocketMQ's spellings (``brokerIP1``) renamed to the bound keys."""
+    return {KEY_ALIASES.get(key, key): value for key, value in props.items()}
 
 
 class PermName:

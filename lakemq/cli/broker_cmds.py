@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from lakemq.broker.broker_controller import BrokerController
-from lakemq.broker.config import BrokerConfig
+from lakemq.broker.config import BrokerConfig, apply_key_aliases
 from lakemq.cli import main
 from lakemq.common.config import bind, check_unknown_keys, read_properties
 from lakemq.common.logs import setup_logging
@@ -30,7 +30,7 @@ def load_broker_configs(config_path: str | None, *, data_dir: str | None = None,
     """BrokerConfig and StoreConfig from a broker.conf (or embedded defaults) plus the
     command line's overrides. Without a conf or ``--data-dir`` the store lives in
     ``~/lakemq-data``; an explicit ``storePathRootDir`` in the conf is kept."""
-    props = read_properties(config_path) if config_path else {}
+    props = apply_key_aliases(read_properties(config_path)) if config_path else {}
     check_unknown_keys(props, (BrokerConfig, StoreConfig))
     broker_overrides: dict[str, object] = {}
     if port is not None:

@@ -52,12 +52,16 @@ def batch_request(topic: str, bodies: list[bytes], *, queue_id: int = 0, tags: s
 
 
 def pull_request(group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
-                 suspend_ms: int = 0, subscription: str | None = "*", commit_offset: int | None = None) -> RemotingCommand:
+                 suspend_ms: int = 0, subscription: str | None = "*", commit_offset: int | None = None,
+                 sub_version: int | None = None) -> RemotingCommand:
+    """Without ``subscription`` the broker uses the group's heartbeat subscription, which must
+    be at least ``sub_version`` (a client sends the version it heartbeated)."""
     flag = (PULL_SUSPEND if suspend_ms else 0) | (PULL_SUBSCRIPTION if subscription is not None else 0)
     if commit_offset is not None:
         flag |= PULL_COMMIT_OFFSET
     header = PullMessageRequestHeader(group, topic, queue_id, offset, max_nums, flag, commit_offset or 0,
-                                      suspend_ms, int(time.time() * 1000), subscription, "TAG")
+                                      suspend_ms, int(time.time() * 1000) if sub_version is None else sub_version,
+                                      subscription, "TAG")
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
 
 

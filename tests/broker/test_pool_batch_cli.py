@@ -1,0 +1,103 @@
+"""Business pool fast failure, batch body decoding, and broker config loading."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lakemq.broker.business_pool import BusinessPool
+from lakemq.broker.message_batch import decode_batch
+from lakemq.cli.broker_cmds import DEFAULT_DATA_DIR, load_broker_configs
+from lakemq.common.codes import ResponseCode
+from lakemq.errors import ConfigError, MessageIllegalError, SystemBusyError
+from tests.broker.wire import encode_batch
+
+
+def test_requests_waiting_too_long_are_refused_at_once() -> None:
+    """One slow store call: the requests queued behind it get SYSTEM_BUSY after max_wait,
+    long before the slow call ends; later requests run again."""
+    release = threading.Event()
+
+    async def main() -> tuple[list[object], float]:
+        pool = BusinessPool("send", threads=1, capacity=100, max_wait_ms=100)
+        pool.start()
+        slow = asyncio.create_task(pool.run(lambda: release.wait(5) and "slow"))
+        await asyncio.sleep(0.02)
+        started = time.monotonic()
+        queued = [asyncio.create_task(pool.run(lambda: "queued")) for _ in range(3)]
+        results = await asyncio.gather(*queued, return_exceptions=True)
+        refused_after = time.monotonic() - started
+        release.set()
+        results.append(await slow)
+        results.append(await pool.run(lambda: "after"))
+        assert pool.rejected == 3
+        await pool.shutdown()
+        return results, refused_after
+
+    results, refused_after = asyncio.run(main())
+    assert all(isinstance(r, SystemBusyError) and r.code == ResponseCode.SYSTEM_BUSY
+               and "TIMEOUT_CLEAN_QUEUE" in r.remark for r in results[:3])
+    assert results[3:] == ["slow", "after"]
+    assert 0.09 < refused_after < 1.0
+
+
+def test_full_queue_refuses_new_work() -> None:
+    release = threading.Event()
+
+    async def main() -> None:
+        pool = BusinessPool("pull", threads=1, capacity=1)
+        running = asyncio.create_task(pool.run(lambda: release.wait(5)))
+        await asyncio.sleep(0.02)
+        waiting = asyncio.create_task(pool.run(lambda: "second"))
+        await asyncio.sleep(0)
+        with pytest.raises(SystemBusyError, match="OVERLOAD"):
+            await pool.run(lambda: "third")
+        release.set()
+        assert await waiting == "second" and await running is True
+        await pool.shutdown()
+
+    asyncio.run(main())
+
+
+def test_batch_decoding_round_trip_and_refusals() -> None:
+    body = encode_batch([b"one", b"", b"three"], tags="T")
+    entries = decode_batch(body)
+    assert [e.body for e in entries] == [b"one", b"", b"three"]
+    assert all(e.properties == "TAGS\x01T\x02" for e in entries)
+    for broken in (body[:-1], body + b"\0", b"", body[:10]):
+        with pytest.raises(MessageIllegalError):
+            decode_batch(broken)
+
+
+def test_broker_configs_from_conf_and_flags(tmp_path: Path) -> None:
+    broker, store = load_broker_configs(None)
+    assert store.store_path_root_dir == str(DEFAULT_DATA_DIR.resolve())
+    assert broker.listen_port == 10911 and broker.namesrv_addr == ("127.0.0.1:9876",)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-x\nstorePathRootDir=/var/tmp/lakemq-store\nflushDiskType=SYNC_FLUSH\n")
+    broker, store = load_broker_configs(str(conf), port=0, namesrv="127.0.0.1:1;127.0.0.1:2")
+    assert broker.broker_name == "broker-x" and broker.listen_port == 0
+    assert broker.namesrv_addr == ("127.0.0.1:1", "127.0.0.1:2")
+    assert store.store_path_root_dir == "/var/tmp/lakemq-store" and store.flush_disk_type.name == "SYNC_FLUSH"
+    _, store = load_broker_configs(str(conf), data_dir=str(tmp_path / "d"))
+    assert store.store_path_root_dir == str((tmp_path / "d").resolve())
+    conf.write_text("brokerNmae=typo\n")
+    with pytest.raises(ConfigError, match="brokerNmae"):
+        load_broker_configs(str(conf))
+
+
+def test_shipped_broker_conf_binds() -> None:
+    conf = Path(__file__).resolve().parents[2] / "conf" / "broker.conf"
+    broker, store = load_broker_configs(str(conf))
+    assert broker.broker_name == "broker-a" and store.max_message_size == 4 * 1024 * 1024
+
+
+def test_rocketmq_spelling_of_broker_ip1(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerIP1=127.0.0.2\n")
+    broker, _ = load_broker_configs(str(conf))
+    assert broker.broker_ip1 == "127.0.0.2" and broker.broker_addr == "127.0.0.2:10911"

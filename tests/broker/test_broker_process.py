@@ -25,7 +25,6 @@ from lakemq.remoting.headers import (
     QueryConsumerOffsetRequestHeader,
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
-    decode_header,
 )
 from tests.broker.wire import batch_request, pull_request, request, send_request
 from tests.cluster import Cluster

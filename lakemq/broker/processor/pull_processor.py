@@ -66,20 +66,25 @@ class PullMessageProcessor:
 
     async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(PullMessageRequestHeader, request.ext_fields)
-        subscription = self._check(header)
-        message_filter = TagMessageFilter(subscription)
-        response = await self._pull(request, header, message_filter)
-        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and self._config.broker_id == MASTER_ID:
-            self._offsets.commit_offset(ctx.remote_addr, header.consumer_group, header.topic, header.queue_id,
-                                        header.commit_offset)
+        # Checks may create the group's config (a file write) and reads block: both in the pool.
+        message_filter, response = await self._pool.run(lambda: self._check_and_pull(ctx, request, header))
         if response.code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
             timeout_ms = header.suspend_timeout_millis if self._config.long_polling_enable \
                 else self._config.short_polling_time_mills
             await self._hold.hold(header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter)
             if not ctx.is_open:
                 return response  # the client went away while held; the answer is dropped anyway
-            response = await self._pull(request, header, message_filter)
+            response = await self._pool.run(lambda: self._pull(request, header, message_filter))
         return response
+
+    def _check_and_pull(self, ctx: RequestContext, request: RemotingCommand,
+                        header: PullMessageRequestHeader) -> tuple[TagMessageFilter, RemotingCommand]:
+        message_filter = TagMessageFilter(self._check(header))
+        response = self._pull(request, header, message_filter)
+        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and self._config.broker_id == MASTER_ID:
+            self._offsets.commit_offset(ctx.remote_addr, header.consumer_group, header.topic, header.queue_id,
+                                        header.commit_offset)
+        return message_filter, response
 
     def _check(self, header: PullMessageRequestHeader) -> SubscriptionData:
         """Permissions, group, topic, queue and subscription; raises BrokerError to refuse."""
@@ -130,12 +135,11 @@ class PullMessageProcessor:
                            f"The broker does not support consumer to filter message by {subscription.expression_type}")
         return subscription
 
-    async def _pull(self, request: RemotingCommand, header: PullMessageRequestHeader,
-                    message_filter: TagMessageFilter) -> RemotingCommand:
+    def _pull(self, request: RemotingCommand, header: PullMessageRequestHeader,
+              message_filter: TagMessageFilter) -> RemotingCommand:
         max_bytes = header.max_msg_bytes if header.max_msg_bytes and header.max_msg_bytes > 0 else 256 * 1024
-        result = await self._pool.run(lambda: self._store.get_message(
-            header.consumer_group, header.topic, header.queue_id, header.queue_offset,
-            max(header.max_msg_nums, 1), message_filter, max_bytes))
+        result = self._store.get_message(header.consumer_group, header.topic, header.queue_id, header.queue_offset,
+                                         max(header.max_msg_nums, 1), message_filter, max_bytes)
         code, remark = _map_status(result, header.queue_offset)
         fields = encode_header(PullMessageResponseHeader(
             suggest_which_broker_id=MASTER_ID, next_begin_offset=result.next_begin_offset,

@@ -83,16 +83,18 @@ class SendMessageProcessor:
         return self._store.commit_log.is_os_page_cache_busy()
 
     async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        # Everything runs in the send pool: the put blocks, and creating a topic writes a file.
+        return await self._pool.run(lambda: self._send(ctx, request))
+
+    def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_send_header(request)
         topic_config = self._msg_check(ctx, header)
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             msgs = self._batch_messages(ctx, header, topic_config, request.body)
+            result = self._store.put_messages(msgs)
         else:
             msgs = [self._message(ctx, header, topic_config, request.body)]
-        if len(msgs) == 1 and request.code != RequestCode.SEND_BATCH_MESSAGE:
-            result = await self._pool.run(lambda: self._store.put_message(msgs[0]))
-        else:
-            result = await self._pool.run(lambda: self._store.put_messages(msgs))
+            result = self._store.put_message(msgs[0])
         return self._reply(ctx, request, header, msgs[0], result)
 
     # -- checks ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Runs ``async def`` tests on a fresh event loop (the project has no pytest-asyncio)."""
+"""Suite-wide hooks: ``async def`` tests run on a fresh event loop (no pytest-asyncio needed)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,121 @@
+"""The producer's retry loop against brokers that misbehave on purpose.
+
+Two scripted brokers and a name server run as real RemotingServers on loopback; each broker
+answers SEND_MESSAGE_V2 from a script of response codes, so flow control (SYSTEM_BUSY,
+TOO_MANY_REQUESTS) and message errors can be produced on demand — a real broker refuses only
+under load.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import pytest
+
+from lakemq.client import Message, Producer, SendStatus
+from lakemq.client import fastjson
+from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.errors import BrokerError, SystemBusyError
+from lakemq.remoting import RemotingCommand, RemotingServer, RequestContext
+from lakemq.remoting.headers import decode_send_header
+
+
+@dataclass
+class ScriptedBroker:
+    name: str
+    codes: list[int]  # answers in order, the last one repeating; brokers may share one script
+    attempts: list[float] = field(default_factory=list)
+    server: RemotingServer = field(default_factory=RemotingServer)
+
+    def reject_request(self) -> bool:
+        return False
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
+            return request.reply(ResponseCode.SUCCESS)
+        header = decode_send_header(request)
+        self.attempts.append(time.monotonic())
+        code = self.codes.pop(0) if len(self.codes) > 1 else self.codes[0]
+        if code != ResponseCode.SUCCESS:
+            return request.reply(code, f"scripted {ResponseCode(code).name}")
+        return request.reply(code, ext_fields={"msgId": "7F000001000000000000000000000000",
+                                               "queueId": str(header.queue_id), "queueOffset": "0"})
+
+
+class RouteServer:
+    def __init__(self, brokers: list[ScriptedBroker]) -> None:
+        self.brokers = brokers
+        self.server = RemotingServer()
+
+    def reject_request(self) -> bool:
+        return False
+
+    async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        route = {
+            "queueDatas": [{"brokerName": b.name, "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+                            "topicSysFlag": 0} for b in self.brokers],
+            "brokerDatas": [{"cluster": "c", "brokerName": b.name, "brokerAddrs": {"0": b.server.address}}
+                            for b in self.brokers],
+        }
+        return request.reply(ResponseCode.SUCCESS, body=fastjson.dumps(route))
+
+
+@asynccontextmanager
+async def scripted(*scripts: list[int]) -> AsyncIterator[tuple[str, list[ScriptedBroker]]]:
+    brokers = [ScriptedBroker(f"b{i}", codes) for i, codes in enumerate(scripts)]
+    names = RouteServer(brokers)
+    for broker in brokers:
+        broker.server.register_default_processor(broker)
+        await broker.server.start()
+    names.server.register_processor(RequestCode.GET_ROUTEINFO_BY_TOPIC, names)
+    await names.server.start()
+    try:
+        yield names.server.address, brokers
+    finally:
+        for server in [names.server, *(b.server for b in brokers)]:
+            await server.shutdown()
+
+
+async def test_flow_control_backs_off_then_another_broker_takes_it() -> None:
+    busy_once = [ResponseCode.SYSTEM_BUSY, ResponseCode.SUCCESS]  # whichever broker is asked first refuses
+    async with scripted(busy_once, busy_once) as (ns, brokers):
+        async with Producer("retry_pg", namesrv_addr=ns) as producer:
+            result = await producer.send(Message("T", b"x"))
+    assert result.send_status is SendStatus.SEND_OK
+    first, second = sorted((t, b.name) for b in brokers for t in b.attempts)
+    assert first[1] != second[1]  # the retry avoided the broker that refused
+    assert 0.75 <= second[0] - first[0] <= 1.5  # the first backoff: 1 s +- 20 %
+
+
+async def test_flow_control_everywhere_gives_up_after_three_attempts() -> None:
+    async with scripted([ResponseCode.TOO_MANY_REQUESTS], [ResponseCode.TOO_MANY_REQUESTS]) as (ns, brokers):
+        async with Producer("retry_pg", namesrv_addr=ns) as producer:
+            started = time.monotonic()
+            with pytest.raises(SystemBusyError):
+                await producer.send(Message("T", b"x"))
+            elapsed = time.monotonic() - started
+    times = sorted(t for b in brokers for t in b.attempts)
+    assert len(times) == 3  # retryTimesWhenSendFailed = 2
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert 0.75 <= gaps[0] <= 1.5 and 1.2 <= gaps[1] <= 2.2  # 1 s, then 1.6 s, +- 20 %
+    assert elapsed < 5
+
+
+async def test_message_errors_are_not_retried_and_failures_are() -> None:
+    illegal = [ResponseCode.MESSAGE_ILLEGAL]
+    async with scripted(illegal, illegal) as (ns, brokers):
+        async with Producer("retry_pg", namesrv_addr=ns) as producer:
+            with pytest.raises(BrokerError) as refused:
+                await producer.send(Message("T", b"x"))
+    assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
+    assert sum(len(b.attempts) for b in brokers) == 1
+    fail_once = [ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SUCCESS]
+    async with scripted(fail_once, fail_once) as (ns, brokers):
+        async with Producer("retry_pg", namesrv_addr=ns) as producer:
+            started = time.monotonic()
+            assert (await producer.send(Message("T", b"x"))).send_status is SendStatus.SEND_OK
+            assert time.monotonic() - started < 0.5  # retried at once, no backoff
+    assert sorted(len(b.attempts) for b in brokers) == [1, 1]

@@ -131,13 +131,14 @@ class BrokerController:
         self._register_soon = asyncio.Event()
         self.topic_config_manager.on_change.append(lambda _tc: loop.call_soon_threadsafe(self._register_soon.set))
         self._default.started = True
+        accepted = await self.register_broker_all()  # routes exist once start() returns
         self._tasks = [
             loop.create_task(self._every(c.flush_consumer_offset_interval, self._persist_offsets), name="persist-offsets"),
             loop.create_task(self._every(c.client_housekeeping_interval, self._scan_clients), name="client-housekeeping"),
             loop.create_task(self._register_periodically(), name="register-broker"),
         ]
-        log.info("broker %s (%s, cluster %s) started; name servers %s", c.broker_name, self.broker_addr,
-                 c.broker_cluster_name, ";".join(c.namesrv_addr))
+        log.info("broker %s (%s, cluster %s) started; registered with %d of name servers %s", c.broker_name,
+                 self.broker_addr, c.broker_cluster_name, accepted, ";".join(c.namesrv_addr))
 
     def _load(self) -> None:
         assert self.store is not None
@@ -223,16 +224,16 @@ class BrokerController:
         assert self._register_soon is not None
         period = self.broker_config.register_name_server_period / 1000
         while True:
+            try:  # a topic change registers at once instead of waiting for the period
+                await asyncio.wait_for(self._register_soon.wait(), period)
+            except TimeoutError:
+                pass
             self._register_soon.clear()
             try:
                 accepted = await self.register_broker_all()
                 log.debug("registered with %d of %d name servers", accepted, len(self.broker_config.namesrv_addr))
             except Exception:
                 log.exception("registering with the name servers failed")
-            try:  # a topic change registers at once instead of waiting for the period
-                await asyncio.wait_for(self._register_soon.wait(), period)
-            except TimeoutError:
-                pass
 
     @staticmethod
     async def _every(interval_ms: int, work: Callable[[], Awaitable[None]]) -> None:

@@ -258,3 +258,21 @@ def test_consumer_offsets_survive_a_restart(fresh_cluster: Cluster, client: Sync
         assert [m.body for m in iter_records(pulled.body)] == [b"d0", b"d2"]
         assert json.loads((store / "config" / "consumerOffset.json").read_text())["offsetTable"]["Durable@g-durable"] == {
             "0": 2, "1": 1}
+
+
+def test_broker_unregisters_at_shutdown_and_registers_at_start(fresh_cluster: Cluster, client: SyncRemotingClient) -> None:
+    addr = fresh_cluster.broker_addr()
+    create_topic(client, addr, "Routed", queues=1)
+    route = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader("Routed"))
+
+    def route_code() -> int:
+        return client.invoke(fresh_cluster.namesrv_addr, route, T).code
+
+    deadline = time.monotonic() + 5
+    while route_code() != ResponseCode.SUCCESS:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert fresh_cluster.stop_broker() == 0
+    assert route_code() == ResponseCode.TOPIC_NOT_EXIST  # unregistered before exiting
+    fresh_cluster.start_broker()
+    assert route_code() == ResponseCode.SUCCESS  # registered before the boot line

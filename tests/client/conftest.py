@@ -1,10 +1,8 @@
-"""Client integration fixtures: one real name server + broker per test module, and ``async
-def`` tests run on a fresh event loop (the project has no pytest-asyncio)."""
+"""Client integration fixture: one real name server + broker per test module (``async def``
+tests run through the suite-wide hook in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Iterator
 
 import pytest
@@ -15,15 +13,6 @@ from tests.cluster import Cluster, start_cluster
 # still in page cache (RocketMQ's young-queue rule); ratio 0 turns that off, so
 # CONSUME_FROM_LAST_OFFSET / TIMESTAMP mean what they say even on a fresh topic.
 BROKER_CONF = {"accessMessageInMemoryMaxRatio": "0"}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    if not inspect.iscoroutinefunction(pyfuncitem.obj):
-        return None
-    names = pyfuncitem._fixtureinfo.argnames  # noqa: SLF001 - the lookup pytest's own call uses
-    asyncio.run(pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names}))
-    return True
 
 
 @pytest.fixture(scope="module")

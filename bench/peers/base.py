@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from types import TracebackType
 
-from bench.peers.process import ServerProcess
+from bench.peers.process import PeerUnavailable, ServerProcess
 
 __all__ = ["Durability", "Peer", "PeerClient", "TopicProducer", "OnBody"]
 
@@ -83,6 +83,10 @@ class Peer(ABC):
         self.workdir = Path(tempfile.mkdtemp(prefix=f"lakemq-bench-{self.key}-"))
         try:
             self.start(self.workdir)
+        except PeerUnavailable as exc:
+            tail = self.processes[-1].log_tail(8) if self.processes else ""
+            self.__exit__(None, None, None)
+            raise PeerUnavailable(f"{exc}\n{tail}" if tail else str(exc)) from exc
         except BaseException:
             self.__exit__(None, None, None)
             raise

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.peers.base import Durability, OnBody, Peer, PeerClient, TopicProducer
-from bench.peers.process import PeerUnavailable, free_port, wait_tcp
+from bench.peers.process import PeerUnavailable, free_port, wait_tcp, wait_until
 
 __all__ = ["LakemqAsyncPeer", "LakemqSyncPeer"]
 
@@ -44,12 +44,14 @@ class _LakemqPeer(Peer):
             raise PeerUnavailable(f"lakemq.client has no Producer/PushConsumer yet: {exc}") from exc
         namesrv_port, broker_port = free_port(), free_port()
         self.namesrv_addr = f"127.0.0.1:{namesrv_port}"
-        (workdir / "namesrv.conf").write_text(f"listenPort={namesrv_port}\n")
+        (workdir / "namesrv.conf").write_text(
+            "listenHost=127.0.0.1\n"
+            f"listenPort={namesrv_port}\n"
+            f"kvConfigPath={workdir / 'namesrv' / 'kvConfig.json'}\n"
+        )
         (workdir / "broker.conf").write_text(
             "brokerClusterName=BenchCluster\n"
             "brokerName=bench-broker\n"
-            "brokerId=0\n"
-            "brokerIP1=127.0.0.1\n"
             f"listenPort={broker_port}\n"
             f"namesrvAddr={self.namesrv_addr}\n"
             f"storePathRootDir={workdir / 'store'}\n"
@@ -57,10 +59,14 @@ class _LakemqPeer(Peer):
             "autoCreateTopicEnable=true\n"
             f"defaultTopicQueueNums={_QUEUES}\n"
         )
-        namesrv = self.spawn("namesrv", _cli("namesrv", "-c", str(workdir / "namesrv.conf")))
+        logs = str(workdir / "logs")
+        namesrv = self.spawn("namesrv", _cli("namesrv", "-c", str(workdir / "namesrv.conf"),
+                                             "--log-dir", logs))
         wait_tcp(namesrv_port, 30, "lakemq namesrv", namesrv.alive)
-        broker = self.spawn("broker", _cli("broker", "-c", str(workdir / "broker.conf")))
-        wait_tcp(broker_port, 60, "lakemq broker", broker.alive)
+        broker = self.spawn("broker", _cli("broker", "-c", str(workdir / "broker.conf"),
+                                           "--log-dir", logs))
+        # The broker prints this line once it listens and has registered (as RocketMQ does).
+        wait_until(lambda: "boot success" in broker.log_tail(), 60, "lakemq broker", broker.alive)
 
     def client(self) -> PeerClient:
         return _LakemqClient(self.namesrv_addr)

@@ -75,7 +75,11 @@ class _RedisProducer(TopicProducer):
     def __init__(self, port: int, topic: str) -> None:
         import redis.asyncio as aioredis
 
-        self._conn = aioredis.Redis(host="127.0.0.1", port=port)
+        # Concurrent sends on one producer (the latency run) each need a pooled connection;
+        # a blocking pool waits for one instead of failing past its size.
+        pool = aioredis.BlockingConnectionPool(host="127.0.0.1", port=port, max_connections=64,
+                                               timeout=None)
+        self._conn = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
         self._topic = topic
 
     async def send(self, body: bytes) -> None:

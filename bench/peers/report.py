@@ -11,13 +11,15 @@ from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
-from bench.peers.workload import Plan, PeerResult
+from bench.peers.workload import LatencyResult, PeerResult, Plan
 
 __all__ = ["render_section", "replace_section", "plot_latency", "write_json", "SECTION"]
 
 SECTION = "## Peers"
 LAKEMQ_REFERENCE = {"ASYNC_FLUSH": "lakemq-async", "SYNC_FLUSH": "lakemq-sync"}
 CLIENTS = ("redis", "nats-py", "aio-pika")
+PERCENTILES = ("p50", "p90", "p99", "p99.9")
+SATURATED = 0.95  # below this share of the scheduled rate, the latency is a backlog's
 
 
 def _num(value: float) -> str:
@@ -34,86 +36,123 @@ def _ratio(value: float, reference: float | None) -> str:
     return f" ({value / reference:.2f}x)"
 
 
-def _metrics(result: PeerResult) -> dict[str, float]:
+def _throughput(result: PeerResult) -> dict[str, float]:
     nan = float("nan")
     by_shape = {(p.producers, p.batch): p.rate for p in result.produce}
-    metrics = {
+    return {
         "p1": by_shape.get((1, 1), nan),
         "p16": by_shape.get((16, 1), nan),
         "p16b": by_shape.get((16, 32), nan),
         "consume": result.consume.rate if result.consume else nan,
-        "consume_mb": result.consume.mb_per_s if result.consume else nan,
     }
-    pct = result.latency.percentiles_ms if result.latency else {}
-    for name in ("p50", "p90", "p99", "p99.9"):
-        metrics[f"lat_{name}"] = pct.get(name, nan)
-    return metrics
+
+
+def _latency_at(result: PeerResult | None, rate: int) -> LatencyResult | None:
+    if result is None:
+        return None
+    return next((lat for lat in result.latency if lat.rate == rate), None)
+
+
+def _reference(result: PeerResult, by_key: dict[str, PeerResult]) -> PeerResult | None:
+    """The lakemq row this peer is compared with; None for the lakemq rows themselves."""
+    key = LAKEMQ_REFERENCE[result.durability]
+    return None if key == result.key else by_key.get(key)
+
+
+def _vs(result: PeerResult) -> str:
+    return "(reference)" if LAKEMQ_REFERENCE[result.durability] == result.key else result.durability
+
+
+def _throughput_table(measured: list[PeerResult], by_key: dict[str, PeerResult]) -> list[str]:
+    lines = [
+        "| peer | vs | 1 producer msg/s | 16 producers msg/s | 16 x batch 32 msg/s "
+        "| consume msg/s (MB/s) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for result in measured:
+        m = _throughput(result)
+        ref = _reference(result, by_key)
+        r = _throughput(ref) if ref else {}
+        mb = result.consume.mb_per_s if result.consume else float("nan")
+        lines.append(
+            f"| {result.title} | {_vs(result)} "
+            + "".join(f"| {_num(m[k])}{_ratio(m[k], r.get(k))} " for k in ("p1", "p16", "p16b"))
+            + f"| {_num(m['consume'])} ({mb:.1f}){_ratio(m['consume'], r.get('consume'))} |")
+    return lines
+
+
+def _latency_table(measured: list[PeerResult], by_key: dict[str, PeerResult],
+                   rates: tuple[int, ...]) -> list[str]:
+    lines = [
+        "| peer | vs | rate msg/s | achieved msg/s | received | p50 ms | p90 ms | p99 ms | p99.9 ms |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for rate in rates:
+        for result in measured:
+            lat = _latency_at(result, rate)
+            if lat is None:
+                continue
+            ref = _latency_at(_reference(result, by_key), rate)
+            cells = []
+            for name in PERCENTILES:
+                value = lat.percentiles_ms.get(name, float("nan"))
+                ratio = _ratio(value, ref.percentiles_ms.get(name)) if ref else ""
+                cells.append(f"{_ms(value)}{ratio}")
+            saturated = " (saturated)" if lat.achieved_rate < SATURATED * rate else ""
+            failed = f" ({lat.failed_sends:,} sends failed)" if lat.failed_sends else ""
+            lines.append(
+                f"| {result.title} | {_vs(result)} | {rate:,} | {lat.achieved_rate:,.0f}{saturated} "
+                f"| {lat.received:,}/{lat.sent:,}{failed} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def render_section(results: list[PeerResult], plan: Plan, command: str, when: str,
                    plot_path: str | None) -> str:
-    """The whole "## Peers" section: command, conditions, table, notes, failures."""
-    metrics = {r.key: _metrics(r) for r in results if r.error is None}
+    """The whole "## Peers" section: command, conditions, tables, notes, failures."""
+    measured = [r for r in results if r.error is None]
+    by_key = {r.key: r for r in measured}
+    rates = ", ".join(f"{rate:,}" for rate in plan.latency_rates)
     lines = [
         SECTION, "",
         f"Measured {when} with:", "", "```", command, "```", "",
         f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python "
-        f"{platform.python_version()}; clients {', '.join(_client_versions())}. "
+        f"{platform.python_version()}; clients {', '.join(_client_versions())}, lakemq.client. "
         "The servers, the client process and any other load share these cores, so treat "
         "small differences as noise.", "",
-        f"Workload: {plan.body_size}-byte bodies; producers are asyncio tasks in one client "
-        "process, each with its own connection, every send waiting for the peer's durable ack "
-        f"(the same for every peer, so the client's single core bounds everyone alike); "
-        f"{plan.phase_seconds:g} s per produce phase; one consumer group reads all that was "
-        f"produced (bounded by {plan.consume_timeout:g} s); latency is end to end (send "
-        f"scheduled -> consumer callback) at {plan.latency_rate:,} msg/s for "
-        f"{plan.latency_seconds:g} s, open loop, from the scheduled send time.", "",
-        *([f"**Smoke run** (`--quick`, {plan.phase_seconds:g} s phases): too short for "
-           "stable figures; run without `--quick` for the numbers to quote.", ""]
-          if plan.smoke else []),
+        f"Workload: {plan.body_size}-byte bodies. Producers are asyncio tasks in one client "
+        "process, each with its own connection, every send waiting for the peer's durable ack; "
+        "the same for every peer, so one client core bounds everyone alike (separate processes "
+        "would take cores from the servers on this machine). "
+        f"{plan.phase_seconds:g} s per produce phase; then one consumer group reads everything "
+        f"produced (bounded by {plan.consume_timeout:g} s). Latency is end to end (scheduled "
+        f"send -> consumer callback) at {rates} msg/s for {plan.latency_seconds:g} s each, open "
+        f"loop with at most {plan.max_in_flight} sends in flight, measured from the scheduled "
+        "send time: a peer that cannot keep up is marked *saturated* and its latency is mostly "
+        "queueing.", "",
+        *([f"**Smoke run** (`--quick`, {plan.phase_seconds:g} s phases): too short for stable "
+           "figures; run without `--quick` for numbers to quote.", ""] if plan.smoke else []),
         "Ratios in brackets are peer / lakemq with the comparable flush mode (the `vs` column):"
-        " above 1 the peer has more throughput or more latency.", "",
-        "| peer | vs | 1 producer msg/s | 16 producers msg/s | 16 x batch 32 msg/s "
-        "| consume msg/s (MB/s) | p50 ms | p99 ms | p99.9 ms |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        " above 1 the peer has more throughput, or more latency.", "",
+        "### Throughput", "",
+        *_throughput_table(measured, by_key), "",
+        "### End-to-end latency", "",
+        *_latency_table(measured, by_key, plan.latency_rates), "",
+        "Durability settings and how a batch of 32 is sent:", "",
     ]
-    for result in results:
-        if result.error is not None:
-            continue
-        m = metrics[result.key]
-        ref_key = LAKEMQ_REFERENCE[result.durability]
-        ref = metrics.get(ref_key) if ref_key != result.key else None
-        r = (lambda name: ref.get(name) if ref else None)  # noqa: E731 - local shorthand
-        vs = result.durability if ref_key != result.key else "(reference)"
-        lines.append(
-            f"| {result.title} | {vs} "
-            f"| {_num(m['p1'])}{_ratio(m['p1'], r('p1'))} "
-            f"| {_num(m['p16'])}{_ratio(m['p16'], r('p16'))} "
-            f"| {_num(m['p16b'])}{_ratio(m['p16b'], r('p16b'))} "
-            f"| {_num(m['consume'])} ({m['consume_mb']:.1f}){_ratio(m['consume'], r('consume'))} "
-            f"| {_ms(m['lat_p50'])}{_ratio(m['lat_p50'], r('lat_p50'))} "
-            f"| {_ms(m['lat_p99'])}{_ratio(m['lat_p99'], r('lat_p99'))} "
-            f"| {_ms(m['lat_p99.9'])}{_ratio(m['lat_p99.9'], r('lat_p99.9'))} |")
-    lines += ["", "Durability settings and how a batch of 32 is sent:", ""]
-    for result in results:
-        if result.error is None:
-            lines.append(f"- **{result.title}**: {result.settings}; batch: {result.batch_note}.")
-    incomplete = [r for r in results if r.error is None and (
-        (r.consume and r.consume.messages < r.consume.expected)
-        or (r.latency and r.latency.received < r.latency.sent))]
-    if incomplete:
-        lines += ["", "Incomplete reads within the time bounds:", ""]
-        for r in incomplete:
-            parts = []
-            if r.consume and r.consume.messages < r.consume.expected:
-                parts.append(f"consumed {r.consume.messages:,} of {r.consume.expected:,}")
-            if r.latency and r.latency.received < r.latency.sent:
-                parts.append(f"latency run received {r.latency.received:,} of {r.latency.sent:,}")
-            lines.append(f"- {r.title}: {'; '.join(parts)}.")
+    lines += [f"- **{r.title}**: {r.settings}; batch: {r.batch_note}." for r in measured]
+    short = [r for r in measured if r.consume and r.consume.messages < r.consume.expected]
+    if short:
+        lines += ["", "Consumers that did not read everything within the bound:", ""]
+        lines += [f"- {r.title}: {r.consume.messages:,} of {r.consume.expected:,}." for r in short
+                  if r.consume]
+    errors = sorted({lat.first_error for r in measured for lat in r.latency if lat.first_error})
+    if errors:
+        lines += ["", "Errors seen by failed sends in the latency runs:", ""]
+        lines += [f"- `{error}`" for error in errors]
     failed = [r for r in results if r.error is not None]
     if failed:
         lines += ["", "Not measured:", ""]
-        lines += [f"- {r.title}: {r.error}" for r in failed]
+        lines += [f"- {r.title}: {r.error.splitlines()[0]}" for r in failed if r.error]
     if plot_path:
         lines += ["", f"![end-to-end latency percentiles]({plot_path})"]
     return "\n".join(lines) + "\n"
@@ -133,7 +172,7 @@ def replace_section(document: Path, section: str) -> None:
     """Put ``section`` in place of the document's "## Peers" section (up to the next "## "
     heading), appending it when absent and creating the document when missing."""
     text = document.read_text() if document.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\s*$.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+    pattern = re.compile(rf"^{re.escape(SECTION)}[ \t]*$.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
     if pattern.search(text):
         text = pattern.sub(lambda _: section + "\n", text, count=1)
     else:
@@ -141,27 +180,33 @@ def replace_section(document: Path, section: str) -> None:
     document.write_text(text.rstrip("\n") + "\n")
 
 
-def plot_latency(results: list[PeerResult], path: Path, title: str) -> None:
+def plot_latency(results: list[PeerResult], plan: Plan, path: Path, title: str) -> None:
+    """One panel per rate: percentiles on x, milliseconds on a log y axis, a line per peer."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = ["p50", "p90", "p99", "p99.9"]
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    for result in results:
-        if result.error is not None or result.latency is None:
-            continue
-        values = [result.latency.percentiles_ms.get(n, float("nan")) for n in names]
-        lakemq = result.key.startswith("lakemq")
-        ax.plot(names, values, marker="o", linewidth=2.6 if lakemq else 1.4,
-                linestyle="-" if lakemq else "--", label=result.title)
-    ax.set_yscale("log")
-    ax.set_ylabel("end-to-end latency, ms (log scale)")
-    ax.set_xlabel("percentile")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    rates = plan.latency_rates
+    fig, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 5), dpi=110, sharey=True,
+                             squeeze=False)
+    for ax, rate in zip(axes[0], rates):
+        for index, result in enumerate(r for r in results if r.error is None):
+            lat = _latency_at(result, rate)
+            if lat is None:
+                continue
+            values = [lat.percentiles_ms.get(n, float("nan")) for n in PERCENTILES]
+            lakemq = result.key.startswith("lakemq")
+            label = result.title + (" (saturated)" if lat.achieved_rate < SATURATED * rate else "")
+            ax.plot(PERCENTILES, values, marker="o", color=f"C{index}", label=label,
+                    linewidth=2.6 if lakemq else 1.4, linestyle="-" if lakemq else "--")
+        ax.set_yscale("log")
+        ax.set_title(f"{rate:,} msg/s scheduled")
+        ax.set_xlabel("percentile")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("end-to-end latency, ms (log scale)")
+    fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

@@ -6,12 +6,13 @@ Phases, each on a fresh topic except that the consume phase reads what the produ
 2. produce, 16 producers (asyncio tasks, one connection each), one message per send;
 3. produce, 16 producers, batches of 32;
 4. consume: one consumer group reads everything phases 1-3 wrote (count, MB/s);
-5. end-to-end latency at a fixed rate: the consumer is subscribed first and one unmeasured
-   message goes end to end (so no peer pays for its consumer's start-up); sends are scheduled
-   open-loop at ``rate`` msg/s and each body carries its *scheduled* send time, so a stalled
-   server is charged for the whole backlog (no coordinated omission). At most
-   ``max_in_flight`` sends are outstanding; the phase is bounded by ``latency_seconds`` plus a
-   drain timeout, and messages that never arrive are counted as lost.
+5. end-to-end latency at fixed rates (a light one, then the headline 2,000 msg/s), each on a
+   fresh topic: the consumer is subscribed first and one unmeasured message goes end to end
+   (so no peer pays for its consumer's start-up); sends are scheduled open-loop at the rate
+   and each body carries its *scheduled* send time, so a server that cannot keep up is charged
+   for the whole backlog (no coordinated omission), and the achieved send rate shows it. At
+   most ``max_in_flight`` sends are outstanding; the phase is bounded by ``latency_seconds``
+   plus a drain timeout, and messages that never arrive are counted as lost.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 from bench.peers.base import PeerClient
@@ -34,7 +36,7 @@ _WARM_UP_TIMEOUT = 30.0
 @dataclass(frozen=True, slots=True)
 class Plan:
     phase_seconds: float
-    latency_rate: int
+    latency_rates: tuple[int, ...]
     latency_seconds: float
     consume_timeout: float
     drain_timeout: float
@@ -45,9 +47,9 @@ class Plan:
     smoke: bool = False  # a short run to check the harness, not to quote
 
 
-FULL = Plan(phase_seconds=6.0, latency_rate=2000, latency_seconds=10.0, consume_timeout=25.0,
+FULL = Plan(phase_seconds=5.0, latency_rates=(500, 2000), latency_seconds=10.0, consume_timeout=25.0,
             drain_timeout=5.0)
-QUICK = Plan(phase_seconds=1.5, latency_rate=2000, latency_seconds=3.0, consume_timeout=8.0,
+QUICK = Plan(phase_seconds=1.5, latency_rates=(500, 2000), latency_seconds=2.0, consume_timeout=8.0,
              drain_timeout=3.0, smoke=True)
 
 
@@ -81,10 +83,17 @@ class ConsumeResult:
 
 @dataclass(frozen=True, slots=True)
 class LatencyResult:
-    rate: int
+    rate: int  # the scheduled rate, msg/s
     sent: int
     received: int
+    send_seconds: float  # from the first scheduled send until the last send was acked
     percentiles_ms: dict[str, float]  # "p50", "p90", "p99", "p99.9" -> milliseconds
+    failed_sends: int = 0  # sends the peer refused or timed out (after the client's retries)
+    first_error: str | None = None
+
+    @property
+    def achieved_rate(self) -> float:
+        return self.sent / self.send_seconds if self.send_seconds > 0 else 0.0
 
 
 @dataclass(slots=True)
@@ -96,7 +105,7 @@ class PeerResult:
     batch_note: str
     produce: list[ProduceResult] = field(default_factory=list)
     consume: ConsumeResult | None = None
-    latency: LatencyResult | None = None
+    latency: list[LatencyResult] = field(default_factory=list)
     error: str | None = None
 
 
@@ -151,11 +160,12 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-async def _latency(client: PeerClient, topic: str, plan: Plan) -> LatencyResult:
-    total = int(plan.latency_rate * plan.latency_seconds)
+async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan) -> LatencyResult:
+    total = int(rate * plan.latency_seconds)
     latencies_ms: list[float] = []
     subscribed = asyncio.Event()
     warmed = asyncio.Event()
+    failed: list[BaseException] = []
 
     def on_body(body: bytes) -> None:
         stamp = _STAMP.unpack_from(body)[0]
@@ -164,9 +174,10 @@ async def _latency(client: PeerClient, topic: str, plan: Plan) -> LatencyResult:
         else:
             latencies_ms.append((time.monotonic_ns() - stamp) / 1e6)
 
+    # The consumer's own bound is only a backstop: it is cancelled once the drain ends.
     consumer = asyncio.create_task(client.consume(
         topic, "bench-latency", total + 1, on_body,
-        _WARM_UP_TIMEOUT + plan.latency_seconds + plan.drain_timeout + 10, subscribed.set))
+        2 * _WARM_UP_TIMEOUT + plan.latency_seconds + plan.drain_timeout, subscribed.set))
     handle = await client.producer(topic)
     in_flight = asyncio.Semaphore(plan.max_in_flight)
     sends: set[asyncio.Task[None]] = set()
@@ -174,17 +185,19 @@ async def _latency(client: PeerClient, topic: str, plan: Plan) -> LatencyResult:
     async def send(body: bytes) -> None:
         try:
             await handle.send(body)
+        except Exception as exc:  # noqa: BLE001 - a failed send is a lost message, counted
+            failed.append(exc)
         finally:
             in_flight.release()
 
     try:
-        await asyncio.wait_for(subscribed.wait(), _WARM_UP_TIMEOUT)
+        await _first(subscribed.wait(), consumer, "the latency consumer to subscribe")
         # One message end to end before the clock starts, so that no peer is charged for its
         # consumer's start-up (group join, rebalance, first fetch).
         await handle.send(_body(plan.body_size, _WARM_UP))
-        await asyncio.wait_for(warmed.wait(), _WARM_UP_TIMEOUT)
+        await _first(warmed.wait(), consumer, "the warm-up message")
         start_ns = time.monotonic_ns() + 50_000_000
-        interval_ns = 1e9 / plan.latency_rate
+        interval_ns = 1e9 / rate
         for i in range(total):
             scheduled = start_ns + int(i * interval_ns)
             delay = (scheduled - time.monotonic_ns()) / 1e9
@@ -196,14 +209,34 @@ async def _latency(client: PeerClient, topic: str, plan: Plan) -> LatencyResult:
             task.add_done_callback(sends.discard)
         if sends:
             await asyncio.gather(*sends)
-        received = await asyncio.wait_for(consumer, plan.drain_timeout + 15) - 1
+        send_seconds = (time.monotonic_ns() - start_ns) / 1e9
+        expected = total - len(failed)
+        drain_end = time.monotonic() + plan.drain_timeout
+        while len(latencies_ms) < expected and time.monotonic() < drain_end and not consumer.done():
+            await asyncio.sleep(0.02)
     finally:
         consumer.cancel()
+        await asyncio.gather(consumer, return_exceptions=True)
         await handle.close()
     values = sorted(latencies_ms)
     percentiles = {name: _percentile(values, q)
                    for name, q in (("p50", 50), ("p90", 90), ("p99", 99), ("p99.9", 99.9))}
-    return LatencyResult(plan.latency_rate, total, received, percentiles)
+    first_error = f"{type(failed[0]).__name__}: {failed[0]}" if failed else None
+    return LatencyResult(rate, total, len(values), send_seconds, percentiles, len(failed), first_error)
+
+
+async def _first(event_wait: Awaitable[object], consumer: asyncio.Task[int], what: str) -> None:
+    """Wait for ``event_wait`` but fail fast when the consumer task ends (or errs) first."""
+    waiter = asyncio.ensure_future(event_wait)
+    done, _ = await asyncio.wait({waiter, consumer}, timeout=_WARM_UP_TIMEOUT,
+                                 return_when=asyncio.FIRST_COMPLETED)
+    if waiter in done:
+        return
+    waiter.cancel()
+    if consumer in done:
+        consumer.result()  # re-raises the consumer's error
+        raise RuntimeError(f"the consumer stopped before {what}")
+    raise TimeoutError(f"no {what} within {_WARM_UP_TIMEOUT:.0f} s")
 
 
 async def run_workload(client: PeerClient, result: PeerResult, plan: Plan, log=print) -> None:
@@ -221,9 +254,13 @@ async def run_workload(client: PeerClient, result: PeerResult, plan: Plan, log=p
     result.consume = await _consume(client, topic, expected, plan)
     log(f"  consume one group: {result.consume.messages:,}/{expected:,} "
         f"at {result.consume.rate:,.0f} msg/s, {result.consume.mb_per_s:.1f} MB/s")
-    latency_topic = f"bench-lat-{stamp}"
-    await client.create_topic(latency_topic)
-    result.latency = await _latency(client, latency_topic, plan)
-    pct = result.latency.percentiles_ms
-    log(f"  latency at {plan.latency_rate} msg/s: received {result.latency.received:,}/"
-        f"{result.latency.sent:,}; " + ", ".join(f"{k} {v:.2f} ms" for k, v in pct.items()))
+    for rate in plan.latency_rates:
+        latency_topic = f"bench-lat{rate}-{stamp}"
+        await client.create_topic(latency_topic)
+        measured = await _latency(client, latency_topic, rate, plan)
+        result.latency.append(measured)
+        failures = f" ({measured.failed_sends:,} sends failed: {measured.first_error})" \
+            if measured.failed_sends else ""
+        log(f"  latency at {rate:,} msg/s (achieved {measured.achieved_rate:,.0f}): received "
+            f"{measured.received:,}/{measured.sent:,}{failures}; "
+            + ", ".join(f"{k} {v:.2f} ms" for k, v in measured.percentiles_ms.items()))

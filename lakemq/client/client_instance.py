@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -50,7 +51,9 @@ class ConsumerMember(Protocol):
     async def persist_offsets(self) -> None: ...
 
 
-_INSTANCES: dict[tuple[str, int], "ClientInstance"] = {}
+# Per event loop (an instance's connections and tasks belong to one loop), then per client id.
+_INSTANCES: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]]" = \
+    weakref.WeakKeyDictionary()
 
 
 class ClientInstance:
@@ -71,10 +74,10 @@ class ClientInstance:
     # -- sharing ----------------------------------------------------------------------
     @classmethod
     def acquire(cls, config: ClientConfig) -> "ClientInstance":
-        key = (config.client_id, id(asyncio.get_running_loop()))
-        instance = _INSTANCES.get(key)
+        instances = _INSTANCES.setdefault(asyncio.get_running_loop(), {})
+        instance = instances.get(config.client_id)
         if instance is None or instance.config != config:
-            instance = _INSTANCES[key] = cls(config)
+            instance = instances[config.client_id] = cls(config)
         return instance
 
     async def start(self) -> None:
@@ -102,9 +105,9 @@ class ClientInstance:
         self._tasks.clear()
         await self.remoting.shutdown()
         self._started = False
-        for key, instance in list(_INSTANCES.items()):
-            if instance is self:
-                del _INSTANCES[key]
+        for instances in _INSTANCES.values():
+            if instances.get(self.client_id) is self:
+                del instances[self.client_id]
 
     # -- membership ---------------------------------------------------------------------
     def register_producer(self, producer: ProducerMember) -> None:

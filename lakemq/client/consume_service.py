@@ -122,7 +122,8 @@ class ConcurrentConsumeService(_Service):
             elif not await self.send_back(m, mq, ctx.delay_level_when_next_consume):
                 m.reconsume_times += 1
                 retry_locally.append(m)
-        done = [m for m in msgs if m not in retry_locally]
+        retry_ids = {id(m) for m in retry_locally}
+        done = [m for m in msgs if id(m) not in retry_ids]
         offset = pq.remove_messages(done)
         if offset >= 0 and not pq.dropped:
             self.core.offset_store.update_offset(mq, offset, increase_only=True)

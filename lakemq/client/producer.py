@@ -16,7 +16,7 @@ import logging
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakemq.client.batch import encode_messages
 from lakemq.client.client_instance import ClientInstance
@@ -29,6 +29,9 @@ from lakemq.client.sender import PreparedMessage, Sender
 from lakemq.common.message import Message, MessageConst, MessageSysFlag, properties_to_string, tags_hash_code
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import LakeMQError, MessageIllegalError
+
+if TYPE_CHECKING:
+    from lakemq.client.sync import SyncProducer
 
 __all__ = ["Producer", "MessageQueueSelector", "select_by_hash", "SendCallback"]
 
@@ -86,7 +89,7 @@ class Producer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def sync(self) -> Any:
+    def sync(self) -> "SyncProducer":
         """A blocking facade over this producer (see :mod:`lakemq.client.sync`)."""
         from lakemq.client.sync import SyncProducer
 

@@ -10,7 +10,7 @@ broker every 5 s and on shutdown (to a local file in broadcasting mode).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakemq.client.config import ClientConfig, ConsumerConfig
 from lakemq.client.consumer_core import ConsumerCore
@@ -20,6 +20,9 @@ from lakemq.client.results import PullResult
 from lakemq.client.route import TopicRouteData
 from lakemq.client.subscription import ExpressionType, build_subscription
 from lakemq.common.validation import check_topic
+
+if TYPE_CHECKING:
+    from lakemq.client.sync import SyncPullConsumer
 
 __all__ = ["PullConsumer"]
 
@@ -47,7 +50,7 @@ class PullConsumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def sync(self) -> Any:
+    def sync(self) -> "SyncPullConsumer":
         from lakemq.client.sync import SyncPullConsumer
 
         return SyncPullConsumer(self)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakemq.client.config import ClientConfig, ConsumerConfig, MessageModel
 from lakemq.client.consume_service import (
@@ -37,6 +37,9 @@ from lakemq.client.subscription import ExpressionType, SubscriptionData, build_s
 from lakemq.common.message import MessageExt
 from lakemq.common.validation import check_topic
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
+
+if TYPE_CHECKING:
+    from lakemq.client.sync import SyncPushConsumer
 
 __all__ = ["PushConsumer"]
 
@@ -128,7 +131,7 @@ class PushConsumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def sync(self) -> Any:
+    def sync(self) -> "SyncPushConsumer":
         from lakemq.client.sync import SyncPushConsumer
 
         return SyncPushConsumer(self)

@@ -30,6 +30,7 @@ from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProc
 from lakemq.broker.processor.client_manage_processor import ClientManageProcessor
 from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProcessor
 from lakemq.broker.processor.pull_processor import PullMessageProcessor
+from lakemq.broker.processor.send_back_processor import ConsumerSendMsgBackProcessor
 from lakemq.broker.processor.send_processor import SendMessageProcessor
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
@@ -161,6 +162,8 @@ class BrokerController:
                                     self.send_pool)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             server.register_processor(code, send)
+        server.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, ConsumerSendMsgBackProcessor(
+            c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool))
         server.register_processor(RequestCode.PULL_MESSAGE, PullMessageProcessor(
             c, self.store, self.topic_config_manager, self.subscription_group_manager, self.consumer_manager,
             self.consumer_offset_manager, self.hold_service, self.pull_pool))

@@ -11,6 +11,7 @@ import pytest
 
 from lakemq.client.fastjson import loads as fastjson_loads
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.message import MessageConst
 from lakemq.common.record import iter_records
 from lakemq.remoting import RemotingClient, RemotingCommand, RequestContext
 from lakemq.remoting.bodies import (
@@ -156,6 +157,52 @@ def test_consume_stats_lag_locks_and_runtime_info(cluster: Cluster) -> None:
 
             info = KVTable.decode((await client.invoke(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), T)).body)
             assert int(info.table["commitLogMaxOffset"]) > 0 and info.table["brokerAddr"] == addr
+        finally:
+            await client.shutdown()
+
+    asyncio.run(main())
+
+
+def test_send_back_redelivers_through_retry_topic_then_dlq(cluster: Cluster) -> None:
+    addr = cluster.broker_addr()
+
+    async def pull_all(client: RemotingClient, topic: str, expected: int) -> list:
+        deadline = time.monotonic() + 10
+        while True:
+            response = await client.invoke(addr, pull_request("g-back", topic, 0, 0), T)
+            msgs = list(iter_records(response.body)) if response.code == ResponseCode.SUCCESS else []
+            if len(msgs) >= expected or time.monotonic() > deadline:
+                return msgs
+            await asyncio.sleep(0.1)
+
+    async def main() -> None:
+        client = RemotingClient()
+        try:
+            await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
+                "Failing", "TBW102", 1, 1, 6, "SINGLE_TAG")), T)
+            sent = await client.invoke(addr, send_request("Failing", b"retry me", tags="t1"), T)
+            await asyncio.sleep(0.2)
+            original = (await pull_all(client, "Failing", 1))[0]
+            back = {"offset": str(original.commit_log_offset), "group": "g-back", "delayLevel": "1",
+                    "originMsgId": sent.ext_fields["msgId"], "originTopic": "Failing", "maxReconsumeTimes": "1"}
+            started = time.monotonic()
+            assert (await client.invoke(addr, RemotingCommand.request(
+                RequestCode.CONSUMER_SEND_MSG_BACK, back), T)).code == ResponseCode.SUCCESS
+            retried = await pull_all(client, "%RETRY%g-back", 1)
+            assert time.monotonic() - started >= 0.9  # delay level 1 is 1 s
+            assert [m.body for m in retried] == [b"retry me"] and retried[0].reconsume_times == 1
+            assert retried[0].properties[MessageConst.RETRY_TOPIC] == "Failing"
+            assert retried[0].properties[MessageConst.ORIGIN_MESSAGE_ID] == sent.ext_fields["msgId"]
+            assert retried[0].tags == "t1"
+            # Handed back again after maxReconsumeTimes (1): to the DLQ, without delay.
+            back["offset"] = str(retried[0].commit_log_offset)
+            assert (await client.invoke(addr, RemotingCommand.request(
+                RequestCode.CONSUMER_SEND_MSG_BACK, back), T)).code == ResponseCode.SUCCESS
+            dead = await pull_all(client, "%DLQ%g-back", 1)
+            assert [m.body for m in dead] == [b"retry me"] and dead[0].reconsume_times == 2
+            missing = dict(back, offset=str(10**12))
+            assert (await client.invoke(addr, RemotingCommand.request(
+                RequestCode.CONSUMER_SEND_MSG_BACK, missing), T)).code == ResponseCode.SYSTEM_ERROR
         finally:
             await client.shutdown()
 

@@ -144,7 +144,8 @@ class SendMessageProcessor:
         max_times = header.max_reconsume_times if header.max_reconsume_times is not None else group_config.retry_max_times
         if (header.reconsume_times or 0) <= max_times:
             return
-        dlq = self._topics.create_topic_in_send_message_back_method(dlq_topic(group), 1, PermName.PERM_WRITE)
+        dlq = self._topics.create_topic_in_send_message_back_method(
+            dlq_topic(group), 1, PermName.PERM_WRITE | PermName.PERM_READ)
         log.info("message of group %s reconsumed %d times > %d: to %s", group, header.reconsume_times, max_times, dlq.topic_name)
         msg.topic, msg.queue_id = dlq.topic_name, 0
 

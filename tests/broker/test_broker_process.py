@@ -276,3 +276,32 @@ def test_broker_unregisters_at_shutdown_and_registers_at_start(fresh_cluster: Cl
     assert route_code() == ResponseCode.TOPIC_NOT_EXIST  # unregistered before exiting
     fresh_cluster.start_broker()
     assert route_code() == ResponseCode.SUCCESS  # registered before the boot line
+
+
+def test_sigterm_with_a_held_pull_exits_cleanly_and_promptly(fresh_cluster: Cluster) -> None:
+    addr = fresh_cluster.broker_addr()
+
+    async def main() -> tuple[object, float, int]:
+        client = RemotingClient()
+        try:
+            await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
+                "Held", "TBW102", 1, 1, 6, "SINGLE_TAG")), T)
+            held = asyncio.create_task(client.invoke(addr, pull_request("g-held", "Held", 0, 0, suspend_ms=20000), 30))
+            await asyncio.sleep(0.3)
+            started = time.monotonic()
+            code = await asyncio.to_thread(fresh_cluster.stop_broker)
+            elapsed = time.monotonic() - started
+            try:
+                outcome: object = (await held).code
+            except Exception as exc:  # the connection closed before the answer: also acceptable
+                outcome = type(exc).__name__
+            return outcome, elapsed, code
+        finally:
+            await client.shutdown()
+
+    outcome, elapsed, code = asyncio.run(main())
+    assert code == 0
+    assert elapsed < 5.0, f"shutdown took {elapsed:.2f}s with a held pull"
+    assert outcome in (ResponseCode.PULL_NOT_FOUND, "RemotingConnectError")
+    log_text = (fresh_cluster.root / "broker-a" / "logs" / "broker-broker-a.log").read_text()
+    assert "broker broker-a stopped" in log_text

@@ -174,11 +174,10 @@ def test_topics_create_list_stats_and_queue_offsets(cluster: Cluster, client: Sy
                                          SearchOffsetRequestHeader("AdminTopic", 1, stored_at + 3_600_000)), T)
     assert future.ext_fields["offset"] == "3"
 
-    stats = client.invoke(addr, request(RequestCode.GET_TOPIC_STATS_INFO, CreateTopicRequestHeader(
-        "AdminTopic", "TBW102", 0, 0, 0, "SINGLE_TAG")), T)
+    stats = client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "AdminTopic"}), T)
     table = {dict(k)["queueId"]: v for k, v in fastjson_loads(stats.body)["offsetTable"].items()}
     assert table[1]["maxOffset"] == 3 and table[0]["maxOffset"] == 0 and table[1]["lastUpdateTimestamp"] >= stored_at
-    missing = client.invoke(addr, request(RequestCode.GET_TOPIC_STATS_INFO, GetMinOffsetRequestHeader("Nope", 0)), T)
+    missing = client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"}), T)
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
 
 

@@ -19,7 +19,6 @@ SECTION = "## Peers"
 LAKEMQ_REFERENCE = {"ASYNC_FLUSH": "lakemq-async", "SYNC_FLUSH": "lakemq-sync"}
 CLIENTS = ("redis", "nats-py", "aio-pika")
 PERCENTILES = ("p50", "p90", "p99", "p99.9")
-SATURATED = 0.95  # below this share of the scheduled rate, the latency is a backlog's
 
 
 def _num(value: float) -> str:
@@ -98,7 +97,7 @@ def _latency_table(measured: list[PeerResult], by_key: dict[str, PeerResult],
                 value = lat.percentiles_ms.get(name, float("nan"))
                 ratio = _ratio(value, ref.percentiles_ms.get(name)) if ref else ""
                 cells.append(f"{_ms(value)}{ratio}")
-            saturated = " (saturated)" if lat.achieved_rate < SATURATED * rate else ""
+            saturated = " (saturated)" if lat.saturated else ""
             failed = f" ({lat.failed_sends:,} sends failed)" if lat.failed_sends else ""
             lines.append(
                 f"| {result.title} | {_vs(result)} | {rate:,} | {lat.achieved_rate:,.0f}{saturated} "
@@ -127,7 +126,8 @@ def render_section(results: list[PeerResult], plan: Plan, command: str, when: st
         f"produced (bounded by {plan.consume_timeout:g} s). Latency is end to end (scheduled "
         f"send -> consumer callback) at {rates} msg/s for {plan.latency_seconds:g} s each, open "
         f"loop with at most {plan.max_in_flight} sends in flight, measured from the scheduled "
-        "send time: a peer that cannot keep up is marked *saturated* and its latency is mostly "
+        "send time. A peer is marked *saturated* when a send had to wait for a free in-flight "
+        "slot or the achieved rate fell under 95% of the schedule: its latency is then mostly "
         "queueing.", "",
         *([f"**Smoke run** (`--quick`, {plan.phase_seconds:g} s phases): too short for stable "
            "figures; run without `--quick` for numbers to quote.", ""] if plan.smoke else []),
@@ -197,7 +197,7 @@ def plot_latency(results: list[PeerResult], plan: Plan, path: Path, title: str) 
                 continue
             values = [lat.percentiles_ms.get(n, float("nan")) for n in PERCENTILES]
             lakemq = result.key.startswith("lakemq")
-            label = result.title + (" (saturated)" if lat.achieved_rate < SATURATED * rate else "")
+            label = result.title + (" (saturated)" if lat.saturated else "")
             ax.plot(PERCENTILES, values, marker="o", color=f"C{index}", label=label,
                     linewidth=2.6 if lakemq else 1.4, linestyle="-" if lakemq else "--")
         ax.set_yscale("log")

@@ -90,10 +90,17 @@ class LatencyResult:
     percentiles_ms: dict[str, float]  # "p50", "p90", "p99", "p99.9" -> milliseconds
     failed_sends: int = 0  # sends the peer refused or timed out (after the client's retries)
     first_error: str | None = None
+    held_back: int = 0  # sends that waited for a free in-flight slot (the peer fell behind)
 
     @property
     def achieved_rate(self) -> float:
         return self.sent / self.send_seconds if self.send_seconds > 0 else 0.0
+
+    @property
+    def saturated(self) -> bool:
+        """The peer did not keep up: acks lagged past the in-flight cap or the rate dropped,
+        so the percentiles are mostly queueing time."""
+        return self.held_back > 0 or self.achieved_rate < 0.95 * self.rate
 
 
 @dataclass(slots=True)
@@ -166,6 +173,7 @@ async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan) -> Lat
     subscribed = asyncio.Event()
     warmed = asyncio.Event()
     failed: list[BaseException] = []
+    held_back = 0
 
     def on_body(body: bytes) -> None:
         stamp = _STAMP.unpack_from(body)[0]
@@ -203,6 +211,8 @@ async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan) -> Lat
             delay = (scheduled - time.monotonic_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
+            if in_flight.locked():
+                held_back += 1
             await in_flight.acquire()
             task = asyncio.create_task(send(_body(plan.body_size, scheduled)))
             sends.add(task)
@@ -222,7 +232,8 @@ async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan) -> Lat
     percentiles = {name: _percentile(values, q)
                    for name, q in (("p50", 50), ("p90", 90), ("p99", 99), ("p99.9", 99.9))}
     first_error = f"{type(failed[0]).__name__}: {failed[0]}" if failed else None
-    return LatencyResult(rate, total, len(values), send_seconds, percentiles, len(failed), first_error)
+    return LatencyResult(rate, total, len(values), send_seconds, percentiles, len(failed), first_error,
+                         held_back)
 
 
 async def _first(event_wait: Awaitable[object], consumer: asyncio.Task[int], what: str) -> None:
@@ -261,6 +272,7 @@ async def run_workload(client: PeerClient, result: PeerResult, plan: Plan, log=p
         result.latency.append(measured)
         failures = f" ({measured.failed_sends:,} sends failed: {measured.first_error})" \
             if measured.failed_sends else ""
-        log(f"  latency at {rate:,} msg/s (achieved {measured.achieved_rate:,.0f}): received "
+        saturated = ", saturated" if measured.saturated else ""
+        log(f"  latency at {rate:,} msg/s (achieved {measured.achieved_rate:,.0f}{saturated}): received "
             f"{measured.received:,}/{measured.sent:,}{failures}; "
             + ", ".join(f"{k} {v:.2f} ms" for k, v in measured.percentiles_ms.items()))

@@ -5,6 +5,9 @@
     ├── ConfigError                 unknown key or bad value in a .conf file
     ├── StoreError                  hot-tier failures that are not a message's fault
     │   └── CorruptFileError        a store file that cannot be read back
+    │       └── CorruptSegmentError a CommitLog range the lake tier cannot decode (``offset``)
+    ├── LakeError                   the lake tier: IO, Delta commit or manifest failures
+    │   └── VerificationError       lake rows that do not match the segment they came from
     ├── MessageIllegalError         oversized body or properties, unknown sys flag (MESSAGE_ILLEGAL)
     ├── RemotingError               transport level (client side)
     │   ├── RemotingConnectError
@@ -33,6 +36,9 @@ __all__ = [
     "ConfigError",
     "StoreError",
     "CorruptFileError",
+    "CorruptSegmentError",
+    "LakeError",
+    "VerificationError",
     "MessageIllegalError",
     "RemotingError",
     "RemotingConnectError",
@@ -66,6 +72,25 @@ class StoreError(LakeMQError):
 
 
 class CorruptFileError(StoreError):
+    pass
+
+
+class CorruptSegmentError(CorruptFileError):
+    """``offset`` is the CommitLog offset where the bad bytes start."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+    def __reduce__(self) -> tuple[type, tuple[str, int]]:
+        return type(self), (str(self), self.offset)
+
+
+class LakeError(LakeMQError):
+    pass
+
+
+class VerificationError(LakeError):
     pass
 
 

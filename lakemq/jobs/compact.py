@@ -1,0 +1,201 @@
+"""compact: sealed CommitLog segments -> the Delta table ``messages``, exactly once.
+
+Per run:
+1. seal what became final (:mod:`lakemq.tiering.seal`);
+2. bring the manifest up to date with the Delta log and read the broker's app transaction
+   version: every sealed range ending above it is pending;
+3. one Spark job reads the pending ranges through the ``commitlog`` source and its tasks
+   write Parquet files into the table location (:class:`~lakemq.jobs.lake_writer.PartWriter`);
+4. the driver commits each range's files in ONE Delta commit, oldest range first, with the
+   app transaction (broker name, range end) and the range, row count and digest in the
+   commit info; the rows and digest must equal what sealing computed from the segment's
+   bytes, or nothing is committed;
+5. the manifest records the commits.
+
+A re-run finds nothing pending. A run that dies after writing files but before a commit
+leaves unreferenced files (vacuum removes them) and the range still pending, so the next
+run writes and commits it once. A concurrent run that commits the same range first makes
+this run's commit a no-op, decided by the app transaction version.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakemq.errors import CorruptSegmentError, LakeError, VerificationError
+from lakemq.jobs.lake_writer import FILE_INFO_DDL, PartWriter
+from lakemq.tiering.digest import combine
+from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.manifest import Manifest, ManifestEntry, commit_metadata
+from lakemq.tiering.seal import SealedSegment, load_seals, seal_segments
+from lakemq.tiering.tables import MESSAGES_SCHEMA, MESSAGES_TABLE, PARTITION_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["CompactResult", "compact", "pending_segments", "write_segment_files", "ensure_table"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]  # (step, done, total)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactResult:
+    committed: tuple[ManifestEntry, ...]  # ranges this run committed
+    already_committed: tuple[int, ...]  # range starts another run committed meanwhile
+    sealed: int  # new seals this run
+    rows: int
+    bytes_in: int  # CommitLog bytes of the committed ranges
+    skipped_corrupt: tuple[tuple[int, int], ...]
+    seconds: float
+
+
+def ensure_table(lake: LakeLocation, *, checkpoint_interval: int = 10) -> Any:
+    from deltalake import DeltaTable, Schema
+
+    return DeltaTable.create(
+        lake.table_uri(MESSAGES_TABLE), Schema.from_arrow(MESSAGES_SCHEMA), mode="ignore",
+        partition_by=list(PARTITION_COLUMNS), name=MESSAGES_TABLE,
+        description="RocketMQ CommitLog records tiered by lakemq",
+        configuration={"delta.checkpointInterval": str(checkpoint_interval)},
+        storage_options=lake.delta_options(),
+    )
+
+
+def pending_segments(store_dir: str | Path, committed_end: int) -> list[SealedSegment]:
+    return [s for s in load_seals(store_dir) if s.range_end > committed_end]
+
+
+def write_segment_files(
+    spark: "SparkSession", *, store_dir: str | Path, lake: LakeLocation, segments: Sequence[SealedSegment],
+    skip_corrupt: bool = False, run_id: str | None = None,
+) -> dict[int, list[dict[str, Any]]]:
+    """Step 3: Spark reads the segments and writes their Parquet files; returns the file
+    descriptions by segment range start. Commits nothing."""
+    readable = [s for s in segments if s.byte_ranges()]
+    by_range: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    if not readable:
+        return by_range
+    run = run_id or uuid.uuid4().hex[:12]
+    df = (spark.read.format("commitlog").option("path", str(Path(store_dir).resolve()))
+          .option("seals", ",".join(str(s.range_start) for s in readable))
+          .option("skip_corrupt", str(skip_corrupt).lower()).load())
+    writer = PartWriter(lake, tuple(s.range_start for s in segments), run)
+    for row in df.mapInArrow(writer, FILE_INFO_DDL).collect():
+        by_range[row["range_start"]].append(row.asDict())
+    return by_range
+
+
+def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, files: list[dict[str, Any]]) -> ManifestEntry | None:
+    from deltalake import DeltaTable, Schema
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import AddAction, CommitProperties, Transaction
+
+    rows = sum(int(f["rows"]) for f in files)
+    digest = combine(int(f["digest"]) for f in files)
+    if rows != seal.rows or digest != seal.digest:
+        raise VerificationError(
+            f"segment [{seal.range_start}, {seal.range_end}): Spark wrote {rows} rows (digest {digest}) but the "
+            f"segment holds {seal.rows} (digest {seal.digest}); nothing committed"
+        )
+    uri = lake.table_uri(MESSAGES_TABLE)
+    table = DeltaTable(uri, storage_options=lake.delta_options())
+    if (table.transaction_version(broker) or -1) >= seal.range_end:
+        return None
+    actions = [
+        AddAction(path=f["path"], size=int(f["size"]),
+                  partition_values={"topic": f["topic"], "store_date": f["store_date"]},
+                  modification_time=int(f["modification_time"]), data_change=True, stats=f["stats"])
+        for f in files
+    ]
+    now = int(time.time() * 1000)
+    metadata = commit_metadata(broker, seal.file_name, seal.range_start, seal.range_end, rows, digest)
+    try:
+        table.create_write_transaction(
+            actions, mode="append", schema=Schema.from_arrow(MESSAGES_SCHEMA), partition_by=list(PARTITION_COLUMNS),
+            commit_properties=CommitProperties(custom_metadata=metadata,
+                                               app_transactions=[Transaction(broker, seal.range_end, now)]),
+        )
+    except CommitFailedError as exc:
+        table = DeltaTable(uri, storage_options=lake.delta_options())
+        if (table.transaction_version(broker) or -1) >= seal.range_end:
+            log.info("range [%d, %d) was committed by another run", seal.range_start, seal.range_end)
+            return None
+        raise LakeError(f"Delta commit of [{seal.range_start}, {seal.range_end}) failed: {exc}") from exc
+    version = _commit_version(DeltaTable(uri, storage_options=lake.delta_options()), broker, seal.range_end)
+    return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, now)
+
+
+def _commit_version(table: Any, broker: str, range_end: int) -> int:
+    from lakemq.tiering.tables import META_BROKER, META_RANGE_END
+
+    for commit in table.history(limit=20):
+        if commit.get(META_BROKER) == broker and int(commit.get(META_RANGE_END, -1)) == range_end:
+            return int(commit["version"])
+    raise LakeError(f"committed range ending at {range_end} is not in the recent Delta history")
+
+
+def compact(
+    spark: "SparkSession",
+    *,
+    store_dir: str | Path,
+    lake_uri: str,
+    broker_name: str,
+    storage_options: Mapping[str, str] | None = None,
+    seal_idle_ms: int = 10 * 60_000,
+    boundary_stride: int = 8 << 20,
+    skip_corrupt: bool = False,
+    checkpoint_interval: int = 10,
+    progress: Progress | None = None,
+) -> CompactResult:
+    """Move every sealed, not yet committed CommitLog range of ``store_dir`` into the lake."""
+    began = time.monotonic()
+    lake = LakeLocation.of(lake_uri, storage_options)
+    lake.check_reachable()
+    new_seals = seal_segments(store_dir, idle_ms=seal_idle_ms, stride=boundary_stride)
+    ensure_table(lake, checkpoint_interval=checkpoint_interval)
+    manifest = Manifest.open(lake, broker_name)
+    from deltalake import DeltaTable
+
+    txn = DeltaTable(lake.table_uri(MESSAGES_TABLE), storage_options=lake.delta_options()).transaction_version(broker_name)
+    pending = pending_segments(store_dir, max(txn or 0, manifest.committed_end))
+    skipped = tuple(c for s in pending for c in s.corrupt)
+    if skipped and not skip_corrupt:
+        a, b = skipped[0]
+        raise CorruptSegmentError(
+            f"CommitLog bytes [{a}, {b}) hold no valid record; rerun with skip_corrupt to leave them out", a)
+    if pending and manifest.committed_end and pending[0].range_start != manifest.committed_end:
+        log.warning("CommitLog offsets [%d, %d) were never tiered (files gone before tiering)",
+                    manifest.committed_end, pending[0].range_start)
+    if progress:
+        progress("write", 0, len(pending))
+    files = write_segment_files(spark, store_dir=store_dir, lake=lake, segments=pending, skip_corrupt=skip_corrupt)
+    committed: list[ManifestEntry] = []
+    raced: list[int] = []
+    for i, seal in enumerate(pending):
+        entry = _commit_segment(lake, broker_name, seal, files.get(seal.range_start, []))
+        if entry is None:
+            raced.append(seal.range_start)
+        else:
+            committed.append(entry)
+            manifest = manifest.with_entries([entry])
+            manifest.save(lake)
+        if progress:
+            progress("commit", i + 1, len(pending))
+    if raced:
+        manifest = manifest.reconcile(lake)
+    manifest.save(lake)
+    return CompactResult(
+        committed=tuple(committed), already_committed=tuple(raced), sealed=len(new_seals),
+        rows=sum(e.rows for e in committed),
+        bytes_in=sum(s.range_end - s.range_start for s in pending if s.range_start not in raced),
+        skipped_corrupt=skipped, seconds=time.monotonic() - began,
+    )

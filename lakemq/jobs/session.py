@@ -1,0 +1,135 @@
+"""The SparkSession every lakemq job runs in.
+
+Settings come, weakest first, from built-in defaults, ``conf/spark-defaults.conf`` (Spark's
+``key value`` lines; ``LAKEMQ_SPARK_DEFAULTS`` names another file), the environment
+(``LAKEMQ_SPARK_MASTER``, ``LAKEMQ_SPARK_UI``) and the caller's arguments. Python workers run
+this interpreter, so they import the same lakemq and pyarrow as the driver.
+
+Delta's own Spark extension is switched on only when its jars are on the classpath (they
+come from Maven, which these machines cannot reach); without them the lake is read and
+written through lakemq's Python data sources and ``deltalake``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakemq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["DEFAULTS", "default_conf_file", "read_spark_defaults", "delta_jars", "session_conf", "build_session"]
+
+DEFAULTS: Mapping[str, str] = {
+    "spark.master": "local[*]",
+    "spark.app.name": "lakemq",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def default_conf_file() -> Path:
+    named = os.environ.get("LAKEMQ_SPARK_DEFAULTS")
+    if named:
+        return Path(named)
+    return Path(__file__).resolve().parents[2] / "conf" / "spark-defaults.conf"
+
+
+def read_spark_defaults(path: str | Path) -> dict[str, str]:
+    """Spark's defaults format: ``key value`` (or ``key=value``) per line, ``#`` comments."""
+    conf: dict[str, str] = {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read Spark defaults {path}: {exc.strerror}") from exc
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 1)
+        key, value = (parts[0], parts[1].strip()) if len(parts) == 2 else line.partition("=")[::2]
+        if not key or not value:
+            raise ConfigError(f"{path}:{lineno}: expected 'key value', got {line!r}")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def delta_jars(conf: Mapping[str, str]) -> list[str]:
+    """The delta-spark jars Spark would load: in pyspark's (or SPARK_HOME's) jars directory,
+    or listed in ``spark.jars``."""
+    import pyspark
+
+    found: list[str] = []
+    homes = [os.path.dirname(pyspark.__file__), os.environ.get("SPARK_HOME", "")]
+    for home in filter(None, homes):
+        found += glob.glob(os.path.join(home, "jars", "delta-spark_*.jar"))
+    for jar in filter(None, (j.strip() for j in conf.get("spark.jars", "").split(","))):
+        if os.path.basename(jar).startswith("delta-spark_") and os.path.exists(jar.removeprefix("file:")):
+            found.append(jar)
+    return sorted(set(found))
+
+
+def session_conf(
+    *,
+    master: str | None = None,
+    app_name: str | None = None,
+    ui_enabled: bool | None = None,
+    conf: Mapping[str, str] | None = None,
+    conf_file: str | Path | None = None,
+) -> dict[str, str]:
+    """The merged settings :func:`build_session` applies (pure, so it is testable)."""
+    merged = dict(DEFAULTS)
+    path = Path(conf_file) if conf_file is not None else default_conf_file()
+    if conf_file is not None or path.exists():
+        merged.update(read_spark_defaults(path))
+    if os.environ.get("LAKEMQ_SPARK_MASTER"):
+        merged["spark.master"] = os.environ["LAKEMQ_SPARK_MASTER"]
+    if os.environ.get("LAKEMQ_SPARK_UI"):
+        merged["spark.ui.enabled"] = os.environ["LAKEMQ_SPARK_UI"].lower()
+    merged.update(conf or {})
+    if master:
+        merged["spark.master"] = master
+    if app_name:
+        merged["spark.app.name"] = app_name
+    if ui_enabled is not None:
+        merged["spark.ui.enabled"] = str(ui_enabled).lower()
+    if delta_jars(merged):
+        merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
+        merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    return merged
+
+
+def build_session(
+    *,
+    master: str | None = None,
+    app_name: str | None = None,
+    ui_enabled: bool | None = None,
+    conf: Mapping[str, str] | None = None,
+    conf_file: str | Path | None = None,
+) -> "SparkSession":
+    """Get or create the process's SparkSession, with lakemq's data sources registered."""
+    from pyspark.sql import SparkSession
+
+    from lakemq.jobs.sources import register_sources
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    settings = session_conf(master=master, app_name=app_name, ui_enabled=ui_enabled, conf=conf, conf_file=conf_file)
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register_sources(spark)
+    return spark

@@ -1,0 +1,18 @@
+"""Registering lakemq's PySpark data sources on a session."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["register_sources"]
+
+
+def register_sources(spark: "SparkSession") -> None:
+    from lakemq.jobs.commitlog_source import CommitLogDataSource
+    from lakemq.jobs.delta_source import DeltaDataSource
+
+    spark.dataSource.register(CommitLogDataSource)
+    spark.dataSource.register(DeltaDataSource)

@@ -1,0 +1,144 @@
+"""The tiering manifest: which CommitLog ranges of a broker are in the lake.
+
+One JSON document per broker at ``{lake}/_lakemq/manifest/{broker}.json``, replaced in one
+step (a local rename or a single object PUT). The Delta log is the truth: every segment
+commit carries the range, row count and digest in its commit info and sets the app
+transaction ``(broker, range_end)``. So a lost manifest, or one a crash left behind the
+table, is rebuilt by :meth:`Manifest.reconcile` from the table's history; only the
+``verified`` marks are local knowledge, and ranges found again start unverified.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from lakemq.errors import LakeError
+from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.tables import (
+    MESSAGES_TABLE, META_BROKER, META_DIGEST, META_RANGE_END, META_RANGE_START, META_ROWS, META_SEGMENT,
+)
+
+__all__ = ["ManifestEntry", "Manifest", "manifest_path", "commit_metadata"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestEntry:
+    range_start: int
+    range_end: int
+    segment: str  # CommitLog file name
+    delta_version: int
+    rows: int
+    digest: int
+    verified: bool = False
+    committed_at_ms: int = 0
+
+
+def manifest_path(lake: LakeLocation, broker: str) -> str:
+    return lake.join("_lakemq", "manifest", f"{broker}.json")
+
+
+def commit_metadata(broker: str, segment: str, range_start: int, range_end: int, rows: int, digest: int) -> dict[str, Any]:
+    """The custom commit info of a segment commit (the digest as a string: it is a u64)."""
+    return {META_BROKER: broker, META_SEGMENT: segment, META_RANGE_START: range_start,
+            META_RANGE_END: range_end, META_ROWS: rows, META_DIGEST: str(digest)}
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    broker: str
+    entries: tuple[ManifestEntry, ...] = ()
+
+    @property
+    def committed_end(self) -> int:
+        return max((e.range_end for e in self.entries), default=0)
+
+    @property
+    def verified_end(self) -> int:
+        """End of the verified ranges that follow each other from the first one: hot
+        retention may delete CommitLog bytes below this offset."""
+        end = None
+        for e in sorted(self.entries, key=lambda e: e.range_start):
+            if not e.verified or (end is not None and e.range_start != end):
+                break
+            end = e.range_end
+        return end or 0
+
+    def entry(self, range_start: int) -> ManifestEntry | None:
+        return next((e for e in self.entries if e.range_start == range_start), None)
+
+    def with_entries(self, entries: Iterable[ManifestEntry]) -> "Manifest":
+        by_start = {e.range_start: e for e in self.entries}
+        by_start.update({e.range_start: e for e in entries})
+        return replace(self, entries=tuple(sorted(by_start.values(), key=lambda e: e.range_start)))
+
+    def mark_verified(self, range_start: int) -> "Manifest":
+        entry = self.entry(range_start)
+        if entry is None:
+            raise LakeError(f"no manifest entry for range starting at {range_start}")
+        return self.with_entries([replace(entry, verified=True)])
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, lake: LakeLocation, broker: str) -> "Manifest | None":
+        path = manifest_path(lake, broker)
+        if not lake.exists(path):
+            return None
+        try:
+            raw = json.loads(lake.read_bytes(path))
+            return cls(raw["broker"], tuple(ManifestEntry(**e) for e in raw["entries"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("manifest %s is unreadable (%s); rebuilding it from the Delta log", path, exc)
+            return None
+
+    def save(self, lake: LakeLocation) -> None:
+        doc = {"broker": self.broker, "entries": [asdict(e) for e in self.entries],
+               "saved_at_ms": int(time.time() * 1000)}
+        lake.write_bytes(manifest_path(lake, self.broker), json.dumps(doc, indent=1).encode())
+
+    # -- rebuilding from the Delta log ---------------------------------------------------------
+
+    def reconcile(self, lake: LakeLocation) -> "Manifest":
+        """Add every segment commit of this broker the Delta history has and the manifest
+        lacks (a crash after commit, before the manifest was saved; or a lost manifest)."""
+        from deltalake import DeltaTable
+
+        uri = lake.table_uri(MESSAGES_TABLE)
+        if not DeltaTable.is_deltatable(uri, storage_options=lake.delta_options()):
+            return self
+        table = DeltaTable(uri, storage_options=lake.delta_options())
+        known = {e.delta_version for e in self.entries}
+        found = []
+        for commit in table.history():
+            if commit.get(META_BROKER) != self.broker or commit["version"] in known:
+                continue
+            found.append(ManifestEntry(
+                range_start=int(commit[META_RANGE_START]), range_end=int(commit[META_RANGE_END]),
+                segment=str(commit[META_SEGMENT]), delta_version=int(commit["version"]),
+                rows=int(commit[META_ROWS]), digest=int(commit[META_DIGEST]),
+                committed_at_ms=int(commit.get("timestamp", 0)),
+            ))
+        if found:
+            log.warning("manifest for %s lacked %d committed range(s); recovered them from the Delta log",
+                        self.broker, len(found))
+        merged = self.with_entries(found)
+        txn = table.transaction_version(self.broker)
+        if txn is not None and txn > merged.committed_end:
+            raise LakeError(
+                f"Delta app transaction of {self.broker} is at {txn} but its commit history ends at "
+                f"{merged.committed_end}: the log was cleaned past the manifest; restore the manifest file"
+            )
+        return merged
+
+    @classmethod
+    def open(cls, lake: LakeLocation, broker: str) -> "Manifest":
+        """The broker's manifest, brought up to date with the Delta log."""
+        current = cls.load(lake, broker) or cls(broker)
+        return current.reconcile(lake)

@@ -1,0 +1,191 @@
+"""Sealing CommitLog segments: deciding which byte ranges are final and may go to the lake.
+
+A CommitLog file is sealed once it is full (it is not the last file, or it ends in the
+blank record), or, for the last file, once nothing was written to it for ``idle_ms``: then
+the range up to its last record is sealed and a later seal takes the rest. Each sealed range
+gets a seal file ``{store}/tiering/seals/{range start, 20 digits}.json`` holding
+
+- the range ``[range_start, range_end)`` (``range_end`` is the file end for a full file,
+  and the Delta app-transaction version of the commit that carries the range);
+- ``boundaries``: the CommitLog offset of the first record starting in every ``stride``
+  bytes, so readers split the range into byte ranges that begin on records;
+- the row count and digest (:mod:`lakemq.tiering.digest`) of the records, computed from the
+  file's bytes with every CRC checked, for verifying the lake later;
+- ``corrupt``: byte ranges that hold no valid record (reported; the lake job refuses them
+  unless told to skip).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import mmap
+import os
+import struct
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lakemq.common.record import BODY_POS, HEAD
+from lakemq.tiering.digest import body_crc32c, digest_of
+from lakemq.tiering.walk import Walk, walk_records
+
+__all__ = ["CommitLogFile", "SealedSegment", "commitlog_files", "seal_dir", "load_seals", "seal_segments"]
+
+log = logging.getLogger(__name__)
+
+_BODY_LEN = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLogFile:
+    path: Path
+    start: int
+    size: int
+    mtime_ms: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+@dataclass(frozen=True, slots=True)
+class SealedSegment:
+    file_name: str
+    file_start: int
+    file_size: int
+    range_start: int
+    range_end: int
+    data_end: int  # end of the last record; range_end - data_end is the blank tail
+    full: bool
+    rows: int
+    digest: int
+    boundaries: tuple[int, ...]
+    corrupt: tuple[tuple[int, int], ...]
+    sealed_at_ms: int
+
+    def byte_ranges(self) -> list[tuple[int, int]]:
+        """CommitLog offset ranges, each starting on a record, covering the sealed records."""
+        edges = [b for b in self.boundaries if b < self.data_end] + [self.data_end]
+        return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "SealedSegment":
+        raw = json.loads(text)
+        raw["boundaries"] = tuple(raw["boundaries"])
+        raw["corrupt"] = tuple(tuple(c) for c in raw["corrupt"])
+        return cls(**raw)
+
+
+def commitlog_files(store_dir: str | Path) -> list[CommitLogFile]:
+    directory = Path(store_dir) / "commitlog"
+    if not directory.is_dir():
+        return []
+    files = []
+    for path in directory.iterdir():
+        if len(path.name) == 20 and path.name.isdigit() and path.is_file():
+            st = path.stat()
+            files.append(CommitLogFile(path, int(path.name), st.st_size, int(st.st_mtime * 1000)))
+    return sorted(files, key=lambda f: f.start)
+
+
+def seal_dir(store_dir: str | Path) -> Path:
+    return Path(store_dir) / "tiering" / "seals"
+
+
+def load_seals(store_dir: str | Path) -> list[SealedSegment]:
+    directory = seal_dir(store_dir)
+    if not directory.is_dir():
+        return []
+    seals = [SealedSegment.from_json(p.read_text()) for p in directory.glob("*.json")]
+    return sorted(seals, key=lambda s: s.range_start)
+
+
+def _write_seal(store_dir: str | Path, seal: SealedSegment) -> None:
+    directory = seal_dir(store_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{seal.range_start:020d}.json"
+    tmp = path.with_suffix(".json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(seal.to_json())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _boundaries(starts: np.ndarray, first: int, stop: int, stride: int) -> np.ndarray:
+    if not len(starts):
+        return starts
+    targets = np.arange(first, stop, stride, dtype=np.int64)
+    idx = np.unique(np.searchsorted(starts, targets))
+    return starts[idx[idx < len(starts)]]
+
+
+def _digest(buf: mmap.mmap, base: int, starts: np.ndarray) -> int:
+    bodies = []
+    for pos in starts.tolist():
+        (body_len,) = _BODY_LEN.unpack_from(buf, pos + HEAD.size)
+        bodies.append(buf[pos + BODY_POS : pos + BODY_POS + body_len])
+    return digest_of(starts + base, body_crc32c(bodies))
+
+
+def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, stride: int) -> SealedSegment | None:
+    with open(f.path, "rb") as fh:
+        if f.size == 0:
+            return None
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            pos = from_offset - f.start
+            walk: Walk = walk_records(buf, f.start, pos, f.size, verify=True, on_bad="stop" if last else "resync")
+            corrupt = list(walk.corrupt)
+            if walk.blank_at is not None:
+                data_end, range_end, full = f.start + walk.blank_at, f.end, True
+            elif not last:
+                # A file the writer moved past must end in a blank record; what is left is damage.
+                if walk.stop < f.size:
+                    corrupt.append((walk.stop, f.size))
+                data_end, range_end, full = f.start + walk.stop, f.end, True
+            elif idle and walk.stop > pos:
+                data_end = range_end = f.start + walk.stop
+                full = False
+            else:
+                return None
+            starts = walk.starts
+            bounds = _boundaries(starts, pos, walk.stop, stride)
+            seal = SealedSegment(
+                file_name=f.path.name, file_start=f.start, file_size=f.size, range_start=from_offset,
+                range_end=range_end, data_end=data_end, full=full, rows=int(len(starts)),
+                digest=_digest(buf, f.start, starts), boundaries=tuple(int(b) + f.start for b in bounds),
+                corrupt=tuple((a + f.start, b + f.start) for a, b in corrupt), sealed_at_ms=int(time.time() * 1000),
+            )
+    for a, b in seal.corrupt:
+        log.error("CommitLog %s: no valid record in offsets [%d, %d)", f.path.name, a, b)
+    return seal
+
+
+def seal_segments(
+    store_dir: str | Path, *, idle_ms: int, stride: int = 8 << 20, now_ms: int | None = None
+) -> list[SealedSegment]:
+    """Seal what became final since the last call; returns the new seals (oldest first)."""
+    files = commitlog_files(store_dir)
+    sealed_to: dict[int, int] = {}
+    for s in load_seals(store_dir):
+        sealed_to[s.file_start] = max(sealed_to.get(s.file_start, s.file_start), s.range_end)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    new: list[SealedSegment] = []
+    for i, f in enumerate(files):
+        start = sealed_to.get(f.start, f.start)
+        if start >= f.end:
+            continue
+        last = i == len(files) - 1
+        seal = _seal_file(f, start, last=last, idle=now - f.mtime_ms >= idle_ms, stride=stride)
+        if seal is None:
+            continue
+        _write_seal(store_dir, seal)
+        log.info("sealed CommitLog [%d, %d): %d records", seal.range_start, seal.range_end, seal.rows)
+        new.append(seal)
+    return new

@@ -1,0 +1,77 @@
+"""The lake's tables: names, the ``messages`` schema, and what tiering writes in commit info.
+
+One physical Delta table, ``messages``, partitioned by ``topic`` and ``store_date`` (UTC),
+holds every CommitLog record; ``kind`` keeps RocketMQ's system records apart from user
+topics (SQL views select by it), and one Delta commit per sealed segment range covers all
+kinds at once, so exactly-once needs a single app transaction. Timestamps stay RocketMQ's
+epoch milliseconds; ``body`` is the stored body (compressed when ``sys_flag`` says so).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import pyarrow as pa
+
+__all__ = [
+    "MESSAGES_TABLE", "PARTITION_COLUMNS", "MESSAGES_SCHEMA", "DATA_SCHEMA", "SPARK_DDL", "SPARK_ARROW_SCHEMA",
+    "KIND_NORMAL", "KIND_SCHEDULE", "KIND_TRANS_HALF", "KIND_TRANS_OP", "SYSTEM_TOPIC_KINDS",
+    "META_BROKER", "META_RANGE_START", "META_RANGE_END", "META_ROWS", "META_DIGEST", "META_SEGMENT",
+]
+
+MESSAGES_TABLE: Final = "messages"
+PARTITION_COLUMNS: Final = ("topic", "store_date")
+
+KIND_NORMAL: Final = "normal"
+KIND_SCHEDULE: Final = "schedule"
+KIND_TRANS_HALF: Final = "trans_half"
+KIND_TRANS_OP: Final = "trans_op"
+SYSTEM_TOPIC_KINDS: Final = {
+    "SCHEDULE_TOPIC_XXXX": KIND_SCHEDULE,
+    "RMQ_SYS_TRANS_HALF_TOPIC": KIND_TRANS_HALF,
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC": KIND_TRANS_OP,
+}
+
+MESSAGES_SCHEMA: Final = pa.schema([
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("queue_id", pa.int32(), nullable=False),
+    pa.field("queue_offset", pa.int64(), nullable=False),
+    pa.field("commitlog_offset", pa.int64(), nullable=False),
+    pa.field("msg_id", pa.string(), nullable=False),
+    pa.field("uniq_key", pa.string()),
+    pa.field("tags", pa.string()),
+    pa.field("keys", pa.string()),
+    pa.field("properties", pa.map_(pa.string(), pa.string())),
+    pa.field("body", pa.binary()),
+    pa.field("flag", pa.int32(), nullable=False),
+    pa.field("sys_flag", pa.int32(), nullable=False),
+    pa.field("born_timestamp", pa.int64(), nullable=False),
+    pa.field("born_host", pa.string(), nullable=False),
+    pa.field("store_timestamp", pa.int64(), nullable=False),
+    pa.field("store_host", pa.string(), nullable=False),
+    pa.field("reconsume_times", pa.int32(), nullable=False),
+    pa.field("prepared_transaction_offset", pa.int64(), nullable=False),
+    pa.field("body_crc", pa.int32(), nullable=False),
+    pa.field("store_date", pa.date32(), nullable=False),
+])
+
+# Data files leave the partition columns out, as Delta expects; readers add them back.
+DATA_SCHEMA: Final = pa.schema([f for f in MESSAGES_SCHEMA if f.name not in PARTITION_COLUMNS])
+
+# What Spark expects back from a source declared by a DDL string: every field nullable.
+SPARK_ARROW_SCHEMA: Final = pa.schema([f.with_nullable(True) for f in MESSAGES_SCHEMA])
+
+_SPARK_TYPES: Final = {
+    pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.binary(): "binary",
+    pa.date32(): "date", pa.map_(pa.string(), pa.string()): "map<string,string>",
+}
+SPARK_DDL: Final = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in MESSAGES_SCHEMA)
+
+# Commit info keys tiering writes with every segment commit (custom metadata).
+META_BROKER: Final = "lakemq.broker"
+META_RANGE_START: Final = "lakemq.rangeStart"
+META_RANGE_END: Final = "lakemq.rangeEnd"
+META_ROWS: Final = "lakemq.rows"
+META_DIGEST: Final = "lakemq.digest"
+META_SEGMENT: Final = "lakemq.segment"

@@ -199,7 +199,8 @@ async def test_consume_from_first_last_and_timestamp(cluster: Cluster) -> None:
         for c in consumers:
             await c.start()
         try:
-            await wait_until(lambda: all(c.owned_queues() for c in consumers), what="queue ownership")
+            await wait_until(lambda: all(len([q for q in c.owned_queues() if q.topic == topic]) == 2
+                                         for c in consumers), what="queue ownership")
             await asyncio.sleep(1.0)  # the LAST consumer has fixed its start offsets
             for i in range(3):
                 await producer.send(Message(topic, f"new-{i}".encode()))

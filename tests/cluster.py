@@ -93,15 +93,18 @@ class ServerProcess:
         return "\n".join(parts)
 
 
-def spawn(name: str, args: Sequence[str], work_dir: Path, ready: re.Pattern[str],
-          timeout: float = BOOT_TIMEOUT) -> ServerProcess:
+def spawn(
+    name: str, args: Sequence[str], work_dir: Path, ready: re.Pattern[str], timeout: float = BOOT_TIMEOUT
+) -> ServerProcess:
     """Run ``lakemq *args`` with stdout to a file; return once ``ready`` matches a new line."""
     work_dir.mkdir(parents=True, exist_ok=True)
     out_path = work_dir / f"{name}.out"
     start = out_path.stat().st_size if out_path.exists() else 0  # a restart appends
     env = dict(os.environ, LAKEMQ_LOG_DIR=str(work_dir / "logs"), PYTHONUNBUFFERED="1")
     with open(out_path, "ab") as out:
-        proc = subprocess.Popen(lakemq_command(*args), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work_dir)
+        proc = subprocess.Popen(
+            lakemq_command(*args), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work_dir
+        )
     deadline = time.monotonic() + timeout
     while True:
         with open(out_path, "rb") as f:
@@ -134,8 +137,12 @@ class Cluster:
 
     def start_namesrv(self) -> ServerProcess:
         work_dir = self.root / "namesrv"
-        self.namesrv = spawn("namesrv", ["namesrv", "--port", "0", "--log-dir", str(work_dir / "logs")],
-                             work_dir, NAMESRV_READY)
+        self.namesrv = spawn(
+            "namesrv",
+            ["namesrv", "--port", "0", "--log-dir", str(work_dir / "logs")],
+            work_dir,
+            NAMESRV_READY,
+        )
         return self.namesrv
 
     def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
@@ -152,9 +159,24 @@ class Cluster:
         conf_path.write_text("".join(f"{k}={v}\n" for k, v in self._confs[name].items()))
         previous = self.brokers.get(name)
         port = previous.port if previous is not None else 0
-        self.brokers[name] = spawn(name, [
-            "broker", "-c", str(conf_path), "--data-dir", str(work_dir / "store"), "--port", str(port),
-            "--namesrv", self.namesrv_addr, "--log-dir", str(work_dir / "logs")], work_dir, BROKER_READY)
+        self.brokers[name] = spawn(
+            name,
+            [
+                "broker",
+                "-c",
+                str(conf_path),
+                "--data-dir",
+                str(work_dir / "store"),
+                "--port",
+                str(port),
+                "--namesrv",
+                self.namesrv_addr,
+                "--log-dir",
+                str(work_dir / "logs"),
+            ],
+            work_dir,
+            BROKER_READY,
+        )
         return self.brokers[name]
 
     def stop_broker(self, name: str = "broker-a") -> int:
@@ -187,8 +209,13 @@ class Cluster:
 
 
 @contextmanager
-def start_cluster(root: Path, brokers: Sequence[str] = ("broker-a",), broker_conf: Mapping[str, str] | None = None,
-                  *, with_namesrv: bool = True) -> Iterator[Cluster]:
+def start_cluster(
+    root: Path,
+    brokers: Sequence[str] = ("broker-a",),
+    broker_conf: Mapping[str, str] | None = None,
+    *,
+    with_namesrv: bool = True,
+) -> Iterator[Cluster]:
     cluster = Cluster(Path(root))
     failed = False
     try:

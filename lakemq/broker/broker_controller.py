@@ -30,13 +30,14 @@ from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProc
 from lakemq.broker.processor.client_manage_processor import ClientManageProcessor
 from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProcessor
 from lakemq.broker.processor.pull_processor import PullMessageProcessor
+from lakemq.broker.processor.query_processor import QueryMessageProcessor
 from lakemq.broker.processor.send_back_processor import ConsumerSendMsgBackProcessor
 from lakemq.broker.processor.send_processor import SendMessageProcessor
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
-from lakemq.broker.topic_config_manager import TopicConfigManager
+from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import StoreError
 from lakemq.remoting.client import ClientConfig, RemotingClient
@@ -68,8 +69,10 @@ class _Unavailable:
             name = RequestCode(request.code).name
         except ValueError:
             name = "unknown"
-        return request.reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                             f"request code {request.code} ({name}) not supported by this broker")
+        return request.reply(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            f"request code {request.code} ({name}) not supported by this broker",
+        )
 
 
 class BrokerController:
@@ -82,22 +85,30 @@ class BrokerController:
         self.subscription_group_manager = SubscriptionGroupManager(broker_config, config_dir)
         self.producer_manager = ProducerManager(broker_config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager(broker_config.rebalance_lock_max_live_time)
-        self.remoting_server = RemotingServer(ServerConfig(listen_host=broker_config.broker_ip1,
-                                                           listen_port=broker_config.listen_port))
+        self.remoting_server = RemotingServer(
+            ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port)
+        )
         self.remoting_client = RemotingClient(ClientConfig())
-        self.outer_api = BrokerOuterAPI(self.remoting_client, broker_config.namesrv_addr,
-                                        broker_config.register_broker_timeout_mills / 1000)
+        self.outer_api = BrokerOuterAPI(
+            self.remoting_client,
+            broker_config.namesrv_addr,
+            broker_config.register_broker_timeout_mills / 1000,
+        )
         self.store: MessageStore | None = None
         self.consumer_manager: ConsumerManager | None = None
         self.hold_service: PullRequestHoldService | None = None
-        self.send_pool = BusinessPool("SendMessageThread", broker_config.send_message_thread_pool_nums,
-                                      broker_config.send_thread_pool_queue_capacity,
-                                      broker_config.wait_time_mills_in_send_queue
-                                      if broker_config.broker_fast_failure_enable else None)
-        self.pull_pool = BusinessPool("PullMessageThread", broker_config.pull_message_thread_pool_nums,
-                                      broker_config.pull_thread_pool_queue_capacity,
-                                      broker_config.wait_time_mills_in_pull_queue
-                                      if broker_config.broker_fast_failure_enable else None)
+        self.send_pool = BusinessPool(
+            "SendMessageThread",
+            broker_config.send_message_thread_pool_nums,
+            broker_config.send_thread_pool_queue_capacity,
+            broker_config.wait_time_mills_in_send_queue if broker_config.broker_fast_failure_enable else None,
+        )
+        self.pull_pool = BusinessPool(
+            "PullMessageThread",
+            broker_config.pull_message_thread_pool_nums,
+            broker_config.pull_thread_pool_queue_capacity,
+            broker_config.wait_time_mills_in_pull_queue if broker_config.broker_fast_failure_enable else None,
+        )
         self._executors: list[ThreadPoolExecutor] = []
         self._default = _Unavailable()
         self._tasks: list[asyncio.Task[None]] = []
@@ -116,30 +127,48 @@ class BrokerController:
         self.broker_addr = f"{c.broker_ip1}:{self.remoting_server.port}"
         self.store = MessageStore(self.store_config, store_host=self.broker_addr)
         await loop.run_in_executor(None, self._load)
-        self.consumer_manager = ConsumerManager(ConsumerIdsChangeNotifier(loop, c.notify_consumer_ids_changed_enable),
-                                                c.channel_expired_timeout)
-        self.hold_service = PullRequestHoldService(self.store.get_max_offset_in_queue,
-                                                   c.pull_hold_check_interval_mills / 1000)
+        self.consumer_manager = ConsumerManager(
+            ConsumerIdsChangeNotifier(loop, c.notify_consumer_ids_changed_enable), c.channel_expired_timeout
+        )
+        self.hold_service = PullRequestHoldService(
+            self.store.get_max_offset_in_queue, c.pull_hold_check_interval_mills / 1000
+        )
         self.hold_service.start()
         hold = self.hold_service
         self.store.message_arriving_listeners.append(
             lambda topic, queue_id, offset, tags_code, _ts, _props: hold.notify_message_arriving(
-                topic, queue_id, offset, tags_code))
+                topic, queue_id, offset, tags_code
+            )
+        )
         self._register_processors()
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.send_pool.start()
         self.pull_pool.start()
-        self._register_soon = asyncio.Event()
-        self.topic_config_manager.on_change.append(lambda _tc: loop.call_soon_threadsafe(self._register_soon.set))
+        register_soon = self._register_soon = asyncio.Event()
+
+        def topic_changed(_tc: TopicConfig) -> None:  # called from pool threads
+            loop.call_soon_threadsafe(register_soon.set)
+
+        self.topic_config_manager.on_change.append(topic_changed)
         self._default.started = True
         accepted = await self.register_broker_all()  # routes exist once start() returns
         self._tasks = [
-            loop.create_task(self._every(c.flush_consumer_offset_interval, self._persist_offsets), name="persist-offsets"),
-            loop.create_task(self._every(c.client_housekeeping_interval, self._scan_clients), name="client-housekeeping"),
+            loop.create_task(
+                self._every(c.flush_consumer_offset_interval, self._persist_offsets), name="persist-offsets"
+            ),
+            loop.create_task(
+                self._every(c.client_housekeeping_interval, self._scan_clients), name="client-housekeeping"
+            ),
             loop.create_task(self._register_periodically(), name="register-broker"),
         ]
-        log.info("broker %s (%s, cluster %s) started; registered with %d of name servers %s", c.broker_name,
-                 self.broker_addr, c.broker_cluster_name, accepted, ";".join(c.namesrv_addr))
+        log.info(
+            "broker %s (%s, cluster %s) started; registered with %d of name servers %s",
+            c.broker_name,
+            self.broker_addr,
+            c.broker_cluster_name,
+            accepted,
+            ";".join(c.namesrv_addr),
+        )
 
     def _load(self) -> None:
         assert self.store is not None
@@ -158,27 +187,63 @@ class BrokerController:
     def _register_processors(self) -> None:
         assert self.store is not None and self.consumer_manager is not None and self.hold_service is not None
         c, server = self.broker_config, self.remoting_server
-        send = SendMessageProcessor(c, self.store, self.topic_config_manager, self.subscription_group_manager,
-                                    self.send_pool)
+        send = SendMessageProcessor(
+            c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool
+        )
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             server.register_processor(code, send)
-        server.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, ConsumerSendMsgBackProcessor(
-            c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool))
-        server.register_processor(RequestCode.PULL_MESSAGE, PullMessageProcessor(
-            c, self.store, self.topic_config_manager, self.subscription_group_manager, self.consumer_manager,
-            self.consumer_offset_manager, self.hold_service, self.pull_pool))
-        client_manage = ClientManageProcessor(c, self.topic_config_manager, self.subscription_group_manager,
-                                              self.consumer_manager, self.producer_manager)
+        server.register_processor(
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            ConsumerSendMsgBackProcessor(
+                c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool
+            ),
+        )
+        server.register_processor(
+            RequestCode.PULL_MESSAGE,
+            PullMessageProcessor(
+                c,
+                self.store,
+                self.topic_config_manager,
+                self.subscription_group_manager,
+                self.consumer_manager,
+                self.consumer_offset_manager,
+                self.hold_service,
+                self.pull_pool,
+            ),
+        )
+        client_manage = ClientManageProcessor(
+            c,
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.consumer_manager,
+            self.producer_manager,
+        )
         client_pool = self._executor("ClientManageThread", c.client_manage_thread_pool_nums)
         for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
             server.register_processor(code, client_manage, client_pool)
-        consumer_manage = ConsumerManageProcessor(self.store, self.consumer_manager, self.consumer_offset_manager)
+        consumer_manage = ConsumerManageProcessor(
+            self.store, self.consumer_manager, self.consumer_offset_manager
+        )
         consumer_pool = self._executor("ConsumerManageThread", c.consumer_manage_thread_pool_nums)
-        for code in (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.UPDATE_CONSUMER_OFFSET,
-                     RequestCode.QUERY_CONSUMER_OFFSET):
+        for code in (
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+        ):
             server.register_processor(code, consumer_manage, consumer_pool)
-        admin = AdminBrokerProcessor(c, self.store, self.topic_config_manager, self.subscription_group_manager,
-                                     self.consumer_offset_manager, self.rebalance_lock_manager, self.runtime_info)
+        query = QueryMessageProcessor(self.store)
+        query_pool = self._executor("QueryMessageThread", c.query_message_thread_pool_nums)
+        for code in (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID):
+            server.register_processor(code, query, query_pool)
+        admin = AdminBrokerProcessor(
+            c,
+            self.store,
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.consumer_offset_manager,
+            self.rebalance_lock_manager,
+            self.runtime_info,
+        )
         admin_pool = self._executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
         for code in ADMIN_CODES:
             server.register_processor(code, admin, admin_pool)
@@ -220,8 +285,9 @@ class BrokerController:
     async def register_broker_all(self) -> int:
         """Register with every NameServer now; returns how many accepted."""
         wrapper = self.topic_config_manager.encode()
-        return await self.outer_api.register_broker_all(self.identity, wrapper["topicConfigTable"],
-                                                        self.topic_config_manager.data_version)
+        return await self.outer_api.register_broker_all(
+            self.identity, wrapper["topicConfigTable"], self.topic_config_manager.data_version
+        )
 
     async def _register_periodically(self) -> None:
         assert self._register_soon is not None
@@ -234,7 +300,9 @@ class BrokerController:
             self._register_soon.clear()
             try:
                 accepted = await self.register_broker_all()
-                log.debug("registered with %d of %d name servers", accepted, len(self.broker_config.namesrv_addr))
+                log.debug(
+                    "registered with %d of %d name servers", accepted, len(self.broker_config.namesrv_addr)
+                )
             except Exception:
                 log.exception("registering with the name servers failed")
 
@@ -252,7 +320,9 @@ class BrokerController:
 
     async def _scan_clients(self) -> None:
         assert self.consumer_manager is not None
-        for client in self.consumer_manager.scan_not_active_channel() + self.producer_manager.scan_not_active_channel():
+        for client in (
+            self.consumer_manager.scan_not_active_channel() + self.producer_manager.scan_not_active_channel()
+        ):
             if isinstance(client.channel, RemotingConnection):
                 client.channel.close()
 
@@ -282,4 +352,3 @@ class BrokerController:
             "storePathRootDir": self.store_config.store_path_root_dir,
         }
         return {k: str(v) for k, v in info.items()}
-

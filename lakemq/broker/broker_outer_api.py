@@ -54,25 +54,47 @@ class BrokerOuterAPI:
         self._addrs = tuple(namesrv_addrs)
         self._timeout = timeout_s
 
-    async def register_broker_all(self, broker: BrokerIdentity, topic_config_table: dict[str, dict[str, Any]],
-                                  data_version: DataVersion) -> int:
+    async def register_broker_all(
+        self, broker: BrokerIdentity, topic_config_table: dict[str, dict[str, Any]], data_version: DataVersion
+    ) -> int:
         """Register with every NameServer at once; returns how many accepted."""
-        body = bodies.RegisterBrokerBody(topic_config_table, bodies.DataVersion(
-            data_version.timestamp, data_version.counter)).encode()
-        fields = encode_header(RegisterBrokerRequestHeader(
-            broker_name=broker.broker_name, broker_addr=broker.broker_addr, cluster_name=broker.cluster_name,
-            ha_server_addr="", broker_id=broker.broker_id, compressed=False,
-            body_crc32=zlib.crc32(body) & 0x7FFFFFFF))
-        results = await asyncio.gather(*(
-            self._call(addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body)) for addr in self._addrs))
+        body = bodies.RegisterBrokerBody(
+            topic_config_table, bodies.DataVersion(data_version.timestamp, data_version.counter)
+        ).encode()
+        fields = encode_header(
+            RegisterBrokerRequestHeader(
+                broker_name=broker.broker_name,
+                broker_addr=broker.broker_addr,
+                cluster_name=broker.cluster_name,
+                ha_server_addr="",
+                broker_id=broker.broker_id,
+                compressed=False,
+                body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+            )
+        )
+        results = await asyncio.gather(
+            *(
+                self._call(addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body))
+                for addr in self._addrs
+            )
+        )
         return sum(results)
 
     async def unregister_broker_all(self, broker: BrokerIdentity) -> int:
-        fields = encode_header(UnregisterBrokerRequestHeader(
-            broker_name=broker.broker_name, broker_addr=broker.broker_addr, cluster_name=broker.cluster_name,
-            broker_id=broker.broker_id))
-        results = await asyncio.gather(*(
-            self._call(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields)) for addr in self._addrs))
+        fields = encode_header(
+            UnregisterBrokerRequestHeader(
+                broker_name=broker.broker_name,
+                broker_addr=broker.broker_addr,
+                cluster_name=broker.cluster_name,
+                broker_id=broker.broker_id,
+            )
+        )
+        results = await asyncio.gather(
+            *(
+                self._call(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields))
+                for addr in self._addrs
+            )
+        )
         return sum(results)
 
     async def _call(self, addr: str, request: RemotingCommand) -> bool:
@@ -82,8 +104,13 @@ class BrokerOuterAPI:
             log.warning("name server %s: %s failed: %s", addr, RequestCode(request.code).name, exc)
             return False
         if response.code != ResponseCode.SUCCESS:
-            log.warning("name server %s refused %s: code %d %s", addr, RequestCode(request.code).name,
-                        response.code, response.remark)
+            log.warning(
+                "name server %s refused %s: code %d %s",
+                addr,
+                RequestCode(request.code).name,
+                response.code,
+                response.remark,
+            )
             return False
         return True
 
@@ -103,8 +130,11 @@ class ConsumerIdsChangeNotifier:
         fields = encode_header(NotifyConsumerIdsChangedRequestHeader(group))
         for channel in channels:
             if isinstance(channel, RemotingConnection):
-                coro = self._notify(channel, RemotingCommand.request(
-                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, fields, oneway=True), group)
+                coro = self._notify(
+                    channel,
+                    RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, fields, oneway=True),
+                    group,
+                )
                 asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     @staticmethod

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -56,7 +57,9 @@ class BusinessPool:
 
     def start(self) -> None:
         if self._max_wait_s is not None:
-            self._cleaner = asyncio.get_running_loop().create_task(self._clean_expired(), name=f"{self.name}-clean")
+            self._cleaner = asyncio.get_running_loop().create_task(
+                self._clean_expired(), name=f"{self.name}-clean"
+            )
 
     async def shutdown(self) -> None:
         if self._cleaner is not None:
@@ -68,15 +71,19 @@ class BusinessPool:
         while self._pending:
             job = self._pending.popleft()
             if not job.future.done():
-                job.future.set_exception(ServiceNotAvailableError(ResponseCode.SERVICE_NOT_AVAILABLE, "broker is shutting down"))
+                job.future.set_exception(
+                    ServiceNotAvailableError(ResponseCode.SERVICE_NOT_AVAILABLE, "broker is shutting down")
+                )
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on a worker thread when one is free; raises SystemBusyError on overload."""
         if len(self._pending) >= self._capacity:
             self.rejected += 1
-            raise SystemBusyError(ResponseCode.SYSTEM_BUSY,
-                                  f"[OVERLOAD]system busy, start flow control for a while ({self.name} queue full)")
+            raise SystemBusyError(
+                ResponseCode.SYSTEM_BUSY,
+                f"[OVERLOAD]system busy, start flow control for a while ({self.name} queue full)",
+            )
         loop = asyncio.get_running_loop()
         job = _Job(time.monotonic(), loop.create_future(), fn)
         self._pending.append(job)
@@ -91,7 +98,7 @@ class BusinessPool:
                 continue
             self._running += 1
             work = loop.run_in_executor(self._executor, job.fn)
-            work.add_done_callback(lambda w, job=job: self._finished(job, w))
+            work.add_done_callback(functools.partial(self._finished, job))
 
     def _finished(self, job: _Job, work: asyncio.Future[Any]) -> None:
         self._running -= 1
@@ -115,7 +122,10 @@ class BusinessPool:
                     continue
                 self.rejected += 1
                 waited_ms = int((now - job.enqueued) * 1000)
-                job.future.set_exception(SystemBusyError(
-                    ResponseCode.SYSTEM_BUSY,
-                    f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
-                    f"{waited_ms}ms, size of queue: {len(self._pending)}"))
+                job.future.set_exception(
+                    SystemBusyError(
+                        ResponseCode.SYSTEM_BUSY,
+                        f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
+                        f"{waited_ms}ms, size of queue: {len(self._pending)}",
+                    )
+                )

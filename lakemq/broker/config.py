@@ -48,8 +48,11 @@ class PermName:
 
     @staticmethod
     def to_string(perm: int) -> str:
-        return ("R" if perm & PermName.PERM_READ else "-") + (
-            "W" if perm & PermName.PERM_WRITE else "-") + ("X" if perm & PermName.PERM_INHERIT else "-")
+        return (
+            ("R" if perm & PermName.PERM_READ else "-")
+            + ("W" if perm & PermName.PERM_WRITE else "-")
+            + ("X" if perm & PermName.PERM_INHERIT else "-")
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ class BrokerConfig:
     admin_broker_thread_pool_nums: int = 4
     client_manage_thread_pool_nums: int = 4
     consumer_manage_thread_pool_nums: int = 4
+    query_message_thread_pool_nums: int = 4
     send_thread_pool_queue_capacity: int = 10_000
     pull_thread_pool_queue_capacity: int = 100_000
     client_manager_thread_pool_queue_capacity: int = 100_000
@@ -111,23 +115,37 @@ class BrokerConfig:
             host, sep, port = addr.rpartition(":")
             if not sep or not host or not port.isdigit():
                 raise ConfigError(f"namesrvAddr entry {addr!r} is not host:port")
-        positive = ("default_topic_queue_nums", "send_message_thread_pool_nums",
-                    "pull_message_thread_pool_nums", "admin_broker_thread_pool_nums",
-                    "client_manage_thread_pool_nums", "consumer_manage_thread_pool_nums",
-                    "send_thread_pool_queue_capacity", "pull_thread_pool_queue_capacity",
-                    "client_manager_thread_pool_queue_capacity",
-                    "consumer_manager_thread_pool_queue_capacity",
-                    "admin_broker_thread_pool_queue_capacity", "wait_time_mills_in_send_queue",
-                    "wait_time_mills_in_pull_queue", "short_polling_time_mills",
-                    "pull_hold_check_interval_mills", "flush_consumer_offset_interval",
-                    "register_name_server_period", "register_broker_timeout_mills",
-                    "channel_expired_timeout", "client_housekeeping_interval",
-                    "rebalance_lock_max_live_time")
+        positive = (
+            "default_topic_queue_nums",
+            "send_message_thread_pool_nums",
+            "pull_message_thread_pool_nums",
+            "admin_broker_thread_pool_nums",
+            "client_manage_thread_pool_nums",
+            "consumer_manage_thread_pool_nums",
+            "query_message_thread_pool_nums",
+            "send_thread_pool_queue_capacity",
+            "pull_thread_pool_queue_capacity",
+            "client_manager_thread_pool_queue_capacity",
+            "consumer_manager_thread_pool_queue_capacity",
+            "admin_broker_thread_pool_queue_capacity",
+            "wait_time_mills_in_send_queue",
+            "wait_time_mills_in_pull_queue",
+            "short_polling_time_mills",
+            "pull_hold_check_interval_mills",
+            "flush_consumer_offset_interval",
+            "register_name_server_period",
+            "register_broker_timeout_mills",
+            "channel_expired_timeout",
+            "client_housekeeping_interval",
+            "rebalance_lock_max_live_time",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.broker_permission & ~(PermName.PERM_READ | PermName.PERM_WRITE):
-            raise ConfigError(f"brokerPermission may only hold read (4) and write (2), got {self.broker_permission}")
+            raise ConfigError(
+                f"brokerPermission may only hold read (4) and write (2), got {self.broker_permission}"
+            )
 
     @property
     def broker_addr(self) -> str:

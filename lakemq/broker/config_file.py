@@ -84,7 +84,7 @@ class DataVersion:
         return {"timestamp": self.timestamp, "counter": self.counter}
 
     @classmethod
-    def from_json(cls, data: Any) -> "DataVersion":
+    def from_json(cls, data: Any) -> DataVersion:
         if not isinstance(data, dict):
             return cls()
         return cls(int(data.get("timestamp", 0)), int(data.get("counter", 0)))

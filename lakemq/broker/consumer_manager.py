@@ -68,10 +68,15 @@ class ConsumerGroupInfo:
     def all_channels(self) -> list[Hashable]:
         return list(self.channel_info_table)
 
-    def update_channel(self, info: ClientChannelInfo, consume_type: str, message_model: str,
-                       consume_from_where: str) -> bool:
+    def update_channel(
+        self, info: ClientChannelInfo, consume_type: str, message_model: str, consume_from_where: str
+    ) -> bool:
         """Record a heartbeat; True when this channel is new to the group."""
-        self.consume_type, self.message_model, self.consume_from_where = consume_type, message_model, consume_from_where
+        self.consume_type, self.message_model, self.consume_from_where = (
+            consume_type,
+            message_model,
+            consume_from_where,
+        )
         old = self.channel_info_table.get(info.channel)
         self.last_update_timestamp = now_ms()
         if old is None:
@@ -79,7 +84,12 @@ class ConsumerGroupInfo:
             log.info("new consumer %s in group %s from %s", info.client_id, self.group_name, info.remote_addr)
             return True
         if old.client_id != info.client_id:
-            log.warning("channel of group %s changed client id %s -> %s", self.group_name, old.client_id, info.client_id)
+            log.warning(
+                "channel of group %s changed client id %s -> %s",
+                self.group_name,
+                old.client_id,
+                info.client_id,
+            )
             old.client_id = info.client_id
         old.last_update_timestamp = info.last_update_timestamp
         return False
@@ -104,7 +114,9 @@ class ConsumerGroupInfo:
 
 
 class ConsumerManager:
-    def __init__(self, listener: ConsumerIdsChangeListener, channel_expired_timeout_ms: int = 120_000) -> None:
+    def __init__(
+        self, listener: ConsumerIdsChangeListener, channel_expired_timeout_ms: int = 120_000
+    ) -> None:
         self._listener = listener
         self._expiry_ms = channel_expired_timeout_ms
         self._lock = threading.RLock()
@@ -122,14 +134,22 @@ class ConsumerManager:
         return info.subscription_table.get(topic) if info else None
 
     def register_consumer(
-        self, group: str, info: ClientChannelInfo, consume_type: str, message_model: str,
-        consume_from_where: str, subscriptions: Iterable[SubscriptionData], notify: bool = True,
+        self,
+        group: str,
+        info: ClientChannelInfo,
+        consume_type: str,
+        message_model: str,
+        consume_from_where: str,
+        subscriptions: Iterable[SubscriptionData],
+        notify: bool = True,
     ) -> bool:
         """Record a consumer heartbeat; True when the group's members or topics changed."""
         with self._lock:
             group_info = self._table.get(group)
             if group_info is None:
-                group_info = self._table[group] = ConsumerGroupInfo(group, consume_type, message_model, consume_from_where)
+                group_info = self._table[group] = ConsumerGroupInfo(
+                    group, consume_type, message_model, consume_from_where
+                )
             new_channel = group_info.update_channel(info, consume_type, message_model, consume_from_where)
             new_topics = group_info.update_subscription(subscriptions)
             channels = group_info.all_channels()
@@ -162,10 +182,17 @@ class ConsumerManager:
         expired: list[tuple[str, ClientChannelInfo]] = []
         with self._lock:
             for group, info in self._table.items():
-                expired += [(group, c) for c in info.channel_info_table.values() if c.last_update_timestamp < deadline]
+                expired += [
+                    (group, c) for c in info.channel_info_table.values() if c.last_update_timestamp < deadline
+                ]
         for group, client in expired:
-            log.warning("consumer %s of group %s from %s expired: no heartbeat for %d ms",
-                        client.client_id, group, client.remote_addr, now_ms() - client.last_update_timestamp)
+            log.warning(
+                "consumer %s of group %s from %s expired: no heartbeat for %d ms",
+                client.client_id,
+                group,
+                client.remote_addr,
+                now_ms() - client.last_update_timestamp,
+            )
             self.unregister_consumer(group, client.channel)
         return [client for _, client in expired]
 

@@ -44,8 +44,11 @@ class ConsumerOffsetManager:
 
     def encode(self) -> dict[str, Any]:
         with self._lock:
-            return {"offsetTable": {key: {str(q): o for q, o in offsets.items()}
-                                    for key, offsets in self._table.items()}}
+            return {
+                "offsetTable": {
+                    key: {str(q): o for q, o in offsets.items()} for key, offsets in self._table.items()
+                }
+            }
 
     def persist(self, *, force: bool = False) -> bool:
         """Write the table if it changed since the last write (or ``force``); True if written."""
@@ -69,7 +72,14 @@ class ConsumerOffsetManager:
             offsets[queue_id] = offset
             self._dirty = True
         if previous is not None and offset < previous:
-            log.info("offset of %s queue %d moved back %d -> %d by %s", key, queue_id, previous, offset, client_host)
+            log.info(
+                "offset of %s queue %d moved back %d -> %d by %s",
+                key,
+                queue_id,
+                previous,
+                offset,
+                client_host,
+            )
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed one for this queue."""
@@ -82,13 +92,19 @@ class ConsumerOffsetManager:
 
     def which_topic_by_consumer(self, group: str) -> set[str]:
         with self._lock:
-            return {k.rpartition(TOPIC_GROUP_SEPARATOR)[0] for k in self._table
-                    if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group}
+            return {
+                k.rpartition(TOPIC_GROUP_SEPARATOR)[0]
+                for k in self._table
+                if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group
+            }
 
     def which_group_by_topic(self, topic: str) -> set[str]:
         with self._lock:
-            return {k.rpartition(TOPIC_GROUP_SEPARATOR)[2] for k in self._table
-                    if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic}
+            return {
+                k.rpartition(TOPIC_GROUP_SEPARATOR)[2]
+                for k in self._table
+                if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic
+            }
 
     def remove_topic(self, topic: str) -> None:
         with self._lock:

@@ -59,7 +59,9 @@ def build_subscription_data(
     if expression_type != EXPRESSION_TYPE_TAG:
         if expression_type != EXPRESSION_TYPE_SQL92 or not sub_string:
             raise SubscriptionParseError(f"unknown expression type {expression_type!r}")
-        return SubscriptionData(topic, sub_string.strip(), sub_version=version, expression_type=expression_type)
+        return SubscriptionData(
+            topic, sub_string.strip(), sub_version=version, expression_type=expression_type
+        )
     text = (sub_string or "").strip()
     if not text or text == SUB_ALL:
         return SubscriptionData(topic, SUB_ALL, sub_version=version)
@@ -72,10 +74,19 @@ def build_subscription_data(
 def from_heartbeat(sub: bodies.SubscriptionData) -> SubscriptionData:
     """A heartbeat's subscription; tags and codes are re-derived from ``subString`` so the
     codes always match the broker's own hashing."""
-    parsed = build_subscription_data(sub.topic, sub.sub_string, sub.expression_type, sub_version=sub.sub_version)
+    parsed = build_subscription_data(
+        sub.topic, sub.sub_string, sub.expression_type, sub_version=sub.sub_version
+    )
     if sub.class_filter_mode:
-        return SubscriptionData(parsed.topic, parsed.sub_string, parsed.tags_set, parsed.code_set,
-                                parsed.sub_version, parsed.expression_type, True)
+        return SubscriptionData(
+            parsed.topic,
+            parsed.sub_string,
+            parsed.tags_set,
+            parsed.code_set,
+            parsed.sub_version,
+            parsed.expression_type,
+            True,
+        )
     return parsed
 
 

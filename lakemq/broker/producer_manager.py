@@ -52,10 +52,16 @@ class ProducerManager:
     def scan_not_active_channel(self) -> list[ClientChannelInfo]:
         deadline = now_ms() - self._expiry_ms
         with self._lock:
-            expired = [(g, c) for g, channels in self._table.items() for c in channels.values()
-                       if c.last_update_timestamp < deadline]
+            expired = [
+                (g, c)
+                for g, channels in self._table.items()
+                for c in channels.values()
+                if c.last_update_timestamp < deadline
+            ]
         for group, client in expired:
-            log.warning("producer %s of group %s from %s expired", client.client_id, group, client.remote_addr)
+            log.warning(
+                "producer %s of group %s from %s expired", client.client_id, group, client.remote_addr
+            )
             self.unregister_producer(group, client.channel)
         return [client for _, client in expired]
 

@@ -59,8 +59,14 @@ class PullRequestHoldService:
     def held_count(self) -> int:
         return sum(len(v) for v in self._held.values())
 
-    async def hold(self, topic: str, queue_id: int, pull_from_offset: int, timeout_s: float,
-                   message_filter: MessageFilter | None = None) -> bool:
+    async def hold(
+        self,
+        topic: str,
+        queue_id: int,
+        pull_from_offset: int,
+        timeout_s: float,
+        message_filter: MessageFilter | None = None,
+    ) -> bool:
         """Wait until the queue holds a message at or after ``pull_from_offset`` that the
         filter may accept; True when woken by one, False on timeout."""
         loop = asyncio.get_running_loop()
@@ -83,8 +89,9 @@ class PullRequestHoldService:
                 if not waiters:
                     del self._held[key]
 
-    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int,
-                                tags_code: int | None = None) -> None:
+    def notify_message_arriving(
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None
+    ) -> None:
         """Called from any thread (the store's reput) after a message is dispatched;
         ``max_offset`` is the queue's offset after it."""
         loop = self._loop
@@ -99,8 +106,11 @@ class PullRequestHoldService:
         for held in list(self._held.get((topic, queue_id), ())):
             if held.future.done() or max_offset <= held.pull_from_offset:
                 continue
-            if tags_code is not None and held.message_filter is not None \
-                    and not held.message_filter.is_matched_by_consume_queue(tags_code):
+            if (
+                tags_code is not None
+                and held.message_filter is not None
+                and not held.message_filter.is_matched_by_consume_queue(tags_code)
+            ):
                 continue
             held.future.set_result(True)
 

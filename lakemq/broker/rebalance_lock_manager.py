@@ -30,7 +30,11 @@ class RebalanceLockManager:
         self._table: dict[str, dict[MessageQueue, _LockEntry]] = {}
 
     def _held_by(self, entry: _LockEntry | None, client_id: str, now: int) -> bool:
-        return entry is not None and entry.client_id == client_id and now - entry.last_update_timestamp <= self._max_live_ms
+        return (
+            entry is not None
+            and entry.client_id == client_id
+            and now - entry.last_update_timestamp <= self._max_live_ms
+        )
 
     def try_lock_batch(self, group: str, mqs: Iterable[MessageQueue], client_id: str) -> set[MessageQueue]:
         """Lock (or renew) what is free or already ours; returns the queues ``client_id`` holds."""
@@ -40,7 +44,11 @@ class RebalanceLockManager:
             table = self._table.setdefault(group, {})
             for mq in mqs:
                 entry = table.get(mq)
-                if entry is None or entry.client_id == client_id or now - entry.last_update_timestamp > self._max_live_ms:
+                if (
+                    entry is None
+                    or entry.client_id == client_id
+                    or now - entry.last_update_timestamp > self._max_live_ms
+                ):
                     table[mq] = _LockEntry(client_id, now)
                     locked.add(mq)
         return locked

@@ -25,15 +25,20 @@ log = logging.getLogger(__name__)
 SYSTEM_GROUPS: Final = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_SYS_RMQ_TRANS")
 
 _FIELDS: Final = (
-    ("group_name", "groupName"), ("consume_enable", "consumeEnable"),
+    ("group_name", "groupName"),
+    ("consume_enable", "consumeEnable"),
     ("consume_from_min_enable", "consumeFromMinEnable"),
-    ("consume_broadcast_enable", "consumeBroadcastEnable"), ("retry_queue_nums", "retryQueueNums"),
-    ("retry_max_times", "retryMaxTimes"), ("broker_id", "brokerId"),
+    ("consume_broadcast_enable", "consumeBroadcastEnable"),
+    ("retry_queue_nums", "retryQueueNums"),
+    ("retry_max_times", "retryMaxTimes"),
+    ("broker_id", "brokerId"),
     ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
     ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
 )
 
-_INT_FIELDS: Final = frozenset({"retry_queue_nums", "retry_max_times", "broker_id", "which_broker_when_consume_slowly"})
+_INT_FIELDS: Final = frozenset(
+    {"retry_queue_nums", "retry_max_times", "broker_id", "which_broker_when_consume_slowly"}
+)
 
 
 def _as_bool(value: Any) -> bool:
@@ -65,7 +70,7 @@ class SubscriptionGroupConfig:
         return {camel: getattr(self, snake) for snake, camel in _FIELDS}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SubscriptionGroupConfig":
+    def from_json(cls, data: dict[str, Any]) -> SubscriptionGroupConfig:
         values: dict[str, Any] = {}
         for snake, camel in _FIELDS:
             if camel in data:
@@ -87,7 +92,9 @@ class SubscriptionGroupManager:
         self._config = config
         self.path = config_dir / "subscriptionGroup.json"
         self._lock = threading.Lock()
-        self._table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
+        self._table: dict[str, SubscriptionGroupConfig] = {
+            g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS
+        }
         self.data_version = DataVersion()
 
     def load(self) -> None:

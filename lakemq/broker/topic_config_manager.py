@@ -89,7 +89,9 @@ class TopicConfig:
         if self.perm & ~0xF:
             raise InvalidNameError(f"perm must combine 4 (read), 2 (write), 1 (inherit), got {self.perm}")
         if self.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
-            raise InvalidNameError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {self.topic_filter_type!r}")
+            raise InvalidNameError(
+                f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {self.topic_filter_type!r}"
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,7 +105,7 @@ class TopicConfig:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TopicConfig":
+    def from_json(cls, data: dict[str, Any]) -> TopicConfig:
         try:
             return cls(
                 topic_name=str(data["topicName"]),
@@ -143,12 +145,22 @@ class TopicConfigManager:
             TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
             TopicConfig(TRANS_HALF_TOPIC, 1, 1),
             TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1),
-            TopicConfig(c.broker_cluster_name, perm=PermName.PERM_INHERIT | (rw if c.cluster_topic_enable else 0)),
-            TopicConfig(c.broker_name, 1, 1, perm=PermName.PERM_INHERIT | (rw if c.broker_topic_enable else 0)),
+            TopicConfig(
+                c.broker_cluster_name, perm=PermName.PERM_INHERIT | (rw if c.cluster_topic_enable else 0)
+            ),
+            TopicConfig(
+                c.broker_name, 1, 1, perm=PermName.PERM_INHERIT | (rw if c.broker_topic_enable else 0)
+            ),
         ]
         if c.auto_create_topic_enable:
-            topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, c.default_topic_queue_nums,
-                                      c.default_topic_queue_nums, perm=PermName.PERM_INHERIT | rw))
+            topics.append(
+                TopicConfig(
+                    AUTO_CREATE_TOPIC_KEY_TOPIC,
+                    c.default_topic_queue_nums,
+                    c.default_topic_queue_nums,
+                    perm=PermName.PERM_INHERIT | rw,
+                )
+            )
         return topics
 
     # -- persistence -------------------------------------------------------------------
@@ -216,18 +228,30 @@ class TopicConfigManager:
                 return existing
             template = self._table.get(default_topic)
             if template is None:
-                log.warning("cannot auto-create topic %s: default topic %s does not exist", topic, default_topic)
+                log.warning(
+                    "cannot auto-create topic %s: default topic %s does not exist", topic, default_topic
+                )
                 return None
             perm = template.perm
             if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self._config.auto_create_topic_enable:
                 perm = PermName.PERM_READ | PermName.PERM_WRITE
             if not PermName.is_inherited(perm):
-                log.warning("cannot auto-create topic %s: default topic %s has no inherit permission %s",
-                            topic, default_topic, PermName.to_string(perm))
+                log.warning(
+                    "cannot auto-create topic %s: default topic %s has no inherit permission %s",
+                    topic,
+                    default_topic,
+                    PermName.to_string(perm),
+                )
                 return None
             queue_nums = max(0, min(client_default_topic_queue_nums, template.write_queue_nums))
-            tc = TopicConfig(topic, queue_nums, queue_nums, perm=perm & ~PermName.PERM_INHERIT,
-                             topic_filter_type=template.topic_filter_type, topic_sys_flag=topic_sys_flag)
+            tc = TopicConfig(
+                topic,
+                queue_nums,
+                queue_nums,
+                perm=perm & ~PermName.PERM_INHERIT,
+                topic_filter_type=template.topic_filter_type,
+                topic_sys_flag=topic_sys_flag,
+            )
             self._table[topic] = tc
             self._changed(tc, f"auto-created from {default_topic}")
             return tc
@@ -254,4 +278,3 @@ class TopicConfigManager:
                 listener(tc)
             except Exception:  # a listener's failure must not undo a persisted change
                 log.exception("topic change listener failed for %s", tc.topic_name)
-

@@ -25,8 +25,13 @@ log = logging.getLogger(__name__)
 DEFAULT_DATA_DIR = Path.home() / "lakemq-data"
 
 
-def load_broker_configs(config_path: str | None, *, data_dir: str | None = None, port: int | None = None,
-                        namesrv: str | None = None) -> tuple[BrokerConfig, StoreConfig]:
+def load_broker_configs(
+    config_path: str | None,
+    *,
+    data_dir: str | None = None,
+    port: int | None = None,
+    namesrv: str | None = None,
+) -> tuple[BrokerConfig, StoreConfig]:
     """BrokerConfig and StoreConfig from a broker.conf (or embedded defaults) plus the
     command line's overrides. Without a conf or ``--data-dir`` the store lives in
     ``~/lakemq-data``; an explicit ``storePathRootDir`` in the conf is kept."""
@@ -54,25 +59,40 @@ async def _serve(controller: BrokerController) -> None:
         await controller.start()
         c = controller.broker_config
         # The line scripts and test fixtures wait for (RocketMQ prints the same).
-        click.echo(f"The broker[{c.broker_name}, {controller.broker_addr}] boot success. "
-                   f"serializeType=JSON and name server is {';'.join(c.namesrv_addr)}", nl=True)
+        click.echo(
+            f"The broker[{c.broker_name}, {controller.broker_addr}] boot success. "
+            f"serializeType=JSON and name server is {';'.join(c.namesrv_addr)}",
+            nl=True,
+        )
         await stop.wait()
     finally:
         await controller.shutdown()
 
 
 @main.command()
-@click.option("-c", "--config", "config_path", type=click.Path(exists=True, dir_okay=False),
-              help="broker.conf (RocketMQ key=value); embedded defaults without it")
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="broker.conf (RocketMQ key=value); embedded defaults without it",
+)
 @click.option("--data-dir", type=click.Path(file_okay=False), help="store root directory [~/lakemq-data]")
 @click.option("--port", type=click.IntRange(0, 65535), help="listen port (0 picks a free one) [listenPort]")
 @click.option("--namesrv", "-n", help="name server address(es), host:port;host:port [namesrvAddr]")
-@click.option("--log-dir", type=click.Path(file_okay=False), help="log directory [$LAKEMQ_LOG_DIR or ~/logs/lakemq]")
-def broker(config_path: str | None, data_dir: str | None, port: int | None, namesrv: str | None,
-           log_dir: str | None) -> None:
+@click.option(
+    "--log-dir", type=click.Path(file_okay=False), help="log directory [$LAKEMQ_LOG_DIR or ~/logs/lakemq]"
+)
+def broker(
+    config_path: str | None, data_dir: str | None, port: int | None, namesrv: str | None, log_dir: str | None
+) -> None:
     """Run a broker: the hot store behind RocketMQ's remoting protocol."""
-    broker_config, store_config = load_broker_configs(config_path, data_dir=data_dir, port=port, namesrv=namesrv)
-    log_path = setup_logging(f"broker-{broker_config.broker_name}", log_dir or os.environ.get("LAKEMQ_LOG_DIR"))
+    broker_config, store_config = load_broker_configs(
+        config_path, data_dir=data_dir, port=port, namesrv=namesrv
+    )
+    log_path = setup_logging(
+        f"broker-{broker_config.broker_name}", log_dir or os.environ.get("LAKEMQ_LOG_DIR")
+    )
     log.info("starting broker with %s and %s", broker_config, store_config)
     click.echo(f"logging to {log_path}")
     asyncio.run(_serve(BrokerController(broker_config, store_config)))

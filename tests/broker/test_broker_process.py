@@ -13,7 +13,7 @@ import pytest
 from lakemq.client.fastjson import loads as fastjson_loads
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageConst
-from lakemq.common.record import iter_records
+from lakemq.common.record import decode_message_id, iter_records
 from lakemq.remoting import RemotingClient, RemotingCommand, SyncRemotingClient
 from lakemq.remoting.bodies import TopicRouteData
 from lakemq.remoting.headers import (
@@ -40,7 +40,9 @@ def create_topic(client: SyncRemotingClient, addr: str, topic: str, queues: int 
 
 
 def max_offset(client: SyncRemotingClient, addr: str, topic: str, queue_id: int) -> int:
-    response = client.invoke(addr, request(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, queue_id)), T)
+    response = client.invoke(
+        addr, request(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic, queue_id)), T
+    )
     assert response.code == ResponseCode.SUCCESS, response.remark
     return int(response.ext_fields["offset"])
 
@@ -62,7 +64,11 @@ def test_send_v1_v2_batch_then_pull_back(cluster: Cluster, client: SyncRemotingC
     for r in (r1, r2, rb):
         assert r.code == ResponseCode.SUCCESS, r.remark
         assert r.ext_fields["queueId"] == "0"
-    assert [r1.ext_fields["queueOffset"], r2.ext_fields["queueOffset"], rb.ext_fields["queueOffset"]] == ["0", "1", "2"]
+    assert [r1.ext_fields["queueOffset"], r2.ext_fields["queueOffset"], rb.ext_fields["queueOffset"]] == [
+        "0",
+        "1",
+        "2",
+    ]
     assert len(rb.ext_fields["msgId"].split(",")) == 3
     wait_max_offset(client, addr, "SendPull", 0, 5)
 
@@ -97,8 +103,11 @@ def test_auto_create_through_tbw102_registers_the_route(cluster: Cluster, client
     # The broker re-registers at once after creating a topic.
     deadline = time.monotonic() + 5
     while True:
-        route = client.invoke(cluster.namesrv_addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                            GetRouteInfoRequestHeader("AutoCreated")), T)
+        route = client.invoke(
+            cluster.namesrv_addr,
+            request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader("AutoCreated")),
+            T,
+        )
         if route.code == ResponseCode.SUCCESS:
             break
         assert time.monotonic() < deadline, route.remark
@@ -120,10 +129,18 @@ def test_long_polling_is_woken_by_a_send_and_times_out_when_nothing_comes(cluste
     async def main() -> tuple[RemotingCommand, float, RemotingCommand, float]:
         client = RemotingClient()
         try:
-            created = await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
-                "LongPoll", "TBW102", 1, 1, 6, "SINGLE_TAG")), T)
+            created = await client.invoke(
+                addr,
+                request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    CreateTopicRequestHeader("LongPoll", "TBW102", 1, 1, 6, "SINGLE_TAG"),
+                ),
+                T,
+            )
             assert created.code == ResponseCode.SUCCESS
-            held = asyncio.create_task(client.invoke(addr, pull_request("g-lp", "LongPoll", 0, 0, suspend_ms=15000), 30))
+            held = asyncio.create_task(
+                client.invoke(addr, pull_request("g-lp", "LongPoll", 0, 0, suspend_ms=15000), 30)
+            )
             await asyncio.sleep(0.5)
             assert not held.done(), "the pull was not held"
             sent_at = time.monotonic()
@@ -148,8 +165,14 @@ def test_long_polling_is_woken_by_a_send_and_times_out_when_nothing_comes(cluste
 def test_topics_create_list_stats_and_queue_offsets(cluster: Cluster, client: SyncRemotingClient) -> None:
     addr = cluster.broker_addr()
     create_topic(client, addr, "AdminTopic", queues=2)
-    bad = client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
-        "bad/topic", "TBW102", 2, 2, 6, "SINGLE_TAG")), T)
+    bad = client.invoke(
+        addr,
+        request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            CreateTopicRequestHeader("bad/topic", "TBW102", 2, 2, 6, "SINGLE_TAG"),
+        ),
+        T,
+    )
     assert bad.code == ResponseCode.SYSTEM_ERROR and "bad/topic" in bad.remark
     listed = json.loads(client.invoke(addr, request(RequestCode.GET_ALL_TOPIC_CONFIG), T).body)
     assert listed["topicConfigTable"]["AdminTopic"]["writeQueueNums"] == 2
@@ -157,31 +180,62 @@ def test_topics_create_list_stats_and_queue_offsets(cluster: Cluster, client: Sy
 
     before = int(time.time() * 1000)
     for i in range(3):
-        assert client.invoke(addr, send_request("AdminTopic", b"m%d" % i, queue_id=1), T).code == ResponseCode.SUCCESS
+        assert (
+            client.invoke(addr, send_request("AdminTopic", b"m%d" % i, queue_id=1), T).code
+            == ResponseCode.SUCCESS
+        )
         time.sleep(0.01)
     wait_max_offset(client, addr, "AdminTopic", 1, 3)
     assert max_offset(client, addr, "AdminTopic", 0) == 0
-    min_resp = client.invoke(addr, request(RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader("AdminTopic", 1)), T)
+    min_resp = client.invoke(
+        addr, request(RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader("AdminTopic", 1)), T
+    )
     assert min_resp.ext_fields["offset"] == "0"
-    earliest = client.invoke(addr, request(RequestCode.GET_EARLIEST_MSG_STORETIME,
-                                           GetEarliestMsgStoretimeRequestHeader("AdminTopic", 1)), T)
+    earliest = client.invoke(
+        addr,
+        request(
+            RequestCode.GET_EARLIEST_MSG_STORETIME, GetEarliestMsgStoretimeRequestHeader("AdminTopic", 1)
+        ),
+        T,
+    )
     stored_at = int(earliest.ext_fields["timestamp"])
     assert before - 1000 <= stored_at <= int(time.time() * 1000)
-    search = client.invoke(addr, request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                         SearchOffsetRequestHeader("AdminTopic", 1, stored_at)), T)
+    search = client.invoke(
+        addr,
+        request(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader("AdminTopic", 1, stored_at)
+        ),
+        T,
+    )
     assert search.ext_fields["offset"] == "0"
-    future = client.invoke(addr, request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                         SearchOffsetRequestHeader("AdminTopic", 1, stored_at + 3_600_000)), T)
+    future = client.invoke(
+        addr,
+        request(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            SearchOffsetRequestHeader("AdminTopic", 1, stored_at + 3_600_000),
+        ),
+        T,
+    )
     assert future.ext_fields["offset"] == "3"
 
-    stats = client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "AdminTopic"}), T)
+    stats = client.invoke(
+        addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "AdminTopic"}), T
+    )
     table = {dict(k)["queueId"]: v for k, v in fastjson_loads(stats.body)["offsetTable"].items()}
-    assert table[1]["maxOffset"] == 3 and table[0]["maxOffset"] == 0 and table[1]["lastUpdateTimestamp"] >= stored_at
-    missing = client.invoke(addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"}), T)
+    assert (
+        table[1]["maxOffset"] == 3
+        and table[0]["maxOffset"] == 0
+        and table[1]["lastUpdateTimestamp"] >= stored_at
+    )
+    missing = client.invoke(
+        addr, RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"}), T
+    )
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
 
 
-def test_oversized_message_is_refused_and_nothing_stored_is_lost(cluster: Cluster, client: SyncRemotingClient) -> None:
+def test_oversized_message_is_refused_and_nothing_stored_is_lost(
+    cluster: Cluster, client: SyncRemotingClient
+) -> None:
     addr = cluster.broker_addr()
     create_topic(client, addr, "Big", queues=1)
     assert client.invoke(addr, send_request("Big", b"before"), T).code == ResponseCode.SUCCESS
@@ -208,8 +262,9 @@ def _raw_frame_exchange(addr: str, payload: bytes) -> bytes:
             chunks.append(data)
 
 
-def test_malformed_frames_and_unknown_codes_leave_other_connections_alone(cluster: Cluster,
-                                                                           client: SyncRemotingClient) -> None:
+def test_malformed_frames_and_unknown_codes_leave_other_connections_alone(
+    cluster: Cluster, client: SyncRemotingClient
+) -> None:
     addr = cluster.broker_addr()
     create_topic(client, addr, "Robust", queues=1)
     # A frame whose header length exceeds the frame, and one with a broken JSON header.
@@ -220,7 +275,9 @@ def test_malformed_frames_and_unknown_codes_leave_other_connections_alone(cluste
     assert reply == b"" or b"bad frame" in reply
     unknown = client.invoke(addr, RemotingCommand.request(9999), T)
     assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-    missing_field = client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "Robust"}), T)
+    missing_field = client.invoke(
+        addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "Robust"}), T
+    )
     assert missing_field.code == ResponseCode.SYSTEM_ERROR and "consumerGroup" in missing_field.remark
     assert client.invoke(addr, send_request("Robust", b"still fine"), T).code == ResponseCode.SUCCESS
     assert cluster.brokers["broker-a"].running
@@ -230,14 +287,22 @@ def test_consumer_offsets_survive_a_restart(fresh_cluster: Cluster, client: Sync
     addr = fresh_cluster.broker_addr()
     create_topic(client, addr, "Durable", queues=2)
     for i in range(4):
-        assert client.invoke(addr, send_request("Durable", b"d%d" % i, queue_id=i % 2), T).code == ResponseCode.SUCCESS
+        assert (
+            client.invoke(addr, send_request("Durable", b"d%d" % i, queue_id=i % 2), T).code
+            == ResponseCode.SUCCESS
+        )
     update = UpdateConsumerOffsetRequestHeader("g-durable", "Durable", 0, 2)
-    assert client.invoke(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, update), T).code == ResponseCode.SUCCESS
+    assert (
+        client.invoke(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, update), T).code
+        == ResponseCode.SUCCESS
+    )
     wait_max_offset(client, addr, "Durable", 1, 2)
     # A pull with the commit flag commits too (queue 1, offset 1).
     client.invoke(addr, pull_request("g-durable", "Durable", 1, 1, commit_offset=1), T)
     query = QueryConsumerOffsetRequestHeader("g-durable", "Durable", 0)
-    assert client.invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET, query), T).ext_fields["offset"] == "2"
+    assert (
+        client.invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET, query), T).ext_fields["offset"] == "2"
+    )
     client.close()
 
     fresh_cluster.restart_broker()
@@ -246,20 +311,34 @@ def test_consumer_offsets_survive_a_restart(fresh_cluster: Cluster, client: Sync
     assert "abnormal shutdown" not in log_text  # SIGTERM shut the store down cleanly
     with SyncRemotingClient() as again:
         q0 = again.invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET, query), T)
-        q1 = again.invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET,
-                                        QueryConsumerOffsetRequestHeader("g-durable", "Durable", 1)), T)
+        q1 = again.invoke(
+            addr,
+            request(
+                RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader("g-durable", "Durable", 1)
+            ),
+            T,
+        )
         assert (q0.code, q0.ext_fields["offset"]) == (ResponseCode.SUCCESS, "2")
         assert q1.ext_fields["offset"] == "1"
-        never = again.invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(
-            "g-other", "Durable", 0, set_zero_if_not_found=False)), T)
+        never = again.invoke(
+            addr,
+            request(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                QueryConsumerOffsetRequestHeader("g-other", "Durable", 0, set_zero_if_not_found=False),
+            ),
+            T,
+        )
         assert never.code == ResponseCode.QUERY_NOT_FOUND
         pulled = again.invoke(addr, pull_request("g-durable", "Durable", 0, 0), T)
         assert [m.body for m in iter_records(pulled.body)] == [b"d0", b"d2"]
-        assert json.loads((store / "config" / "consumerOffset.json").read_text())["offsetTable"]["Durable@g-durable"] == {
-            "0": 2, "1": 1}
+        assert json.loads((store / "config" / "consumerOffset.json").read_text())["offsetTable"][
+            "Durable@g-durable"
+        ] == {"0": 2, "1": 1}
 
 
-def test_broker_unregisters_at_shutdown_and_registers_at_start(fresh_cluster: Cluster, client: SyncRemotingClient) -> None:
+def test_broker_unregisters_at_shutdown_and_registers_at_start(
+    fresh_cluster: Cluster, client: SyncRemotingClient
+) -> None:
     addr = fresh_cluster.broker_addr()
     create_topic(client, addr, "Routed", queues=1)
     route = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader("Routed"))
@@ -283,9 +362,17 @@ def test_sigterm_with_a_held_pull_exits_cleanly_and_promptly(fresh_cluster: Clus
     async def main() -> tuple[object, float, int]:
         client = RemotingClient()
         try:
-            await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
-                "Held", "TBW102", 1, 1, 6, "SINGLE_TAG")), T)
-            held = asyncio.create_task(client.invoke(addr, pull_request("g-held", "Held", 0, 0, suspend_ms=20000), 30))
+            await client.invoke(
+                addr,
+                request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    CreateTopicRequestHeader("Held", "TBW102", 1, 1, 6, "SINGLE_TAG"),
+                ),
+                T,
+            )
+            held = asyncio.create_task(
+                client.invoke(addr, pull_request("g-held", "Held", 0, 0, suspend_ms=20000), 30)
+            )
             await asyncio.sleep(0.3)
             started = time.monotonic()
             code = await asyncio.to_thread(fresh_cluster.stop_broker)
@@ -304,3 +391,43 @@ def test_sigterm_with_a_held_pull_exits_cleanly_and_promptly(fresh_cluster: Clus
     assert outcome in (ResponseCode.PULL_NOT_FOUND, "RemotingConnectError")
     log_text = (fresh_cluster.root / "broker-a" / "logs" / "broker-broker-a.log").read_text()
     assert "broker broker-a stopped" in log_text
+
+
+def test_query_by_key_and_view_by_offset(cluster: Cluster, client: SyncRemotingClient) -> None:
+    addr = cluster.broker_addr()
+    create_topic(client, addr, "Keyed", queues=1)
+    sent = [
+        client.invoke(addr, send_request("Keyed", b"body%d" % i, keys=f"order-{i % 2}"), T) for i in range(4)
+    ]
+    assert all(r.code == ResponseCode.SUCCESS for r in sent)
+    wait_max_offset(client, addr, "Keyed", 0, 4)
+    now = int(time.time() * 1000)
+    query = RemotingCommand.request(
+        RequestCode.QUERY_MESSAGE,
+        {
+            "topic": "Keyed",
+            "key": "order-1",
+            "maxNum": "32",
+            "beginTimestamp": "0",
+            "endTimestamp": str(now + 1000),
+        },
+    )
+    deadline = time.monotonic() + 5
+    while True:  # the IndexFile is built by dispatch, like the ConsumeQueue
+        found = client.invoke(addr, query, T)
+        if found.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert found.code == ResponseCode.SUCCESS, found.remark
+    assert sorted(m.body for m in iter_records(found.body)) == [b"body1", b"body3"]
+    assert int(found.ext_fields["indexLastUpdateTimestamp"]) > 0
+    query.ext_fields["key"] = "order-9"
+    assert client.invoke(addr, query, T).code == ResponseCode.QUERY_NOT_FOUND
+
+    _host, offset = decode_message_id(sent[2].ext_fields["msgId"])
+    viewed = client.invoke(
+        addr, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}), T
+    )
+    assert [m.body for m in iter_records(viewed.body)] == [b"body2"]
+    bad = client.invoke(addr, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "12345"}), T)
+    assert bad.code == ResponseCode.SYSTEM_ERROR

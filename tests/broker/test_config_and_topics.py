@@ -18,17 +18,31 @@ from lakemq.errors import ConfigError, CorruptFileError, InvalidNameError
 
 
 def test_bind_from_rocketmq_keys() -> None:
-    cfg = bind(BrokerConfig, {"brokerName": "broker-b", "namesrvAddr": "127.0.0.1:9876;127.0.0.1:9877",
-                              "autoCreateTopicEnable": "false", "listenPort": "0"})
+    cfg = bind(
+        BrokerConfig,
+        {
+            "brokerName": "broker-b",
+            "namesrvAddr": "127.0.0.1:9876;127.0.0.1:9877",
+            "autoCreateTopicEnable": "false",
+            "listenPort": "0",
+        },
+    )
     assert cfg.broker_name == "broker-b"
     assert cfg.namesrv_addr == ("127.0.0.1:9876", "127.0.0.1:9877")
     assert cfg.auto_create_topic_enable is False
     assert cfg.broker_addr == "127.0.0.1:0"
 
 
-@pytest.mark.parametrize("props", [{"namesrvAddr": "nohost"}, {"listenPort": "70000"},
-                                   {"brokerName": "a/b"}, {"defaultTopicQueueNums": "0"},
-                                   {"brokerPermission": "7"}])
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"namesrvAddr": "nohost"},
+        {"listenPort": "70000"},
+        {"brokerName": "a/b"},
+        {"defaultTopicQueueNums": "0"},
+        {"brokerPermission": "7"},
+    ],
+)
 def test_bad_values_are_refused(props: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         bind(BrokerConfig, props)
@@ -56,7 +70,9 @@ def test_auto_create_inherits_from_template_and_survives_restart(tmp_path) -> No
     assert tc.perm == PermName.PERM_READ | PermName.PERM_WRITE  # inherit bit dropped
     assert changes == ["OrderTopic"] and mgr.data_version.counter == version + 1
     # A producer asking for more queues than the template has gets the template's count.
-    assert mgr.create_topic_in_send_message_method("Wide", AUTO_CREATE_TOPIC_KEY_TOPIC, 64).write_queue_nums == 8
+    assert (
+        mgr.create_topic_in_send_message_method("Wide", AUTO_CREATE_TOPIC_KEY_TOPIC, 64).write_queue_nums == 8
+    )
 
     again = TopicConfigManager(BrokerConfig(), tmp_path)
     again.load()

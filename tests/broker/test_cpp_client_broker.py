@@ -49,8 +49,13 @@ SCRIPT = textwrap.dedent("""
 def test_cpp_producer_and_push_consumer(fresh_cluster: Cluster, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    done = subprocess.run([sys.executable, "-c", SCRIPT, fresh_cluster.namesrv_addr], capture_output=True,
-                          text=True, timeout=100, env=dict(os.environ, HOME=str(home)))
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, fresh_cluster.namesrv_addr],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=dict(os.environ, HOME=str(home)),
+    )
     lines = done.stdout.splitlines()
     assert done.returncode == 0, done.stdout + done.stderr
     sent = [line.split() for line in lines if line.startswith("SENT")]

@@ -38,7 +38,10 @@ def test_offsets_persist_and_survive_restart(tmp_path) -> None:
     assert again.query_offsets("g1", "T") == {0: 12, 3: 7}
     assert again.which_topic_by_consumer("g1") == {"T"}
     assert again.which_group_by_topic("U") == {"g2"}
-    assert json.loads((tmp_path / "consumerOffset.json").read_text())["offsetTable"]["T@g1"] == {"0": 12, "3": 7}
+    assert json.loads((tmp_path / "consumerOffset.json").read_text())["offsetTable"]["T@g1"] == {
+        "0": 12,
+        "3": 7,
+    }
     again.remove_topic("T")
     assert again.query_offset("g1", "T", 0) == -1
 
@@ -54,7 +57,9 @@ def test_subscription_groups_auto_create_and_persist(tmp_path) -> None:
     cfg = mgr.find_subscription_group_config("cg1")
     assert cfg is not None and cfg.retry_max_times == 16 and cfg.consume_enable
     assert mgr.find_subscription_group_config("bad group") is None
-    mgr.update_subscription_group_config(SubscriptionGroupConfig("cg2", consume_enable=False, retry_max_times=3))
+    mgr.update_subscription_group_config(
+        SubscriptionGroupConfig("cg2", consume_enable=False, retry_max_times=3)
+    )
     again = SubscriptionGroupManager(BrokerConfig(), tmp_path)
     again.load()
     assert again.groups()["cg2"] == SubscriptionGroupConfig("cg2", consume_enable=False, retry_max_times=3)
@@ -87,22 +92,26 @@ def test_consumer_manager_notifies_on_change_and_expires_silent_clients() -> Non
     mgr = ConsumerManager(lambda e, g, ch: events.append((e, g, ch)), channel_expired_timeout_ms=100)
     sub = build_subscription_data("T", "*")
     a, b = object(), object()
-    assert mgr.register_consumer("g", ClientChannelInfo(a, "c1"), "CONSUME_PASSIVELY", "CLUSTERING",
-                                 "CONSUME_FROM_LAST_OFFSET", [sub])
+    assert mgr.register_consumer(
+        "g", ClientChannelInfo(a, "c1"), "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", [sub]
+    )
     assert events[-1][0] is ConsumerGroupEvent.CHANGE and events[-1][2] == [a]
     # A repeated heartbeat with the same subscriptions changes nothing and notifies nobody.
     n = len(events)
-    assert not mgr.register_consumer("g", ClientChannelInfo(a, "c1"), "CONSUME_PASSIVELY", "CLUSTERING",
-                                     "CONSUME_FROM_LAST_OFFSET", [sub])
+    assert not mgr.register_consumer(
+        "g", ClientChannelInfo(a, "c1"), "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", [sub]
+    )
     assert len(events) == n
-    mgr.register_consumer("g", ClientChannelInfo(b, "c2"), "CONSUME_PASSIVELY", "CLUSTERING",
-                          "CONSUME_FROM_LAST_OFFSET", [sub])
+    mgr.register_consumer(
+        "g", ClientChannelInfo(b, "c2"), "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", [sub]
+    )
     assert sorted(mgr.get_consumer_group_info("g").all_client_ids()) == ["c1", "c2"]
     assert mgr.find_subscription_data("g", "T") == sub
     assert mgr.query_topic_consume_by_who("T") == {"g"}
     time.sleep(0.06)
-    mgr.register_consumer("g", ClientChannelInfo(b, "c2"), "CONSUME_PASSIVELY", "CLUSTERING",
-                          "CONSUME_FROM_LAST_OFFSET", [sub])  # b stays alive
+    mgr.register_consumer(
+        "g", ClientChannelInfo(b, "c2"), "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", [sub]
+    )  # b stays alive
     time.sleep(0.06)
     expired = mgr.scan_not_active_channel()
     assert [c.client_id for c in expired] == ["c1"]

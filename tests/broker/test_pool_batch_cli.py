@@ -39,8 +39,12 @@ def test_requests_waiting_too_long_are_refused_at_once() -> None:
         return results, refused_after
 
     results, refused_after = asyncio.run(main())
-    assert all(isinstance(r, SystemBusyError) and r.code == ResponseCode.SYSTEM_BUSY
-               and "TIMEOUT_CLEAN_QUEUE" in r.remark for r in results[:3])
+    assert all(
+        isinstance(r, SystemBusyError)
+        and r.code == ResponseCode.SYSTEM_BUSY
+        and "TIMEOUT_CLEAN_QUEUE" in r.remark
+        for r in results[:3]
+    )
     assert results[3:] == ["slow", "after"]
     assert 0.09 < refused_after < 1.0
 

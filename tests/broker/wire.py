@@ -19,16 +19,35 @@ from lakemq.remoting.headers import (
 PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 
 
-def send_request(topic: str, body: bytes, *, queue_id: int = 0, tags: str | None = None,
-                 keys: str | None = None, v2: bool = True, group: str = "PG",
-                 default_topic: str = "TBW102", default_queue_nums: int = 4) -> RemotingCommand:
+def send_request(
+    topic: str,
+    body: bytes,
+    *,
+    queue_id: int = 0,
+    tags: str | None = None,
+    keys: str | None = None,
+    v2: bool = True,
+    group: str = "PG",
+    default_topic: str = "TBW102",
+    default_queue_nums: int = 4,
+) -> RemotingCommand:
     props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"U{time.time_ns()}"}
     if tags:
         props[MessageConst.TAGS] = tags
     if keys:
         props[MessageConst.KEYS] = keys
-    header = SendMessageRequestHeader(group, topic, default_topic, default_queue_nums, queue_id, 0,
-                                      int(time.time() * 1000), 0, properties_to_string(props), 0)
+    header = SendMessageRequestHeader(
+        group,
+        topic,
+        default_topic,
+        default_queue_nums,
+        queue_id,
+        0,
+        int(time.time() * 1000),
+        0,
+        properties_to_string(props),
+        0,
+    )
     if v2:
         return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_send_header_v2(header), body)
     return RemotingCommand.request(RequestCode.SEND_MESSAGE, encode_header(header), body)
@@ -44,24 +63,47 @@ def encode_batch(bodies: list[bytes], tags: str | None = None) -> bytes:
     return bytes(out)
 
 
-def batch_request(topic: str, bodies: list[bytes], *, queue_id: int = 0, tags: str | None = None) -> RemotingCommand:
-    header = SendMessageRequestHeader("PG", topic, "TBW102", 4, queue_id, 0, int(time.time() * 1000), 0,
-                                      batch=True)
-    return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, encode_send_header_v2(header),
-                                   encode_batch(bodies, tags))
+def batch_request(
+    topic: str, bodies: list[bytes], *, queue_id: int = 0, tags: str | None = None
+) -> RemotingCommand:
+    header = SendMessageRequestHeader(
+        "PG", topic, "TBW102", 4, queue_id, 0, int(time.time() * 1000), 0, batch=True
+    )
+    return RemotingCommand.request(
+        RequestCode.SEND_BATCH_MESSAGE, encode_send_header_v2(header), encode_batch(bodies, tags)
+    )
 
 
-def pull_request(group: str, topic: str, queue_id: int, offset: int, *, max_nums: int = 32,
-                 suspend_ms: int = 0, subscription: str | None = "*", commit_offset: int | None = None,
-                 sub_version: int | None = None) -> RemotingCommand:
+def pull_request(
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    max_nums: int = 32,
+    suspend_ms: int = 0,
+    subscription: str | None = "*",
+    commit_offset: int | None = None,
+    sub_version: int | None = None,
+) -> RemotingCommand:
     """Without ``subscription`` the broker uses the group's heartbeat subscription, which must
     be at least ``sub_version`` (a client sends the version it heartbeated)."""
     flag = (PULL_SUSPEND if suspend_ms else 0) | (PULL_SUBSCRIPTION if subscription is not None else 0)
     if commit_offset is not None:
         flag |= PULL_COMMIT_OFFSET
-    header = PullMessageRequestHeader(group, topic, queue_id, offset, max_nums, flag, commit_offset or 0,
-                                      suspend_ms, int(time.time() * 1000) if sub_version is None else sub_version,
-                                      subscription, "TAG")
+    header = PullMessageRequestHeader(
+        group,
+        topic,
+        queue_id,
+        offset,
+        max_nums,
+        flag,
+        commit_offset or 0,
+        suspend_ms,
+        int(time.time() * 1000) if sub_version is None else sub_version,
+        subscription,
+        "TAG",
+    )
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
 
 

@@ -20,7 +20,6 @@ from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import for_code
-from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.bodies import (
     KVTable,
     LockBatchRequestBody,
@@ -28,6 +27,7 @@ from lakemq.remoting.bodies import (
     MessageQueue,
     encode_json,
 )
+from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
@@ -47,11 +47,19 @@ __all__ = ["AdminBrokerProcessor", "ADMIN_CODES"]
 log = logging.getLogger(__name__)
 
 ADMIN_CODES = (
-    RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_TOPIC_STATS_INFO,
-    RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-    RequestCode.GET_EARLIEST_MSG_STORETIME, RequestCode.GET_CONSUME_STATS, RequestCode.GET_BROKER_RUNTIME_INFO,
-    RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-    RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ,
+    RequestCode.UPDATE_AND_CREATE_TOPIC,
+    RequestCode.GET_ALL_TOPIC_CONFIG,
+    RequestCode.GET_TOPIC_STATS_INFO,
+    RequestCode.GET_MAX_OFFSET,
+    RequestCode.GET_MIN_OFFSET,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+    RequestCode.GET_EARLIEST_MSG_STORETIME,
+    RequestCode.GET_CONSUME_STATS,
+    RequestCode.GET_BROKER_RUNTIME_INFO,
+    RequestCode.GET_ALL_CONSUMER_OFFSET,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    RequestCode.LOCK_BATCH_MQ,
+    RequestCode.UNLOCK_BATCH_MQ,
 )
 
 Handler = Callable[[RequestContext, RemotingCommand], RemotingCommand]
@@ -87,9 +95,16 @@ def encode_fastjson(value: Any) -> bytes:
 
 
 class AdminBrokerProcessor:
-    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, locks: RebalanceLockManager,
-                 runtime_info: Callable[[], dict[str, str]]) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        locks: RebalanceLockManager,
+        runtime_info: Callable[[], dict[str, str]],
+    ) -> None:
         self._config = config
         self._store = store
         self._topics = topics
@@ -99,21 +114,28 @@ class AdminBrokerProcessor:
         self._runtime_info = runtime_info
         self._handlers: dict[int, Handler] = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self._update_and_create_topic,
-            RequestCode.GET_ALL_TOPIC_CONFIG: lambda ctx, r: r.reply(ResponseCode.SUCCESS, body=encode_json(self._topics.encode())),
+            RequestCode.GET_ALL_TOPIC_CONFIG: lambda ctx, r: r.reply(
+                ResponseCode.SUCCESS, body=encode_json(self._topics.encode())
+            ),
             RequestCode.GET_TOPIC_STATS_INFO: self._topic_stats,
             RequestCode.GET_MAX_OFFSET: lambda ctx, r: self._queue_offset(
-                r, GetMaxOffsetRequestHeader, self._store.get_max_offset_in_queue),
+                r, GetMaxOffsetRequestHeader, self._store.get_max_offset_in_queue
+            ),
             RequestCode.GET_MIN_OFFSET: lambda ctx, r: self._queue_offset(
-                r, GetMinOffsetRequestHeader, self._store.get_min_offset_in_queue),
+                r, GetMinOffsetRequestHeader, self._store.get_min_offset_in_queue
+            ),
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self._search_offset,
             RequestCode.GET_EARLIEST_MSG_STORETIME: self._earliest_time,
             RequestCode.GET_CONSUME_STATS: self._consume_stats,
             RequestCode.GET_BROKER_RUNTIME_INFO: lambda ctx, r: r.reply(
-                ResponseCode.SUCCESS, body=KVTable(self._runtime_info()).encode()),
+                ResponseCode.SUCCESS, body=KVTable(self._runtime_info()).encode()
+            ),
             RequestCode.GET_ALL_CONSUMER_OFFSET: lambda ctx, r: r.reply(
-                ResponseCode.SUCCESS, body=encode_json(self._offsets.encode())),
+                ResponseCode.SUCCESS, body=encode_json(self._offsets.encode())
+            ),
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: lambda ctx, r: r.reply(
-                ResponseCode.SUCCESS, body=encode_json(self._groups.encode())),
+                ResponseCode.SUCCESS, body=encode_json(self._groups.encode())
+            ),
             RequestCode.LOCK_BATCH_MQ: self._lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
         }
@@ -129,9 +151,19 @@ class AdminBrokerProcessor:
     def _update_and_create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(CreateTopicRequestHeader, request.ext_fields)
         if header.topic == self._config.broker_cluster_name:
-            raise for_code(ResponseCode.SYSTEM_ERROR, f"the topic[{header.topic}] is conflict with system reserved words.")
-        tc = TopicConfig(header.topic, header.read_queue_nums, header.write_queue_nums, header.perm,
-                         header.topic_filter_type, header.topic_sys_flag or 0, header.order)
+            raise for_code(
+                ResponseCode.SYSTEM_ERROR,
+                f"the topic[{header.topic}] is conflict with system reserved words.",
+            )
+        tc = TopicConfig(
+            header.topic,
+            header.read_queue_nums,
+            header.write_queue_nums,
+            header.perm,
+            header.topic_filter_type,
+            header.topic_sys_flag or 0,
+            header.order,
+        )
         self._topics.update_topic_config(tc)
         log.info("topic %s created or updated by %s: %s", tc.topic_name, ctx.remote_addr, tc)
         return request.reply(ResponseCode.SUCCESS)
@@ -148,7 +180,11 @@ class AdminBrokerProcessor:
         table: dict[MessageQueue, dict[str, int]] = {}
         for queue_id in range(tc.write_queue_nums):
             max_offset = self._store.get_max_offset_in_queue(tc.topic_name, queue_id)
-            last = self._store.get_message_store_timestamp(tc.topic_name, queue_id, max_offset - 1) if max_offset > 0 else 0
+            last = (
+                self._store.get_message_store_timestamp(tc.topic_name, queue_id, max_offset - 1)
+                if max_offset > 0
+                else 0
+            )
             table[MessageQueue(tc.topic_name, self._config.broker_name, queue_id)] = {
                 "minOffset": self._store.get_min_offset_in_queue(tc.topic_name, queue_id),
                 "maxOffset": max_offset,
@@ -158,11 +194,17 @@ class AdminBrokerProcessor:
 
     # -- queue offsets -----------------------------------------------------------------
 
-    def _queue_offset(self, request: RemotingCommand, header_type: type[GetMaxOffsetRequestHeader | GetMinOffsetRequestHeader],
-                      lookup: Callable[[str, int], int]) -> RemotingCommand:
+    def _queue_offset(
+        self,
+        request: RemotingCommand,
+        header_type: type[GetMaxOffsetRequestHeader | GetMinOffsetRequestHeader],
+        lookup: Callable[[str, int], int],
+    ) -> RemotingCommand:
         header = decode_header(header_type, request.ext_fields)
-        return request.reply(ResponseCode.SUCCESS,
-                             ext_fields=encode_header(OffsetResponseHeader(lookup(header.topic, header.queue_id))))
+        return request.reply(
+            ResponseCode.SUCCESS,
+            ext_fields=encode_header(OffsetResponseHeader(lookup(header.topic, header.queue_id))),
+        )
 
     def _search_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(SearchOffsetRequestHeader, request.ext_fields)
@@ -172,7 +214,9 @@ class AdminBrokerProcessor:
     def _earliest_time(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(GetEarliestMsgStoretimeRequestHeader, request.ext_fields)
         timestamp = self._store.get_earliest_message_time(header.topic, header.queue_id)
-        return request.reply(ResponseCode.SUCCESS, ext_fields=encode_header(TimestampResponseHeader(timestamp)))
+        return request.reply(
+            ResponseCode.SUCCESS, ext_fields=encode_header(TimestampResponseHeader(timestamp))
+        )
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -180,7 +224,9 @@ class AdminBrokerProcessor:
         """Per queue: the broker's max offset, the group's committed offset and the store time
         of the last consumed message; lag = brokerOffset - consumerOffset."""
         header = decode_header(GetConsumeStatsRequestHeader, request.ext_fields)
-        topics = {header.topic} if header.topic else self._offsets.which_topic_by_consumer(header.consumer_group)
+        topics = (
+            {header.topic} if header.topic else self._offsets.which_topic_by_consumer(header.consumer_group)
+        )
         table: dict[MessageQueue, dict[str, Any]] = {}
         for topic in sorted(topics):
             tc = self._topics.select_topic_config(topic)
@@ -189,14 +235,21 @@ class AdminBrokerProcessor:
             for queue_id in range(tc.write_queue_nums):
                 broker_offset = self._store.get_max_offset_in_queue(topic, queue_id)
                 consumer_offset = max(self._offsets.query_offset(header.consumer_group, topic, queue_id), 0)
-                last = self._store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1) \
-                    if consumer_offset > 0 else 0
+                last = (
+                    self._store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
+                    if consumer_offset > 0
+                    else 0
+                )
                 table[MessageQueue(topic, self._config.broker_name, queue_id)] = {
-                    "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": max(last, 0),
+                    "brokerOffset": broker_offset,
+                    "consumerOffset": consumer_offset,
+                    "lastTimestamp": max(last, 0),
                 }
         if header.topic and not table:
             raise for_code(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
-        return request.reply(ResponseCode.SUCCESS, body=encode_fastjson({"offsetTable": table, "consumeTps": 0.0}))
+        return request.reply(
+            ResponseCode.SUCCESS, body=encode_fastjson({"offsetTable": table, "consumeTps": 0.0})
+        )
 
     def _lock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.decode(request.body)

@@ -17,8 +17,8 @@ from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager, retry_topic
 from lakemq.common.codes import RequestCode, ResponseCode
-from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.bodies import HeartbeatData
+from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import UnregisterClientRequestHeader, decode_header
 
@@ -28,8 +28,14 @@ log = logging.getLogger(__name__)
 
 
 class ClientManageProcessor:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
-                 consumers: ConsumerManager, producers: ProducerManager) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        consumers: ConsumerManager,
+        producers: ProducerManager,
+    ) -> None:
         self._config = config
         self._topics = topics
         self._groups = groups
@@ -45,7 +51,9 @@ class ClientManageProcessor:
         return self._heartbeat(ctx, request)
 
     def _info(self, ctx: RequestContext, request: RemotingCommand, client_id: str) -> ClientChannelInfo:
-        return ClientChannelInfo(ctx.connection, client_id, request.language.name, request.version, ctx.remote_addr)
+        return ClientChannelInfo(
+            ctx.connection, client_id, request.language.name, request.version, ctx.remote_addr
+        )
 
     def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         data = HeartbeatData.decode(request.body)
@@ -55,15 +63,26 @@ class ClientManageProcessor:
             if group_config is not None:
                 notify = notify and group_config.notify_consumer_ids_changed_enable
                 self._topics.create_topic_in_send_message_back_method(
-                    retry_topic(consumer.group_name), group_config.retry_queue_nums,
-                    PermName.PERM_WRITE | PermName.PERM_READ)
+                    retry_topic(consumer.group_name),
+                    group_config.retry_queue_nums,
+                    PermName.PERM_WRITE | PermName.PERM_READ,
+                )
             changed = self._consumers.register_consumer(
-                consumer.group_name, self._info(ctx, request, data.client_id), consumer.consume_type,
-                consumer.message_model, consumer.consume_from_where,
-                [from_heartbeat(s) for s in consumer.subscription_data_set], notify)
+                consumer.group_name,
+                self._info(ctx, request, data.client_id),
+                consumer.consume_type,
+                consumer.message_model,
+                consumer.consume_from_where,
+                [from_heartbeat(s) for s in consumer.subscription_data_set],
+                notify,
+            )
             if changed:
-                log.info("consumer group %s changed by heartbeat of %s (%s)", consumer.group_name,
-                         data.client_id, ctx.remote_addr)
+                log.info(
+                    "consumer group %s changed by heartbeat of %s (%s)",
+                    consumer.group_name,
+                    data.client_id,
+                    ctx.remote_addr,
+                )
         for group in data.producer_groups:
             self._producers.register_producer(group, self._info(ctx, request, data.client_id))
         return request.reply(ResponseCode.SUCCESS)
@@ -75,6 +94,7 @@ class ClientManageProcessor:
         if header.consumer_group:
             group_config = self._groups.find_subscription_group_config(header.consumer_group)
             notify = self._config.notify_consumer_ids_changed_enable and (
-                group_config is None or group_config.notify_consumer_ids_changed_enable)
+                group_config is None or group_config.notify_consumer_ids_changed_enable
+            )
             self._consumers.unregister_consumer(header.consumer_group, ctx.connection, notify)
         return request.reply(ResponseCode.SUCCESS)

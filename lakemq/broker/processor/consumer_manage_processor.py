@@ -9,8 +9,8 @@ import os
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.common.codes import RequestCode, ResponseCode
-from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.bodies import GetConsumerListByGroupResponseBody
+from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import (
     GetConsumerListByGroupRequestHeader,
@@ -34,7 +34,9 @@ def _memory_budget(ratio_percent: int) -> int:
 
 
 class ConsumerManageProcessor:
-    def __init__(self, store: MessageStore, consumers: ConsumerManager, offsets: ConsumerOffsetManager) -> None:
+    def __init__(
+        self, store: MessageStore, consumers: ConsumerManager, offsets: ConsumerOffsetManager
+    ) -> None:
         self._store = store
         self._consumers = consumers
         self._offsets = offsets
@@ -49,12 +51,17 @@ class ConsumerManageProcessor:
             info = self._consumers.get_consumer_group_info(header.consumer_group)
             ids = info.all_client_ids() if info else []
             if not ids:
-                return request.reply(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}")
-            return request.reply(ResponseCode.SUCCESS, body=GetConsumerListByGroupResponseBody(tuple(ids)).encode())
+                return request.reply(
+                    ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
+                )
+            return request.reply(
+                ResponseCode.SUCCESS, body=GetConsumerListByGroupResponseBody(tuple(ids)).encode()
+            )
         if request.code == RequestCode.UPDATE_CONSUMER_OFFSET:
             update = decode_header(UpdateConsumerOffsetRequestHeader, request.ext_fields)
-            self._offsets.commit_offset(ctx.remote_addr, update.consumer_group, update.topic, update.queue_id,
-                                        update.commit_offset)
+            self._offsets.commit_offset(
+                ctx.remote_addr, update.consumer_group, update.topic, update.queue_id, update.commit_offset
+            )
             return request.reply(ResponseCode.SUCCESS)
         return self._query_offset(request)
 
@@ -62,13 +69,20 @@ class ConsumerManageProcessor:
         header = decode_header(QueryConsumerOffsetRequestHeader, request.ext_fields)
         offset = self._offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
         if offset >= 0:
-            return request.reply(ResponseCode.SUCCESS, ext_fields=encode_header(QueryConsumerOffsetResponseHeader(offset)))
+            return request.reply(
+                ResponseCode.SUCCESS, ext_fields=encode_header(QueryConsumerOffsetResponseHeader(offset))
+            )
         # A group that never committed: RocketMQ lets it start at 0 when the queue still begins
         # at 0 and that message is still in memory (a young queue), unless the client asked
         # not to (setZeroIfNotFound=false); otherwise the client picks its consumeFromWhere.
-        if header.set_zero_if_not_found is not False and self._store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0 \
-                and not self._in_disk(header.topic, header.queue_id, 0):
-            return request.reply(ResponseCode.SUCCESS, ext_fields=encode_header(QueryConsumerOffsetResponseHeader(0)))
+        if (
+            header.set_zero_if_not_found is not False
+            and self._store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0
+            and not self._in_disk(header.topic, header.queue_id, 0)
+        ):
+            return request.reply(
+                ResponseCode.SUCCESS, ext_fields=encode_header(QueryConsumerOffsetResponseHeader(0))
+            )
         return request.reply(ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
 
     def _in_disk(self, topic: str, queue_id: int, consume_offset: int) -> bool:

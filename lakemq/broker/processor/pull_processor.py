@@ -31,7 +31,12 @@ from lakemq.common.codes import ResponseCode
 from lakemq.errors import for_code
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
-from lakemq.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, decode_header, encode_header
+from lakemq.remoting.headers import (
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    decode_header,
+    encode_header,
+)
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus
 from lakemq.store.message_store import MessageStore
 
@@ -49,9 +54,17 @@ class PullSysFlag:
 
 
 class PullMessageProcessor:
-    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager, consumers: ConsumerManager, offsets: ConsumerOffsetManager,
-                 hold_service: PullRequestHoldService, pool: BusinessPool) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        consumers: ConsumerManager,
+        offsets: ConsumerOffsetManager,
+        hold_service: PullRequestHoldService,
+        pool: BusinessPool,
+    ) -> None:
         self._config = config
         self._store = store
         self._topics = topics
@@ -69,81 +82,129 @@ class PullMessageProcessor:
         # Checks may create the group's config (a file write) and reads block: both in the pool.
         message_filter, response = await self._pool.run(lambda: self._check_and_pull(ctx, request, header))
         if response.code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
-            timeout_ms = header.suspend_timeout_millis if self._config.long_polling_enable \
+            timeout_ms = (
+                header.suspend_timeout_millis
+                if self._config.long_polling_enable
                 else self._config.short_polling_time_mills
-            await self._hold.hold(header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter)
+            )
+            await self._hold.hold(
+                header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter
+            )
             if not ctx.is_open:
                 return response  # the client went away while held; the answer is dropped anyway
             response = await self._pool.run(lambda: self._pull(request, header, message_filter))
         return response
 
-    def _check_and_pull(self, ctx: RequestContext, request: RemotingCommand,
-                        header: PullMessageRequestHeader) -> tuple[TagMessageFilter, RemotingCommand]:
+    def _check_and_pull(
+        self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> tuple[TagMessageFilter, RemotingCommand]:
         message_filter = TagMessageFilter(self._check(header))
         response = self._pull(request, header, message_filter)
         if header.sys_flag & PullSysFlag.COMMIT_OFFSET and self._config.broker_id == MASTER_ID:
-            self._offsets.commit_offset(ctx.remote_addr, header.consumer_group, header.topic, header.queue_id,
-                                        header.commit_offset)
+            self._offsets.commit_offset(
+                ctx.remote_addr, header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            )
         return message_filter, response
 
     def _check(self, header: PullMessageRequestHeader) -> SubscriptionData:
         """Permissions, group, topic, queue and subscription; raises BrokerError to refuse."""
         c = self._config
         if not PermName.is_readable(c.broker_permission):
-            raise for_code(ResponseCode.NO_PERMISSION, f"the broker[{c.broker_ip1}] pulling message is forbidden")
+            raise for_code(
+                ResponseCode.NO_PERMISSION, f"the broker[{c.broker_ip1}] pulling message is forbidden"
+            )
         group_config = self._groups.find_subscription_group_config(header.consumer_group)
         if group_config is None:
-            raise for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                           f"subscription group [{header.consumer_group}] does not exist")
+            raise for_code(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist",
+            )
         if not group_config.consume_enable:
-            raise for_code(ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}")
+            raise for_code(
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
+            )
         topic_config = self._topics.select_topic_config(header.topic)
         if topic_config is None:
-            raise for_code(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!")
+            raise for_code(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+            )
         if not PermName.is_readable(topic_config.perm):
-            raise for_code(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden")
+            raise for_code(
+                ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
+            )
         if not 0 <= header.queue_id < topic_config.read_queue_nums:
-            raise for_code(ResponseCode.SYSTEM_ERROR,
-                           f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
-                           f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] consumer:[{header.consumer_group}]")
+            raise for_code(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{topic_config.read_queue_nums}] "
+                f"consumer:[{header.consumer_group}]",
+            )
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
             try:
-                subscription = build_subscription_data(header.topic, header.subscription,
-                                                       header.expression_type or EXPRESSION_TYPE_TAG,
-                                                       sub_version=header.sub_version)
+                subscription = build_subscription_data(
+                    header.topic,
+                    header.subscription,
+                    header.expression_type or EXPRESSION_TYPE_TAG,
+                    sub_version=header.sub_version,
+                )
             except SubscriptionParseError as exc:
-                raise for_code(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                               f"parse the consumer's subscription[{header.subscription}] failed: {exc}") from exc
+                raise for_code(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"parse the consumer's subscription[{header.subscription}] failed: {exc}",
+                ) from exc
         else:
             group_info = self._consumers.get_consumer_group_info(header.consumer_group)
             if group_info is None:
-                raise for_code(ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                               f"the consumer's group info not exist, group: {header.consumer_group}")
+                raise for_code(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's group info not exist, group: {header.consumer_group}",
+                )
             if not group_config.consume_broadcast_enable and group_info.message_model == "BROADCASTING":
-                raise for_code(ResponseCode.NO_PERMISSION,
-                               f"the consumer group[{header.consumer_group}] can not consume by broadcast way")
+                raise for_code(
+                    ResponseCode.NO_PERMISSION,
+                    f"the consumer group[{header.consumer_group}] can not consume by broadcast way",
+                )
             found = group_info.subscription_table.get(header.topic)
             if found is None:
-                raise for_code(ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                               f"the consumer's subscription not exist, group: {header.consumer_group}")
+                raise for_code(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's subscription not exist, group: {header.consumer_group}",
+                )
             if found.sub_version < header.sub_version:
-                raise for_code(ResponseCode.SUBSCRIPTION_NOT_LATEST,
-                               f"the consumer's subscription not latest, group: {header.consumer_group}")
+                raise for_code(
+                    ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                    f"the consumer's subscription not latest, group: {header.consumer_group}",
+                )
             subscription = found
         if subscription.expression_type != EXPRESSION_TYPE_TAG:
-            raise for_code(ResponseCode.SYSTEM_ERROR,
-                           f"The broker does not support consumer to filter message by {subscription.expression_type}")
+            raise for_code(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {subscription.expression_type}",
+            )
         return subscription
 
-    def _pull(self, request: RemotingCommand, header: PullMessageRequestHeader,
-              message_filter: TagMessageFilter) -> RemotingCommand:
+    def _pull(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: TagMessageFilter
+    ) -> RemotingCommand:
         max_bytes = header.max_msg_bytes if header.max_msg_bytes and header.max_msg_bytes > 0 else 256 * 1024
-        result = self._store.get_message(header.consumer_group, header.topic, header.queue_id, header.queue_offset,
-                                         max(header.max_msg_nums, 1), message_filter, max_bytes)
+        result = self._store.get_message(
+            header.consumer_group,
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            max(header.max_msg_nums, 1),
+            message_filter,
+            max_bytes,
+        )
         code, remark = _map_status(result, header.queue_offset)
-        fields = encode_header(PullMessageResponseHeader(
-            suggest_which_broker_id=MASTER_ID, next_begin_offset=result.next_begin_offset,
-            min_offset=result.min_offset, max_offset=result.max_offset))
+        fields = encode_header(
+            PullMessageResponseHeader(
+                suggest_which_broker_id=MASTER_ID,
+                next_begin_offset=result.next_begin_offset,
+                min_offset=result.min_offset,
+                max_offset=result.max_offset,
+            )
+        )
         body = b"".join(result.buffers) if code == ResponseCode.SUCCESS else b""
         return request.reply(code, remark, fields, body)
 
@@ -156,11 +217,21 @@ def _map_status(result: GetMessageResult, requested_offset: int) -> tuple[int, s
         return ResponseCode.PULL_RETRY_IMMEDIATELY, status.name
     if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
         if requested_offset != 0:
-            log.info("pull offset %d of an empty or unknown queue: moved to %d", requested_offset, result.next_begin_offset)
+            log.info(
+                "pull offset %d of an empty or unknown queue: moved to %d",
+                requested_offset,
+                result.next_begin_offset,
+            )
             return ResponseCode.PULL_OFFSET_MOVED, status.name
         return ResponseCode.PULL_NOT_FOUND, status.name
     if status in (GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.OFFSET_OVERFLOW_ONE):
         return ResponseCode.PULL_NOT_FOUND, status.name
     # OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL: the client resets to next_begin_offset.
-    log.info("pull offset %d out of range [%d, %d]: %s", requested_offset, result.min_offset, result.max_offset, status.name)
+    log.info(
+        "pull offset %d out of range [%d, %d]: %s",
+        requested_offset,
+        result.min_offset,
+        result.max_offset,
+        status.name,
+    )
     return ResponseCode.PULL_OFFSET_MOVED, status.name

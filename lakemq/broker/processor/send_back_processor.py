@@ -35,8 +35,14 @@ _RETRY_BASE_LEVEL = 3  # a retry with delay level 0 waits level 3 + reconsume ti
 
 
 class ConsumerSendMsgBackProcessor:
-    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager, pool: BusinessPool) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        pool: BusinessPool,
+    ) -> None:
         self._config = config
         self._store = store
         self._topics = topics
@@ -53,38 +59,64 @@ class ConsumerSendMsgBackProcessor:
         header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
         group_config = self._groups.find_subscription_group_config(header.group)
         if group_config is None:
-            raise for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}")
+            raise for_code(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}"
+            )
         if not PermName.is_writeable(self._config.broker_permission):
-            raise for_code(ResponseCode.NO_PERMISSION, f"the broker[{self._config.broker_ip1}] sending message is forbidden")
+            raise for_code(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self._config.broker_ip1}] sending message is forbidden",
+            )
         if group_config.retry_queue_nums <= 0:
             return request.reply(ResponseCode.SUCCESS)  # the group wants no retries
         msg = self._store.look_message_by_offset(header.offset)
         if msg is None:
             raise for_code(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
 
-        max_times = header.max_reconsume_times if header.max_reconsume_times is not None else group_config.retry_max_times
+        max_times = (
+            header.max_reconsume_times
+            if header.max_reconsume_times is not None
+            else group_config.retry_max_times
+        )
         properties = dict(msg.properties)
         properties.setdefault(MessageConst.RETRY_TOPIC, msg.topic)
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, header.origin_msg_id or msg.msg_id)
         properties[MessageConst.WAIT_STORE_MSG_OK] = "false"
         if msg.reconsume_times >= max_times or header.delay_level < 0:
             target = self._topics.create_topic_in_send_message_back_method(
-                dlq_topic(header.group), 1, PermName.PERM_WRITE | PermName.PERM_READ)
+                dlq_topic(header.group), 1, PermName.PERM_WRITE | PermName.PERM_READ
+            )
             properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
-            log.info("message %s of group %s to %s after %d reconsumes", msg.msg_id, header.group,
-                     target.topic_name, msg.reconsume_times)
+            log.info(
+                "message %s of group %s to %s after %d reconsumes",
+                msg.msg_id,
+                header.group,
+                target.topic_name,
+                msg.reconsume_times,
+            )
         else:
             target = self._topics.create_topic_in_send_message_back_method(
-                retry_topic(header.group), group_config.retry_queue_nums, PermName.PERM_WRITE | PermName.PERM_READ)
+                retry_topic(header.group),
+                group_config.retry_queue_nums,
+                PermName.PERM_WRITE | PermName.PERM_READ,
+            )
             level = header.delay_level or _RETRY_BASE_LEVEL + msg.reconsume_times
             properties[MessageConst.DELAY_TIME_LEVEL] = str(level)
         if not PermName.is_writeable(target.perm):
-            raise for_code(ResponseCode.NO_PERMISSION, f"the topic[{target.topic_name}] sending message is forbidden")
+            raise for_code(
+                ResponseCode.NO_PERMISSION, f"the topic[{target.topic_name}] sending message is forbidden"
+            )
 
         inner = MessageExtBrokerInner(
-            topic=target.topic_name, body=msg.body, flag=msg.flag, properties=properties,
-            queue_id=random.randrange(max(target.write_queue_nums, 1)), sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=self._store.store_host,
+            topic=target.topic_name,
+            body=msg.body,
+            flag=msg.flag,
+            properties=properties,
+            queue_id=random.randrange(max(target.write_queue_nums, 1)),
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_host=self._store.store_host,
             reconsume_times=msg.reconsume_times + 1,
         )
         inner.properties_string = properties_to_string(properties)

@@ -51,28 +51,59 @@ DEFAULT_REGION: Final = "DefaultRegion"
 # PutMessageStatus -> (response code, remark); the first three still carry the send result.
 _STATUS_REPLY: Final = {
     PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
-    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, "stored, but not flushed to disk in time"),
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, "stored, but not replicated in time"),
-    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, "stored, but the slave is not available"),
-    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (ResponseCode.SYSTEM_ERROR,
-                                                 "create mapped file failed, server is busy or broken."),
-    PutMessageStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL,
-                                       "the message is illegal, maybe msg body or properties length not matched."),
-    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (ResponseCode.MESSAGE_ILLEGAL,
-                                                "the message is illegal, msg properties length limit exceeded."),
-    PutMessageStatus.SERVICE_NOT_AVAILABLE: (ResponseCode.SERVICE_NOT_AVAILABLE,
-                                             "service not available now, maybe disk full or the broker is stopping."),
-    PutMessageStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_ERROR,
-                                         "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        "stored, but not flushed to disk in time",
+    ),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        "stored, but not replicated in time",
+    ),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+        "stored, but the slave is not available",
+    ),
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR,
+        "create mapped file failed, server is busy or broken.",
+    ),
+    PutMessageStatus.MESSAGE_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched.",
+    ),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, msg properties length limit exceeded.",
+    ),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now, maybe disk full or the broker is stopping.",
+    ),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (
+        ResponseCode.SYSTEM_ERROR,
+        "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+    ),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
-_STORED: Final = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
-                            PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE})
+_STORED: Final = frozenset(
+    {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.FLUSH_DISK_TIMEOUT,
+        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
 
 
 class SendMessageProcessor:
-    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager, pool: BusinessPool) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        pool: BusinessPool,
+    ) -> None:
         self._config = config
         self._store = store
         self._topics = topics
@@ -103,27 +134,36 @@ class SendMessageProcessor:
         c = self._config
         topic = header.topic
         if not PermName.is_writeable(c.broker_permission):
-            raise for_code(ResponseCode.NO_PERMISSION, f"the broker[{c.broker_ip1}] sending message is forbidden")
+            raise for_code(
+                ResponseCode.NO_PERMISSION, f"the broker[{c.broker_ip1}] sending message is forbidden"
+            )
         if not is_valid_name(topic):
-            raise for_code(ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is invalid: use letters, digits, "
-                           "'%', '|', '_' and '-', at most 127 characters")
+            raise for_code(
+                ResponseCode.SYSTEM_ERROR,
+                f"the topic[{topic}] is invalid: use letters, digits, "
+                "'%', '|', '_' and '-', at most 127 characters",
+            )
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise for_code(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         topic_config = self._topics.select_topic_config(topic)
         if topic_config is None and header.default_topic:
             topic_config = self._topics.create_topic_in_send_message_method(
-                topic, header.default_topic, header.default_topic_queue_nums)
+                topic, header.default_topic, header.default_topic_queue_nums
+            )
         if topic_config is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             topic_config = self._topics.create_topic_in_send_message_back_method(
-                topic, 1, PermName.PERM_WRITE | PermName.PERM_READ)
+                topic, 1, PermName.PERM_WRITE | PermName.PERM_READ
+            )
         if topic_config is None:
             raise for_code(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if not PermName.is_writeable(topic_config.perm):
             raise for_code(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         valid_ids = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
         if header.queue_id >= valid_ids:
-            raise for_code(ResponseCode.SYSTEM_ERROR,
-                           f"request queueId[{header.queue_id}] is illegal, {topic_config} Producer: {ctx.remote_addr}")
+            raise for_code(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{header.queue_id}] is illegal, {topic_config} Producer: {ctx.remote_addr}",
+            )
         return topic_config
 
     def _queue_id(self, header: SendMessageRequestHeader, topic_config: TopicConfig) -> int:
@@ -137,57 +177,99 @@ class SendMessageProcessor:
         """A retry message over its group's max reconsume times goes to ``%DLQ%group``."""
         if not msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return
-        group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
         group_config = self._groups.find_subscription_group_config(group)
         if group_config is None:
-            raise for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
-        max_times = header.max_reconsume_times if header.max_reconsume_times is not None else group_config.retry_max_times
+            raise for_code(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        max_times = (
+            header.max_reconsume_times
+            if header.max_reconsume_times is not None
+            else group_config.retry_max_times
+        )
         if (header.reconsume_times or 0) <= max_times:
             return
         dlq = self._topics.create_topic_in_send_message_back_method(
-            dlq_topic(group), 1, PermName.PERM_WRITE | PermName.PERM_READ)
-        log.info("message of group %s reconsumed %d times > %d: to %s", group, header.reconsume_times, max_times, dlq.topic_name)
+            dlq_topic(group), 1, PermName.PERM_WRITE | PermName.PERM_READ
+        )
+        log.info(
+            "message of group %s reconsumed %d times > %d: to %s",
+            group,
+            header.reconsume_times,
+            max_times,
+            dlq.topic_name,
+        )
         msg.topic, msg.queue_id = dlq.topic_name, 0
 
     # -- building ----------------------------------------------------------------------
 
-    def _base(self, ctx: RequestContext, header: SendMessageRequestHeader, queue_id: int, body: bytes,
-              flag: int, properties: str) -> MessageExtBrokerInner:
+    def _base(
+        self,
+        ctx: RequestContext,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+        body: bytes,
+        flag: int,
+        properties: str,
+    ) -> MessageExtBrokerInner:
         msg = MessageExtBrokerInner(
-            topic=header.topic, body=body, flag=flag, properties=string_to_properties(properties),
-            queue_id=queue_id, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
-            born_host=ctx.remote_addr, store_host=self._store.store_host, reconsume_times=header.reconsume_times or 0,
+            topic=header.topic,
+            body=body,
+            flag=flag,
+            properties=string_to_properties(properties),
+            queue_id=queue_id,
+            sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=ctx.remote_addr,
+            store_host=self._store.store_host,
+            reconsume_times=header.reconsume_times or 0,
         )
         msg.set_property(PROPERTY_CLUSTER, self._config.broker_cluster_name)
         msg.tags_code = tags_hash_code(msg.tags)
         return msg
 
-    def _message(self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig,
-                 body: bytes) -> MessageExtBrokerInner:
-        msg = self._base(ctx, header, self._queue_id(header, topic_config), body, header.flag, header.properties or "")
+    def _message(
+        self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig, body: bytes
+    ) -> MessageExtBrokerInner:
+        msg = self._base(
+            ctx, header, self._queue_id(header, topic_config), body, header.flag, header.properties or ""
+        )
         self._retry_or_dlq(header, msg)
         return msg
 
-    def _batch_messages(self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig,
-                        body: bytes) -> list[MessageExtBrokerInner]:
+    def _batch_messages(
+        self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig, body: bytes
+    ) -> list[MessageExtBrokerInner]:
         if header.topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             raise for_code(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group")
         if len(body) > self._store.config.max_message_size:
-            raise for_code(ResponseCode.MESSAGE_ILLEGAL,
-                           f"batch body of {len(body)} bytes exceeds maxMessageSize {self._store.config.max_message_size}")
+            raise for_code(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"batch body of {len(body)} bytes exceeds maxMessageSize "
+                f"{self._store.config.max_message_size}",
+            )
         queue_id = self._queue_id(header, topic_config)
         # A malformed batch raises MessageIllegalError, answered MESSAGE_ILLEGAL.
         return [self._base(ctx, header, queue_id, e.body, e.flag, e.properties) for e in decode_batch(body)]
 
     # -- reply -------------------------------------------------------------------------
 
-    def _reply(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
-               first: MessageExtBrokerInner, result: PutMessageResult) -> RemotingCommand:
+    def _reply(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        first: MessageExtBrokerInner,
+        result: PutMessageResult,
+    ) -> RemotingCommand:
         code, remark = _STATUS_REPLY[result.status]
         if result.remark:
             remark = f"{remark} ({result.remark})" if remark else result.remark
         if result.status not in _STORED or result.append_result is None:
-            log.warning("send to %s from %s refused: %s %s", header.topic, ctx.remote_addr, result.status.name, remark)
+            log.warning(
+                "send to %s from %s refused: %s %s", header.topic, ctx.remote_addr, result.status.name, remark
+            )
             return request.reply(code, remark)
         append = result.append_result
         fields = encode_header(SendMessageResponseHeader(append.msg_id, first.queue_id, append.logics_offset))

@@ -5,9 +5,8 @@
     consumer.register_message_listener_concurrently(on_messages)
     await consumer.start()
 
-Rebalance decides the owned queues; each owned queue has a pull loop (long polling, pauses
-when the ProcessQueue is over pullThresholdForQueue / pullThresholdSizeForQueue /
-consumeConcurrentlyMaxSpan) feeding the consume service. Clustering consumers also read
+Rebalance decides the owned queues; the fetcher runs a long-polling pull loop per owned queue
+(see :mod:`lakemq.client.fetcher`) feeding the consume service. Clustering consumers also read
 their group's retry topic, where RECONSUME_LATER messages come back.
 """
 
@@ -16,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from lakemq.client.config import ClientConfig, ConsumerConfig, MessageModel
@@ -27,11 +25,10 @@ from lakemq.client.consume_service import (
     OrderlyListener,
 )
 from lakemq.client.consumer_core import ConsumerCore, retry_topic
+from lakemq.client.fetcher import Fetcher
 from lakemq.client.message_queue import MessageQueue
-from lakemq.client.offset_store import ReadOffsetType
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.client.rebalance import Rebalancer
-from lakemq.client.results import PullStatus
 from lakemq.client.route import TopicRouteData
 from lakemq.client.subscription import ExpressionType, SubscriptionData, build_subscription
 from lakemq.common.message import MessageExt
@@ -59,9 +56,8 @@ class PushConsumer:
         self._orderly: OrderlyListener | None = None
         self._service: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._rebalancer: Rebalancer | None = None
-        self._pulls: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._fetcher: Fetcher | None = None
         self._lock_task: asyncio.Task[None] | None = None
-        self._stopping = False
 
     # -- configuration ------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = ExpressionType.TAG) -> None:
@@ -84,7 +80,8 @@ class PushConsumer:
         if self.config.message_model is MessageModel.CLUSTERING:
             self.subscriptions.setdefault(retry_topic(self.group), build_subscription(retry_topic(self.group), "*"))
         orderly = self._orderly is not None
-        self._rebalancer = Rebalancer(self.core, orderly=orderly, start_pull=self._start_pull,
+        fetcher = self._fetcher = Fetcher(self.core, self.subscriptions, self._submit, self._drop, orderly=orderly)
+        self._rebalancer = Rebalancer(self.core, orderly=orderly, start_pull=fetcher.start,
                                       subscribed_topics=self.subscribed_topics)
         if self._orderly is not None:
             self._service = OrderlyConsumeService(self.core, self._orderly, self._rebalancer, self._send_back)
@@ -108,21 +105,16 @@ class PushConsumer:
     async def shutdown(self, await_termination: float = 10.0) -> None:
         if not self.core.started:
             return
-        self._stopping = True
+        assert self._fetcher is not None and self._service is not None and self._rebalancer is not None
         if self._lock_task is not None:
             self._lock_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._lock_task
-        for task in self._pulls.values():
-            task.cancel()
-        await asyncio.gather(*self._pulls.values(), return_exceptions=True)
-        self._pulls.clear()
-        assert self._service is not None and self._rebalancer is not None
+        await self._fetcher.stop()
         await self._service.shutdown(await_termination)
         await self.persist_offsets()
         await self._rebalancer.drop_all()
         await self.core.close()
-        self._stopping = False
 
     async def __aenter__(self) -> "PushConsumer":
         await self.start()
@@ -154,7 +146,7 @@ class PushConsumer:
         }
 
     async def do_rebalance(self) -> None:
-        if self._rebalancer is not None and self.core.started and not self._stopping:
+        if self._rebalancer is not None and self.core.started and not (self._fetcher and self._fetcher.stopping):
             await self._rebalancer.do_rebalance()
 
     async def persist_offsets(self) -> None:
@@ -164,61 +156,13 @@ class PushConsumer:
     def owned_queues(self) -> list[MessageQueue]:
         return self._rebalancer.owned() if self._rebalancer else []
 
-    # -- pulling ------------------------------------------------------------------------
-    def _start_pull(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        if self._stopping:
-            pq.dropped = True
-            return
-        old = self._pulls.pop(mq, None)
-        if old is not None:
-            old.cancel()
-        self._pulls[mq] = asyncio.create_task(self._pull_loop(mq, pq, offset), name=f"pull-{mq}")
+    def _submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        assert self._service is not None
+        self._service.submit(msgs, pq, mq)
 
-    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        cfg = self.config
-        sub = self.subscriptions[mq.topic]
-        clustering = cfg.message_model is MessageModel.CLUSTERING
-        orderly = isinstance(self._service, OrderlyConsumeService)
-        store = self.core.offset_store
-        try:
-            while not pq.dropped:
-                if pq.flow_control(max_count=cfg.pull_threshold_for_queue, max_size_mib=cfg.pull_threshold_size_for_queue,
-                                   max_span=None if orderly else cfg.consume_concurrently_max_span):
-                    pq.last_pull_timestamp = time.monotonic() * 1000
-                    await asyncio.sleep(cfg.pull_time_delay_millis_when_flow_control / 1000)
-                    continue
-                commit = await store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY) if clustering else 0
-                try:
-                    result = await self.core.pull_api.pull(
-                        mq, sub, offset, cfg.pull_batch_size, commit_offset=max(commit, 0),
-                        suspend_ms=cfg.broker_suspend_max_time_millis, timeout_ms=cfg.consumer_timeout_millis_when_suspend)
-                except (RemotingError, BrokerError, LakeMQError) as exc:
-                    log.warning("pull of %s at %d failed: %s", mq, offset, exc)
-                    await asyncio.sleep(cfg.pull_time_delay_millis_when_exception / 1000)
-                    continue
-                pq.last_pull_timestamp = time.monotonic() * 1000
-                if pq.dropped:
-                    return
-                if result.pull_status is PullStatus.OFFSET_ILLEGAL:
-                    log.warning("offset %d of %s is illegal, moving to %d", offset, mq, result.next_begin_offset)
-                    store.update_offset(mq, result.next_begin_offset)
-                    await store.persist(mq)
-                    assert self._rebalancer is not None
-                    await self._rebalancer.drop(mq)
-                    return
-                offset = result.next_begin_offset
-                if result.msgs:
-                    pq.put_messages(result.msgs)
-                    assert self._service is not None
-                    self._service.submit(result.msgs, pq, mq)
-                elif pq.msg_count == 0:
-                    # Nothing in flight and nothing matched: the offset may move on.
-                    store.update_offset(mq, offset, increase_only=True)
-                if cfg.pull_interval:
-                    await asyncio.sleep(cfg.pull_interval / 1000)
-        finally:
-            if self._pulls.get(mq) is asyncio.current_task():
-                del self._pulls[mq]
+    async def _drop(self, mq: MessageQueue) -> None:
+        assert self._rebalancer is not None
+        await self._rebalancer.drop(mq)
 
     async def _send_back(self, msg: MessageExt, mq: MessageQueue, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK: the broker re-delivers ``msg`` through the retry topic

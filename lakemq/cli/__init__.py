@@ -20,7 +20,8 @@ __all__ = ["main"]
 log = logging.getLogger("lakemq.cli")
 
 # Modules that add commands to ``main``; imported lazily so `lakemq --help` stays fast.
-COMMAND_MODULES: tuple[str, ...] = ("lakemq.cli.client_cmds", "lakemq.cli.server_cmds", "lakemq.cli.broker_cmds")
+COMMAND_MODULES: tuple[str, ...] = ("lakemq.cli.client_cmds", "lakemq.cli.server_cmds", "lakemq.cli.broker_cmds",
+                                     "lakemq.cli.lake_cmds")
 
 
 class LakeMQGroup(click.Group):

@@ -1,0 +1,67 @@
+"""Table upkeep through deltalake: small-file compaction, vacuum, checkpoints.
+
+Segment commits add one small file per (segment, topic, day); ``optimize`` rewrites a
+partition's small files into files near ``target_size``; ``vacuum`` deletes files no
+version within the retention window references (old optimize inputs, and files a dead
+compaction run wrote but never committed); a checkpoint lets readers skip replaying JSON
+commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lakemq.errors import LakeError
+from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.tables import MESSAGES_TABLE
+
+__all__ = ["MaintainResult", "optimize", "vacuum", "checkpoint", "maintain"]
+
+
+@dataclass(frozen=True, slots=True)
+class MaintainResult:
+    files_added: int
+    files_removed: int
+    vacuumed: tuple[str, ...]
+    checkpoint_version: int
+
+
+def _table(lake: LakeLocation) -> Any:
+    from deltalake import DeltaTable
+
+    uri = lake.table_uri(MESSAGES_TABLE)
+    if not DeltaTable.is_deltatable(uri, storage_options=lake.delta_options()):
+        raise LakeError(f"no Delta table at {uri}")
+    return DeltaTable(uri, storage_options=lake.delta_options())
+
+
+def optimize(lake: LakeLocation, *, target_size: int) -> tuple[int, int]:
+    """Compact small files; returns (files added, files removed)."""
+    metrics = _table(lake).optimize.compact(target_size=target_size)
+    return int(metrics.get("numFilesAdded", 0)), int(metrics.get("numFilesRemoved", 0))
+
+
+def vacuum(lake: LakeLocation, *, retention_hours: int, dry_run: bool = False) -> list[str]:
+    """Delete unreferenced files older than ``retention_hours`` (0 is allowed: our readers
+    always open the newest snapshot or an explicit version that is still referenced)."""
+    return list(_table(lake).vacuum(retention_hours=retention_hours, dry_run=dry_run,
+                                    enforce_retention_duration=False, full=True))
+
+
+def checkpoint(lake: LakeLocation) -> int:
+    table = _table(lake)
+    table.create_checkpoint()
+    return int(table.version())
+
+
+def maintain(
+    lake_uri: str, *, storage_options: Mapping[str, str] | None = None, target_size: int = 128 << 20,
+    vacuum_retention_hours: int = 168,
+) -> MaintainResult:
+    lake = LakeLocation.of(lake_uri, storage_options)
+    added, removed = optimize(lake, target_size=target_size)
+    gone = vacuum(lake, retention_hours=vacuum_retention_hours)
+    version = checkpoint(lake)
+    return MaintainResult(added, removed, tuple(gone), version)

@@ -99,7 +99,8 @@ class CommitLog:
         """Stop accepting puts, flush everything, unmap."""
         self._running = False
         with self._put_lock:
-            self.flush_service.shutdown()
+            pass  # a barrier: appends re-check ``_running`` under the lock, so none follow
+        self.flush_service.shutdown()
         self.mapped_file_queue.flush(0)
         self.mapped_file_queue.shutdown()
 
@@ -135,10 +136,10 @@ class CommitLog:
         with self._put_lock:
             now = time.time_ns() // 1_000_000
             self._lock_begin_ms = now
-            mf = self._writable_file(size)
+            mf = self._writable_file(size) if self._running else None
             if mf is None:
                 self._lock_begin_ms = 0
-                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                return self._not_writable()
             table = self._topic_queue_table
             queue_offset = table.get(key, 0) if in_queue else 0
             offset = mf.file_from_offset + mf.wrote_position
@@ -179,10 +180,10 @@ class CommitLog:
         with self._put_lock:
             now = time.time_ns() // 1_000_000
             self._lock_begin_ms = now
-            mf = self._writable_file(total)
+            mf = self._writable_file(total) if self._running else None
             if mf is None:
                 self._lock_begin_ms = 0
-                return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                return self._not_writable()
             table = self._topic_queue_table
             first_offset = offset = mf.file_from_offset + mf.wrote_position
             pos = 0
@@ -205,6 +206,11 @@ class CommitLog:
         result = AppendMessageResult(AppendMessageStatus.PUT_OK, first_offset, total, msg_ids, now,
                                      first_queue_offset, len(msgs))
         return PutMessageResult(self.flush_service.on_put(first_offset + total, wait), result)
+
+    def _not_writable(self) -> PutMessageResult:
+        if not self._running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is shutting down")
+        return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark="cannot create a CommitLog file")
 
     def _check(self, msg: MessageExtBrokerInner) -> PutMessageResult | None:
         if not self._running:

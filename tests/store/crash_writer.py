@@ -1,5 +1,6 @@
-"""Child process for the crash tests: recover the CommitLog under ``argv[1]``, then append
-SYNC_FLUSH messages from several threads forever, printing ``offset size writer seq`` for each
+"""Child process for the crash tests: open the store under ``argv[1]`` (the CommitLog alone,
+or the whole MessageStore when ``argv[3] == "store"``), then append SYNC_FLUSH messages from
+several threads forever, printing ``offset size writer seq queue_offset`` for each
 acknowledged put. The parent kills it with SIGKILL at a random moment."""
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import time
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import FlushDiskType, StoreConfig
-from lakemq.store.results import PutMessageStatus
+from lakemq.store.message_store import MessageStore
+from lakemq.store.results import PutMessageResult, PutMessageStatus
 
 CONFIG = {"mapped_file_size_commit_log": 256 * 1024, "max_message_size": 64 * 1024,
           "flush_disk_type": FlushDiskType.SYNC_FLUSH}
+STORE_CONFIG = {**CONFIG, "mapped_file_size_consume_queue": 20 * 200, "max_hash_slot_num": 256,
+                "max_index_num": 2048}
+WRITERS = 4
 
 
 def body_for(writer: int, seq: int) -> bytes:
@@ -23,23 +28,40 @@ def body_for(writer: int, seq: int) -> bytes:
     return head + bytes([(writer * 31 + seq) % 256]) * ((seq * 7919) % 20000)
 
 
-def main() -> None:
-    commit_log = CommitLog(StoreConfig(store_path_root_dir=sys.argv[1], **CONFIG))  # type: ignore[arg-type]
+def key_for(writer: int, seq: int) -> str:
+    return f"K{writer}-{seq}"
+
+
+def open_put(root: str, mode: str) -> "callable[[MessageExtBrokerInner], PutMessageResult]":  # type: ignore[valid-type]
+    if mode == "store":
+        store = MessageStore(StoreConfig(store_path_root_dir=root, **STORE_CONFIG))  # type: ignore[arg-type]
+        if not store.load():
+            raise SystemExit("store failed to load")
+        store.start()
+        return store.put_message
+    commit_log = CommitLog(StoreConfig(store_path_root_dir=root, **CONFIG))  # type: ignore[arg-type]
     commit_log.load()
     commit_log.recover_normally()
     commit_log.start()
+    return commit_log.put_message
+
+
+def main() -> None:
+    root, round_id, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "commitlog"
+    put = open_put(root, mode)
     out_lock = threading.Lock()
-    round_id = int(sys.argv[2])
 
     def write(writer: int) -> None:
         seq = 0
+        tag = round_id * 100 + writer
         while True:
-            msg = MessageExtBrokerInner(topic="CrashTopic", queue_id=writer, body=body_for(writer, seq))
-            result = commit_log.put_message(msg)
+            msg = MessageExtBrokerInner(topic="CrashTopic", queue_id=writer, body=body_for(tag, seq),
+                                        properties={"KEYS": key_for(tag, seq)})
+            result = put(msg)
             ar = result.append_result
             if result.status is PutMessageStatus.PUT_OK and ar is not None:
                 with out_lock:
-                    sys.stdout.write(f"{ar.wrote_offset} {ar.wrote_bytes} {round_id * 100 + writer} {seq}\n")
+                    sys.stdout.write(f"{ar.wrote_offset} {ar.wrote_bytes} {tag} {seq} {ar.logics_offset}\n")
                     sys.stdout.flush()
             seq += 1
 
@@ -54,7 +76,7 @@ def main() -> None:
     threading.Thread(target=orphan_watch, daemon=True).start()
     sys.stdout.write("ready\n")
     sys.stdout.flush()
-    for w in range(4):
+    for w in range(WRITERS):
         threading.Thread(target=write, args=(w,), daemon=True).start()
     threading.Event().wait()
 

@@ -14,18 +14,23 @@ import time
 from pathlib import Path
 
 import pytest
-from crash_writer import CONFIG, body_for
+from crash_writer import CONFIG, STORE_CONFIG, WRITERS, body_for, key_for
 
 from lakemq.common.record import decode_record
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.commit_log_scan import iter_dispatch_requests
 from lakemq.store.config import StoreConfig
+from lakemq.store.get_results import GetMessageStatus
+from lakemq.store.message_store import MessageStore
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 
 
-def _run_and_kill(store: Path, round_id: int, rng: random.Random) -> list[tuple[int, int, int, int]]:
-    proc = subprocess.Popen([sys.executable, str(WRITER), str(store), str(round_id)],
+Acked = list[tuple[int, int, int, int, int]]  # offset, size, writer tag, seq, queue offset
+
+
+def _run_and_kill(store: Path, round_id: int, rng: random.Random, mode: str = "commitlog") -> Acked:
+    proc = subprocess.Popen([sys.executable, str(WRITER), str(store), str(round_id), mode],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
@@ -39,12 +44,12 @@ def _run_and_kill(store: Path, round_id: int, rng: random.Random) -> list[tuple[
     acked = []
     for line in out.split(b"\n"):
         parts = line.split()
-        if len(parts) == 4:  # a torn last line was never fully acknowledged to us
+        if len(parts) == 5:  # a torn last line was never fully acknowledged to us
             acked.append(tuple(int(p) for p in parts))
     return acked  # type: ignore[return-value]
 
 
-def _tear_tail(store: Path, acked: list[tuple[int, int, int, int]]) -> int | None:
+def _tear_tail(store: Path, acked: Acked) -> int | None:
     """Power-loss stand-in: right after the last acknowledged record, write a torn copy of
     that record's head (whatever unacknowledged bytes were there are lost). Returns where
     recovery must now end, or None when that spot is not in the last file."""
@@ -63,7 +68,7 @@ def _tear_tail(store: Path, acked: list[tuple[int, int, int, int]]) -> int | Non
     return end
 
 
-def _check_store(store: Path, acked: list[tuple[int, int, int, int]], abnormal: bool,
+def _check_store(store: Path, acked: Acked, abnormal: bool,
                  expected_end: int | None = None) -> int:
     cl = CommitLog(StoreConfig(store_path_root_dir=str(store), **CONFIG))  # type: ignore[arg-type]
     cl.load()
@@ -75,11 +80,11 @@ def _check_store(store: Path, acked: list[tuple[int, int, int, int]], abnormal: 
     assert end == cl.get_max_offset()
     if expected_end is not None:
         assert end == expected_end
-    for offset, size, writer, seq in acked:
+    for offset, size, writer, seq, _ in acked:
         raw = cl.get_message(offset, size)
         assert raw is not None, f"acknowledged message at {offset} lost"
         msg = decode_record(raw, check_crc=True)
-        assert msg.body == body_for(writer % 100, seq)
+        assert msg.body == body_for(writer, seq)
         assert msg.commit_log_offset == offset
     # The log walks cleanly from its start to exactly ``end``; nothing follows.
     pos = cl.get_min_offset()
@@ -108,7 +113,7 @@ def _check_store(store: Path, acked: list[tuple[int, int, int, int]], abnormal: 
 def test_kill_9_never_loses_acknowledged_messages(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("LAKEMQ_CRASH_SEED", "7")))
     store = tmp_path / "store"
-    all_acked: list[tuple[int, int, int, int]] = []
+    all_acked: Acked = []
     deadline = time.monotonic() + 30
     rounds = 0
     while rounds < 6 and time.monotonic() < deadline:
@@ -121,3 +126,40 @@ def test_kill_9_never_loses_acknowledged_messages(tmp_path: Path) -> None:
     assert len(all_acked) > 100
     assert len({(o, s) for o, s, *_ in all_acked}) == len(all_acked)
     assert len(list((store / "commitlog").iterdir())) > 1  # the writers rolled files
+
+
+@pytest.mark.timeout(90)
+def test_kill_9_store_keeps_consume_queue_and_index(tmp_path: Path) -> None:
+    """The same through the MessageStore: after each kill the reload (abnormal: the abort file
+    is left) must serve every acknowledged message by queue offset and by key."""
+    rng = random.Random(int(os.environ.get("LAKEMQ_CRASH_SEED", "11")))
+    root = tmp_path / "store"
+    all_acked: Acked = []
+    for round_id in range(3):
+        all_acked.extend(_run_and_kill(root, round_id, rng, mode="store"))
+        assert (root / "abort").exists()
+        store = MessageStore(StoreConfig(store_path_root_dir=str(root), **STORE_CONFIG))  # type: ignore[arg-type]
+        assert store.load() and not store.last_exit_ok
+        store.start()
+        try:
+            for offset, size, tag, seq, queue_offset in all_acked:
+                got = store.get_message("g", "CrashTopic", tag % 100, queue_offset, 1)
+                assert got.status is GetMessageStatus.FOUND, (
+                    tag, seq, queue_offset, got.status, offset, store.commit_log.get_max_offset(),
+                    store.commit_log.get_message(offset, size) is not None)
+                msg = decode_record(got.buffers[0], check_crc=True)
+                assert (msg.commit_log_offset, msg.store_size) == (offset, size)
+                assert msg.body == body_for(tag, seq)
+            for offset, _, tag, seq, _ in all_acked[-20:]:
+                hits = store.query_message("CrashTopic", key_for(tag, seq), 4, 0, 2**62).messages
+                assert [decode_record(h).commit_log_offset for h in hits] == [offset]
+            # Queue offsets go on rising across crashes, never reused (unacknowledged puts
+            # that made it to disk may sit in between).
+            for writer in range(WRITERS):
+                mine = sorted((tag, seq, q) for _, _, tag, seq, q in all_acked if tag % 100 == writer)
+                offsets = [q for *_, q in mine]
+                assert offsets == sorted(set(offsets)), f"queue {writer}: offsets reused or out of order"
+        finally:
+            store.shutdown()
+        assert not (root / "abort").exists()
+        (root / "abort").touch()  # the next writer's run must start abnormally as well

@@ -159,25 +159,28 @@ class OrderlyConsumeService(_Service):
             msgs = pq.take_messages(batch)
             if not msgs:
                 return
-            _prepare(self.core.group, msgs)
-            ctx = ConsumeOrderlyContext(mq)
-            status = await _call(self.listener, msgs, ctx, self.slots,
-                                 ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
-            if pq.dropped:
-                return
-            if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
-                if await self._give_up(msgs, mq):
-                    status = ConsumeOrderlyStatus.SUCCESS
-                else:
-                    for m in msgs:
-                        m.reconsume_times += 1
-                    pq.make_message_to_consume_again(msgs)
-                    wait = ctx.suspend_current_queue_time_millis
-                    await asyncio.sleep((wait if wait >= 0 else self.core.config.suspend_current_queue_time_millis) / 1000)
-                    continue
-            offset = pq.commit()
-            if offset >= 0:
-                self.core.offset_store.update_offset(mq, offset)
+            async with pq.consume_lock:
+                suspend_ms = await self._consume_batch(msgs, pq, mq)
+            if suspend_ms is not None:
+                await asyncio.sleep(suspend_ms / 1000)
+
+    async def _consume_batch(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> int | None:
+        """Run the listener on one batch; returns how long to suspend the queue, or None."""
+        _prepare(self.core.group, msgs)
+        ctx = ConsumeOrderlyContext(mq)
+        status = await _call(self.listener, msgs, ctx, self.slots, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
+        if pq.dropped:
+            return None  # not committed: the queue's next owner consumes this batch again
+        if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT and not await self._give_up(msgs, mq):
+            for m in msgs:
+                m.reconsume_times += 1
+            pq.make_message_to_consume_again(msgs)
+            wait = ctx.suspend_current_queue_time_millis
+            return wait if wait >= 0 else self.core.config.suspend_current_queue_time_millis
+        offset = pq.commit()
+        if offset >= 0:
+            self.core.offset_store.update_offset(mq, offset)
+        return None
 
     async def _give_up(self, msgs: list[MessageExt], mq: MessageQueue) -> bool:
         """After max_reconsume_times the batch goes to the dead-letter queue (via send-back

@@ -9,6 +9,7 @@ or puts them back as a whole.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -49,7 +50,9 @@ class ProcessQueue:
         self.last_lock_timestamp = 0.0
         self.last_pull_timestamp = _now_ms()
         self.last_consume_timestamp = _now_ms()
-        self.try_unlock_times = 0
+        # Orderly: held while a batch is in the listener, so a rebalance that takes the queue
+        # away releases the broker lock only after that batch (RocketMQ's consumeLock).
+        self.consume_lock = asyncio.Lock()
 
     # -- concurrent and shared --------------------------------------------------------
     def put_messages(self, msgs: list[MessageExt]) -> int:

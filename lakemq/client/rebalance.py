@@ -10,6 +10,7 @@ Orderly consumers must hold the broker's lock on a queue (LOCK_BATCH_MQ) before 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +29,8 @@ __all__ = ["Rebalancer", "plan_changes", "parse_consume_timestamp"]
 log = logging.getLogger(__name__)
 
 StartPull = Callable[[MessageQueue, ProcessQueue, int], None]
+
+CONSUME_LOCK_WAIT = 1.0  # seconds a dropped orderly queue waits for its running batch
 
 
 def plan_changes(owned: set[MessageQueue], allocated: set[MessageQueue]) -> tuple[list[MessageQueue], list[MessageQueue]]:
@@ -124,7 +127,17 @@ class Rebalancer:
             log.warning("persisting the offset of dropped %s failed: %s", mq, exc)
         store.remove_offset(mq)
         if self.orderly and self.core.config.message_model is MessageModel.CLUSTERING:
-            await self.unlock([mq])
+            try:
+                await asyncio.wait_for(pq.consume_lock.acquire(), CONSUME_LOCK_WAIT)
+            except asyncio.TimeoutError:
+                # A batch is still in the listener: keep the broker lock (it expires on its
+                # own) so no other consumer starts this queue while we are mid-batch.
+                log.warning("%s is still being consumed; leaving its broker lock to expire", mq)
+                return
+            try:
+                await self.unlock([mq])
+            finally:
+                pq.consume_lock.release()
 
     async def drop_all(self) -> None:
         for mq in sorted(self.process_queues):

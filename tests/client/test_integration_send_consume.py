@@ -279,3 +279,47 @@ async def test_pull_consumer(cluster: Cluster) -> None:
         assert 0.3 < waited < 10
     async with PullConsumer(group, namesrv_addr=ns) as again:
         assert await again.fetch_consume_offset(mq, from_store=True) == 4  # persisted at shutdown
+
+
+async def test_orderly_queue_never_consumed_by_two_consumers_at_once(cluster: Cluster) -> None:
+    """A second orderly consumer joins mid-stream: queues move over, but the broker lock and
+    the consume lock keep any queue inside at most one listener at a time."""
+    ns, topic, group = cluster.namesrv_addr, unique("OrderHandover"), unique("ohg")
+    await create_topic(ns, topic)
+    active: dict[int, str] = {}
+    overlaps: list[int] = []
+    seen: set[bytes] = set()
+    config = ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+
+    def make(name: str) -> PushConsumer:
+        consumer = PushConsumer(group, config=config, client_config=client_config(ns, name))
+        consumer.subscribe(topic)
+
+        async def listener(msgs: list[MessageExt], ctx: object) -> ConsumeOrderlyStatus:
+            queue_id = msgs[0].queue_id
+            if queue_id in active:
+                overlaps.append(queue_id)
+            active[queue_id] = name
+            await asyncio.sleep(0.01)
+            del active[queue_id]
+            seen.update(m.body for m in msgs)
+            return ConsumeOrderlyStatus.SUCCESS
+
+        consumer.register_message_listener_orderly(listener)
+        return consumer
+
+    first, second = make("oh1"), make("oh2")
+    await first.start()
+    try:
+        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+            for i in range(120):
+                await producer.send(Message(topic, f"{i}".encode()), selector=select_by_hash, arg=f"k{i % 8}")
+                if i == 40:
+                    await second.start()
+        await wait_until(lambda: len(seen) >= 120, timeout=40, what="every message")
+        await wait_until(lambda: bool([q for q in second.owned_queues() if q.topic == topic]), what="a handover")
+    finally:
+        await second.shutdown()
+        await first.shutdown()
+    assert not overlaps
+    assert seen == {f"{i}".encode() for i in range(120)}

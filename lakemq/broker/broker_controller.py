@@ -113,14 +113,13 @@ class BrokerController:
         self._default = _Unavailable()
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.boot_timestamp = int(time.time() * 1000)
         self.broker_addr = broker_config.broker_addr
 
     # -- life cycle --------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         c = self.broker_config
         self.remoting_server.register_default_processor(self._default)
         await self.remoting_server.start()

@@ -220,17 +220,24 @@ class ClientInstance:
     async def _every(self, period_ms: int, duty: Callable[[], Awaitable[None]]) -> None:
         while True:
             await asyncio.sleep(period_ms / 1000)
-            try:
-                await duty()
-            except (LakeMQError, OSError) as exc:
-                log.warning("%s failed: %s", duty.__name__, exc)
+            await self._survive(duty)
 
     async def _rebalance_loop(self) -> None:
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._rebalance_wakeup.wait(), self.config.rebalance_interval / 1000)
             self._rebalance_wakeup.clear()
-            await self.rebalance_all()
+            await self._survive(self.rebalance_all)
+
+    @staticmethod
+    async def _survive(duty: Callable[[], Awaitable[None]]) -> None:
+        """A background duty logs its failure and runs again next period, whatever broke."""
+        try:
+            await duty()
+        except (LakeMQError, OSError) as exc:
+            log.warning("%s failed: %s", duty.__name__, exc)
+        except Exception:
+            log.exception("%s failed unexpectedly", duty.__name__)
 
 
 class _NotifyIdsChanged:

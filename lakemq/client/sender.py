@@ -150,7 +150,7 @@ class Sender:
             except (RemotingError, BrokerError) as exc:
                 elapsed = time.monotonic() - started
                 budget -= elapsed
-                self.fault.update(mq.broker_name, elapsed * 1000, isolation=isinstance(exc, RemotingError))
+                self.fault.update(mq.broker_name, elapsed * 1000, isolation=True)  # a failure counts as 30 s
                 action = classify_failure(exc)
                 log.warning("send to %s failed (attempt %d/%d, %s): %s", mq, attempt + 1, attempts, action.value, exc)
                 if action is RetryAction.RAISE:
@@ -160,6 +160,7 @@ class Sender:
                     await asyncio.sleep(self.backoff.delay(backoffs))
                     backoffs += 1
                 if isinstance(exc, BrokerError) and exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    del self.publish_info[msg.topic]  # the route is stale: fetch it again
                     info = await self.find_publish_info(msg.topic)
                 continue
             elapsed = time.monotonic() - started

@@ -75,7 +75,8 @@ STORE_TIMESTAMP_POS: Final = 56
 BODY_POS: Final = HEAD.size + 4  # 88
 
 _HOST = struct.Struct(">4si")
-_SIZE_MAGIC = struct.Struct(">iIi")
+_SIZE_MAGIC = struct.Struct(">iI")
+_CRC = struct.Struct(">i")
 _PATCH_OFFSETS = struct.Struct(">qq")
 _PATCH_TIMESTAMP = struct.Struct(">q")
 _LONG = struct.Struct(">q")
@@ -185,9 +186,9 @@ def check_record(
     record running past ``buf``, a CRC mismatch, or a PHYSICALOFFSET field other than
     ``physical_offset`` when given). Recovery stops at the first -1."""
     end = len(buf)
-    if pos + 12 > end:
+    if pos + 8 > end:  # a blank record can be as short as 8 bytes
         return -1
-    size, magic, crc = _SIZE_MAGIC.unpack_from(buf, pos)
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic != MESSAGE_MAGIC_CODE:
         return 0 if magic == BLANK_MAGIC_CODE and size > 0 else -1
     if size < RECORD_FIXED_SIZE or pos + size > end:
@@ -204,7 +205,7 @@ def check_record(
         return -1
     if physical_offset is not None and _LONG.unpack_from(buf, pos + PHYSICAL_OFFSET_POS)[0] != physical_offset:
         return -1
-    if check_crc and zlib.crc32(buf[pos + BODY_POS : topic_pos]) & 0x7FFFFFFF != crc:
+    if check_crc and zlib.crc32(buf[pos + BODY_POS : topic_pos]) & 0x7FFFFFFF != _CRC.unpack_from(buf, pos + 8)[0]:
         return -1
     return size
 

@@ -97,3 +97,27 @@ def test_recovery_of_empty_and_zero_size_last_file(open_commit_log: Open) -> Non
     assert cl2.recover_normally() == end
     _assert_all_readable(cl2, spans)
     assert not next_name.exists() or cl2.get_max_offset() == end
+
+
+@pytest.mark.parametrize("blank", [8, 10, 11, 12])
+def test_short_blank_record_still_leads_to_next_file(open_commit_log: Open, blank: int) -> None:
+    """Regression: a file sealed with a blank record shorter than 12 bytes must not stop
+    recovery (it once did, dropping every later file)."""
+    config = {"mapped_file_size_commit_log": 4096, "max_message_size": 4096}
+    cl = open_commit_log(**config)
+    cl.recover_normally()
+    cl.start()
+    fixed = len(b"TopicTest") + 91
+    first = cl.put_message(make_message(body=b"a" * (4096 - blank - fixed))).append_result
+    second = cl.put_message(make_message(body=b"b" * 50)).append_result
+    assert first is not None and second is not None
+    assert first.next_offset == 4096 - blank and second.wrote_offset == 4096
+    end = cl.get_max_offset()
+    cl.shutdown()
+    for recover in ("normal", "abnormal"):
+        again = open_commit_log(**config)
+        seen: list[DispatchRequest] = []
+        got = again.recover_normally() if recover == "normal" else again.recover_abnormally(0, seen.append)
+        assert got == end
+        _assert_all_readable(again, [(first.wrote_offset, first.wrote_bytes), (second.wrote_offset, second.wrote_bytes)])
+        again.mapped_file_queue.shutdown()

@@ -9,6 +9,8 @@
     ├── LakeError                   the lake tier: IO, Delta commit or manifest failures
     │   └── VerificationError       lake rows that do not match the segment they came from
     ├── MessageIllegalError         oversized body or properties, unknown sys flag (MESSAGE_ILLEGAL)
+    ├── FilterExpressionError       a SQL92 subscription expression that does not compile
+    │                               (SUBSCRIPTION_PARSE_FAILED)
     ├── RemotingError               transport level (client side)
     │   ├── RemotingConnectError
     │   ├── RemotingTimeoutError
@@ -40,6 +42,7 @@ __all__ = [
     "LakeError",
     "VerificationError",
     "MessageIllegalError",
+    "FilterExpressionError",
     "RemotingError",
     "RemotingConnectError",
     "RemotingTimeoutError",
@@ -96,6 +99,10 @@ class VerificationError(LakeError):
 
 class MessageIllegalError(LakeMQError, ValueError):
     code: ClassVar[int] = ResponseCode.MESSAGE_ILLEGAL
+
+
+class FilterExpressionError(LakeMQError, ValueError):
+    code: ClassVar[int] = ResponseCode.SUBSCRIPTION_PARSE_FAILED
 
 
 class RemotingError(LakeMQError):

@@ -1,0 +1,17 @@
+"""Message filtering shared by broker and client: RocketMQ's SQL92 property filters.
+
+``compile_sql92(text)`` compiles (and caches) an expression or raises
+:class:`lakemq.errors.FilterExpressionError`; the result's ``matches(properties)`` evaluates it
+with RocketMQ's semantics and its ``prefilter`` rejects most non-matching records from their
+raw bytes. :class:`Sql92MessageFilter` is what the broker hands the store for a SQL92
+subscription. Tag expressions (``tagA || tagB``) stay with the broker's and client's
+subscription code. Depends on lakemq.common and sqlglot only.
+"""
+
+from lakemq.filter.message_filter import Sql92MessageFilter, record_properties
+from lakemq.filter.prefilter import PreFilter
+from lakemq.filter.sql92 import Sql92Expression, compile_sql92, parse_sql92
+
+__all__ = [
+    "compile_sql92", "parse_sql92", "Sql92Expression", "PreFilter", "Sql92MessageFilter", "record_properties",
+]

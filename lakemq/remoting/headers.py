@@ -56,19 +56,33 @@ def _wire_name(field_name: str) -> str:
     return _WIRE_NAMES.get(field_name, snake_to_camel(field_name))
 
 
+class _Field(typing.NamedTuple):
+    name: str
+    wire: str
+    required: bool
+    kind: type  # bool, int or str: how the string on the wire is read
+
+
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _plan(cls: type) -> tuple[_Field, ...]:
+    """Per header class, worked out once: decoding and encoding run per request."""
+    hints = typing.get_type_hints(cls)
+    plan = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        plan.append(_Field(f.name, _wire_name(f.name), required, hint if hint in (bool, int) else str))
+    return tuple(plan)
 
 
-def _convert(name: str, raw: str, hint: Any) -> Any:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
-    if hint is bool:
+def _convert(name: str, raw: str, kind: type) -> Any:
+    if kind is bool:
         # Java reads Boolean.parseBoolean (anything but "true" is false); the C++ client
         # writes "0"/"1", so "1" counts as true too.
         return raw.strip().lower() in ("true", "1")
-    if hint is int:
+    if kind is int:
         try:
             return int(raw)
         except ValueError:
@@ -82,25 +96,24 @@ def decode_header(cls: type[H], fields: Mapping[str, str] | RemotingCommand | No
         fields = fields.ext_fields
     fields = fields or {}
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        name = _wire_name(f.name)
-        raw = fields.get(name)
+    for f in _plan(cls):
+        raw = fields.get(f.wire)
         if raw is None:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise RemotingCommandError(f"the custom field <{name}> is null")
+            if f.required:
+                raise RemotingCommandError(f"the custom field <{f.wire}> is null")
             continue
-        values[f.name] = _convert(name, raw, _hints(cls)[f.name])
+        values[f.name] = raw if f.kind is str else _convert(f.wire, raw, f.kind)
     return cls(**values)
 
 
 def encode_header(header: object) -> dict[str, str]:
     """The extFields for a header; None fields are left out."""
     out: dict[str, str] = {}
-    for f in dataclasses.fields(header):  # type: ignore[arg-type]
+    for f in _plan(type(header)):
         value = getattr(header, f.name)
         if value is None:
             continue
-        out[_wire_name(f.name)] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        out[f.wire] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return out
 
 

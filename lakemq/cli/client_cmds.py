@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 from datetime import datetime
@@ -128,6 +129,8 @@ def consume(namesrv: str, topic: str, group: str, expression: str, count: int | 
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
         consumer.register_message_listener_concurrently(on_messages)
+        # SIGTERM ends the run like --count does: offsets are persisted on the way out.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, done.set)
         await consumer.start()
         try:
             while not done.is_set():

@@ -113,3 +113,18 @@ def test_cli_errors_are_one_line(cluster: Cluster) -> None:
     assert bad_topic.returncode == 1 and "bad/topic" in bad_topic.stderr
     unknown_group = run_cli("admin", "consumer", "progress", "-n", cluster.namesrv_addr, "--group", unique("nobody"))
     assert unknown_group.returncode == 1 and unknown_group.stderr.startswith("error:")
+
+
+def test_cli_consume_stops_cleanly_on_sigterm(cluster: Cluster) -> None:
+    ns, topic, group = cluster.namesrv_addr, unique("CliTerm"), unique("termg")
+    assert run_cli("produce", "-n", ns, "--topic", topic, "--count", "3").returncode == 0
+    proc = subprocess.Popen(lakemq_command("consume", "-n", ns, "--topic", topic, "--group", group, "--from", "first"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(3)]
+    assert all(line.startswith(topic) for line in lines)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "consumed 3 message(s)" in err
+    progress = run_cli("admin", "consumer", "progress", "-n", ns, "--group", group, "--topic", topic)
+    assert "total lag 0" in progress.stdout  # the offsets were committed before exit

@@ -3,9 +3,11 @@ mqadmin). Talks to the name server for the cluster and to every master broker.""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
 from lakemq.client.message_queue import MessageQueue
@@ -37,10 +39,13 @@ class QueueProgress:
 
 
 class Admin:
-    def __init__(self, namesrv_addr: str | None = None, timeout_ms: int = 5000) -> None:
-        config = ClientConfig(namesrv_addr=namesrv_addr) if namesrv_addr else ClientConfig()
+    def __init__(self, namesrv_addr: str | None = None, timeout_ms: int = 5000, *,
+                 access_key: str = "", secret_key: str = "") -> None:
+        config = ClientConfig(access_key=access_key, secret_key=secret_key)
+        if namesrv_addr:
+            config = dataclasses.replace(config, namesrv_addr=namesrv_addr)
         self._remoting = RemotingClient(namesrv_addrs=config.namesrv_addrs)
-        self.api = MQClientAPI(self._remoting, timeout_ms)
+        self.api = MQClientAPI(self._remoting, timeout_ms, rpc_hook_for(config))
 
     async def __aenter__(self) -> "Admin":
         return self

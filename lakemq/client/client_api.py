@@ -8,7 +8,7 @@ codes other than the ones a call understands become :func:`lakemq.errors.for_cod
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,9 +79,18 @@ class RawPullResult:
 
 
 class MQClientAPI:
-    def __init__(self, remoting: RemotingClient, timeout_ms: int = 3000) -> None:
+    def __init__(self, remoting: RemotingClient, timeout_ms: int = 3000,
+                 rpc_hook: Callable[[RemotingCommand], None] | None = None) -> None:
         self.remoting = remoting
         self.timeout_ms = timeout_ms
+        self.rpc_hook = rpc_hook  # runs on every request before it is sent (ACL signing)
+
+    def _request(self, code: int, fields: Mapping[str, str] | None, body: bytes | None, *,
+                 oneway: bool = False) -> RemotingCommand:
+        request = RemotingCommand.request(code, dict(fields or {}), body or b"", oneway=oneway)
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
+        return request
 
     # -- transport ---------------------------------------------------------------------
     def _timeout(self, timeout_ms: int | None) -> float:
@@ -91,11 +100,11 @@ class MQClientAPI:
         self, addr: str, code: int, fields: Mapping[str, str] | None = None, body: bytes | None = None,
         timeout_ms: int | None = None,
     ) -> RemotingCommand:
-        request = RemotingCommand.request(code, dict(fields or {}), body or b"")
+        request = self._request(code, fields, body)
         return await self.remoting.invoke(addr, request, self._timeout(timeout_ms))
 
     async def _oneway(self, addr: str, code: int, fields: Mapping[str, str], body: bytes | None = None) -> None:
-        request = RemotingCommand.request(code, dict(fields), body or b"", oneway=True)
+        request = self._request(code, fields, body, oneway=True)
         await self.remoting.invoke_oneway(addr, request, self._timeout(None))
 
     async def _ok(self, addr: str, code: int, fields: Mapping[str, str] | None = None,
@@ -108,7 +117,7 @@ class MQClientAPI:
     async def _namesrv(self, code: int, fields: Mapping[str, str] | None = None,
                        timeout_ms: int | None = None) -> RemotingCommand:
         """Ask the name servers, failing over from one that does not answer."""
-        request = RemotingCommand.request(code, dict(fields or {}))
+        request = self._request(code, fields, None)
         return await self.remoting.invoke_namesrv(request, self._timeout(timeout_ms))
 
     # -- name server -------------------------------------------------------------------

@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
 from lakemq.client.route import BrokerData, TopicRouteData
@@ -61,7 +62,7 @@ class ClientInstance:
         self.config = config
         self.client_id = config.client_id
         self.remoting = RemotingClient(namesrv_addrs=config.namesrv_addrs)
-        self.api = MQClientAPI(self.remoting, config.mq_client_api_timeout)
+        self.api = MQClientAPI(self.remoting, config.mq_client_api_timeout, rpc_hook_for(config))
         self.routes: dict[str, TopicRouteData] = {}
         self.brokers: dict[str, BrokerData] = {}
         self.producers: dict[str, ProducerMember] = {}

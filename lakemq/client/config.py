@@ -40,6 +40,10 @@ class ClientConfig:
     persist_consumer_offset_interval: int = 5000
     rebalance_interval: int = 20000
     mq_client_api_timeout: int = 3000
+    # ACL 1.0 credentials (RocketMQ SessionCredentials); with an access key every request is
+    # signed (lakemq.client.acl). Empty: requests go unsigned, as to a broker without ACL.
+    access_key: str = ""
+    secret_key: str = field(default="", repr=False)
 
     @property
     def client_id(self) -> str:

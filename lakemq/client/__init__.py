@@ -10,6 +10,7 @@ from lakemq.client.message_queue import MessageQueue
 from lakemq.client.producer import MessageQueueSelector, Producer, select_by_hash
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.push_consumer import PushConsumer
+from lakemq.client.subscription import MessageSelector
 from lakemq.client.results import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -36,6 +37,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "MessageQueueSelector",
+    "MessageSelector",
     "Producer",
     "ProducerConfig",
     "PullConsumer",

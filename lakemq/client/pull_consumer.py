@@ -18,7 +18,7 @@ from lakemq.client.message_queue import MessageQueue
 from lakemq.client.offset_store import ReadOffsetType
 from lakemq.client.results import PullResult
 from lakemq.client.route import TopicRouteData
-from lakemq.client.subscription import ExpressionType, build_subscription
+from lakemq.client.subscription import ExpressionType, MessageSelector, build_subscription
 from lakemq.common.validation import check_topic
 
 if TYPE_CHECKING:
@@ -85,15 +85,15 @@ class PullConsumer:
         self._topics.add(topic)
         return await self.core.subscribe_queues(topic, refresh=True)
 
-    async def pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int, *,
-                   expression_type: str = ExpressionType.TAG, timeout_ms: int = 10000) -> PullResult:
+    async def pull(self, mq: MessageQueue, sub_expression: str | MessageSelector | None, offset: int,
+                   max_nums: int, *, expression_type: str = ExpressionType.TAG, timeout_ms: int = 10000) -> PullResult:
         """Pull at most ``max_nums`` messages from ``offset``; answers at once."""
         self._topics.add(mq.topic)
         sub = build_subscription(mq.topic, sub_expression, expression_type)
         return await self.core.pull_api.pull(mq, sub, offset, max_nums, timeout_ms=timeout_ms)
 
-    async def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | None, offset: int,
-                                      max_nums: int, *, expression_type: str = ExpressionType.TAG) -> PullResult:
+    async def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | MessageSelector | None,
+                                      offset: int, max_nums: int, *, expression_type: str = ExpressionType.TAG) -> PullResult:
         """Like :meth:`pull`, but the broker holds the request until a message arrives or
         brokerSuspendMaxTimeMillis passes (long polling)."""
         self._topics.add(mq.topic)

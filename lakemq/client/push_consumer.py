@@ -30,7 +30,7 @@ from lakemq.client.message_queue import MessageQueue
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.client.rebalance import Rebalancer
 from lakemq.client.route import TopicRouteData
-from lakemq.client.subscription import ExpressionType, SubscriptionData, build_subscription
+from lakemq.client.subscription import ExpressionType, MessageSelector, SubscriptionData, build_subscription
 from lakemq.common.message import MessageExt
 from lakemq.common.validation import check_topic
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
@@ -60,7 +60,10 @@ class PushConsumer:
         self._lock_task: asyncio.Task[None] | None = None
 
     # -- configuration ------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = ExpressionType.TAG) -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*",
+                  expression_type: str = ExpressionType.TAG) -> None:
+        """``expression``: a tag expression (``"tagA || tagB"``, ``"*"``) or a MessageSelector
+        (``MessageSelector.by_sql("a > 5")``); a bad SQL92 expression raises here."""
         self.subscriptions[check_topic(topic)] = build_subscription(topic, expression, expression_type)
 
     def register_message_listener_concurrently(self, listener: ConcurrentListener) -> None:

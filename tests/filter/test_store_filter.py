@@ -37,7 +37,8 @@ def _pull_all(store: MessageStore, text: str) -> list[int]:
 
 def test_pull_through_the_store_returns_exactly_the_matches(tmp_path: Path) -> None:
     store = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=1 << 20,
-                                     mapped_file_size_consume_queue=300 * 20))
+                                     mapped_file_size_consume_queue=300 * 20, max_hash_slot_num=64,
+                                     max_index_num=512))
     assert store.load()
     store.start()
     try:

@@ -27,6 +27,7 @@ from lakemq.store.commit_log import CommitLog  # noqa: E402
 from lakemq.store.config import FlushDiskType, StoreConfig  # noqa: E402
 from lakemq.store.flush import GroupCommitService  # noqa: E402
 from lakemq.store.message_store import MessageStore  # noqa: E402
+from lakemq.store.results import PutMessageStatus  # noqa: E402
 
 SECTION = "## Store (bench/store_bench.py)"
 TARGETS = {"async": 300_000, "sync": 50_000, "recovery_mb_s": 500.0}
@@ -63,9 +64,18 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def bench_raw_copy(root: Path, records: list[bytearray], file_size: int) -> tuple[float, float]:
+def bench_raw_copy(root: Path, records: list[bytearray], file_size: int, repeat: int = 3) -> tuple[float, float]:
     """Copy the same record bytes into a fresh preallocated mapped file: one slice assignment
-    per record (CPython's floor per message) and one memcpy of everything (the memory floor)."""
+    per record (CPython's floor per message) and one memcpy of everything (the memory floor).
+    Best of ``repeat``: this is the limit, and page-fault costs on this VM vary run to run."""
+    best = [float("inf"), float("inf")]
+    for _ in range(repeat):
+        each, bulk = _raw_copy_once(root, records, file_size)
+        best = [min(best[0], each), min(best[1], bulk)]
+    return best[0], best[1]
+
+
+def _raw_copy_once(root: Path, records: list[bytearray], file_size: int) -> tuple[float, float]:
     results = []
     for per_record in (True, False):
         path = root / ("raw_per_record" if per_record else "raw_bulk")
@@ -121,8 +131,10 @@ def bench_store_put(root: Path, msgs: list[MessageExtBrokerInner]) -> tuple[floa
     return put_done - start, drained - start
 
 
-def bench_sync(root: Path, msgs: list[MessageExtBrokerInner], threads: int) -> tuple[float, int, int]:
-    cl = open_commit_log(config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH))
+def bench_threads(root: Path, msgs: list[MessageExtBrokerInner], threads: int,
+                  flush: FlushDiskType) -> tuple[float, int, int]:
+    """``threads`` writers putting concurrently; returns time, group-commit flushes, failures."""
+    cl = open_commit_log(config(root, flush_disk_type=flush))
     per = len(msgs) // threads
     failures = [0]
     barrier = threading.Barrier(threads + 1)
@@ -130,7 +142,7 @@ def bench_sync(root: Path, msgs: list[MessageExtBrokerInner], threads: int) -> t
     def writer(chunk: list[MessageExtBrokerInner]) -> None:
         barrier.wait()
         for m in chunk:
-            if not cl.put_message(m).status.name == "PUT_OK":
+            if cl.put_message(m).status is not PutMessageStatus.PUT_OK:
                 failures[0] += 1
 
     workers = [threading.Thread(target=writer, args=(msgs[i * per : (i + 1) * per],)) for i in range(threads)]
@@ -200,8 +212,13 @@ def main() -> None:
                      f"{mb / store_drain_s:,.0f}", "CQ + IndexFile built"))
 
         sync_msgs = make_messages(args.sync_messages, args.body_size)
-        sync_s, flushes, failures = bench_sync(root / "sync", sync_msgs, args.sync_threads)
+        async_s, _, failures = bench_threads(root / "async_threads", sync_msgs, args.sync_threads,
+                                             FlushDiskType.ASYNC_FLUSH)
         sync_n = len(sync_msgs) // args.sync_threads * args.sync_threads
+        rows.append((f"CommitLog ASYNC_FLUSH, {args.sync_threads} writer threads", f"{sync_n / async_s:,.0f}",
+                     f"{sync_n * len(records[0]) / 1e6 / async_s:,.0f}", f"{failures} failed"))
+        sync_s, flushes, failures = bench_threads(root / "sync", sync_msgs, args.sync_threads,
+                                                  FlushDiskType.SYNC_FLUSH)
         rows.append((f"CommitLog SYNC_FLUSH, {args.sync_threads} writer threads", f"{sync_n / sync_s:,.0f}",
                      f"{sync_n * len(records[0]) / 1e6 / sync_s:,.0f}",
                      f"{flushes} msyncs, {sync_n / max(flushes, 1):.0f} puts each, {failures} failed"))

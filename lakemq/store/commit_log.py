@@ -35,6 +35,7 @@ from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
 from lakemq.store.flush import FlushCommitLogService, FlushRealTimeService, GroupCommitService
 from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
+from lakemq.store.warm import WarmMappedFileService
 from lakemq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -91,6 +92,8 @@ class CommitLog:
         self.delay_levels = DelayLevels(config.message_delay_level)
         self.store_host = store_host
         self._store_ip, self._store_port = encode_host(store_host)
+        # The 16-byte offset message id is host + offset: the host half is fixed per store.
+        self._msg_id_prefix = create_message_id(self._store_ip, self._store_port, 0)[:16]
         self._put_lock = PutMessageSpinLock()
         self._lock_begin_ms = 0
         # (topic, queue id) -> next queue offset; the store facade restores it from the
@@ -105,6 +108,8 @@ class CommitLog:
                 self.mapped_file_queue, config.flush_interval_commit_log,
                 config.flush_commit_log_least_pages, config.flush_commit_log_thorough_interval, checkpoint,
             )
+        self._warm_service = (WarmMappedFileService(self.mapped_file_queue, config.warm_mapped_file_ahead)
+                              if config.warm_mapped_file_ahead > 0 else None)
         self._running = False
 
     # -- life cycle --------------------------------------------------------------------------
@@ -114,6 +119,8 @@ class CommitLog:
 
     def start(self) -> None:
         self.flush_service.start()
+        if self._warm_service is not None:
+            self._warm_service.start()
         self._running = True
 
     def shutdown(self) -> None:
@@ -121,6 +128,8 @@ class CommitLog:
         self._running = False
         with self._put_lock:
             pass  # a barrier: appends re-check ``_running`` under the lock, so none follow
+        if self._warm_service is not None:
+            self._warm_service.shutdown()
         self.flush_service.shutdown()
         self.mapped_file_queue.flush(0)
         self.mapped_file_queue.shutdown()
@@ -172,7 +181,7 @@ class CommitLog:
             self._lock_begin_ms = 0
         result = AppendMessageResult(
             AppendMessageStatus.PUT_OK, offset, size,
-            create_message_id(self._store_ip, self._store_port, offset), now, queue_offset,
+            f"{self._msg_id_prefix}{offset:016X}", now, queue_offset,
         )
         return PutMessageResult(self.flush_service.on_put(offset + size, msg.wait_store_msg_ok), result)
 
@@ -182,6 +191,9 @@ class CommitLog:
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         records: list[bytes | bytearray] = []
+        keys: list[tuple[str, int]] = []
+        starts: list[int] = []
+        pos = 0
         for msg in msgs:
             refused = self._check(msg)
             if refused is not None:
@@ -193,6 +205,9 @@ class CommitLog:
             if isinstance(record, PutMessageResult):
                 return record
             records.append(record)
+            keys.append((msg.topic, msg.queue_id))
+            starts.append(pos)
+            pos += len(record)
         batch = bytearray().join(records)
         total = len(batch)
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
@@ -206,27 +221,21 @@ class CommitLog:
                 self._lock_begin_ms = 0
                 return self._not_writable()
             table = self._topic_queue_table
-            first_offset = offset = mf.file_from_offset + mf.wrote_position
-            pos = 0
-            first_queue_offset = -1
-            ids: list[int] = []
-            for msg, record in zip(msgs, records):
-                key = (msg.topic, msg.queue_id)
+            offset = mf.file_from_offset + mf.wrote_position
+            first_queue_offset = table.get(keys[0], 0)
+            for key, start in zip(keys, starts):
                 queue_offset = table.get(key, 0)
                 table[key] = queue_offset + 1
-                if first_queue_offset < 0:
-                    first_queue_offset = queue_offset
-                patch_record(batch, pos, queue_offset, offset + pos, now)
-                ids.append(offset + pos)
-                pos += len(record)
+                patch_record(batch, start, queue_offset, offset + start, now)
             mf.append(batch)
             mf.store_timestamp = now
             self._lock_begin_ms = 0
-        msg_ids = ",".join(create_message_id(self._store_ip, self._store_port, o) for o in ids)
+        prefix = self._msg_id_prefix
+        msg_ids = ",".join([f"{prefix}{offset + start:016X}" for start in starts])
         wait = all(m.wait_store_msg_ok for m in msgs)
-        result = AppendMessageResult(AppendMessageStatus.PUT_OK, first_offset, total, msg_ids, now,
+        result = AppendMessageResult(AppendMessageStatus.PUT_OK, offset, total, msg_ids, now,
                                      first_queue_offset, len(msgs))
-        return PutMessageResult(self.flush_service.on_put(first_offset + total, wait), result)
+        return PutMessageResult(self.flush_service.on_put(offset + total, wait), result)
 
     def _not_writable(self) -> PutMessageResult:
         if not self._running:

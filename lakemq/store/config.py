@@ -60,6 +60,8 @@ class StoreConfig:
     max_transfer_count_on_message_in_disk: int = 8
     access_message_in_memory_max_ratio: int = 40
     max_msgs_num_batch: int = 64
+    # lakemq: bytes ahead of the CommitLog write position kept pre-faulted (0: off).
+    warm_mapped_file_ahead: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         positive = ("mapped_file_size_commit_log", "mapped_file_size_consume_queue",

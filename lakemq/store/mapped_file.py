@@ -8,6 +8,9 @@ first never sees unwritten bytes.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
 import logging
 import mmap
 import os
@@ -20,6 +23,12 @@ __all__ = ["MappedFile", "OS_PAGE_SIZE", "offset_to_file_name"]
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = mmap.PAGESIZE
+# Linux 5.14+: fault pages in (page cache pages allocated and zeroed) without dirtying them,
+# so warming adds no disk writes. Called through ctypes, which drops the GIL for the call,
+# unlike mmap.madvise.
+_MADV_POPULATE_READ = 22
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -46,6 +55,10 @@ class MappedFile:
             raise StoreError(f"cannot map {self.path}: {exc}") from exc
         self._fd = fd
         self._closed = False
+        anchor = ctypes.c_char.from_buffer(self._mm)
+        self._address = ctypes.addressof(anchor)
+        del anchor  # release the export at once, or the mapping could never be closed
+        self.warmed_position = 0
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
@@ -121,6 +134,23 @@ class MappedFile:
         _preallocate(self._fd, pos, self.file_size - pos)
         self.wrote_position = pos
         self.flushed_position = min(self.flushed_position, pos)
+
+    def warm(self, end: int) -> bool:
+        """Pre-fault pages up to ``end`` so the appender does not pay the page faults (they
+        cost more than the copy itself on a fresh file). False when the kernel cannot."""
+        start = max(self.warmed_position, self.wrote_position)
+        start -= start % OS_PAGE_SIZE
+        end = min(end, self.file_size)
+        if self._closed or end <= start:
+            return True
+        if _libc.madvise(self._address + start, end - start, _MADV_POPULATE_READ) != 0:
+            err = ctypes.get_errno()
+            if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                return False
+            log.debug("%s: warming failed: %s", self.path.name, os.strerror(err))
+            return True
+        self.warmed_position = end
+        return True
 
     def last_modified(self) -> float:
         return self.path.stat().st_mtime

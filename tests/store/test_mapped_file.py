@@ -152,3 +152,39 @@ def test_delete_expired_by_offset_units(tmp_path: Path) -> None:
     assert q.delete_expired_file_by_offset(30, unit) == 0  # first file's last unit is 30, still needed
     assert q.delete_expired_file_by_offset(75, unit) == 2
     assert q.get_min_offset() == 2 * unit * 4
+
+
+def test_warm_prefaults_without_changing_content(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / f"{0:020d}", SIZE)
+    mf.append(b"keep")
+    assert mf.warm(2 * OS_PAGE_SIZE)
+    assert mf.warmed_position == 2 * OS_PAGE_SIZE
+    assert mf.warm(10 * SIZE) and mf.warmed_position == SIZE  # clipped to the file
+    mf.append(b"more")
+    assert mf.read(0, 8) == b"keepmore"
+    assert bytes(mf.raw_view()[8:]) == bytes(SIZE - 8)
+    mf.close()
+    assert mf.warm(SIZE)  # closed: nothing to do, no error
+    assert (tmp_path / f"{0:020d}").read_bytes()[:8] == b"keepmore"
+
+
+def test_warm_service_keeps_ahead_of_the_writer(tmp_path: Path) -> None:
+    import time
+
+    from lakemq.store.warm import WarmMappedFileService
+
+    q = MappedFileQueue(tmp_path, 64 * OS_PAGE_SIZE)
+    mf = q.get_last_mapped_file()
+    assert mf is not None
+    service = WarmMappedFileService(q, ahead_bytes=8 * OS_PAGE_SIZE)
+    service.start()
+    deadline = time.monotonic() + 5
+    while mf.warmed_position < 8 * OS_PAGE_SIZE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert mf.warmed_position == 8 * OS_PAGE_SIZE
+    mf.append(b"w" * 20 * OS_PAGE_SIZE)
+    while mf.warmed_position < 28 * OS_PAGE_SIZE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert mf.warmed_position == 28 * OS_PAGE_SIZE
+    service.shutdown()
+    q.shutdown()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable
 from typing import Final
 
 from lakemq.broker.business_pool import BusinessPool
@@ -38,6 +39,7 @@ from lakemq.remoting.headers import (
     decode_send_header,
     encode_header,
 )
+from lakemq.store.config import FlushDiskType
 from lakemq.store.message_store import MessageStore
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 
@@ -109,16 +111,30 @@ class SendMessageProcessor:
         self._topics = topics
         self._groups = groups
         self._pool = pool
+        self._inline_puts = store.config.flush_disk_type is FlushDiskType.ASYNC_FLUSH
 
     def reject_request(self) -> bool:
         return self._store.commit_log.is_os_page_cache_busy()
 
-    async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        # Everything runs in the send pool: the put blocks, and creating a topic writes a file.
-        return await self._pool.run(lambda: self._send(ctx, request))
-
-    def _send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def process_request(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = decode_send_header(request)
+        # Under ASYNC_FLUSH a put to a known topic only copies into the mapped CommitLog, so it
+        # is done right here on the loop: two thread hops cost more than the put. A put that
+        # may wait (SYNC_FLUSH's group commit) or write files (creating a topic, a retry
+        # group's DLQ) runs in the send pool, with its queue-time fast failure.
+        if (
+            self._inline_puts
+            and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            and self._topics.select_topic_config(header.topic) is not None
+        ):
+            return self._send(ctx, request, header)
+        return self._pool.run(lambda: self._send(ctx, request, header))
+
+    def _send(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand:
         topic_config = self._msg_check(ctx, header)
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             msgs = self._batch_messages(ctx, header, topic_config, request.body)

@@ -97,6 +97,12 @@ class PullRequestHoldService:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
+        # Most messages find no pull held on their queue: then waking the loop (a pipe write
+        # per message) is wasted. Reading the table from this thread is safe, and no waiter is
+        # missed: the queue's max offset already counts this message, and hold() checks it
+        # after registering.
+        if (topic, queue_id) not in self._held:
+            return
         try:
             loop.call_soon_threadsafe(self._wake, topic, queue_id, max_offset, tags_code)
         except RuntimeError:  # the loop closed between the check and the call: nobody waits

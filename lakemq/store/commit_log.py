@@ -21,6 +21,7 @@ from lakemq.common.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     STORE_TIMESTAMP_POS,
+    check_record,
     create_message_id,
     encode_host,
     encode_record,
@@ -384,6 +385,22 @@ class CommitLog:
         store_timestamp = _LONG.unpack_from(view, STORE_TIMESTAMP_POS)[0]
         return 0 < store_timestamp <= min_timestamp
 
+    def _set_aside_good_files(self, later: list[MappedFile], process_offset: int) -> None:
+        """Files after the recovered end that start with a good record mean damage in the
+        middle of the log, not a torn tail. They leave the log (it must be contiguous) but are
+        moved to ``commitlog.cut/{offset}/`` instead of deleted: nothing that reached the disk
+        is destroyed by recovery."""
+        good = []
+        for mf in later:
+            with mf.raw_view() as view:
+                if check_record(view, 0, check_crc=True, physical_offset=mf.file_from_offset) > 0:
+                    good.append(mf)
+        if good:
+            directory = self.config.root_dir / "commitlog.cut" / f"{process_offset:020d}"
+            log.error("CommitLog damaged at offset %d with %d good file(s) after it: moved to %s",
+                      process_offset, len(good), directory)
+            self.mapped_file_queue.set_aside(good, directory)
+
     def _recover_from(self, index: int, scan: Callable[[MappedFile, int], tuple[int, bool]]) -> int:
         queue = self.mapped_file_queue
         files = queue.mapped_files
@@ -398,9 +415,8 @@ class CommitLog:
                 continue
             process_offset = mf.file_from_offset + end
             break
-        later = len(files) - 1 - index
-        log.info("CommitLog recovered to offset %d%s", process_offset,
-                 f"; {later} later file(s) dropped" if later else "")
+        self._set_aside_good_files(files[index + 1 :], process_offset)
+        log.info("CommitLog recovered to offset %d", process_offset)
         queue.set_positions(process_offset)
         queue.truncate_dirty_files(process_offset)
         return process_offset

@@ -174,6 +174,16 @@ class MappedFileQueue:
                 mf.wrote_position = mf.flushed_position = offset - mf.file_from_offset
         self.flushed_where = offset
 
+    def set_aside(self, files: list[MappedFile], directory: Path) -> None:
+        """Take ``files`` out of the queue and move them into ``directory``: kept for an
+        operator to inspect, never deleted."""
+        directory.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self.mapped_files = [f for f in self.mapped_files if all(f is not g for g in files)]
+        for mf in files:
+            mf.close()
+            os.replace(mf.path, directory / mf.path.name)
+
     def delete_last_mapped_file(self) -> None:
         files = self.mapped_files
         if files:

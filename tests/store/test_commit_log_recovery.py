@@ -121,3 +121,25 @@ def test_short_blank_record_still_leads_to_next_file(open_commit_log: Open, blan
         assert got == end
         _assert_all_readable(again, [(first.wrote_offset, first.wrote_bytes), (second.wrote_offset, second.wrote_bytes)])
         again.mapped_file_queue.shutdown()
+
+
+def test_damage_in_the_middle_sets_later_files_aside(open_commit_log: Open) -> None:
+    spans, end = _fill(open_commit_log, n=60)
+    cl = open_commit_log(**SMALL)
+    files = [mf.path for mf in cl.mapped_file_queue.mapped_files]
+    assert len(files) >= 3
+    cl.mapped_file_queue.shutdown()
+    damaged = files[-3]  # normal recovery walks the last three files
+    start = int(damaged.name)
+    index = [i for i, (o, _) in enumerate(spans) if start <= o < start + 8192][1]
+    bad_offset = spans[index][0]
+    with open(damaged, "r+b") as f:
+        f.seek(bad_offset - start + BODY_POS + 5)
+        f.write(b"\xff\xfe")
+    later = {p.name: p.read_bytes() for p in files[-2:]}
+    cl2 = open_commit_log(**SMALL)
+    assert cl2.recover_normally() == bad_offset  # start does not fail
+    _assert_all_readable(cl2, spans[:index])
+    cut = cl2.config.root_dir / "commitlog.cut" / f"{bad_offset:020d}"
+    assert {p.name: p.read_bytes() for p in cut.iterdir()} == later  # nothing destroyed
+    assert [mf.path for mf in cl2.mapped_file_queue.mapped_files] == files[:-2]

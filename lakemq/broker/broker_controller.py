@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from lakemq import __version__
+from lakemq.broker.acl import AclGuardedRegistry, PlainAccessValidator, ProcessorRegistry
 from lakemq.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI, ConsumerIdsChangeNotifier
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
@@ -121,7 +122,8 @@ class BrokerController:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         c = self.broker_config
-        self.remoting_server.register_default_processor(self._default)
+        registry = self._processor_registry()
+        registry.register_default_processor(self._default)
         await self.remoting_server.start()
         self.broker_addr = f"{c.broker_ip1}:{self.remoting_server.port}"
         self.store = MessageStore(self.store_config, store_host=self.broker_addr)
@@ -139,7 +141,7 @@ class BrokerController:
                 topic, queue_id, offset, tags_code
             )
         )
-        self._register_processors()
+        self._register_processors(registry)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.send_pool.start()
         self.pull_pool.start()
@@ -183,9 +185,18 @@ class BrokerController:
         self._executors.append(executor)
         return executor
 
-    def _register_processors(self) -> None:
+    def _processor_registry(self) -> ProcessorRegistry:
+        """The server's processor table; with aclEnable every processor checks the ACL first."""
+        c = self.broker_config
+        if not c.acl_enable:
+            return self.remoting_server
+        validator = PlainAccessValidator.from_file(c.acl_file)
+        log.info("ACL enabled: %d accounts from %s", len(validator.config.accounts), c.acl_file)
+        return AclGuardedRegistry(self.remoting_server, validator)
+
+    def _register_processors(self, server: ProcessorRegistry) -> None:
         assert self.store is not None and self.consumer_manager is not None and self.hold_service is not None
-        c, server = self.broker_config, self.remoting_server
+        c = self.broker_config
         send = SendMessageProcessor(
             c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool
         )

@@ -100,6 +100,13 @@ class BrokerConfig:
     channel_expired_timeout: int = 120_000
     client_housekeeping_interval: int = 10_000
     rebalance_lock_max_live_time: int = 60_000  # an orderly consumer's queue lock lives this long
+    # SQL92 property filters for consumers (RocketMQ's enablePropertyFilter, false there by
+    # default; lakemq turns it on: the filter is compiled once and pre-checked on raw bytes).
+    enable_property_filter: bool = True
+    # ACL 1.0 (RocketMQ's aclEnable, off by default): every request must be signed by an
+    # account of aclFile (plain_acl.yml format) and have the permissions it needs.
+    acl_enable: bool = False
+    acl_file: str = "conf/plain_acl.yml"  # relative paths are taken from the working directory
 
     def __post_init__(self) -> None:
         if not is_valid_name(self.broker_name) or not is_valid_name(self.broker_cluster_name):
@@ -142,6 +149,8 @@ class BrokerConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.acl_enable and not self.acl_file.strip():
+            raise ConfigError("aclEnable=true needs aclFile (a plain_acl.yml)")
         if self.broker_permission & ~(PermName.PERM_READ | PermName.PERM_WRITE):
             raise ConfigError(
                 f"brokerPermission may only hold read (4) and write (2), got {self.broker_permission}"

@@ -4,16 +4,22 @@ ExpressionMessageFilter for TAG expressions).
 A subscription ``tagA || tagB`` keeps the tags and their Java hash codes; the store compares
 those codes with the tags code of each ConsumeQueue entry, so unmatched messages are skipped
 without reading the CommitLog. Hash collisions pass here; the client re-checks the tag string.
+A SQL92 subscription is compiled when it arrives (heartbeat or pull), so a bad expression is
+refused then with SUBSCRIPTION_PARSE_FAILED; its filter is :class:`lakemq.filter.Sql92MessageFilter`.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Final
+from typing import ClassVar, Final
 
+from lakemq.common.codes import ResponseCode
 from lakemq.common.message import tags_hash_code
+from lakemq.errors import FilterExpressionError
+from lakemq.filter import Sql92MessageFilter, compile_sql92
 from lakemq.remoting import bodies
+from lakemq.store.filter import MessageFilter
 
 __all__ = [
     "SUB_ALL",
@@ -24,6 +30,7 @@ __all__ = [
     "build_subscription_data",
     "from_heartbeat",
     "TagMessageFilter",
+    "message_filter_for",
 ]
 
 SUB_ALL: Final = "*"
@@ -33,6 +40,8 @@ EXPRESSION_TYPE_SQL92: Final = "SQL92"
 
 class SubscriptionParseError(ValueError):
     """A subscription the broker cannot use (SUBSCRIPTION_PARSE_FAILED)."""
+
+    code: ClassVar[int] = ResponseCode.SUBSCRIPTION_PARSE_FAILED
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,10 @@ def build_subscription_data(
     if expression_type != EXPRESSION_TYPE_TAG:
         if expression_type != EXPRESSION_TYPE_SQL92 or not sub_string:
             raise SubscriptionParseError(f"unknown expression type {expression_type!r}")
+        try:
+            compile_sql92(sub_string.strip())
+        except FilterExpressionError as exc:
+            raise SubscriptionParseError(str(exc)) from exc
         return SubscriptionData(
             topic, sub_string.strip(), sub_version=version, expression_type=expression_type
         )
@@ -108,3 +121,10 @@ class TagMessageFilter:
         self, msg_buffer: bytes | memoryview | None, properties: dict[str, str] | None
     ) -> bool:
         return True
+
+
+def message_filter_for(subscription: SubscriptionData) -> MessageFilter:
+    """The store filter of a checked subscription (its SQL92 text compiled, from the cache)."""
+    if subscription.expression_type == EXPRESSION_TYPE_SQL92 and not subscription.class_filter_mode:
+        return Sql92MessageFilter(compile_sql92(subscription.sub_string))
+    return TagMessageFilter(subscription)

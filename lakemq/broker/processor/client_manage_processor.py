@@ -57,7 +57,11 @@ class ClientManageProcessor:
 
     def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         data = HeartbeatData.decode(request.body)
-        for consumer in data.consumer_data_set:
+        # Every subscription is parsed before anything is registered: a bad SQL92 expression
+        # refuses the whole heartbeat (SUBSCRIPTION_PARSE_FAILED) and changes nothing.
+        subscriptions = [[from_heartbeat(s) for s in consumer.subscription_data_set]
+                         for consumer in data.consumer_data_set]
+        for consumer, consumer_subscriptions in zip(data.consumer_data_set, subscriptions):
             group_config = self._groups.find_subscription_group_config(consumer.group_name)
             notify = self._config.notify_consumer_ids_changed_enable
             if group_config is not None:
@@ -73,7 +77,7 @@ class ClientManageProcessor:
                 consumer.consume_type,
                 consumer.message_model,
                 consumer.consume_from_where,
-                [from_heartbeat(s) for s in consumer.subscription_data_set],
+                consumer_subscriptions,
                 notify,
             )
             if changed:

@@ -21,7 +21,7 @@ from lakemq.broker.filter import (
     EXPRESSION_TYPE_TAG,
     SubscriptionData,
     SubscriptionParseError,
-    TagMessageFilter,
+    message_filter_for,
     build_subscription_data,
 )
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
@@ -37,6 +37,7 @@ from lakemq.remoting.headers import (
     decode_header,
     encode_header,
 )
+from lakemq.store.filter import MessageFilter
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus
 from lakemq.store.message_store import MessageStore
 
@@ -97,8 +98,8 @@ class PullMessageProcessor:
 
     def _check_and_pull(
         self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader
-    ) -> tuple[TagMessageFilter, RemotingCommand]:
-        message_filter = TagMessageFilter(self._check(header))
+    ) -> tuple[MessageFilter, RemotingCommand]:
+        message_filter = message_filter_for(self._check(header))
         response = self._pull(request, header, message_filter)
         if header.sys_flag & PullSysFlag.COMMIT_OFFSET and self._config.broker_id == MASTER_ID:
             self._offsets.commit_offset(
@@ -176,7 +177,7 @@ class PullMessageProcessor:
                     f"the consumer's subscription not latest, group: {header.consumer_group}",
                 )
             subscription = found
-        if subscription.expression_type != EXPRESSION_TYPE_TAG:
+        if subscription.expression_type != EXPRESSION_TYPE_TAG and not c.enable_property_filter:
             raise for_code(
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {subscription.expression_type}",
@@ -184,7 +185,7 @@ class PullMessageProcessor:
         return subscription
 
     def _pull(
-        self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: TagMessageFilter
+        self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter
     ) -> RemotingCommand:
         max_bytes = header.max_msg_bytes if header.max_msg_bytes and header.max_msg_bytes > 0 else 256 * 1024
         result = self._store.get_message(

@@ -4,8 +4,10 @@ Refusals are raised as BrokerError (for_code); the dispatcher answers them with 
 
 Checks (broker and topic permissions, system topics, queue id), creates a missing topic from
 the producer's default topic (TBW102) when auto-creation is on, routes retry messages past
-their group's max reconsume times to the group's DLQ, then puts through the send pool (the
-store call blocks under SYNC_FLUSH) and maps the store's PutMessageStatus to a response code.
+their group's max reconsume times to the group's DLQ, then puts and maps the store's
+PutMessageStatus to a response code. The put runs in the send pool where it may block (the
+group commit under SYNC_FLUSH, a topic or DLQ config written); under ASYNC_FLUSH a put to a
+known topic is a copy into the mapped CommitLog and is done on the event loop.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 
 from lakemq.common.message import MessageExtBrokerInner, MessageSysFlag
 from lakemq.common.record import (
@@ -154,6 +155,32 @@ class CommitLog:
     # -- put ---------------------------------------------------------------------------------
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Append one message; under SYNC_FLUSH block until it is on disk (or timed out)."""
+        result = self._append_message(msg)
+        ar = result.append_result
+        if ar is None:
+            return result
+        return PutMessageResult(self.flush_service.on_put(ar.next_offset, msg.wait_store_msg_ok), ar)
+
+    def put_message_async(self, msg: MessageExtBrokerInner) -> Future[PutMessageResult]:
+        """Append one message now; the future completes when it may be acknowledged (under
+        SYNC_FLUSH: once flushed, on the group-commit thread). No thread parks per put."""
+        return self._complete_async(self._append_message(msg), msg.wait_store_msg_ok)
+
+    def put_messages_async(self, msgs: Sequence[MessageExtBrokerInner]) -> Future[PutMessageResult]:
+        return self._complete_async(self._append_messages(msgs), all(m.wait_store_msg_ok for m in msgs))
+
+    def _complete_async(self, result: PutMessageResult, wait: bool) -> Future[PutMessageResult]:
+        future: Future[PutMessageResult] = Future()
+        ar = result.append_result
+        if ar is None:
+            future.set_result(result)
+        else:
+            self.flush_service.on_put_async(
+                ar.next_offset, wait, lambda status: future.set_result(PutMessageResult(status, ar)))
+        return future
+
+    def _append_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         refused = self._check(msg)
         if refused is not None:
             return refused
@@ -184,11 +211,18 @@ class CommitLog:
             AppendMessageStatus.PUT_OK, offset, size,
             f"{self._msg_id_prefix}{offset:016X}", now, queue_offset,
         )
-        return PutMessageResult(self.flush_service.on_put(offset + size, msg.wait_store_msg_ok), result)
+        return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
-        """Append a batch contiguously in one file, with consecutive queue offsets per queue.
-        Batches may not be delayed or transactional (as RocketMQ)."""
+        """Append a batch contiguously in one file, with consecutive queue offsets per queue,
+        then flush as put_message. Batches may not be delayed or transactional (as RocketMQ)."""
+        result = self._append_messages(msgs)
+        ar = result.append_result
+        if ar is None:
+            return result
+        return PutMessageResult(self.flush_service.on_put(ar.next_offset, all(m.wait_store_msg_ok for m in msgs)), ar)
+
+    def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         records: list[bytes | bytearray] = []
@@ -233,10 +267,9 @@ class CommitLog:
             self._lock_begin_ms = 0
         prefix = self._msg_id_prefix
         msg_ids = ",".join([f"{prefix}{offset + start:016X}" for start in starts])
-        wait = all(m.wait_store_msg_ok for m in msgs)
         result = AppendMessageResult(AppendMessageStatus.PUT_OK, offset, total, msg_ids, now,
                                      first_queue_offset, len(msgs))
-        return PutMessageResult(self.flush_service.on_put(offset + total, wait), result)
+        return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def _not_writable(self) -> PutMessageResult:
         if not self._running:

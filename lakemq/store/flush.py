@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from lakemq.store.checkpoint import StoreCheckpoint
@@ -21,11 +22,19 @@ __all__ = ["FlushCommitLogService", "GroupCommitService", "FlushRealTimeService"
 _SHUTDOWN_FLUSH_RETRIES = 10
 
 
+Completion = Callable[[PutMessageStatus], None]
+
+
 class FlushCommitLogService(Protocol):
     def start(self) -> None: ...
     def shutdown(self, timeout_s: float = 10.0) -> None: ...
     def on_put(self, next_offset: int, wait: bool) -> PutMessageStatus:
-        """Called after an append ending at ``next_offset``, outside the append lock."""
+        """Called after an append ending at ``next_offset``, outside the append lock; blocks
+        until the put may be acknowledged."""
+        ...
+    def on_put_async(self, next_offset: int, wait: bool, complete: Completion) -> None:
+        """Like on_put without blocking: ``complete(status)`` is called exactly once, maybe
+        at once, maybe later on the flush thread (so it must be quick)."""
         ...
 
 
@@ -48,35 +57,48 @@ class _Flusher(ServiceThread):
 
 
 class GroupCommitService(_Flusher):
-    """SYNC_FLUSH: a put waits until ``flushed_where`` passes its end. Each waiting put leaves
-    a request (its end offset and a lock it blocks on) and wakes the service; one fdatasync
-    then covers everything appended so far, and the service releases exactly the requests it
-    covered: one wake-up per put, no thundering herd."""
+    """SYNC_FLUSH: a put is acknowledged once ``flushed_where`` passes its end. Each waiting
+    put leaves a request (end offset, deadline, completion) and wakes the service; one
+    fdatasync then covers everything appended so far, and the service completes exactly the
+    requests it covered: one wake-up per put, no thundering herd. A request still uncovered
+    at its deadline completes with FLUSH_DISK_TIMEOUT."""
 
     def __init__(self, queue: MappedFileQueue, timeout_ms: int, checkpoint: StoreCheckpoint | None = None) -> None:
         super().__init__("GroupCommitService", queue, checkpoint)
         self._timeout_s = timeout_ms / 1000
         self._requests_lock = threading.Lock()
-        self._requests: list[tuple[int, threading.Lock]] = []
+        self._requests: list[tuple[int, float, Completion]] = []
         self.flush_count = 0
 
     def on_put(self, next_offset: int, wait: bool) -> PutMessageStatus:
+        if not wait or self._queue.flushed_where >= next_offset or self.stopped:
+            return self._immediate(next_offset, wait)
+        done = threading.Lock()
+        done.acquire()
+        self._enqueue(next_offset, lambda _status: done.release())
+        done.acquire(timeout=self._timeout_s)
+        if self._queue.flushed_where >= next_offset:
+            return PutMessageStatus.PUT_OK
+        return PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    def on_put_async(self, next_offset: int, wait: bool, complete: Completion) -> None:
+        if not wait or self._queue.flushed_where >= next_offset or self.stopped:
+            complete(self._immediate(next_offset, wait))
+        else:
+            self._enqueue(next_offset, complete)
+
+    def _immediate(self, next_offset: int, wait: bool) -> PutMessageStatus:
         if not wait:
             self.wakeup()
             return PutMessageStatus.PUT_OK
         if self._queue.flushed_where >= next_offset:
             return PutMessageStatus.PUT_OK
-        if self.stopped:
-            return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        done = threading.Lock()
-        done.acquire()
+        return PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+    def _enqueue(self, next_offset: int, complete: Completion) -> None:
         with self._requests_lock:
-            self._requests.append((next_offset, done))
+            self._requests.append((next_offset, time.monotonic() + self._timeout_s, complete))
         self.wakeup()
-        done.acquire(timeout=self._timeout_s)
-        if self._queue.flushed_where >= next_offset:
-            return PutMessageStatus.PUT_OK
-        return PutMessageStatus.FLUSH_DISK_TIMEOUT
 
     def run(self) -> None:
         while not self.stopped:
@@ -86,8 +108,7 @@ class GroupCommitService(_Flusher):
         self._release(final=True)
 
     def _commit(self) -> None:
-        if not self._requests:
-            return
+        # Also without requests: puts with WAIT=false only wake the service up.
         if self._queue.flushed_where < self._queue.get_max_offset():
             self._flush(0)
             self.flush_count += 1
@@ -97,12 +118,16 @@ class GroupCommitService(_Flusher):
         with self._requests_lock:
             requests, self._requests = self._requests, []
         flushed = self._queue.flushed_where
+        now = time.monotonic()
         pending = []
-        for next_offset, done in requests:
-            if next_offset <= flushed or final:
-                done.release()
+        for request in requests:
+            next_offset, deadline, complete = request
+            if next_offset <= flushed:
+                complete(PutMessageStatus.PUT_OK)
+            elif final or now >= deadline:
+                complete(PutMessageStatus.FLUSH_DISK_TIMEOUT)
             else:
-                pending.append((next_offset, done))
+                pending.append(request)
         if pending:
             with self._requests_lock:
                 self._requests[:0] = pending
@@ -128,6 +153,9 @@ class FlushRealTimeService(_Flusher):
 
     def on_put(self, next_offset: int, wait: bool) -> PutMessageStatus:
         return PutMessageStatus.PUT_OK
+
+    def on_put_async(self, next_offset: int, wait: bool, complete: Completion) -> None:
+        complete(PutMessageStatus.PUT_OK)
 
     def run(self) -> None:
         last_thorough = time.monotonic()

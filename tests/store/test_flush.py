@@ -97,3 +97,38 @@ def test_checkpoint_layout_and_min_timestamps(tmp_path: Path) -> None:
     again = StoreCheckpoint(path)
     assert again.logics_msg_timestamp == 90_000
     again.shutdown()
+
+
+def test_async_put_completes_when_flushed(open_commit_log: Open) -> None:
+    cl = open_commit_log(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
+    cl.recover_normally()
+    cl.start()
+    futures = [cl.put_message_async(make_message(body=b"a" * 300)) for _ in range(500)]
+    futures.append(cl.put_messages_async([make_message(body=b"b") for _ in range(5)]))
+    results = [f.result(timeout=5) for f in futures]
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    assert cl.flushed_where >= max(r.append_result.next_offset for r in results)  # type: ignore[union-attr]
+    service = cl.flush_service
+    assert isinstance(service, GroupCommitService) and service.flush_count < 500
+    refused = cl.put_message_async(make_message(topic="bad topic")).result(timeout=1)
+    assert refused.status is PutMessageStatus.MESSAGE_ILLEGAL
+
+
+def test_async_put_flushed_or_timed_out(tmp_path: Path) -> None:
+    queue = MappedFileQueue(tmp_path, 1 << 16)
+    service = GroupCommitService(queue, timeout_ms=50)
+    queue.get_last_mapped_file().append(b"x" * 10)  # type: ignore[union-attr]
+    statuses: dict[str, PutMessageStatus] = {}
+    service.on_put_async(10, True, lambda s: statuses.__setitem__("flushed", s))
+    assert statuses == {}  # pending until the service runs
+    # An end the log never reaches (a stuck disk, as far as the waiter can tell).
+    service.on_put_async(100, True, lambda s: statuses.__setitem__("stuck", s))
+    service.start()
+    deadline = time.monotonic() + 5
+    while len(statuses) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert statuses == {"flushed": PutMessageStatus.PUT_OK, "stuck": PutMessageStatus.FLUSH_DISK_TIMEOUT}
+    service.on_put_async(5, False, lambda s: statuses.__setitem__("no_wait", s))
+    assert statuses["no_wait"] is PutMessageStatus.PUT_OK
+    service.shutdown()
+    queue.shutdown()

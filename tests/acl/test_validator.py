@@ -76,8 +76,10 @@ def test_signed_send_and_pull_pass() -> None:
 
 
 def test_authentication_failures() -> None:
-    assert refusal(send_v2("AnyTopic", secret="wrongSecret")) == "Check signature failed for accessKey=userKey1"
-    assert refusal(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"b": "T"})) == "No accessKey is configured"
+    assert refusal(send_v2("AnyTopic", secret="wrongSecret")) \
+        == "Check signature failed for accessKey=userKey1"
+    unsigned = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"b": "T"})
+    assert refusal(unsigned) == "No accessKey is configured"
     assert refusal(send_v2("AnyTopic", key="nobody12")) == "No acl config for nobody12"
     tampered = send_v2("AnyTopic")
     tampered.body = b"other body"
@@ -116,8 +118,8 @@ def test_admin_codes() -> None:
     assert refusal(signed(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)) \
         == f"Need admin permission for request code={int(RequestCode.UPDATE_AND_CREATE_TOPIC)}, " \
            "but accessKey=userKey1 is not"
-    VALIDATOR.check(signed(RequestCode.UPDATE_AND_CREATE_TOPIC, fields, key="adminKey1", secret="adminSecret1"),
-                    CLIENT)
+    as_admin = signed(RequestCode.UPDATE_AND_CREATE_TOPIC, fields, key="adminKey1", secret="adminSecret1")
+    VALIDATOR.check(as_admin, CLIENT)
     VALIDATOR.check(send_v2("DeniedTopic", key="adminKey1", secret="adminSecret1"), CLIENT)
 
 
@@ -130,15 +132,15 @@ def test_white_addresses_skip_checks() -> None:
 
 
 def test_trace_topic_publish_skips_permissions() -> None:
-    acl = PlainAccessValidator(parse_plain_acl("accounts:\n  - {accessKey: userKey1, secretKey: userSecret1}\n"))
+    acl = PlainAccessValidator(parse_plain_acl("accounts: [{accessKey: userKey1, secretKey: userSecret1}]"))
     acl.check(send_v2("RMQ_SYS_TRACE_TOPIC"), CLIENT)
     with pytest.raises(NoPermissionError):
         acl.check(send_v2("OtherTopic"), CLIENT)
 
 
 def test_old_clients_unique_key_field_is_not_signed() -> None:
-    request = signed(RequestCode.QUERY_MESSAGE, {"topic": "T", "key": "k", "maxNum": "1", "beginTimestamp": "0",
-                                                 "endTimestamp": "1"})
+    fields = {"topic": "T", "key": "k", "maxNum": "1", "beginTimestamp": "0", "endTimestamp": "1"}
+    request = signed(RequestCode.QUERY_MESSAGE, fields)
     request.ext_fields["_UNIQUE_KEY_QUERY"] = "true"  # added after signing by clients <= 4.9.3
     request.version = 399
     VALIDATOR.check(request, CLIENT)

@@ -36,35 +36,39 @@ class MappedFileQueue:
     # -- loading -----------------------------------------------------------------------------
 
     def load(self) -> bool:
-        """Map the existing files. A last file of the wrong size (a crash while creating it) is
-        repaired when that loses nothing; any other size mismatch raises CorruptFileError
-        rather than cut data (most likely the configured file size changed)."""
+        """Map the existing files. File names must be spaced by the configured file size (if
+        not, the configured size changed: CorruptFileError, nothing touched). A file of the
+        wrong size (a crash while creating it, a damaged disk) is repaired when that loses
+        nothing: a short one is extended with zeros, a long one is cut only if the excess is
+        all zeros; otherwise CorruptFileError rather than cut data."""
         if not self.store_dir.is_dir():
             return True
         paths = sorted(p for p in self.store_dir.iterdir() if p.is_file() and _is_offset_name(p.name))
+        starts = [int(p.name) for p in paths]
+        size = self.mapped_file_size
+        if any(start % size for start in starts) or any(b - a != size for a, b in zip(starts, starts[1:])):
+            raise CorruptFileError(
+                f"files in {self.store_dir} are not spaced by the configured file size {size} "
+                f"(or a file is missing); check the mapped file size in the config"
+            )
         files: list[MappedFile] = []
-        for i, path in enumerate(paths):
-            size = path.stat().st_size
-            if size != self.mapped_file_size:
-                self._repair_size(path, size, is_last=i == len(paths) - 1)
-            mf = MappedFile(path, self.mapped_file_size)
-            mf.wrote_position = mf.flushed_position = self.mapped_file_size
+        for path in paths:
+            actual = path.stat().st_size
+            if actual != size:
+                self._repair_size(path, actual)
+            mf = MappedFile(path, size)
+            mf.wrote_position = mf.flushed_position = size
             files.append(mf)
         self.mapped_files = files
         return True
 
-    def _repair_size(self, path: Path, size: int, *, is_last: bool) -> None:
-        if not is_last:
+    def _repair_size(self, path: Path, actual: int) -> None:
+        if actual > self.mapped_file_size and not _is_zero(path, self.mapped_file_size, actual):
             raise CorruptFileError(
-                f"{path} is {size} bytes, configured file size is {self.mapped_file_size}; "
+                f"{path} is {actual} bytes with data past the configured {self.mapped_file_size}; "
                 "check the mapped file size in the config"
             )
-        if size > self.mapped_file_size and not _is_zero(path, self.mapped_file_size, size):
-            raise CorruptFileError(
-                f"{path} is {size} bytes with data past the configured {self.mapped_file_size}; "
-                "check the mapped file size in the config"
-            )
-        log.warning("%s is %d bytes, not %d: resized (no data lost)", path, size, self.mapped_file_size)
+        log.warning("%s is %d bytes, not %d: resized (no data lost)", path, actual, self.mapped_file_size)
         os.truncate(path, self.mapped_file_size)
 
     # -- lookup ------------------------------------------------------------------------------

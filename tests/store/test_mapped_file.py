@@ -103,27 +103,38 @@ def test_queue_load_and_truncate(tmp_path: Path) -> None:
     assert not tmp_path.exists()
 
 
-def test_load_repairs_short_last_file_and_refuses_size_change(tmp_path: Path) -> None:
+def test_load_repairs_wrong_sizes_and_refuses_size_change(tmp_path: Path) -> None:
     q = MappedFileQueue(tmp_path, SIZE)
-    q.get_last_mapped_file().append(b"a" * SIZE)  # type: ignore[union-attr]
-    q.get_last_mapped_file().append(b"b" * 10)  # type: ignore[union-attr]
+    for fill in (b"a", b"b", b"c"):
+        q.get_last_mapped_file().append(fill * (SIZE if fill != b"c" else 10))  # type: ignore[union-attr]
     q.shutdown()
-    os.truncate(tmp_path / f"{SIZE:020d}", 50)  # crash while creating the last file
+    os.truncate(tmp_path / f"{2 * SIZE:020d}", 50)  # a crash while creating the last file
+    os.truncate(tmp_path / f"{SIZE:020d}", SIZE // 2)  # a damaged middle file
+    with open(tmp_path / f"{0:020d}", "ab") as f:
+        f.write(bytes(100))  # zeros past the end
     q2 = MappedFileQueue(tmp_path, SIZE)
     assert q2.load()
-    assert q2.mapped_files[1].raw_view()[:10].tobytes() == b"b" * 10
-    assert os.path.getsize(tmp_path / f"{SIZE:020d}") == SIZE
+    assert [os.path.getsize(mf.path) for mf in q2.mapped_files] == [SIZE] * 3
+    assert q2.mapped_files[0].raw_view()[:SIZE].tobytes() == b"a" * SIZE
+    assert q2.mapped_files[1].raw_view()[: SIZE // 2].tobytes() == b"b" * (SIZE // 2)
+    assert q2.mapped_files[2].raw_view()[:10].tobytes() == b"c" * 10
     q2.shutdown()
-    # A file bigger than configured with data past the end: refuse, touch nothing.
+    # Data past the configured size: refuse, touch nothing.
     with open(tmp_path / f"{SIZE:020d}", "ab") as f:
         f.write(b"data")
     with pytest.raises(CorruptFileError):
         MappedFileQueue(tmp_path, SIZE).load()
     assert os.path.getsize(tmp_path / f"{SIZE:020d}") == SIZE + 4
-    # A smaller configured size for all files: refuse (non-last file mismatches).
+    os.truncate(tmp_path / f"{SIZE:020d}", SIZE)
+    # Another configured size: names do not line up; refuse, touch nothing.
+    for other in (SIZE // 2, SIZE * 2):
+        with pytest.raises(CorruptFileError):
+            MappedFileQueue(tmp_path, other).load()
+    assert [os.path.getsize(tmp_path / f"{i * SIZE:020d}") for i in range(3)] == [SIZE] * 3
+    # A missing middle file: refuse rather than serve a log with a hole.
+    (tmp_path / f"{SIZE:020d}").unlink()
     with pytest.raises(CorruptFileError):
-        MappedFileQueue(tmp_path, SIZE // 2).load()
-    assert os.path.getsize(tmp_path / f"{0:020d}") == SIZE
+        MappedFileQueue(tmp_path, SIZE).load()
 
 
 def test_delete_expired_by_time_respects_guard_and_last_file(tmp_path: Path) -> None:

@@ -229,7 +229,8 @@ class BrokerController:
             self.producer_manager,
         )
         client_pool = self._executor("ClientManageThread", c.client_manage_thread_pool_nums)
-        for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
+        for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
+                     RequestCode.CHECK_CLIENT_CONFIG):
             server.register_processor(code, client_manage, client_pool)
         consumer_manage = ConsumerManageProcessor(
             self.store, self.consumer_manager, self.consumer_offset_manager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from pathlib import Path
 
@@ -151,5 +152,25 @@ def test_property_filter_can_be_turned_off(tmp_path: Path) -> None:
         with SyncRemotingClient(RemotingClientConfig()) as client:
             pull = client.invoke(off.broker_addr("broker-a"),
                                  RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header)), 5)
+            check = client.invoke(off.broker_addr("broker-a"), _check_client_config("a > 1", "SQL92"), 5)
+        assert check.code == ResponseCode.SYSTEM_ERROR
         assert pull.code == ResponseCode.SYSTEM_ERROR
         assert "does not support consumer to filter message by SQL92" in (pull.remark or "")
+
+
+def _check_client_config(expression: str, expression_type: str) -> RemotingCommand:
+    sub = SubscriptionData("TopicX", expression, expression_type=expression_type)
+    body = json.dumps({"clientId": "127.0.0.1@java", "group": "g", "subscriptionData": sub.to_json()})
+    return RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=body.encode())
+
+
+def test_check_client_config_answers_java_consumers(cluster: Cluster) -> None:
+    """Java consumers send CHECK_CLIENT_CONFIG to every broker before a SQL92 subscription."""
+    addr = cluster.broker_addr("broker-a")
+    with SyncRemotingClient(RemotingClientConfig()) as client:
+        assert client.invoke(addr, _check_client_config("a > 1", "SQL92"), 5).code == ResponseCode.SUCCESS
+        tags = client.invoke(addr, _check_client_config("tagA || tagB", "TAG"), 5)
+        assert tags.code == ResponseCode.SUCCESS
+        bad = client.invoke(addr, _check_client_config("a >> 1", "SQL92"), 5)
+    assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    assert "SQL92 expression 'a >> 1'" in (bad.remark or "")

@@ -1,4 +1,4 @@
-"""HEART_BEAT and UNREGISTER_CLIENT (RocketMQ ClientManageProcessor).
+"""HEART_BEAT, UNREGISTER_CLIENT and CHECK_CLIENT_CONFIG (RocketMQ ClientManageProcessor).
 
 A heartbeat registers the client's producer groups and consumer groups (with their
 subscriptions); for each consumer group the group config and its retry topic
@@ -12,12 +12,17 @@ import logging
 
 from lakemq.broker.config import BrokerConfig, PermName
 from lakemq.broker.consumer_manager import ClientChannelInfo, ConsumerManager
-from lakemq.broker.filter import from_heartbeat
+from lakemq.broker.filter import (
+    EXPRESSION_TYPE_TAG,
+    SubscriptionParseError,
+    build_subscription_data,
+    from_heartbeat,
+)
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager, retry_topic
 from lakemq.common.codes import RequestCode, ResponseCode
-from lakemq.remoting.bodies import HeartbeatData
+from lakemq.remoting.bodies import HeartbeatData, SubscriptionData, decode_json
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import UnregisterClientRequestHeader, decode_header
@@ -48,7 +53,30 @@ class ClientManageProcessor:
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         if request.code == RequestCode.UNREGISTER_CLIENT:
             return self._unregister(ctx, request)
+        if request.code == RequestCode.CHECK_CLIENT_CONFIG:
+            return self._check_client_config(request)
         return self._heartbeat(ctx, request)
+
+    def _check_client_config(self, request: RemotingCommand) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG: Java consumers ask before using a SQL92 subscription."""
+        body = decode_json(request.body, "check client config")
+        raw = body.get("subscriptionData") if isinstance(body, dict) else None
+        if not isinstance(raw, dict):
+            return request.reply(ResponseCode.SUCCESS)
+        sub = SubscriptionData.from_json(raw)
+        if (sub.expression_type or EXPRESSION_TYPE_TAG) == EXPRESSION_TYPE_TAG:
+            return request.reply(ResponseCode.SUCCESS)
+        if not self._config.enable_property_filter:
+            return request.reply(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type}")
+        try:
+            build_subscription_data(sub.topic, sub.sub_string, sub.expression_type)
+        except SubscriptionParseError as exc:
+            log.warning("client %s@%s sent a subscription that does not compile: %s",
+                        body.get("clientId"), body.get("group"), exc)
+            return request.reply(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        return request.reply(ResponseCode.SUCCESS)
 
     def _info(self, ctx: RequestContext, request: RemotingCommand, client_id: str) -> ClientChannelInfo:
         return ClientChannelInfo(

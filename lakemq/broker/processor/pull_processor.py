@@ -93,7 +93,9 @@ class PullMessageProcessor:
             )
             if not ctx.is_open:
                 return response  # the client went away while held; the answer is dropped anyway
-            response = await self._pool.run(lambda: self._pull(request, header, message_filter))
+            # Woken by an arrival: what it reads was just dispatched and sits in the page cache,
+            # so the read is done here rather than after another hop through the pull pool.
+            response = self._pull(request, header, message_filter)
         return response
 
     def _check_and_pull(

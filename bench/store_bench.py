@@ -44,8 +44,10 @@ Reading the table:
 - SYNC_FLUSH with 64 writer threads on 2 cores: one fdatasync (about 0.3 ms here) covers
   about 25 puts, and every acknowledged put costs an OS thread wake-up plus a GIL hand-off.
   That hand-off, not the disk, is the limit. put_message_async (a future completed by the
-  group-commit thread, so no thread parks per put) removes it: the row below the 64-thread
-  one is one thread submitting and waiting for all acknowledgements.
+  group-commit thread, so no thread parks per put; the next row: one thread submitting,
+  then waiting for every acknowledgement) removes the hand-off; what is left is CPU per put
+  (append, future, completion) shared under the GIL with the group-commit thread, and it
+  gains 1.2-1.6x here, short of the target.
 - The MessageStore rows include the reput service building ConsumeQueue and IndexFile
   entries in the same process (competing for the GIL); "drained" is when they caught up.
 - This VM is shared with other jobs: figures move by about +-30% between runs."""
@@ -317,7 +319,7 @@ def write_md(table: str, args: argparse.Namespace) -> None:
     if SECTION in text:
         start = text.index(SECTION)
         nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + body + (text[nxt + 1 :] if nxt >= 0 else "")
+        text = text[:start] + body + ("\n" + text[nxt + 1 :] if nxt >= 0 else "")
     else:
         text = text.rstrip("\n") + "\n\n" + body
     path.write_text(text)

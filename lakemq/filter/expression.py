@@ -100,11 +100,10 @@ def _read_as(text: str, like: Value) -> Value:
 
 def _java_compare(lv: Value, rv: Value) -> int:
     """Java's ``compareTo`` after RocketMQ's conversions; -1 for types that do not convert."""
-    if isinstance(lv, str) != isinstance(rv, str):
-        if isinstance(lv, str):
-            lv = _read_as(lv, rv)
-        else:
-            rv = _read_as(rv, lv)
+    if isinstance(lv, str) and not isinstance(rv, str):
+        lv = _read_as(lv, rv)
+    elif isinstance(rv, str) and not isinstance(lv, str):
+        rv = _read_as(rv, lv)
     elif isinstance(lv, bool) != isinstance(rv, bool):
         return -1
     if isinstance(lv, float) or isinstance(rv, float):

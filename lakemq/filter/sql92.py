@@ -28,7 +28,8 @@ from typing import Final
 import sqlglot
 from sqlglot import expressions as exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import Token, Tokenizer, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
+from sqlglot.tokens import Tokenizer
 
 from lakemq.errors import FilterExpressionError
 from lakemq.filter.expression import (
@@ -71,10 +72,10 @@ _UNSUPPORTED_WORDS: Final = frozenset({"LIKE", "ESCAPE", "CONTAINS", "STARTSWITH
 _SUPPORTED: Final = ("supported: = <> < <= > >= [NOT] BETWEEN, [NOT] IN, IS [NOT] NULL, AND, OR, NOT, "
                      "parentheses")
 
-_COMPARISONS: Final[dict[type[exp.Expression], str]] = {
+_COMPARISONS: Final[dict[type[exp.Expr], str]] = {
     exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
 }
-_NODE_NAMES: Final[dict[type[exp.Expression], str]] = {
+_NODE_NAMES: Final[dict[type[exp.Expr], str]] = {
     exp.Add: "arithmetic '+'", exp.Sub: "arithmetic '-'",
     exp.Mul: "arithmetic '*'", exp.Div: "arithmetic '/'",
     exp.Alias: "two expressions without an operator between them", exp.Like: "LIKE",
@@ -188,7 +189,7 @@ class _Translator:
     def error(self, message: str) -> FilterExpressionError:
         return _bad(self.text, message)
 
-    def condition(self, node: exp.Expression) -> Expression:
+    def condition(self, node: exp.Expr) -> Expression:
         result = self.node(node)
         if not is_boolean(result):
             if isinstance(result, Property):
@@ -197,7 +198,7 @@ class _Translator:
             raise self.error(f"{_show(result)} is not a condition (TRUE, FALSE or a comparison)")
         return result
 
-    def node(self, node: exp.Expression) -> Expression:
+    def node(self, node: exp.Expr) -> Expression:
         if isinstance(node, exp.Paren):
             return self.node(node.this)
         if isinstance(node, exp.And):
@@ -237,7 +238,7 @@ class _Translator:
             raise self.error(f"{node.sql()} is not a property name")
         return Property(ident.name)
 
-    def number_or_string(self, node: exp.Expression) -> Value:
+    def number_or_string(self, node: exp.Expr) -> Value:
         if isinstance(node, exp.Neg):
             value = self.number_or_string(node.this)
             if isinstance(value, str) or value is None:
@@ -258,7 +259,7 @@ class _Translator:
             raise self.error(f"decimal {raw} is out of the range of a double")
         return number
 
-    def equal(self, left_node: exp.Expression, right_node: exp.Expression) -> Equal:
+    def equal(self, left_node: exp.Expr, right_node: exp.Expr) -> Equal:
         left, right = self.node(left_node), self.node(right_node)
         for side in (left, right):
             if isinstance(side, Constant) and side.value is None:

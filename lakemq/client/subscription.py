@@ -76,7 +76,8 @@ def build_subscription(topic: str, expression: str | MessageSelector | None,
     """Parse ``expression`` (None, "" and "*" mean everything); a selector brings its own
     type. A SQL92 expression that does not compile raises FilterExpressionError."""
     if isinstance(expression, MessageSelector):
-        expression, expression_type = expression.expression, expression.expression_type
+        expression_type = expression.expression_type
+        expression = expression.expression
     if expression_type not in (ExpressionType.TAG, ExpressionType.SQL92):
         raise ValueError(f"unknown expression type {expression_type!r}")
     if expression_type == ExpressionType.SQL92:

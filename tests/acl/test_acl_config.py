@@ -115,3 +115,10 @@ def test_permission_check() -> None:
     assert check_permission(PUB, PUB | SUB) and check_permission(SUB, SUB)
     assert not check_permission(PUB, SUB)
     assert not check_permission(SUB, DENY | SUB)
+
+
+def test_shipped_sample_loads() -> None:
+    config = load_plain_acl(Path(__file__).resolve().parents[2] / "conf" / "plain_acl.yml")
+    assert set(config.accounts) == {"appUserKey", "opsAdminKey"}
+    assert config.accounts["appUserKey"].resource_perms["orders"] == PUB | SUB
+    assert config.accounts["opsAdminKey"].admin and not config.global_white_remote_addresses

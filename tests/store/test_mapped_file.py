@@ -199,3 +199,44 @@ def test_warm_service_keeps_ahead_of_the_writer(tmp_path: Path) -> None:
     assert mf.warmed_position == 28 * OS_PAGE_SIZE
     service.shutdown()
     q.shutdown()
+
+
+def test_new_file_without_space_is_refused_and_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    def no_space(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_space)
+    with pytest.raises(StoreError):
+        MappedFile(tmp_path / f"{0:020d}", SIZE)
+    assert not (tmp_path / f"{0:020d}").exists()  # no half-made file for the next load
+    q = MappedFileQueue(tmp_path / "q", SIZE)
+    with pytest.raises(StoreError):
+        q.get_last_mapped_file()
+    assert q.mapped_files == []
+
+
+def test_commit_log_reports_create_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from lakemq.store.commit_log import CommitLog
+    from lakemq.store.config import StoreConfig
+    from lakemq.store.results import PutMessageStatus
+    from conftest import make_message
+
+    cl = CommitLog(StoreConfig(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=SIZE,
+                               max_message_size=1024))
+    cl.load()
+    cl.recover_normally()
+    cl.start()
+
+    def no_space(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_space)
+    result = cl.put_message(make_message())
+    assert result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED and result.remark
+    monkeypatch.undo()
+    assert cl.put_message(make_message()).is_ok  # space back: puts go on
+    cl.shutdown()

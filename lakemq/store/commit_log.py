@@ -301,12 +301,20 @@ class CommitLog:
         if len(properties) > self.config.max_properties_size:
             return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                                     remark=f"properties of {len(properties)} bytes exceed {self.config.max_properties_size}")
-        record = encode_record(
-            topic=msg.topic.encode(), queue_id=msg.queue_id, body=msg.body, flag=msg.flag,
-            properties=properties, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
-            born_host=encode_born_host(msg.born_host), store_host=(self._store_ip, self._store_port),
-            reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset,
-        )
+        try:
+            born_host = encode_born_host(msg.born_host)
+        except (OSError, ValueError):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"born host {msg.born_host!r} is not an IPv4 ip:port")
+        try:
+            record = encode_record(
+                topic=msg.topic.encode(), queue_id=msg.queue_id, body=msg.body, flag=msg.flag,
+                properties=properties, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
+                born_host=born_host, store_host=(self._store_ip, self._store_port),
+                reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset,
+            )
+        except struct.error as exc:  # a field outside its int32/int64 slot
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
         if len(record) + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"record of {len(record)} bytes exceeds a CommitLog file")

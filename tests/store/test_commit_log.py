@@ -78,6 +78,13 @@ def test_refusals_are_clear_and_store_nothing(open_commit_log: Open) -> None:
     flagged = make_message()
     flagged.sys_flag = MessageSysFlag.BORNHOST_V6_FLAG
     assert cl.put_message(flagged).status is PutMessageStatus.MESSAGE_ILLEGAL
+    v6 = make_message()
+    v6.born_host = "[::1]:5000"
+    assert cl.put_message(v6).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert cl.put_messages([make_message(), v6]).status is PutMessageStatus.MESSAGE_ILLEGAL
+    huge_flag = make_message()
+    huge_flag.flag = 1 << 40
+    assert cl.put_message(huge_flag).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert cl.get_max_offset() == 0
 
 

@@ -5,15 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lakemq.common.message import MessageExtBrokerInner
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
-
-
-def make_message(topic: str = "TopicTest", body: bytes = b"hello", queue_id: int = 0,
-                 **properties: str) -> MessageExtBrokerInner:
-    return MessageExtBrokerInner(topic=topic, body=body, queue_id=queue_id, properties=dict(properties),
-                                 born_timestamp=1_700_000_000_000, born_host="192.168.0.7:54321")
 
 
 @pytest.fixture

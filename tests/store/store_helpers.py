@@ -30,6 +30,12 @@ def small_config(root: Path, **overrides: Any) -> StoreConfig:
     return StoreConfig(**values)
 
 
+def make_message(topic: str = "TopicTest", body: bytes = b"hello", queue_id: int = 0,
+                 **properties: str) -> MessageExtBrokerInner:
+    return MessageExtBrokerInner(topic=topic, body=body, queue_id=queue_id, properties=dict(properties),
+                                 born_timestamp=1_700_000_000_000, born_host="192.168.0.7:54321")
+
+
 def make_msg(topic: str, body: bytes, *, queue_id: int = 0, tags: str | None = None, keys: str | None = None,
              uniq: str | None = None, delay: int = 0, sys_flag: int = 0) -> MessageExtBrokerInner:
     props: dict[str, str] = {}

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from conftest import make_message
+from tests.store.store_helpers import make_message
 
 from lakemq.common.message import MessageConst, MessageSysFlag
 from lakemq.common.record import decode_message_id, decode_record, iter_records

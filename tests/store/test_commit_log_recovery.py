@@ -4,7 +4,7 @@ import os
 from collections.abc import Callable
 
 import pytest
-from conftest import make_message
+from tests.store.store_helpers import make_message
 
 from lakemq.common.record import BODY_POS, iter_records
 from lakemq.store.commit_log import CommitLog

@@ -5,7 +5,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import make_message
+from tests.store.store_helpers import make_message
 
 from lakemq.store.checkpoint import CHECKPOINT_FILE_SIZE, StoreCheckpoint
 from lakemq.store.commit_log import CommitLog

@@ -223,7 +223,7 @@ def test_commit_log_reports_create_failure(tmp_path: Path, monkeypatch: pytest.M
     from lakemq.store.commit_log import CommitLog
     from lakemq.store.config import StoreConfig
     from lakemq.store.results import PutMessageStatus
-    from conftest import make_message
+    from tests.store.store_helpers import make_message
 
     cl = CommitLog(StoreConfig(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=SIZE,
                                max_message_size=1024))

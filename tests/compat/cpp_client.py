@@ -32,6 +32,7 @@ class Delivery:
     queue_offset: int
     reconsume_times: int
     props: dict[str, str | None]
+    failed: bool = False
 
 
 class CppClient:
@@ -50,7 +51,7 @@ class CppClient:
 
     def log_tail(self, lines: int = 40) -> str:
         text = []
-        for path in sorted(self.log_dir.rglob("*")):
+        for path in sorted(self.work_dir.rglob("*.log*")):  # the client logs under $HOME/logs too
             if path.is_file():
                 text.extend(path.read_text(errors="replace").splitlines()[-lines:])
         return "\n".join(text[-lines:])
@@ -77,9 +78,11 @@ class CppClient:
         return results
 
     def consumer(self, group: str, topic: str, *, expect: int, expression: str = "*", orderly: bool = False,
-                 idle: float = 2.0, timeout: float = 60.0, props: tuple[str, ...] = ()) -> "CppConsumer":
+                 idle: float = 2.0, timeout: float = 60.0, props: tuple[str, ...] = (),
+                 fail_first: tuple[str, ...] = ()) -> "CppConsumer":
         args = self._args("consume", group, "--topic", topic, "--expression", expression, "--expect", str(expect),
-                          "--idle", str(idle), "--timeout", str(timeout), "--props", ",".join(props))
+                          "--idle", str(idle), "--timeout", str(timeout), "--props", ",".join(props),
+                          "--fail-first", ",".join(fail_first))
         return CppConsumer(self, args + (["--orderly"] if orderly else []), timeout)
 
     async def consume(self, group: str, topic: str, *, expect: int, **kwargs: Any) -> list[Delivery]:

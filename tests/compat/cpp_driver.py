@@ -10,8 +10,10 @@ lines on stdin/stdout, and writes the C++ client's logs under ``--log-dir``.
         one result per line: {"status", "msg_id", "offset"} (oneway: {"status": "SENT"});
         batch sends all lines as one batch and prints one result.
     consume --namesrv A --group G --topic T [--expression "TagA || TagB"] [--orderly]
-            --expect N [--idle S] [--timeout S] [--props K,K]
-        one line per delivered message; stops once N messages arrived and nothing more came
+            --expect N [--idle S] [--timeout S] [--props K,K] [--fail-first BODY,BODY]
+        one line per delivered message (with "failed": true when the listener answered
+        RECONSUME_LATER: a first delivery of a --fail-first body, which the client then sends
+        back to the broker for a later retry); stops once N deliveries were printed and nothing more came
         for ``--idle`` seconds (so late duplicates or wrongly delivered messages are seen),
         or at ``--timeout``; shutdown persists the group's offsets to the broker.
 """
@@ -26,7 +28,7 @@ import time
 from typing import Any
 
 from rocketmq.client import Message, Producer, PushConsumer, RecvMessage
-from rocketmq.ffi import _CLogLevel, dll
+from rocketmq.ffi import MSG_CALLBACK_FUNC, _CConsumeStatus, _CLogLevel, dll
 
 INFO = _CLogLevel.INFO
 
@@ -75,26 +77,37 @@ def produce(args: argparse.Namespace) -> None:
 
 def consume(args: argparse.Namespace) -> None:
     props = [p for p in args.props.split(",") if p]
+    fail_first = {b for b in args.fail_first.split(",") if b}
     lock = threading.Lock()
     state = {"count": 0, "last": time.monotonic()}
 
-    def on_message(msg: RecvMessage) -> None:
+    def on_message(_consumer: int, handle: int) -> int:
+        msg = RecvMessage(handle)
         record = {
             "topic": msg.topic, "body": _text(msg.body), "tags": _text(msg.tags), "keys": _text(msg.keys),
             "id": msg.id, "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
             "reconsume_times": msg.reconsume_times, "props": {p: _text(msg.get_property(p)) for p in props},
         }
+        failed = record["body"] in fail_first and msg.reconsume_times == 0
         with lock:
-            print(json.dumps(record), flush=True)
+            print(json.dumps({**record, "failed": failed}), flush=True)
             state["count"] += 1
             state["last"] = time.monotonic()
+        return int(_CConsumeStatus.RECONSUME_LATER if failed else _CConsumeStatus.CONSUME_SUCCESS)
 
     consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.namesrv)
     dll.SetPushConsumerLogPath(consumer._handle, args.log_dir.encode())  # noqa: SLF001
     dll.SetPushConsumerLogLevel(consumer._handle, INFO)  # noqa: SLF001
     consumer.set_thread_count(1 if args.orderly else 2)
-    consumer.subscribe(args.topic, on_message, args.expression)
+    # One message per listener call: the C API answers for the whole call.
+    consumer.set_message_batch_max_size(1)
+    # The C API directly: 0.4.4's subscribe() wrapper re-raises a listener's exception out of
+    # the ctypes callback, which leaves the status the client reads undefined.
+    callback = MSG_CALLBACK_FUNC(on_message)
+    dll.Subscribe(consumer._handle, args.topic.encode(), args.expression.encode())  # noqa: SLF001
+    register = dll.RegisterMessageCallbackOrderly if args.orderly else dll.RegisterMessageCallback
+    register(consumer._handle, callback)  # noqa: SLF001
     consumer.start()
     deadline = time.monotonic() + args.timeout
     try:
@@ -125,6 +138,7 @@ def main() -> None:
     c.add_argument("--idle", type=float, default=2.0)
     c.add_argument("--timeout", type=float, default=60.0)
     c.add_argument("--props", default="")
+    c.add_argument("--fail-first", default="")
     args = parser.parse_args()
     produce(args) if args.command == "produce" else consume(args)
 

@@ -41,6 +41,7 @@ def spec(topic: str, i: int, tags: str, **extra: Any) -> dict[str, Any]:
 
 def assert_once(deliveries: list[Delivery], expected: list[dict[str, Any]]) -> dict[str, Delivery]:
     """Each expected message delivered exactly once, nothing else, everything intact."""
+    assert not any(d.failed for d in deliveries)
     bodies = [d.body for d in deliveries]
     assert len(bodies) == len(set(bodies)), f"duplicates: {[b for b, n in collections.Counter(bodies).items() if n > 1]}"
     assert sorted(bodies) == sorted(m["body"] for m in expected)
@@ -214,3 +215,28 @@ async def test_killed_consumer_resumes_from_the_committed_offsets(cluster: Clust
                    if before[m["body"]].queue_offset >= offsets.get(before[m["body"]].queue_id, 0)]
     again = await cpp.consume(group, topic, expect=len(uncommitted) + 10, props=PROPS)
     assert_once(again, uncommitted + second)
+
+
+@pytest.mark.slow
+async def test_reconsume_later_is_sent_back_and_redelivered(cluster: Cluster, cpp: CppClient) -> None:
+    """A listener answering RECONSUME_LATER makes the C++ client send the message back
+    (CONSUMER_SEND_MSG_BACK); the broker redelivers it through %RETRY%group after the retry
+    delay (level 3: 10 s) with reconsume times 1 and the message intact. The C API answers
+    for a whole pulled batch, so each queue holds one message here (4 sends, 4 queues)."""
+    topic, group = unique("CppRetry"), unique("CG")
+    messages = [spec(topic, i, "TagA") for i in range(4)]
+    await cpp.produce(unique("PG"), messages)
+    refused = (messages[1]["body"], messages[3]["body"])
+    deliveries = await cpp.consume(group, topic, expect=6, fail_first=refused, props=PROPS, idle=3.0, timeout=60)
+    first = [d for d in deliveries if d.reconsume_times == 0]
+    again = [d for d in deliveries if d.reconsume_times > 0]
+    assert sorted(d.body for d in first) == sorted(m["body"] for m in messages)
+    assert sorted(d.body for d in first if d.failed) == sorted(refused)
+    assert sorted(d.body for d in again) == sorted(refused)
+    by_body = {m["body"]: m for m in messages}
+    for d in again:
+        m = by_body[d.body]
+        assert not d.failed and d.reconsume_times == 1
+        assert (d.tags, d.keys, d.props["color"], d.props["seq"]) == (m["tags"], m["keys"], m["props"]["color"],
+                                                                    m["props"]["seq"])
+        assert d.id == next(f.id for f in first if f.body == d.body)  # same UNIQ_KEY: the same message

@@ -114,13 +114,14 @@ class BrokerController:
         self._default = _Unavailable()
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.boot_timestamp = int(time.time() * 1000)
         self.broker_addr = broker_config.broker_addr
 
     # -- life cycle --------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         c = self.broker_config
         registry = self._processor_registry()
         registry.register_default_processor(self._default)
@@ -254,6 +255,7 @@ class BrokerController:
             self.consumer_offset_manager,
             self.rebalance_lock_manager,
             self.runtime_info,
+            self._register_broker_blocking,
         )
         admin_pool = self._executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
         for code in ADMIN_CODES:
@@ -299,6 +301,12 @@ class BrokerController:
         return await self.outer_api.register_broker_all(
             self.identity, wrapper["topicConfigTable"], self.topic_config_manager.data_version
         )
+
+    def _register_broker_blocking(self) -> None:
+        """register_broker_all from a pool thread (admin requests run in the admin pool)."""
+        assert self._loop is not None
+        timeout = self.broker_config.register_broker_timeout_mills / 1000
+        asyncio.run_coroutine_threadsafe(self.register_broker_all(), self._loop).result(timeout + 1)
 
     async def _register_periodically(self) -> None:
         assert self._register_soon is not None

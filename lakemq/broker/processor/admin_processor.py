@@ -104,7 +104,9 @@ class AdminBrokerProcessor:
         offsets: ConsumerOffsetManager,
         locks: RebalanceLockManager,
         runtime_info: Callable[[], dict[str, str]],
+        register_broker: Callable[[], None],
     ) -> None:
+        self._register_broker = register_broker
         self._config = config
         self._store = store
         self._topics = topics
@@ -166,6 +168,9 @@ class AdminBrokerProcessor:
         )
         self._topics.update_topic_config(tc)
         log.info("topic %s created or updated by %s: %s", tc.topic_name, ctx.remote_addr, tc)
+        # As RocketMQ: answer once the NameServers know the route, so a client that sends
+        # right after creating the topic finds it with its queue count.
+        self._register_broker()
         return request.reply(ResponseCode.SUCCESS)
 
     def _existing_topic(self, topic: str) -> TopicConfig:

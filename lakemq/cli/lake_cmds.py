@@ -48,11 +48,14 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _spark(master: str | None) -> Iterator[Any]:
-    """A session for one command; Spark's own failures become one-line LakeErrors."""
+    """A session for one command (stopped after it, unless it was already running in this
+    process); Spark's own failures become one-line LakeErrors."""
     from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
 
     from lakemq.jobs.session import build_session
 
+    owned = SparkSession.getActiveSession() is None
     spark = build_session(master=master, app_name="lakemq-cli")
     try:
         yield spark
@@ -60,7 +63,8 @@ def _spark(master: str | None) -> Iterator[Any]:
         log.exception("Spark job failed")
         raise LakeError(f"Spark job failed: {str(exc).strip().splitlines()[0]}") from exc
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
 
 
 _common = [

@@ -140,22 +140,24 @@ def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, st
             return None
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             pos = from_offset - f.start
-            walk: Walk = walk_records(buf, f.start, pos, f.size, verify=True, on_bad="stop" if last else "resync")
+            walk: Walk = walk_records(buf, f.start, pos, f.size, verify=True, on_bad="resync")
             corrupt = list(walk.corrupt)
+            stop = walk.stop
+            if last and walk.blank_at is None and corrupt and corrupt[-1][1] == f.size:
+                # The writer's frontier: what follows the last good record holds no valid record
+                # (unwritten zeros or a torn write). Bad bytes with good records after them are damage.
+                stop = corrupt.pop()[0]
             if walk.blank_at is not None:
                 data_end, range_end, full = f.start + walk.blank_at, f.end, True
             elif not last:
-                # A file the writer moved past must end in a blank record; what is left is damage.
-                if walk.stop < f.size:
-                    corrupt.append((walk.stop, f.size))
-                data_end, range_end, full = f.start + walk.stop, f.end, True
-            elif idle and walk.stop > pos:
-                data_end = range_end = f.start + walk.stop
+                data_end, range_end, full = f.start + stop, f.end, True
+            elif idle and stop > pos:
+                data_end = range_end = f.start + stop
                 full = False
             else:
                 return None
             starts = walk.starts
-            bounds = _boundaries(starts, pos, walk.stop, stride)
+            bounds = _boundaries(starts, pos, stop, stride)
             seal = SealedSegment(
                 file_name=f.path.name, file_start=f.start, file_size=f.size, range_start=from_offset,
                 range_end=range_end, data_end=data_end, full=full, rows=int(len(starts)),

@@ -1,0 +1,70 @@
+"""Helpers shared by the lake tests: messages, and writing them through the real CommitLog."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from lakemq.common.message import MessageConst, MessageExtBrokerInner
+from lakemq.store.commit_log import CommitLog
+from lakemq.store.config import StoreConfig
+
+FILE_SIZE = 64 * 1024
+BORN_MS = 1_700_000_000_000
+
+
+def make_message(topic: str, body: bytes, *, queue_id: int = 0, keys: str | None = None, tags: str | None = None,
+                 uniq: str | None = None, sys_flag: int = 0, **props: str) -> MessageExtBrokerInner:
+    properties = dict(props)
+    if keys:
+        properties[MessageConst.KEYS] = keys
+    if tags:
+        properties[MessageConst.TAGS] = tags
+    if uniq:
+        properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+    return MessageExtBrokerInner(topic=topic, body=body, queue_id=queue_id, properties=properties, sys_flag=sys_flag,
+                                 born_timestamp=BORN_MS, born_host="192.168.0.7:54321")
+
+
+WriteStore = Callable[..., list[int]]
+
+
+def store_writer(store_dir: Path) -> WriteStore:
+    """Append messages through the real CommitLog; returns their CommitLog offsets."""
+
+    def write(messages: list[MessageExtBrokerInner], file_size: int = FILE_SIZE) -> list[int]:
+        config = StoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=file_size,
+                             max_message_size=16 * 1024)
+        log = CommitLog(config, store_host="10.1.2.3:10911")
+        assert log.load()
+        log.recover_normally()
+        log.start()
+        try:
+            offsets = []
+            for msg in messages:
+                result = log.put_message(msg)
+                assert result.is_ok, result
+                assert result.append_result is not None
+                offsets.append(result.append_result.wrote_offset)
+            return offsets
+        finally:
+            log.shutdown()
+
+    return write
+
+
+def user_messages(n: int, *, topic: str = "TopicA", body_size: int = 100) -> list[MessageExtBrokerInner]:
+    return [make_message(topic, (f"m{i}:".encode() + bytes(body_size))[:body_size], queue_id=i % 4,
+                         keys=f"order-{i} k{i % 10}", tags=f"tag{i % 3}", uniq=f"UNIQ{i:08d}") for i in range(n)]
+
+
+def mixed_messages(n_user: int) -> list[MessageExtBrokerInner]:
+    """User messages plus one of each system kind: a delayed message (the store rewrites it
+    to SCHEDULE_TOPIC_XXXX), a half message and its op record (written where the broker
+    writes them)."""
+    msgs = user_messages(n_user)
+    msgs.append(make_message("TopicA", b"later", DELAY="2"))
+    msgs.append(make_message("RMQ_SYS_TRANS_HALF_TOPIC", b"half", sys_flag=4, REAL_TOPIC="TopicA", REAL_QID="0",
+                             PGROUP="pg"))
+    msgs.append(make_message("RMQ_SYS_TRANS_OP_HALF_TOPIC", b"0", tags="d"))
+    return msgs

@@ -40,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.broker_load import BODY_SIZE, QUEUES, Job, run_jobs  # noqa: E402
+from bench.markdown import replace_section  # noqa: E402
 
 SECTION = "## Broker (bench/broker_bench.py)"
 TARGETS = {"sync_1": 10_000, "sync_16": 50_000, "batch_16x32": 150_000, "consume": 150_000, "p99_ms": 5.0}
@@ -260,18 +261,7 @@ def report(r: dict[str, dict[str, float]], s: Settings, command: str) -> str:
     return "\n".join(lines)
 
 
-def replace_section(text: str, body: str) -> str:
-    """``text`` (a BENCHMARKS.md) with this script's section replaced by ``body``, or
-    ``body`` appended; every other section is left as it was."""
-    if SECTION not in text:
-        return text.rstrip("\n") + "\n\n" + body
-    start = text.index(SECTION)
-    nxt = text.find("\n## ", start + len(SECTION))
-    return text[:start] + body + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
-
-
 def write_md(table: str, s: Settings, command: str, quick: bool) -> None:
-    path = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
     smoke = ("**Smoke run** (`--quick`, 2 s phases): too short for stable figures.\n\n" if quick else "")
     body = (
         f"{SECTION}\n\nMeasured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with:\n\n```\n{command}\n```\n\n"
@@ -290,7 +280,7 @@ def write_md(table: str, s: Settings, command: str, quick: bool) -> None:
         "time; one long-polling puller per queue; latency = pull response arrival - scheduled send time, "
         "so queueing behind a saturated broker counts.\n\n" + smoke + table + "\n"
     )
-    path.write_text(replace_section(path.read_text() if path.exists() else "# Benchmarks\n", body))
+    replace_section(body)
 
 
 def main() -> None:

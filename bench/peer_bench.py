@@ -27,7 +27,8 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` and `lakemq` impo
     sys.path.insert(0, str(ROOT))
 
 from bench.peers import PEERS, Peer, PeerUnavailable  # noqa: E402
-from bench.peers.report import plot_latency, render_section, replace_section, write_json  # noqa: E402
+from bench.markdown import replace_section  # noqa: E402
+from bench.peers.report import plot_latency, render_section, write_json  # noqa: E402
 from bench.peers.workload import FULL, QUICK, PeerResult, Plan, run_workload  # noqa: E402
 
 BENCHMARKS = ROOT / "BENCHMARKS.md"
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         plot_latency(results, plan, PLOT, f"End-to-end latency, {plan.body_size}-byte messages ({when})")
         plot_ref = PLOT.relative_to(ROOT).as_posix()
         section = render_section(results, plan, command, when, plot_ref)
-        replace_section(BENCHMARKS, section)
+        replace_section(section, BENCHMARKS)
         write_json(results, plan, command, RAW)
         print(f"wrote {BENCHMARKS.relative_to(ROOT)}, {plot_ref}, {RAW.relative_to(ROOT)}")
     else:

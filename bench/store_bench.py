@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.markdown import replace_section  # noqa: E402
 from lakemq.common.message import MessageExtBrokerInner, properties_to_string  # noqa: E402
 from lakemq.common.record import encode_host, encode_record  # noqa: E402
 from lakemq.store.commit_log import CommitLog  # noqa: E402
@@ -308,21 +309,13 @@ def verdict_lines(f: dict[str, float]) -> list[str]:
 
 
 def write_md(table: str, args: argparse.Namespace) -> None:
-    path = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
-    command = "cd /work/main && .venv/bin/python bench/store_bench.py " + " ".join(
+    command = "python bench/store_bench.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("write_md", "dir")) + " --write-md"
     body = (f"{SECTION}\n\nMeasured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on "
             f"{platform.machine()}, {os.cpu_count()} cores (shared with other jobs), Python "
             f"{platform.python_version()}, ext4 with 1 GiB CommitLog files. Command:\n\n    {command}\n\n"
             f"{table}\n\n{NOTES}\n")
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if SECTION in text:
-        start = text.index(SECTION)
-        nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + body + ("\n" + text[nxt + 1 :] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + body
-    path.write_text(text)
+    replace_section(body)
 
 
 if __name__ == "__main__":

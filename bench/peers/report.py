@@ -6,14 +6,13 @@ import json
 import math
 import os
 import platform
-import re
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
 from bench.peers.workload import LatencyResult, PeerResult, Plan
 
-__all__ = ["render_section", "replace_section", "plot_latency", "write_json", "SECTION"]
+__all__ = ["render_section", "plot_latency", "write_json", "SECTION"]
 
 SECTION = "## Peers"
 LAKEMQ_REFERENCE = {"ASYNC_FLUSH": "lakemq-async", "SYNC_FLUSH": "lakemq-sync"}
@@ -166,18 +165,6 @@ def _client_versions() -> list[str]:
         except metadata.PackageNotFoundError:
             continue
     return found
-
-
-def replace_section(document: Path, section: str) -> None:
-    """Put ``section`` in place of the document's "## Peers" section (up to the next "## "
-    heading), appending it when absent and creating the document when missing."""
-    text = document.read_text() if document.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}[ \t]*$.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text, count=1)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    document.write_text(text.rstrip("\n") + "\n")
 
 
 def plot_latency(results: list[PeerResult], plan: Plan, path: Path, title: str) -> None:

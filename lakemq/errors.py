@@ -3,6 +3,8 @@
     LakeMQError
     ├── InvalidNameError            topic or group name breaks RocketMQ's rules
     ├── ConfigError                 unknown key or bad value in a .conf file
+    ├── RecordError                 a CommitLog record or message id that does not decode
+                                    (lakemq.common.record)
     ├── StoreError                  hot-tier failures that are not a message's fault
     │   └── CorruptFileError        a store file that cannot be read back
     │       └── CorruptSegmentError a CommitLog range the lake tier cannot decode (``offset``)

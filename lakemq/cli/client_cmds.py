@@ -29,7 +29,7 @@ from lakemq.common.logs import setup_logging
 from lakemq.errors import LakeMQError
 
 
-def _log_to_file() -> None:
+def log_to_file() -> None:
     """Client warnings (a retried send, a failed name server) go to the log, not the terminal."""
     setup_logging("lakemq-client")
 
@@ -50,7 +50,7 @@ namesrv_option = click.option(
 def produce(namesrv: str, topic: str, tags: str | None, keys: str | None, count: int, size: int | None,
             body: str | None, group: str) -> None:
     """Send COUNT messages to TOPIC and print a summary."""
-    _log_to_file()
+    log_to_file()
     if size is not None and body is not None:
         raise click.UsageError("--size and --body are exclusive")
 
@@ -99,7 +99,7 @@ def _line(msg: MessageExt) -> str:
 def consume(namesrv: str, topic: str, group: str, expression: str, count: int | None, from_where: str,
             timestamp: str, idle_timeout: float | None) -> None:
     """Print messages of TOPIC as `topic queue offset msgid tags body`, one per line."""
-    _log_to_file()
+    log_to_file()
     where = {"first": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, "last": ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
              "timestamp": ConsumeFromWhere.CONSUME_FROM_TIMESTAMP}[from_where]
     if timestamp:
@@ -167,7 +167,7 @@ def topic() -> None:
 @click.option("--cluster", "-c", default=None, help="only the masters of this cluster")
 @click.option("--order", is_flag=True, help="an ordered topic")
 def topic_create(namesrv: str, topic: str, queues: int, cluster: str | None, order: bool) -> None:
-    _log_to_file()
+    log_to_file()
     async def run() -> list[str]:
         async with Admin(namesrv) as admin_api:
             return await admin_api.create_topic(topic, queue_nums=queues, order=order, cluster=cluster)
@@ -179,7 +179,7 @@ def topic_create(namesrv: str, topic: str, queues: int, cluster: str | None, ord
 @topic.command("list")
 @namesrv_option
 def topic_list(namesrv: str) -> None:
-    _log_to_file()
+    log_to_file()
     async def run() -> list[str]:
         async with Admin(namesrv) as admin_api:
             return await admin_api.list_topics()
@@ -192,7 +192,7 @@ def topic_list(namesrv: str) -> None:
 @namesrv_option
 @click.option("--topic", "-t", required=True)
 def topic_stats(namesrv: str, topic: str) -> None:
-    _log_to_file()
+    log_to_file()
     async def run() -> list:
         async with Admin(namesrv) as admin_api:
             return await admin_api.topic_stats(topic)
@@ -215,7 +215,7 @@ def consumer() -> None:
 @click.option("--topic", "-t", default=None, help="only this topic")
 def consumer_progress(namesrv: str, group: str, topic: str | None) -> None:
     """Per queue: broker max offset, committed offset and lag."""
-    _log_to_file()
+    log_to_file()
     async def run() -> list:
         async with Admin(namesrv) as admin_api:
             return await admin_api.consumer_progress(group, topic)

@@ -12,6 +12,8 @@ from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.route import MASTER_ID, subscribe_queues
+from lakemq.common.message import MessageExt
+from lakemq.common.record import decode_message_id
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import LakeMQError, TopicNotExistError
 from lakemq.remoting import RemotingClient
@@ -113,3 +115,26 @@ class Admin:
         if topic and not rows:
             raise LakeMQError(f"topic {topic} does not exist")
         return sorted(rows, key=lambda r: r.mq)
+
+    async def query_message(self, topic: str, key: str, *, max_num: int = 64, begin_ms: int = 0,
+                            end_ms: int | None = None, unique_key: bool = False) -> list[MessageExt]:
+        """Messages of ``topic`` with ``key`` (or UNIQ_KEY ``key``) stored in [begin_ms, end_ms],
+        from every master that serves the topic, oldest first."""
+        route = await self.api.get_topic_route(check_topic(topic))
+        if route is None:
+            raise LakeMQError(f"topic {topic} does not exist")
+        end = end_ms if end_ms is not None else 2**63 - 1
+        found: dict[str, MessageExt] = {}
+        for broker in route.broker_datas:
+            addr = broker.select_addr()
+            if addr is None:
+                continue
+            for msg in await self.api.query_message(addr, topic, key, max_num=max_num, begin_ms=begin_ms,
+                                                    end_ms=end, unique_key=unique_key):
+                found[msg.msg_id] = msg
+        return sorted(found.values(), key=lambda m: (m.store_timestamp, m.msg_id))[:max_num]
+
+    async def view_message(self, msg_id: str) -> MessageExt:
+        """The message with offset message id ``msg_id`` (store host + CommitLog offset)."""
+        addr, offset = decode_message_id(msg_id)
+        return await self.api.view_message(addr, offset)

@@ -17,6 +17,8 @@ from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import PullStatus, SendResult, SendStatus
 from lakemq.client.route import TopicRouteData
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.message import MessageExt
+from lakemq.common.record import iter_records
 from lakemq.errors import for_code
 from lakemq.remoting import RemotingClient, RemotingCommand
 from lakemq.remoting.headers import (
@@ -29,11 +31,13 @@ from lakemq.remoting.headers import (
     OffsetResponseHeader,
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader,
     QueryConsumerOffsetResponseHeader,
     SearchOffsetRequestHeader,
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
     decode_header,
     encode_header,
 )
@@ -243,6 +247,26 @@ class MQClientAPI:
         await self._ok(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(CreateTopicRequestHeader(
             topic, default_topic, read_queue_nums, write_queue_nums, perm, "SINGLE_TAG", 0, order)))
 
+
+    async def query_message(self, addr: str, topic: str, key: str, *, max_num: int, begin_ms: int, end_ms: int,
+                            unique_key: bool = False, timeout_ms: int | None = None) -> list[MessageExt]:
+        """QUERY_MESSAGE through the broker's IndexFile: by a KEYS key, or by UNIQ_KEY (the
+        client message id) with ``unique_key``. No match is an empty list."""
+        fields = encode_header(QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms))
+        if unique_key:
+            fields = {**fields, "_UNIQUE_KEY_QUERY": "true"}
+        response = await self._invoke(addr, RequestCode.QUERY_MESSAGE, fields, timeout_ms=timeout_ms)
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return []
+        if response.code != ResponseCode.SUCCESS:
+            raise for_code(response.code, response.remark)
+        return list(iter_records(response.body or b"", decompress=True))
+
+    async def view_message(self, addr: str, commit_log_offset: int) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID: the record at ``commit_log_offset`` of the broker at ``addr``."""
+        response = await self._ok(addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                  encode_header(ViewMessageRequestHeader(commit_log_offset)))
+        return next(iter_records(response.body or b"", decompress=True))
 
     async def get_consume_stats(self, addr: str, group: str, topic: str | None = None) -> dict[MessageQueue, dict[str, Any]]:
         """GET_CONSUME_STATS: per queue brokerOffset, consumerOffset, lastTimestamp (the reply

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from lakemq.common.message import MessageExt, MessageSysFlag, string_to_properties
+from lakemq.errors import LakeMQError
 
 __all__ = [
     "MESSAGE_MAGIC_CODE",
@@ -84,7 +85,7 @@ _TOPIC_LEN: Final = tuple(bytes([n]) for n in range(256))
 _MSG_ID = struct.Struct(">4siq")
 
 
-class RecordError(ValueError):
+class RecordError(LakeMQError, ValueError):
     """A record that cannot be decoded: bad magic, bad size, bad CRC or truncated."""
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from lakemq.errors import CorruptSegmentError, LakeError, VerificationError
 from lakemq.jobs.lake_writer import FILE_INFO_DDL, PartWriter
 from lakemq.tiering.digest import combine
+from lakemq.tiering.faults import crash_point
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, ManifestEntry, commit_metadata
 from lakemq.tiering.seal import SealedSegment, load_seals, seal_segments
@@ -177,7 +178,11 @@ def compact(
                     manifest.committed_end, pending[0].range_start)
     if progress:
         progress("write", 0, len(pending))
+    if pending:
+        crash_point("before-write")
     files = write_segment_files(spark, store_dir=store_dir, lake=lake, segments=pending, skip_corrupt=skip_corrupt)
+    if pending:
+        crash_point("before-commit")
     committed: list[ManifestEntry] = []
     raced: list[int] = []
     for i, seal in enumerate(pending):
@@ -186,6 +191,7 @@ def compact(
             raced.append(seal.range_start)
         else:
             committed.append(entry)
+            crash_point("before-manifest")
             manifest = manifest.with_entries([entry])
             manifest.save(lake)
         if progress:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from lakemq.tiering.faults import crash_point
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.seal import commitlog_files, load_seals, seal_dir
@@ -43,6 +44,7 @@ def delete_tiered_files(store_dir: str | Path, manifest: Manifest) -> list[Path]
     for path in gone:
         path.unlink()
         log.info("deleted tiered CommitLog file %s", path.name)
+        crash_point("during-retention")
     for seal in load_seals(store_dir):
         if seal.file_start in starts:
             (seal_dir(store_dir) / f"{seal.range_start:020d}.json").unlink(missing_ok=True)

@@ -98,6 +98,7 @@ class CommitLog:
         self._msg_id_prefix = create_message_id(self._store_ip, self._store_port, 0)[:16]
         self._put_lock = PutMessageSpinLock()
         self._lock_begin_ms = 0
+        self._create_failure = ""  # why the last new CommitLog file could not be created
         # (topic, queue id) -> next queue offset; the store facade restores it from the
         # ConsumeQueues at start.
         self._topic_queue_table: dict[tuple[str, int], int] = {}
@@ -274,7 +275,9 @@ class CommitLog:
     def _not_writable(self) -> PutMessageResult:
         if not self._running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is shutting down")
-        return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark="cannot create a CommitLog file")
+        # The OS's reason (e.g. no space left on device) tells the operator what to fix.
+        return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                                remark=f"cannot create a CommitLog file: {self._create_failure}")
 
     def _check(self, msg: MessageExtBrokerInner) -> PutMessageResult | None:
         if not self._running:
@@ -330,8 +333,9 @@ class CommitLog:
                 mf.write_at(mf.wrote_position, _BLANK.pack(mf.remaining(), BLANK_MAGIC_CODE))
                 mf.wrote_position = mf.file_size
                 mf = queue.get_last_mapped_file()
-        except (OSError, StoreError):
+        except (OSError, StoreError) as exc:
             log.exception("cannot create a CommitLog file")
+            self._create_failure = str(exc)
             return None
         return mf
 

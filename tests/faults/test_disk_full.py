@@ -1,0 +1,88 @@
+"""Disk full: the broker's store on a small tmpfs. When the next CommitLog file cannot get its
+blocks, sends fail with a clear error while the broker stays up and serves what it stored;
+once space returns, sends succeed again; nothing stored before is damaged."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lakemq.client import Message, SyncProducer, SyncPullConsumer
+from lakemq.client.config import ClientConfig, ProducerConfig
+from lakemq.errors import LakeMQError
+from tests.cluster import start_cluster
+
+TOPIC = "DiskFull"
+BODY = 1000
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    store = tmp_path / "broker-a" / "store"
+    store.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(store)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root and mount rights): {mounted.stderr.strip()}")
+    try:
+        yield store
+    finally:
+        subprocess.run(["umount", "-l", str(store)], check=False)
+
+
+def _body(i: int) -> bytes:
+    return f"{i:08d}".encode() * (BODY // 8)
+
+
+def test_full_disk_refuses_sends_keeps_serving_and_recovers(tmp_path: Path, small_disk: Path) -> None:
+    with start_cluster(tmp_path) as cluster:  # 8 MiB CommitLog files (tests/cluster SMALL_STORE)
+        config = ProducerConfig(retry_times_when_send_failed=0)
+        client = ClientConfig(namesrv_addr=cluster.namesrv_addr, instance_name="diskfull")
+        stored: list[int] = []
+        with SyncProducer("DiskFullProducer", config=config, client_config=client) as producer:
+            producer.create_topic(TOPIC, 1)
+            producer.send_batch([Message(TOPIC, _body(n)) for n in range(32)])  # the first CommitLog file exists
+            stored += range(32)
+            filler = small_disk / "filler"
+            # Leave less than one CommitLog file free; the current one already has its blocks.
+            free = int(subprocess.run(["df", "--output=avail", "-B1", str(small_disk)], capture_output=True,
+                                      text=True).stdout.split()[-1])
+            filler.write_bytes(b"\0" * (free - (6 << 20)))
+            error: LakeMQError | None = None
+            i = 32
+            while i < 20_000:
+                try:
+                    producer.send_batch([Message(TOPIC, _body(n)) for n in range(i, i + 32)])
+                except LakeMQError as exc:
+                    error = exc
+                    break
+                stored += range(i, i + 32)
+                i += 32
+            assert error is not None, "the disk never filled"
+            print(f"injected: a 24 MiB tmpfs with {free >> 20} MiB free filled to 6 MiB free; measured: "
+                  f"{len(stored)} messages stored, then: {error}")
+            assert "cannot create a CommitLog file" in str(error) and "No space left on device" in str(error)
+            assert cluster.brokers["broker-a"].running
+
+            _check_stored(cluster.namesrv_addr, stored)  # still served while the disk is full
+
+            filler.unlink()  # space returns
+            producer.send_batch([Message(TOPIC, _body(n)) for n in range(i, i + 32)])
+            stored += range(i, i + 32)
+        _check_stored(cluster.namesrv_addr, stored)
+        cluster.restart_broker()
+        _check_stored(cluster.namesrv_addr, stored)
+
+
+def _check_stored(namesrv: str, expected: list[int]) -> None:
+    with SyncPullConsumer("DiskFullReader", namesrv_addr=namesrv) as reader:
+        (mq,) = reader.fetch_subscribe_message_queues(TOPIC)
+        offset, end, bodies = reader.min_offset(mq), reader.max_offset(mq), []
+        while offset < end:
+            result = reader.pull(mq, "*", offset, 32)
+            bodies += [m.body for m in result.msgs]
+            offset = result.next_begin_offset
+    assert bodies == [_body(n) for n in expected]

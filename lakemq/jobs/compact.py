@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakemq.common.faults import crash_point
 from lakemq.errors import CorruptSegmentError, LakeError, VerificationError
 from lakemq.jobs.lake_writer import FILE_INFO_DDL, PartWriter
 from lakemq.tiering.digest import combine
-from lakemq.tiering.faults import crash_point
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, ManifestEntry, commit_metadata
 from lakemq.tiering.seal import SealedSegment, load_seals, seal_segments

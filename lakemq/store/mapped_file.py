@@ -16,6 +16,7 @@ import mmap
 import os
 from pathlib import Path
 
+from lakemq.common.faults import slow_disk
 from lakemq.errors import StoreError
 
 __all__ = ["MappedFile", "OS_PAGE_SIZE", "offset_to_file_name"]
@@ -127,6 +128,7 @@ class MappedFile:
         if self._closed or not self.is_able_to_flush(least_pages):
             return self.flushed_position
         wrote = self.wrote_position
+        slow_disk()
         os.fdatasync(self._fd)
         self.flushed_position = wrote
         return wrote

@@ -2,7 +2,7 @@
 run (every row once), the manifest agrees with the Delta log, and no local CommitLog file goes
 before the lake holds it verified.
 
-The job is ``lakemq tier run`` in a subprocess; ``LAKEMQ_FAULT_STAGE`` (lakemq.tiering.faults)
+The job is ``lakemq tier run`` in a subprocess; ``LAKEMQ_FAULT_STAGE`` (lakemq.common.faults)
 makes it SIGKILL itself at the named stage."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from lakemq.tiering.faults import STAGES
+from lakemq.common.faults import STAGES
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.seal import commitlog_files

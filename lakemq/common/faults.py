@@ -1,0 +1,33 @@
+"""Fault injection for lakemq's own fault tests, driven by environment variables.
+
+Unset (always, in production) each hook is one environment look-up on a path that is not hot
+per message.
+
+- ``LAKEMQ_FAULT_STAGE=<stage>``: a process kills itself with SIGKILL when it reaches that
+  stage of the tiering job, so tests prove a re-run converges to exactly one copy of every
+  row and that no local file goes before the lake holds it. Stages: ``before-write``,
+  ``before-commit``, ``before-manifest``, ``during-retention``.
+- ``LAKEMQ_FAULT_FSYNC_DELAY_MS=<ms>``: every store fsync (CommitLog and ConsumeQueue files) first sleeps that long, a slow
+  disk, so tests can see SYNC_FLUSH answer FLUSH_DISK_TIMEOUT without corrupting anything.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+__all__ = ["crash_point", "slow_disk", "STAGES"]
+
+STAGES = ("before-write", "before-commit", "before-manifest", "during-retention")
+
+
+def crash_point(stage: str) -> None:
+    if os.environ.get("LAKEMQ_FAULT_STAGE") == stage:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def slow_disk() -> None:
+    delay = os.environ.get("LAKEMQ_FAULT_FSYNC_DELAY_MS")
+    if delay:
+        time.sleep(int(delay) / 1000)

@@ -156,7 +156,7 @@ def main() -> None:
             "segment range through deltalake). Baseline = one process running the same decoder and "
             "`pyarrow.parquet.write_to_dataset`, with no Spark and no Delta commit.\n\n"
             f"{table}\n\n"
-            "Replay rate (`lakemq replay`) is not measured here: replay is not built yet.\n"
+            "Replay rate (`lakemq replay`, which needs a running broker) is not measured by this script yet.\n"
         )
 
 

@@ -36,7 +36,7 @@ def _settings(config: str | None, store: str | None, lake: str | None, broker: s
     return store_dir, broker or props.get("brokerName", "broker-a"), tiering
 
 
-def _options(pairs: tuple[str, ...]) -> dict[str, str]:
+def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -47,7 +47,7 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _spark(master: str | None) -> Iterator[Any]:
+def spark_session(master: str | None) -> Iterator[Any]:
     """A session for one command (stopped after it, unless it was already running in this
     process); Spark's own failures become one-line LakeErrors."""
     from pyspark.errors import PySparkException
@@ -103,7 +103,7 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
     store_dir, broker_name, tiering = _settings(config, store, lake, broker)
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as bar, _spark(master) as spark:
+                  console=console, transient=False) as bar, spark_session(master) as spark:
         tasks: dict[str, Any] = {}
 
         def progress(step: str, done: int, total: int) -> None:
@@ -112,7 +112,7 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
             bar.update(tasks[step], completed=done if total else 1, total=max(total, 1))
 
         result = tier_run(spark, store_dir=store_dir, broker_name=broker_name, config=tiering,
-                          storage_options=_options(storage_option), skip_corrupt=skip_corrupt,
+                          storage_options=parse_storage_options(storage_option), skip_corrupt=skip_corrupt,
                           retention=not no_retention, upkeep=not no_maintain, progress=progress)
     c = result.compact
     click.echo(f"committed {len(c.committed)} range(s), {c.rows} rows, {c.bytes_in / 1e6:.1f} MB in {c.seconds:.1f}s; "
@@ -132,7 +132,7 @@ def tier_status_cmd(config: str | None, store: str | None, lake: str | None, bro
 
     setup_logging("lakemq-tier")
     store_dir, broker_name, tiering = _settings(config, store, lake, broker)
-    location = LakeLocation.of(tiering.lake_uri, _options(storage_option))
+    location = LakeLocation.of(tiering.lake_uri, parse_storage_options(storage_option))
     manifest = Manifest.open(location, broker_name)
     table = Table(title=f"{broker_name}: lake {location.uri}")
     for col in ("range", "segment", "state", "rows", "delta version"):
@@ -162,8 +162,8 @@ def sql_cmd(query: str, lake: str, storage_option: tuple[str, ...], version: int
     from lakemq.jobs.sql import run_sql
 
     setup_logging("lakemq-sql")
-    with _spark(master) as spark:
-        df = run_sql(spark, lake, query, storage_options=_options(storage_option), version=version)
+    with spark_session(master) as spark:
+        df = run_sql(spark, lake, query, storage_options=parse_storage_options(storage_option), version=version)
         rows = df.limit(limit).collect()
         columns = df.columns
     table = Table(*columns)

@@ -18,7 +18,7 @@ from lakemq.errors import LakeMQError
 BODY_PREVIEW = 60
 
 
-def _millis(text: str | None, default: int) -> int:
+def parse_millis(text: str | None, default: int) -> int:
     """Epoch milliseconds, or an ISO date/time such as 2026-11-22T10:00:00 (local time)."""
     if not text:
         return default
@@ -63,8 +63,8 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
     async def run() -> list[MessageExt]:
         async with Admin(namesrv) as admin_api:
             return await admin_api.query_message(
-                topic, key or unique_key or "", max_num=max_num, begin_ms=_millis(begin, 0),
-                end_ms=_millis(end, int(time.time() * 1000)), unique_key=bool(unique_key))
+                topic, key or unique_key or "", max_num=max_num, begin_ms=parse_millis(begin, 0),
+                end_ms=parse_millis(end, int(time.time() * 1000)), unique_key=bool(unique_key))
 
     found = asyncio.run(run())
     if not found:

@@ -131,16 +131,19 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, files:
             log.info("range [%d, %d) was committed by another run", seal.range_start, seal.range_end)
             return None
         raise LakeError(f"Delta commit of [{seal.range_start}, {seal.range_end}) failed: {exc}") from exc
-    version = _commit_version(DeltaTable(uri, storage_options=lake.delta_options()), broker, seal.range_end)
-    return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, now)
+    version, committed_at = _commit_version(DeltaTable(uri, storage_options=lake.delta_options()), broker,
+                                            seal.range_end)
+    return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, committed_at)
 
 
-def _commit_version(table: Any, broker: str, range_end: int) -> int:
+def _commit_version(table: Any, broker: str, range_end: int) -> tuple[int, int]:
+    """(version, commit timestamp ms) of the commit of ``broker``'s range ending at ``range_end``;
+    the log's timestamp, so a manifest rebuilt from the log is equal to the saved one."""
     from lakemq.tiering.tables import META_BROKER, META_RANGE_END
 
     for commit in table.history(limit=20):
         if commit.get(META_BROKER) == broker and int(commit.get(META_RANGE_END, -1)) == range_end:
-            return int(commit["version"])
+            return int(commit["version"]), int(commit.get("timestamp", 0))
     raise LakeError(f"committed range ending at {range_end} is not in the recent Delta history")
 
 

@@ -9,6 +9,9 @@ per message.
   ``before-commit``, ``before-manifest``, ``during-retention``.
 - ``LAKEMQ_FAULT_FSYNC_DELAY_MS=<ms>``: every store fsync (CommitLog and ConsumeQueue files) first sleeps that long, a slow
   disk, so tests can see SYNC_FLUSH answer FLUSH_DISK_TIMEOUT without corrupting anything.
+- ``LAKEMQ_FAULT_APPEND_STALL_MS=<ms>``: every CommitLog append holds the append lock that much
+  longer, a stalled page cache, so tests can see the broker's flow control (osPageCacheBusy,
+  waitTimeMillsInSendQueue). Read once when the CommitLog is built.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import signal
 import time
 
-__all__ = ["crash_point", "slow_disk", "STAGES"]
+__all__ = ["crash_point", "slow_disk", "append_stall_seconds", "STAGES"]
 
 STAGES = ("before-write", "before-commit", "before-manifest", "during-retention")
 
@@ -31,3 +34,7 @@ def slow_disk() -> None:
     delay = os.environ.get("LAKEMQ_FAULT_FSYNC_DELAY_MS")
     if delay:
         time.sleep(int(delay) / 1000)
+
+
+def append_stall_seconds() -> float:
+    return int(os.environ.get("LAKEMQ_FAULT_APPEND_STALL_MS") or 0) / 1000

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
+from lakemq.common.faults import append_stall_seconds
 from lakemq.common.message import MessageExtBrokerInner, MessageSysFlag
 from lakemq.common.record import (
     BLANK_MAGIC_CODE,
@@ -98,6 +99,7 @@ class CommitLog:
         self._msg_id_prefix = create_message_id(self._store_ip, self._store_port, 0)[:16]
         self._put_lock = PutMessageSpinLock()
         self._lock_begin_ms = 0
+        self._append_stall_s = append_stall_seconds()  # fault injection only; 0 in production
         self._create_failure = ""  # why the last new CommitLog file could not be created
         # (topic, queue id) -> next queue offset; the store facade restores it from the
         # ConsumeQueues at start.
@@ -195,6 +197,8 @@ class CommitLog:
         with self._put_lock:
             now = time.time_ns() // 1_000_000
             self._lock_begin_ms = now
+            if self._append_stall_s:
+                time.sleep(self._append_stall_s)
             mf = self._writable_file(size) if self._running else None
             if mf is None:
                 self._lock_begin_ms = 0
@@ -252,6 +256,8 @@ class CommitLog:
         with self._put_lock:
             now = time.time_ns() // 1_000_000
             self._lock_begin_ms = now
+            if self._append_stall_s:
+                time.sleep(self._append_stall_s)
             mf = self._writable_file(total) if self._running else None
             if mf is None:
                 self._lock_begin_ms = 0

@@ -24,6 +24,7 @@ from lakemq.remoting import RemotingClient, RemotingCommand
 from lakemq.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
+    EndTransactionRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
@@ -169,6 +170,12 @@ class MQClientAPI:
     async def send_message_oneway(self, addr: str, fields: Mapping[str, str], body: bytes, *, batch: bool) -> None:
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         await self._oneway(addr, code, fields, body)
+
+    async def end_transaction_oneway(self, addr: str, header: EndTransactionRequestHeader,
+                                     remark: str | None = None) -> None:
+        request = self._request(RequestCode.END_TRANSACTION, encode_header(header), None, oneway=True)
+        request.remark = remark
+        await self.remoting.invoke_oneway(addr, request, self._timeout(None))
 
     # -- consumer ----------------------------------------------------------------------
     async def pull_message(self, addr: str, fields: Mapping[str, str], timeout_ms: int) -> RawPullResult:

@@ -4,7 +4,8 @@ Start: bind the remoting server (a ``listenPort`` of 0 picks a free port, whose 
 goes into message ids and the registration), load the persisted topic / offset / group
 tables and the store (recovery), register every processor, start the background tasks
 (consumer offsets persisted every ``flushConsumerOffsetInterval``, client housekeeping,
-NameServer registration every ``registerNameServerPeriod``) and register with all NameServers.
+NameServer registration every ``registerNameServerPeriod``, transaction check-backs every
+``transactionCheckInterval``) and register with all NameServers.
 Until loading is done every request is answered SERVICE_NOT_AVAILABLE.
 
 Shutdown (SIGTERM in the CLI): unregister from the NameServers, stop accepting, answer held
@@ -39,6 +40,11 @@ from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
+from lakemq.broker.transaction import (
+    EndTransactionProcessor,
+    TransactionalMessageCheckService,
+    TransactionalMessageService,
+)
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import StoreError
 from lakemq.remoting.client import ClientConfig, RemotingClient
@@ -98,6 +104,7 @@ class BrokerController:
         self.store: MessageStore | None = None
         self.consumer_manager: ConsumerManager | None = None
         self.hold_service: PullRequestHoldService | None = None
+        self.transaction_check_service: TransactionalMessageCheckService | None = None
         self.send_pool = BusinessPool(
             "SendMessageThread",
             broker_config.send_message_thread_pool_nums,
@@ -163,6 +170,8 @@ class BrokerController:
             ),
             loop.create_task(self._register_periodically(), name="register-broker"),
         ]
+        if self.transaction_check_service is not None:
+            self._tasks.append(loop.create_task(self.transaction_check_service.run(), name="transaction-check"))
         log.info(
             "broker %s (%s, cluster %s) started; registered with %d of name servers %s",
             c.broker_name,
@@ -260,6 +269,19 @@ class BrokerController:
         admin_pool = self._executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
         for code in ADMIN_CODES:
             server.register_processor(code, admin, admin_pool)
+        transactions = TransactionalMessageService(self.store, self.consumer_offset_manager)
+        server.register_processor(
+            RequestCode.END_TRANSACTION,
+            EndTransactionProcessor(c, transactions),
+            self._executor("EndTransactionThread", c.end_transaction_thread_pool_nums),
+        )
+        self.transaction_check_service = TransactionalMessageCheckService(
+            transactions,
+            self.producer_manager,
+            transaction_timeout_ms=c.transaction_time_out,
+            check_max=c.transaction_check_max,
+            check_interval_ms=c.transaction_check_interval,
+        )
 
     async def shutdown(self) -> None:
         """Stop in the order that loses nothing; safe to call once after a failed start."""

@@ -107,6 +107,13 @@ class BrokerConfig:
     # account of aclFile (plain_acl.yml format) and have the permissions it needs.
     acl_enable: bool = False
     acl_file: str = "conf/plain_acl.yml"  # relative paths are taken from the working directory
+    # Transactional messages: a half message left pending this long (ms) is checked back with
+    # a producer of its group every transactionCheckInterval ms, at most transactionCheckMax
+    # times, then rolled back.
+    transaction_time_out: int = 6_000
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 60_000
+    end_transaction_thread_pool_nums: int = 4
 
     def __post_init__(self) -> None:
         if not is_valid_name(self.broker_name) or not is_valid_name(self.broker_cluster_name):
@@ -145,10 +152,15 @@ class BrokerConfig:
             "channel_expired_timeout",
             "client_housekeeping_interval",
             "rebalance_lock_max_live_time",
+            "transaction_check_max",
+            "transaction_check_interval",
+            "end_transaction_thread_pool_nums",
         )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.transaction_time_out < 0:
+            raise ConfigError(f"transactionTimeOut must be >= 0, got {self.transaction_time_out}")
         if self.acl_enable and not self.acl_file.strip():
             raise ConfigError("aclEnable=true needs aclFile (a plain_acl.yml)")
         if self.broker_permission & ~(PermName.PERM_READ | PermName.PERM_WRITE):

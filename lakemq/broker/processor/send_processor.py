@@ -4,7 +4,8 @@ Refusals are raised as BrokerError (for_code); the dispatcher answers them with 
 
 Checks (broker and topic permissions, system topics, queue id), creates a missing topic from
 the producer's default topic (TBW102) when auto-creation is on, routes retry messages past
-their group's max reconsume times to the group's DLQ, then puts and maps the store's
+their group's max reconsume times to the group's DLQ, stores a TRAN_MSG=true send as a half
+message (lakemq.broker.transaction), then puts and maps the store's
 PutMessageStatus to a response code. The put runs in the send pool where it may block (the
 group commit under SYNC_FLUSH, a topic or DLQ config written); under ASYNC_FLUSH a put to a
 known topic is a copy into the mapped CommitLog and is done on the event loop.
@@ -29,6 +30,7 @@ from lakemq.broker.topic_config_manager import (
     TopicConfigManager,
     dlq_topic,
 )
+from lakemq.broker.transaction.half_message import is_transactional, to_half_message
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageConst, MessageExtBrokerInner, string_to_properties, tags_hash_code
 from lakemq.common.validation import is_valid_name
@@ -254,6 +256,8 @@ class SendMessageProcessor:
             ctx, header, self._queue_id(header, topic_config), body, header.flag, header.properties or ""
         )
         self._retry_or_dlq(header, msg)
+        if is_transactional(msg):
+            to_half_message(msg)
         return msg
 
     def _batch_messages(
@@ -290,7 +294,9 @@ class SendMessageProcessor:
             )
             return request.reply(code, remark)
         append = result.append_result
-        fields = encode_header(SendMessageResponseHeader(append.msg_id, first.queue_id, append.logics_offset))
+        # A half message answers with the queue the producer asked for, as RocketMQ does.
+        queue_id = int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first) else first.queue_id
+        fields = encode_header(SendMessageResponseHeader(append.msg_id, queue_id, append.logics_offset))
         fields[MessageConst.MSG_REGION] = DEFAULT_REGION
         fields[MessageConst.TRACE_SWITCH] = "true"
         return request.reply(code, remark, fields)

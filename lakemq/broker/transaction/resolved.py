@@ -1,0 +1,60 @@
+"""Which transactions are already resolved, by origin offset (see half_message).
+
+The half queue may hold several copies of one transaction (one per check-back), and an
+END_TRANSACTION may name any of them: the late answer to the first send, or answers to two
+check-backs. Claiming the origin before committing makes only the first of them put the real
+message, so a committed message is never stored twice. The table is bounded (oldest entries
+go first) and filled from END_TRANSACTION and from the Op messages the check service reads,
+including, after a restart, the Op messages just before the persisted op offset.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Final
+
+__all__ = ["ResolvedTransactions", "DEFAULT_CAPACITY"]
+
+DEFAULT_CAPACITY: Final = 100_000
+
+
+class ResolvedTransactions:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._resolved: OrderedDict[int, None] = OrderedDict()
+        self._in_progress: set[int] = set()
+
+    def __contains__(self, origin: int) -> bool:
+        with self._lock:
+            return origin in self._resolved or origin in self._in_progress
+
+    def claim(self, origin: int) -> bool:
+        """True when the caller may resolve ``origin`` (no one has, no one is doing it)."""
+        with self._lock:
+            if origin in self._resolved or origin in self._in_progress:
+                return False
+            self._in_progress.add(origin)
+            return True
+
+    def settle(self, origin: int, *, resolved: bool) -> None:
+        """End a claim: record the resolution, or give the claim back after a failed put."""
+        with self._lock:
+            self._in_progress.discard(origin)
+            if resolved:
+                self._add(origin)
+
+    def add(self, origin: int) -> None:
+        with self._lock:
+            self._add(origin)
+
+    def _add(self, origin: int) -> None:
+        self._resolved[origin] = None
+        self._resolved.move_to_end(origin)
+        while len(self._resolved) > self._capacity:
+            self._resolved.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._resolved)

@@ -18,7 +18,7 @@ __all__ = ["BrokerConfig", "PermName", "MASTER_ID", "KEY_ALIASES", "apply_key_al
 MASTER_ID = 0
 
 # RocketMQ keys that the camelCase rule does not produce from a field name.
-KEY_ALIASES = {"brokerIP1": "brokerIp1"}
+KEY_ALIASES = {"brokerIP1": "brokerIp1", "osPageCacheBusyTimeOutMills": "osPageCacheBusyTimeoutMills"}
 
 
 def apply_key_aliases(props: Mapping[str, str]) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The lakemq Python client: producers and consumers speaking RocketMQ 4.x remoting.
 
-One asyncio core (:class:`Producer`, :class:`PushConsumer`, :class:`PullConsumer`) with
-blocking faces in :mod:`lakemq.client.sync`.
+One asyncio core (:class:`Producer`, :class:`TransactionProducer`, :class:`PushConsumer`,
+:class:`PullConsumer`) with blocking faces in :mod:`lakemq.client.sync` (and
+:class:`SyncTransactionProducer`).
 """
 
 from lakemq.client.allocate import allocate_averagely, allocate_averagely_by_circle
@@ -22,6 +23,13 @@ from lakemq.client.results import (
     SendStatus,
 )
 from lakemq.client.sync import SyncProducer, SyncPullConsumer, SyncPushConsumer
+from lakemq.client.transaction_producer import (
+    LocalTransactionState,
+    SyncTransactionProducer,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from lakemq.common.message import Message, MessageExt
 
 __all__ = [
@@ -32,6 +40,7 @@ __all__ = [
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "ConsumerConfig",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -49,6 +58,10 @@ __all__ = [
     "SyncProducer",
     "SyncPullConsumer",
     "SyncPushConsumer",
+    "SyncTransactionProducer",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "allocate_averagely",
     "allocate_averagely_by_circle",
     "select_by_hash",

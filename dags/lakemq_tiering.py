@@ -1,0 +1,45 @@
+"""Tiering: seal -> compact -> verify -> retention -> maintain, each step its own task.
+
+The steps are :mod:`lakemq.jobs.tier_steps` (what ``lakemq tier run`` does in one process).
+Each task is idempotent: compaction commits a range once (a Delta app transaction keyed on
+the broker and the range end), verification and retention act on the manifest, and sealing
+decides idleness against the run's data interval end, so a retried or re-run interval does
+nothing twice. One run at a time, so retention never races a compaction of the same store.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import chain, dag, task
+from lakemq_dag_common import DEFAULT_ARGS, INTERVAL_END_MS, PROJECT_PYTHON, common_params, settings_template
+
+STEPS = ("seal", "compact", "verify", "retention", "maintain")
+
+
+@task.external_python(python=PROJECT_PYTHON, expect_airflow=False)
+def tier_step(step: str, settings: str, interval_end_ms: str) -> dict:
+    """One tiering step in the project's interpreter (imports happen there, not in Airflow)."""
+    import json
+
+    from lakemq.jobs.tier_steps import run_step
+
+    return run_step(step, json.loads(settings), now_ms=int(interval_end_ms) if interval_end_ms else None)
+
+
+@dag(
+    dag_id="lakemq_tiering",
+    schedule="@hourly",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    params=common_params("store_dir", "lake_uri", "broker_name"),
+    tags=["lakemq"],
+    doc_md=__doc__,
+)
+def lakemq_tiering() -> None:
+    settings = settings_template("store_dir", "lake_uri", "broker_name")
+    chain(*(tier_step.override(task_id=step)(step, settings, INTERVAL_END_MS) for step in STEPS))
+
+
+lakemq_tiering()

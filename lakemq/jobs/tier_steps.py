@@ -1,0 +1,143 @@
+"""The tiering pass split into its steps, one call each: seal, compact, verify, retention, maintain.
+
+:func:`lakemq.jobs.tier_run.tier_run` runs the pass in one process; a scheduler that shows
+each step as its own task (``dags/lakemq_tiering.py``) calls :func:`run_step` once per step,
+each in a fresh process. Every step is idempotent, as in ``tier_run``: a step that died is
+finished by running it again, and a step that finds nothing to do does nothing.
+
+Settings arrive as a plain mapping (what a scheduler can pass between processes):
+``store_dir``, ``broker_name``, ``lake_uri``, ``broker_conf`` (a broker.conf whose tiering keys
+apply), ``conf`` (camelCase overrides such as ``{"tierSealIdleMs": "60000"}``),
+``storage_options`` and ``master`` (Spark). Each step returns a JSON-able summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lakemq.common.config import bind, read_properties
+from lakemq.errors import ConfigError
+from lakemq.store.config import StoreConfig
+from lakemq.tiering.config import TieringConfig
+from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.manifest import Manifest
+
+__all__ = ["STEPS", "TierSettings", "seal", "compact", "verify", "retention", "maintain", "run_step"]
+
+STEPS = ("seal", "compact", "verify", "retention", "maintain")
+
+Summary = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TierSettings:
+    store_dir: Path
+    broker_name: str
+    config: TieringConfig
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+    master: str | None = None
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "TierSettings":
+        """Explicit values win over the broker.conf's, which win over the defaults."""
+        known = {"store_dir", "broker_name", "lake_uri", "broker_conf", "conf", "storage_options", "master"}
+        unknown = set(values) - known
+        if unknown:
+            raise ConfigError(f"unknown tiering setting(s): {', '.join(sorted(unknown))}")
+        props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
+        props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
+        if values.get("lake_uri"):
+            props["lakeUri"] = str(values["lake_uri"])
+        store_dir = Path(values["store_dir"]) if values.get("store_dir") else bind(StoreConfig, props).root_dir
+        return cls(
+            store_dir=store_dir,
+            broker_name=str(values.get("broker_name") or props.get("brokerName", "broker-a")),
+            config=bind(TieringConfig, props),
+            storage_options={str(k): str(v) for k, v in (values.get("storage_options") or {}).items()},
+            master=values.get("master") or None,
+        )
+
+    @property
+    def lake(self) -> LakeLocation:
+        return LakeLocation.of(self.config.lake_uri, self.storage_options)
+
+
+def seal(settings: TierSettings, *, now_ms: int | None = None) -> Summary:
+    """Seal what became final by ``now_ms`` (a scheduler passes its data interval's end, so a
+    re-run of the same interval seals the same files)."""
+    from lakemq.tiering.seal import seal_segments
+
+    new = seal_segments(settings.store_dir, idle_ms=settings.config.tier_seal_idle_ms,
+                        stride=settings.config.tier_boundary_stride, now_ms=now_ms)
+    return {"sealed": len(new), "rows": sum(s.rows for s in new),
+            "ranges": [[s.range_start, s.range_end] for s in new]}
+
+
+def compact(settings: TierSettings) -> Summary:
+    """Commit every sealed, not yet committed range to the Delta table (one Spark session)."""
+    from lakemq.jobs.compact import compact as compact_job
+    from lakemq.jobs.session import build_session
+
+    spark = build_session(master=settings.master, app_name="lakemq-tier-compact")
+    try:
+        result = compact_job(
+            spark, store_dir=settings.store_dir, lake_uri=settings.config.lake_uri, broker_name=settings.broker_name,
+            storage_options=settings.storage_options, seal_idle_ms=settings.config.tier_seal_idle_ms,
+            boundary_stride=settings.config.tier_boundary_stride,
+            checkpoint_interval=settings.config.tier_checkpoint_interval,
+        )
+    finally:
+        spark.stop()
+    return {"committed": [[e.range_start, e.range_end, e.delta_version] for e in result.committed],
+            "already_committed": list(result.already_committed), "rows": result.rows,
+            "bytes_in": result.bytes_in, "seconds": round(result.seconds, 3)}
+
+
+def verify(settings: TierSettings) -> Summary:
+    """Check committed ranges against their segments' digests; raises VerificationError."""
+    from lakemq.tiering.verify import verify_manifest
+
+    lake = settings.lake
+    manifest, counts = verify_manifest(lake, settings.store_dir, Manifest.open(lake, settings.broker_name))
+    manifest.save(lake)
+    return {"verified": len(counts), "rows": sum(c.rows for c in counts.values()),
+            "verified_end": manifest.verified_end}
+
+
+def retention(settings: TierSettings) -> Summary:
+    """Delete local CommitLog files the lake holds, verified (when hot retention is on)."""
+    from lakemq.tiering.retention import delete_tiered_files
+
+    if not settings.config.tier_hot_retention_enable:
+        return {"deleted": [], "enabled": False}
+    manifest = Manifest.open(settings.lake, settings.broker_name)
+    return {"deleted": [p.name for p in delete_tiered_files(settings.store_dir, manifest)], "enabled": True}
+
+
+def maintain(settings: TierSettings) -> Summary:
+    """Optimize, vacuum and checkpoint the table."""
+    from lakemq.jobs.maintain import maintain as maintain_job
+
+    result = maintain_job(settings.config.lake_uri, storage_options=settings.storage_options,
+                          target_size=settings.config.tier_target_file_size,
+                          vacuum_retention_hours=settings.config.tier_vacuum_retention_hours)
+    return {"files_added": result.files_added, "files_removed": result.files_removed,
+            "vacuumed": len(result.vacuumed), "checkpoint_version": result.checkpoint_version}
+
+
+_STEP_FUNCTIONS: Mapping[str, Callable[[TierSettings], Summary]] = {
+    "compact": compact, "verify": verify, "retention": retention, "maintain": maintain,
+}
+
+
+def run_step(step: str, values: Mapping[str, Any], *, now_ms: int | None = None) -> Summary:
+    """Run one step with settings given as a mapping (see the module docstring)."""
+    if step not in STEPS:
+        raise ConfigError(f"unknown tiering step {step!r}; the steps are {', '.join(STEPS)}")
+    settings = TierSettings.from_mapping(values)
+    if step == "seal":
+        return seal(settings, now_ms=now_ms)
+    return _STEP_FUNCTIONS[step](settings)

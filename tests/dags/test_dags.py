@@ -1,0 +1,84 @@
+"""The DAGs under dags/ load in Airflow (its own venv) with the expected tasks and order, and
+the tiering DAG run once with dag.test() moves a real store's messages into a real lake."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from airflow_run import DAG_TEST_SCRIPT, DAGBAG_SCRIPT, airflow_env, airflow_python, migrate, run_script  # noqa: E402
+
+from lakemq.common.message import MessageConst, MessageExtBrokerInner
+from lakemq.store.config import StoreConfig
+from lakemq.store.message_store import MessageStore
+
+TIERING = ["seal", "compact", "verify", "retention", "maintain"]
+
+
+@pytest.fixture(scope="module")
+def airflow_py() -> str:
+    return airflow_python()
+
+
+def test_every_dag_loads_with_its_tasks_in_order(airflow_py: str, tmp_path: Path) -> None:
+    found = run_script(airflow_py, DAGBAG_SCRIPT, airflow_env(tmp_path))
+    assert found["errors"] == {}
+    dags = found["dags"]
+    assert set(dags) >= {"lakemq_tiering", "lakemq_sweeps"}
+    tiering = dags["lakemq_tiering"]
+    assert sorted(tiering) == sorted(TIERING)
+    for before, after in zip(TIERING, TIERING[1:]):
+        assert tiering[before] == [after], f"{before} should lead to {after} only"
+    assert tiering["maintain"] == []
+    assert "delay_sweep" in dags["lakemq_sweeps"]
+    for dag_id in ("lakemq_tiering", "lakemq_sweeps"):
+        assert {"lake_uri", "conf", "storage_options"} <= set(found["params"][dag_id])
+
+
+def _write_store(store_dir: Path, count: int) -> None:
+    config = StoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=32 * 1024,
+                         mapped_file_size_consume_queue=6000 * 20, max_hash_slot_num=500, max_index_num=2000)
+    store = MessageStore(config)
+    assert store.load()
+    store.start()
+    try:
+        for i in range(count):
+            props = {MessageConst.KEYS: f"k{i}", MessageConst.TAGS: "t", MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX:
+                     f"AIRFLOW{i:08d}"}
+            msg = MessageExtBrokerInner(topic="DagTopic", body=f"body-{i}".encode() * 20, queue_id=i % 2,
+                                        properties=props, born_timestamp=1_700_000_000_000, born_host="127.0.0.1:1")
+            assert store.put_message(msg).is_ok
+    finally:
+        store.shutdown()
+
+
+def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    from lakemq.jobs.delta_source import snapshot_files
+
+    count = 400
+    store_dir, lake = tmp_path / "store", tmp_path / "lake"
+    _write_store(store_dir, count)
+    files_before = sorted(p.name for p in (store_dir / "commitlog").iterdir())
+    assert len(files_before) > 2, "the store should span several CommitLog files"
+    env = airflow_env(tmp_path / "airflow", lakemq_lake_uri=str(lake))  # a Variable: the param left empty
+    (tmp_path / "airflow").mkdir()
+    migrate(airflow_py, env)
+    conf = {"store_dir": str(store_dir), "broker_name": "broker-a", "conf": {"tierSealIdleMs": "1"},
+            "spark_master": "local[1]"}
+    run = run_script(airflow_py, DAG_TEST_SCRIPT.format(dag_id="lakemq_tiering", run_conf=conf), env)
+    assert run["state"] == "success", run
+    assert run["tasks"] == {t: "success" for t in TIERING}
+
+    table = DeltaTable(str(lake / "messages"))
+    uniq = [u for f in snapshot_files(table, str(lake / "messages"))
+            for u in pq.read_table(f["uri"], columns=["uniq_key"]).column("uniq_key").to_pylist()]
+    assert sorted(uniq) == [f"AIRFLOW{i:08d}" for i in range(count)]
+    files_after = sorted(p.name for p in (store_dir / "commitlog").iterdir())
+    assert files_after == files_before[-1:], "retention keeps only the newest (writer's) file once verified"
+    assert (tmp_path / "lake" / "messages" / "_delta_log").is_dir()

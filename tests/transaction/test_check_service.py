@@ -21,6 +21,7 @@ from lakemq.broker.transaction.half_message import (
     real_message,
     renew_half_message,
 )
+from lakemq.broker.transaction.resolved import ResolvedTransactions
 from lakemq.common.codes import RequestCode
 from lakemq.common.message import MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
 from lakemq.common.record import decode_record
@@ -143,7 +144,7 @@ def test_unanswered_transaction_rolled_back_after_check_max(store: MessageStore,
     assert rounds == [1, 1, 0, 0]
     assert store.get_max_offset_in_queue(OP, 0) == 1
     assert store.get_max_offset_in_queue("Orders", 3) == 0
-    assert 0 in svc.resolved
+    assert svc.resolved.is_resolved(0)
 
 
 def test_one_commit_per_transaction_even_after_lost_offsets(store: MessageStore, tmp_path: Path) -> None:
@@ -182,3 +183,15 @@ def test_rollback_writes_only_an_op_message(store: MessageStore, tmp_path: Path)
     _settle(store)
     assert store.get_max_offset_in_queue("Orders", 3) == 0
     assert store.get_max_offset_in_queue(OP, 0) == 1
+
+
+def test_resolved_table_claims_once_and_is_bounded() -> None:
+    table = ResolvedTransactions(capacity=3)
+    assert table.claim(5) and not table.claim(5) and table.is_in_progress(5)
+    table.settle(5, resolved=False)  # a failed put gives the claim back
+    assert not table.is_resolved(5) and table.claim(5)
+    table.settle(5, resolved=True)
+    assert table.is_resolved(5) and not table.claim(5)
+    for origin in (6, 7, 8):
+        table.add(origin)
+    assert len(table) == 3 and not table.is_resolved(5) and table.is_resolved(8)

@@ -174,8 +174,11 @@ class TransactionalMessageCheckService:
     def _visit(self, half: MessageExt, started: int, checks: list[CheckRequest]) -> bool:
         """Handle one pending half message; False stops the walk before it."""
         svc = self.service
-        if origin_offset(half) in svc.resolved:
+        origin = origin_offset(half)
+        if svc.resolved.is_resolved(origin):
             return True
+        if svc.resolved.is_in_progress(origin):
+            return False  # its END may still fail: look again next pass
         times = check_times(half)
         if times >= self.check_max:
             svc.resolve(half, commit=False, reason=f"no answer after {times} checks")

@@ -26,9 +26,14 @@ class ResolvedTransactions:
         self._resolved: OrderedDict[int, None] = OrderedDict()
         self._in_progress: set[int] = set()
 
-    def __contains__(self, origin: int) -> bool:
+    def is_resolved(self, origin: int) -> bool:
         with self._lock:
-            return origin in self._resolved or origin in self._in_progress
+            return origin in self._resolved
+
+    def is_in_progress(self, origin: int) -> bool:
+        """An END_TRANSACTION is putting it right now (and may yet fail)."""
+        with self._lock:
+            return origin in self._in_progress
 
     def claim(self, origin: int) -> bool:
         """True when the caller may resolve ``origin`` (no one has, no one is doing it)."""

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
-from lakemq.broker.topic_config_manager import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from lakemq.broker.topic_config_manager import TRANS_HALF_TOPIC
 from lakemq.broker.transaction.half_message import (
     TRANS_SYS_GROUP,
     op_message,
@@ -171,7 +171,7 @@ class TransactionalMessageService:
             messages = []
             for record in result.buffers:
                 try:
-                    messages.append(decode_record(record, decompress=False))
+                    messages.append(decode_record(record))
                 except RecordError as exc:
                     log.error("unreadable record in %s at queue offset %d: %s", topic, offset, exc)
             return QueueRead(messages, result.next_begin_offset)

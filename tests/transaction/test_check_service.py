@@ -195,3 +195,19 @@ def test_resolved_table_claims_once_and_is_bounded() -> None:
     for origin in (6, 7, 8):
         table.add(origin)
     assert len(table) == 3 and not table.is_resolved(5) and table.is_resolved(8)
+
+
+def test_own_immunity_time_puts_back_without_holding_up_the_queue(store: MessageStore, tmp_path: Path) -> None:
+    svc, checker = _services(store, tmp_path, timeout_ms=1_000)
+    immune = _prepared(b"immune", born_ms_ago=5_000)
+    immune.set_property(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS, "60")
+    _put(store, immune)
+    _put(store, _prepared(b"due", born_ms_ago=5_000))
+    checks = checker.check_once()
+    assert [decode_record(c.request.body).body for c in checks] == [b"due"]
+    _settle(store)
+    # Both walked past; the immune one waits at the end of the queue, its checks not counted.
+    assert svc.offsets.query_offset(TRANS_SYS_GROUP, HALF, 0) == 2
+    moved = svc.read(HALF, 2).messages
+    assert [(m.body, m.properties[MessageConst.TRANSACTION_CHECK_TIMES]) for m in moved] == [
+        (b"immune", "0"), (b"due", "1")]

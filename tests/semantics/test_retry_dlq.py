@@ -1,6 +1,7 @@
 """Retry and dead letters end to end: a failing listener sends messages back to the broker
 (CONSUMER_SEND_MSG_BACK); they come back from %RETRY%{group} with growing reconsume times and,
-after maxReconsumeTimes, land in %DLQ%{group}. Short delay levels keep it quick."""
+after maxReconsumeTimes, land in %DLQ%{group}. Orderly consumers retry in place instead.
+Short delay levels keep it quick."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from lakemq.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
+    ConsumeOrderlyStatus,
     ConsumerConfig,
     Message,
     MessageExt,
@@ -24,8 +26,8 @@ from lakemq.client import (
 from lakemq.client.config import ClientConfig
 from tests.cluster import Cluster, start_cluster
 
-# Every level is 1 s, so retries (level 3 + reconsume times) come back after about a second.
-BROKER_CONF = {"messageDelayLevel": " ".join(["1s"] * 18), "accessMessageInMemoryMaxRatio": "0"}
+# A retry waits level 3 + reconsume times: 1 s the first time, 2 s the second.
+BROKER_CONF = {"messageDelayLevel": "1s 1s 1s 2s 3s", "accessMessageInMemoryMaxRatio": "0"}
 MAX_RECONSUME = 2
 
 
@@ -38,11 +40,14 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 def test_failing_messages_retry_then_go_to_the_dlq(cluster: Cluster) -> None:
     ns, topic, group = cluster.namesrv_addr, "RetryTopic", "RetryGroup"
     deliveries: list[tuple[bytes, str, int]] = []
+    arrivals: dict[bytes, list[float]] = {}
     lock = threading.Lock()
 
     def listener(msgs: list[MessageExt], _ctx: object) -> ConsumeConcurrentlyStatus:
         with lock:
             deliveries.extend((m.body, m.topic, m.reconsume_times) for m in msgs)
+            for m in msgs:
+                arrivals.setdefault(m.body, []).append(time.monotonic())
         if any(m.body == b"poison" for m in msgs):
             raise RuntimeError("the listener fails on this one")  # an exception counts as RECONSUME_LATER
         if any(m.body == b"flaky" and m.reconsume_times == 0 for m in msgs):
@@ -70,9 +75,12 @@ def test_failing_messages_retry_then_go_to_the_dlq(cluster: Cluster) -> None:
                         break
                 time.sleep(0.1)
             time.sleep(1.5)  # nothing more may arrive for the poison message
+            # Subscribed to its retry topic by itself: it owns queues of both.
+            subscribed = {mq.topic for mq in consumer.owned_queues()}
         finally:
             consumer.shutdown()
 
+    assert subscribed == {topic, f"%RETRY%{group}"}
     by_body: dict[bytes, list[tuple[str, int]]] = {}
     for body, t, times in deliveries:
         by_body.setdefault(body, []).append((t, times))
@@ -81,6 +89,9 @@ def test_failing_messages_retry_then_go_to_the_dlq(cluster: Cluster) -> None:
     # Consumers see the original topic again; reconsume times count the attempts.
     assert by_body[b"flaky"] == [(topic, 0), (topic, 1)]
     assert by_body[b"poison"] == [(topic, n) for n in range(MAX_RECONSUME + 1)]
+    first, second, third = arrivals[b"poison"]
+    print(f"poison came back after {second - first:.2f} s, then {third - second:.2f} s")
+    assert 0.9 <= second - first <= 2.0 and 1.9 <= third - second <= 3.0  # levels 3 and 4
 
     # The poison message is now in the group's dead-letter queue, intact.
     dlq = f"%DLQ%{group}"
@@ -90,3 +101,49 @@ def test_failing_messages_retry_then_go_to_the_dlq(cluster: Cluster) -> None:
     assert [m.body for m in dead] == [b"poison"]
     # RETRY_TOPIC keeps the original topic, as RocketMQ does.
     assert dead[0].keys == ["poison"] and dead[0].properties.get("RETRY_TOPIC") == topic
+
+
+def test_orderly_retries_in_place_then_dead_letters(cluster: Cluster) -> None:
+    """SUSPEND_CURRENT_QUEUE_A_MOMENT keeps the message at the head of its queue (no
+    send-back): later messages wait, order holds. After maxReconsumeTimes the message goes to
+    the DLQ and the queue moves on."""
+    ns, topic, group = cluster.namesrv_addr, "OrderlyRetryTopic", "OrderlyRetryGroup"
+    seen: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def listener(msgs: list[MessageExt], _ctx: object) -> ConsumeOrderlyStatus:
+        with lock:
+            seen.extend((m.body.decode(), m.reconsume_times) for m in msgs)
+        if any(m.body == b"o1" and m.reconsume_times < 2 for m in msgs) or any(m.body == b"o3" for m in msgs):
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus.SUCCESS
+
+    config = ConsumerConfig(consumer_group=group, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                            max_reconsume_times=MAX_RECONSUME, suspend_current_queue_time_millis=200)
+    consumer = SyncPushConsumer(group, config=config, client_config=ClientConfig(
+        namesrv_addr=ns, instance_name="orderly-retry", rebalance_interval=1000))
+    consumer.subscribe(topic, "*")
+    consumer.register_message_listener_orderly(listener)
+    bodies = [f"o{i}" for i in range(5)]
+    with SyncProducer("OrderlyRetryProducer", namesrv_addr=ns) as producer:
+        producer.create_topic(topic, 1, order=True)
+        for body in bodies:
+            producer.send(Message(topic, body.encode()))
+        consumer.start()
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not any(b == "o4" for b, _ in seen):
+                time.sleep(0.05)
+            time.sleep(0.5)
+        finally:
+            consumer.shutdown()
+        print(seen)
+        # o1 twice suspended then consumed; o3 suspended until its max, then dead-lettered.
+        assert seen == [("o0", 0), ("o1", 0), ("o1", 1), ("o1", 2), ("o2", 0),
+                        *[("o3", n) for n in range(MAX_RECONSUME + 1)], ("o4", 0)]
+        with SyncPullConsumer("OrderlyDlqReader", namesrv_addr=ns) as reader:
+            (dlq,) = reader.fetch_subscribe_message_queues(f"%DLQ%{group}")
+            assert [m.body for m in reader.pull(dlq, "*", 0, 32).msgs] == [b"o3"]
+            # Nothing went through the retry topic: retries happened in place.
+            retry = reader.fetch_subscribe_message_queues(f"%RETRY%{group}")
+            assert all(not reader.pull(mq, "*", 0, 32).msgs for mq in retry)

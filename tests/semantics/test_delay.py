@@ -1,6 +1,8 @@
 """Delayed messages end to end: real NameServer and broker processes, lakemq's client.
 
-The broker runs with short levels (1s 2s 3s), so due times are seconds away."""
+The broker runs with short levels (1s 2s 3s), so due times are seconds away, and saves the
+schedule's per-level offsets every second (flushDelayOffsetInterval), which bounds what a
+kill -9 can deliver twice."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from lakemq.client import (
     ConsumerConfig,
     Message,
     MessageExt,
+    MessageQueue,
     SyncProducer,
+    SyncPullConsumer,
     SyncPushConsumer,
 )
 from lakemq.client.config import ClientConfig
@@ -29,7 +33,9 @@ from lakemq.remoting.headers import SendMessageRequestHeader, encode_send_header
 from tests.cluster import Cluster, start_cluster
 
 LEVELS = {1: 1.0, 2: 2.0, 3: 3.0}
-BROKER_CONF = {"messageDelayLevel": "1s 2s 3s", "accessMessageInMemoryMaxRatio": "0"}
+PERSIST_INTERVAL = 1.0
+BROKER_CONF = {"messageDelayLevel": "1s 2s 3s", "accessMessageInMemoryMaxRatio": "0",
+               "flushDelayOffsetInterval": str(int(PERSIST_INTERVAL * 1000))}
 
 
 @pytest.fixture
@@ -65,6 +71,17 @@ class Receiver:
                     return
             time.sleep(0.05)
         raise AssertionError(f"received {len(self.arrivals)} of {count} within {timeout}s: {sorted(self.arrivals)}")
+
+
+def _read_all(reader: SyncPullConsumer, mq: MessageQueue) -> list[MessageExt]:
+    msgs: list[MessageExt] = []
+    offset = 0
+    while True:
+        result = reader.pull(mq, "*", offset, 32)
+        if not result.msgs:
+            return msgs
+        msgs += result.msgs
+        offset = result.next_begin_offset
 
 
 def _send_delayed(producer: SyncProducer, topic: str, body: bytes, level: int) -> float:
@@ -122,6 +139,30 @@ def test_pending_delays_survive_a_broker_restart(cluster: Cluster, how: str) -> 
     # Nothing was due before the stop, so nothing was delivered twice (at-least-once allows it
     # only for messages re-put between the last offset persist and a kill).
     assert all(len(times) == 1 for times in receiver.arrivals.values()), receiver.arrivals
+
+
+def test_kill9_while_delivering_loses_nothing_and_repeats_only_the_last_persist_interval(cluster: Cluster) -> None:
+    ns, topic = cluster.namesrv_addr, "DelayedKillMidway"
+    per_level = 20
+    with SyncProducer("DelayKillProducer", namesrv_addr=ns) as producer:
+        producer.create_topic(topic, 2)
+        started = time.time()
+        for level in LEVELS:
+            for i in range(per_level):
+                _send_delayed(producer, topic, f"L{level}-{i}".encode(), level)
+    # Level 1 was delivered (and its offset saved) more than a persist interval before the
+    # kill; level 2 fell due just before it; level 3 is still pending.
+    time.sleep(max(0.0, started + 2.7 - time.time()))
+    cluster.kill_broker()
+    cluster.start_broker()
+    time.sleep(max(0.0, started + LEVELS[3] + 2.0 - time.time()))
+    with SyncPullConsumer("DelayKillReader", namesrv_addr=ns) as reader:
+        stored = [m.body.decode() for mq in reader.fetch_subscribe_message_queues(topic) for m in _read_all(reader, mq)]
+    copies = {level: [stored.count(f"L{level}-{i}") for i in range(per_level)] for level in LEVELS}
+    print({f"level {level}": f"{sum(c) - per_level} delivered twice" for level, c in copies.items()})
+    assert all(c >= 1 for cs in copies.values() for c in cs)  # nothing lost
+    assert copies[1] == [1] * per_level and copies[3] == [1] * per_level
+    assert all(c <= 2 for c in copies[2])  # at least once: re-put again at most once
 
 
 def test_batches_refuse_a_delay(cluster: Cluster) -> None:

@@ -1,0 +1,109 @@
+"""Delay sweep against a real NameServer and broker, with a lake built by the tiering job:
+due delayed messages that never reached their topic are delivered once, messages the broker
+delivered itself or that are not due are left alone, and re-runs deliver nothing twice (also
+when the outcome table lost a run's records)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakemq.client import Message, SyncProducer, SyncPullConsumer
+from lakemq.common.message import MessageConst
+from lakemq.jobs.delay_sweep import OUTCOME_TABLE, broker_lookup, sweep
+from lakemq.jobs.tier_run import tier_run
+from lakemq.store.delay_levels import DelayLevels
+from lakemq.tiering.config import TieringConfig
+from tests.cluster import start_cluster
+
+LEVELS = "1s 2h"
+DELAYED, TIMER = "SweepDelayed", "SweepTimer"
+HOUR = 3_600_000
+
+
+def _read_all(namesrv: str, topic: str) -> list[Any]:
+    msgs: list[Any] = []
+    with SyncPullConsumer("SweepReader", namesrv_addr=namesrv) as reader:
+        for mq in reader.fetch_subscribe_message_queues(topic):
+            offset, end = reader.min_offset(mq), reader.max_offset(mq)
+            while offset < end:
+                result = reader.pull(mq, "*", offset, 32)
+                msgs += result.msgs
+                offset = result.next_begin_offset
+    return msgs
+
+
+def _wait_for(namesrv: str, topic: str, count: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while len(_read_all(namesrv, topic)) < count:
+        assert time.monotonic() < deadline, f"{topic} did not reach {count} messages"
+        time.sleep(0.3)
+
+
+@pytest.mark.slow
+def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> None:
+    conf = {"mappedFileSizeCommitLog": str(64 << 10), "messageDelayLevel": LEVELS}
+    with start_cluster(tmp_path / "cluster", broker_conf=conf) as cluster:
+        ns = cluster.namesrv_addr
+        with SyncProducer("SweepProducer", namesrv_addr=ns) as producer:
+            producer.create_topic(DELAYED, 2)
+            producer.create_topic(TIMER, 2)
+            plain = [producer.send(Message(DELAYED, f"plain-{i}".encode())).msg_id for i in range(2)]
+            long_delay: dict[str, bytes] = {}
+            for i in range(5):  # level 2 = 2 h: still waiting in SCHEDULE_TOPIC_XXXX
+                msg = Message(DELAYED, f"late-{i}".encode() * 800, properties={"n": str(i)})  # > 4 KiB: compressed
+                msg.delay_time_level, msg.tags, msg.keys = 2, "late", [f"late{i}"]
+                long_delay[producer.send(msg).msg_id] = msg.body
+            for i in range(3):  # level 1 = 1 s: the broker delivers these itself
+                msg = Message(DELAYED, f"soon-{i}".encode())
+                msg.delay_time_level = 1
+                producer.send(msg)
+            now = int(time.time() * 1000)
+            timers: dict[str, bytes] = {}
+            for i in range(6):
+                body = f"timer-{i}".encode()
+                start = now + (HOUR if i < 4 else 10 * HOUR)
+                sent = producer.send(Message(TIMER, body, properties={MessageConst.START_DELIVER_TIME: str(start)}))
+                if i < 4:
+                    timers[sent.msg_id] = body
+        _wait_for(ns, DELAYED, 2 + 3)
+        lake = tmp_path / "lake"
+        tier_run(spark, store_dir=tmp_path / "cluster" / "broker-a" / "store", broker_name="broker-a",
+                 config=TieringConfig(lake_uri=str(lake), tier_seal_idle_ms=1), retention=False, upkeep=False)
+
+        def run() -> Any:
+            with SyncProducer("SweepSender", namesrv_addr=ns) as sender, broker_lookup(ns) as found:
+                return sweep(spark, lake_uri=str(lake), send_batch=sender.send_batch, found_at_broker=found,
+                             now_ms=now + 3 * HOUR, levels=DelayLevels(LEVELS))
+
+        first = run()
+        assert (first.due, first.sent, first.found) == (9, 9, 0)
+        delayed = _read_all(ns, DELAYED)
+        timer_topic = _read_all(ns, TIMER)
+
+        again = run()
+        assert (again.due, again.sent) == (0, 0), "a re-run must find everything recorded"
+        shutil.rmtree(lake / OUTCOME_TABLE)  # as if a run died after sending, before recording
+        lost_records = run()
+        assert (lost_records.due, lost_records.sent, lost_records.found) == (9, 0, 9)
+        assert len(_read_all(ns, DELAYED)) == len(delayed) and len(_read_all(ns, TIMER)) == len(timer_topic)
+
+    assert len(delayed) == 2 + 3 + 5
+    copies = [m for m in delayed if m.body.startswith(b"late-")]
+    assert sorted(m.unique_key for m in copies) == sorted(long_delay)  # the broker's re-put keeps UNIQ_KEY too
+    for m in copies:
+        assert m.body == long_delay[m.unique_key]
+        assert (m.tags, m.keys[0][:4]) == ("late", "late")
+        assert MessageConst.DELAY_TIME_LEVEL not in m.properties and MessageConst.REAL_TOPIC not in m.properties
+    assert {m.unique_key for m in delayed} >= set(plain)
+
+    assert len(timer_topic) == 6 + 4
+    timer_copies = [m for m in timer_topic if MessageConst.ORIGIN_MESSAGE_ID in m.properties]
+    assert sorted(m.properties[MessageConst.ORIGIN_MESSAGE_ID] for m in timer_copies) == sorted(timers)
+    for m in timer_copies:
+        assert m.body == timers[m.properties[MessageConst.ORIGIN_MESSAGE_ID]]
+        assert MessageConst.START_DELIVER_TIME not in m.properties

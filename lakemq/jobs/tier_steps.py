@@ -78,9 +78,12 @@ def seal(settings: TierSettings, *, now_ms: int | None = None) -> Summary:
 
 def compact(settings: TierSettings) -> Summary:
     """Commit every sealed, not yet committed range to the Delta table (one Spark session)."""
+    from pyspark.sql import SparkSession
+
     from lakemq.jobs.compact import compact as compact_job
     from lakemq.jobs.session import build_session
 
+    owned = SparkSession.getActiveSession() is None  # a caller's session stays up
     spark = build_session(master=settings.master, app_name="lakemq-tier-compact")
     try:
         result = compact_job(
@@ -90,7 +93,8 @@ def compact(settings: TierSettings) -> Summary:
             checkpoint_interval=settings.config.tier_checkpoint_interval,
         )
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     return {"committed": [[e.range_start, e.range_end, e.delta_version] for e in result.committed],
             "already_committed": list(result.already_committed), "rows": result.rows,
             "bytes_in": result.bytes_in, "seconds": round(result.seconds, 3)}

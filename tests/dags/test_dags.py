@@ -15,6 +15,9 @@ from lakemq.common.message import MessageConst, MessageExtBrokerInner
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
 
+# The first test may install .venv-airflow (about a minute; bounded by airflow_run.INSTALL_TIMEOUT).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
 TIERING = ["seal", "compact", "verify", "retention", "maintain"]
 
 

@@ -303,7 +303,10 @@ class MessageStore:
         result = QueryMessageResult()
         if self.index_service is None or not key:
             return result
-        found = self.index_service.query_offset(topic, key, min(max_num, self.config.max_msgs_num_batch), begin, end)
+        # An IndexFile entry keeps whole seconds after its file's begin timestamp, so it reads
+        # up to 999 ms early: look that much wider, then keep what was stored in [begin, end].
+        found = self.index_service.query_offset(topic, key, min(max_num, self.config.max_msgs_num_batch),
+                                                begin - 999, end)
         result.index_last_update_timestamp = found.index_last_update_timestamp
         result.index_last_update_phy_offset = found.index_last_update_phy_offset
         seen: set[int] = set()
@@ -318,7 +321,8 @@ class MessageStore:
                 msg = decode_record(record, read_body=False)
             except RecordError:
                 continue
-            if msg.commit_log_offset == phy and msg.topic == topic and (key in msg.keys or msg.unique_key == key):
+            if (msg.commit_log_offset == phy and msg.topic == topic and begin <= msg.store_timestamp <= end
+                    and (key in msg.keys or msg.unique_key == key)):
                 result.messages.append(record)
         return result
 

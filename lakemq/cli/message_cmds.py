@@ -75,20 +75,32 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
 
 @message.command("view")
 @namesrv_option
-@click.option("--id", "msg_id", required=True, help="the offset message id (store host + CommitLog offset)")
-def view_cmd(namesrv: str, msg_id: str) -> None:
-    """One message by its offset message id, with every property."""
+@click.option("--id", "msg_id", help="the offset message id (store host + CommitLog offset)")
+@click.option("--unique-key", "-u", help="the client message id (UNIQ_KEY) a producer got back; needs --topic")
+@click.option("--topic", "-t", help="the message's topic, with --unique-key")
+def view_cmd(namesrv: str, msg_id: str | None, unique_key: str | None, topic: str | None) -> None:
+    """One message, with every property: by offset message id (VIEW_MESSAGE_BY_ID) or by
+    unique key (QUERY_MESSAGE on UNIQ_KEY; a message stored twice by a retried send shows twice)."""
     log_to_file()
+    if bool(msg_id) == bool(unique_key):
+        raise LakeMQError("give exactly one of --id and --unique-key")
+    if unique_key and not topic:
+        raise LakeMQError("--unique-key needs --topic")
 
-    async def run() -> MessageExt:
+    async def run() -> list[MessageExt]:
         async with Admin(namesrv) as admin_api:
-            return await admin_api.view_message(msg_id)
+            if unique_key:
+                return await admin_api.query_message(topic or "", unique_key, unique_key=True)
+            return [await admin_api.view_message(msg_id or "")]
 
-    msg = asyncio.run(run())
-    _show([msg])
-    props = Table("property", "value")
-    for name, value in sorted(msg.properties.items()):
-        props.add_row(name, value)
-    Console().print(props)
-    click.echo(f"reconsume times {msg.reconsume_times}, born {msg.born_host}, stored on {msg.store_host}, "
-               f"commit log offset {msg.commit_log_offset}, body {len(msg.body)} bytes")
+    found = asyncio.run(run())
+    if not found:
+        raise LakeMQError(f"no message of {topic} with unique key {unique_key}")
+    for msg in found:
+        _show([msg])
+        props = Table("property", "value")
+        for name, value in sorted(msg.properties.items()):
+            props.add_row(name, value)
+        Console().print(props)
+        click.echo(f"reconsume times {msg.reconsume_times}, born {msg.born_host}, stored on {msg.store_host}, "
+                   f"commit log offset {msg.commit_log_offset}, body {len(msg.body)} bytes")

@@ -1,11 +1,13 @@
-"""Producer fault tolerance against two real brokers, one of which is killed (kill -9).
+"""Producer fault tolerance against two real brokers, one of which is killed (kill -9) or slow.
 
 With sendLatencyFaultEnable the producer keeps the seeds' tables (latencyMax 50 ... 15000 ms,
 notAvailableDuration 0 ... 600000 ms; a failed send counts as 30000 ms, so a broker that failed
 is out for 10 minutes). After the kill, a tombstone listens on the dead broker's port: it
 counts every request that still reaches that address and drops the connection, as a dead
 broker would fail it. The producer's fault clock is shifted (its injectable clock) instead of
-waiting out the 10 minutes.
+waiting out the 10 minutes. The slow broker stalls every append (lakemq.common.faults'
+LAKEMQ_FAULT_APPEND_STALL_MS in its environment only): a send of 550 ms or more puts it out for
+30 s, and its stored messages count the sends that reached it.
 """
 
 from __future__ import annotations
@@ -116,3 +118,48 @@ async def test_sends_go_on_and_the_dead_broker_sits_out_its_penalty(
     # Each failed attempt was the send's first, retried at once on broker-a (no backoff).
     assert len(failures) == 2 and all("attempt 1/3" in f and "broker-b" in f for f in failures)
     assert max(took) < 1.0
+
+
+async def test_a_slow_broker_sits_out_the_latency_tables_penalty(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    stall_ms = 700  # between latencyMax 550 and 1000: 30 s out
+    with start_cluster(tmp_path, brokers=("broker-a",)) as cluster:
+        monkeypatch.setenv("LAKEMQ_FAULT_APPEND_STALL_MS", str(stall_ms))
+        cluster.add_broker("broker-b")
+        monkeypatch.delenv("LAKEMQ_FAULT_APPEND_STALL_MS")
+        ns, topic = cluster.namesrv_addr, "SlowBroker"
+        async with Admin(ns) as admin:
+            assert sorted(await admin.create_topic(topic, queue_nums=2)) == ["broker-a", "broker-b"]
+
+            async def stored_on_b() -> int:
+                return sum(s.max_offset for s in await admin.topic_stats(topic) if s.mq.broker_name == "broker-b")
+
+            shift_ms = 0.0
+            client = ClientConfig(namesrv_addr=ns, instance_name="slow", poll_name_server_interval=600_000)
+            async with Producer("SlowProducer", config=ProducerConfig(send_latency_fault_enable=True),
+                                client_config=client) as producer:
+                producer.sender.fault = LatencyFaultTolerance(clock=lambda: time.monotonic() * 1000 + shift_ms)
+
+                async def send_many(n: int) -> list[float]:
+                    took = []
+                    for i in range(n):
+                        started = time.monotonic()
+                        assert (await producer.send(Message(topic, b"x"))).send_status is SendStatus.SEND_OK
+                        took.append(time.monotonic() - started)
+                    return took
+
+                took = await send_many(10)
+                first = await stored_on_b()
+                shift_ms = not_available_duration(stall_ms) - 1000.0
+                await send_many(6)
+                during = await stored_on_b()
+                shift_ms = not_available_duration(stall_ms) + 1000.0
+                await send_many(6)
+                after = await stored_on_b()
+    slow = [t for t in took if t >= stall_ms / 1000]
+    print(f"sends stored on the slow broker: {first} of the first 10 ({[round(t, 2) for t in slow]} s), "
+          f"{during} by the end of its 30 s penalty, {after} after it")
+    assert not_available_duration(stall_ms) == 30_000
+    assert first == 1 and len(slow) == 1  # one slow send (it succeeded), then avoided
+    assert during == 1
+    assert after == 2  # back in rotation after 30 s, then out again after its next slow send

@@ -23,15 +23,17 @@ from lakemq.common.validation import check_topic
 @click.option("--to", "end", required=True, help="stored at or before (epoch ms or ISO time)")
 @click.option("--target-topic", help="send to this topic instead of TOPIC")
 @click.option("--rate", type=float, help="at most this many messages per second")
+@click.option("--batch", type=click.IntRange(1, 1024), default=128, show_default=True, help="messages per send")
 @click.option("--lake", required=True, help="lake URI")
 @click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
 @click.option("--checkpoint", type=click.Path(dir_okay=False),
               help="resume file (default: ~/.lakemq/replay/TOPIC-TARGET-FROM-TO.json)")
 @click.option("--master", help="Spark master")
 def replay_cmd(namesrv: str, topic: str, begin: str, end: str, target_topic: str | None, rate: float | None,
-               lake: str, storage_option: tuple[str, ...], checkpoint: str | None, master: str | None) -> None:
+               batch: int, lake: str, storage_option: tuple[str, ...], checkpoint: str | None, master: str | None) -> None:
     """Re-produce TOPIC's messages stored between --from and --to, resumable, rate-limited."""
     from lakemq.client import SyncProducer
+    from lakemq.jobs.broker_lookup import broker_lookup
     from lakemq.jobs.replay import replay
 
     log_to_file()
@@ -40,7 +42,8 @@ def replay_cmd(namesrv: str, topic: str, begin: str, end: str, target_topic: str
     path = Path(checkpoint) if checkpoint else (
         Path.home() / ".lakemq" / "replay" / f"{check_topic(topic)}-{target}-{begin_ms}-{end_ms}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with SyncProducer("lakemq_replay", namesrv_addr=namesrv) as producer, spark_session(master) as spark, \
+    with SyncProducer("lakemq_replay", namesrv_addr=namesrv) as producer, broker_lookup(namesrv) as found, \
+            spark_session(master) as spark, \
             Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                      console=Console(stderr=True)) as bar:
         task: Any = bar.add_task("replay", total=None)
@@ -49,7 +52,8 @@ def replay_cmd(namesrv: str, topic: str, begin: str, end: str, target_topic: str
             bar.update(task, completed=done, total=total)
 
         result = replay(spark, lake_uri=lake, topic=topic, begin_ms=begin_ms, end_ms=end_ms,
-                        send_batch=producer.send_batch, checkpoint=path, target_topic=target, rate=rate,
+                        send_batch=producer.send_batch, checkpoint=path, target_topic=target, rate=rate, batch=batch,
+                        found_at_broker=found,
                         storage_options=parse_storage_options(storage_option), progress=progress)
     click.echo(f"replayed {result.sent} message(s) to {target} in {result.seconds:.1f}s"
-               f" ({result.skipped} already replayed by an earlier run; checkpoint {path})")
+               f" ({result.skipped + result.recovered} already replayed by an earlier run; checkpoint {path})")

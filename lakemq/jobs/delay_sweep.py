@@ -21,13 +21,11 @@ only recorded. Bodies go out uncompressed (the producer compresses again as conf
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +33,8 @@ import pyarrow as pa
 
 from lakemq.common.config import bind, read_properties
 from lakemq.common.message import Message, MessageConst, MessageSysFlag
-from lakemq.errors import ConfigError, LakeMQError
+from lakemq.errors import ConfigError
+from lakemq.jobs.broker_lookup import FoundAtBroker, broker_lookup
 from lakemq.jobs.sql import register_views
 from lakemq.store.config import StoreConfig
 from lakemq.store.delay_levels import DelayLevels
@@ -64,7 +63,6 @@ _DROP = {
 }
 
 SendBatch = Callable[[Sequence[Message]], object]
-FoundAtBroker = Callable[[str, str], bool]  # (topic, UNIQ_KEY) -> stored there already
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,35 +204,6 @@ def sweep(
     for topic in list(pending):
         flush(topic)
     return SweepResult(due, sent, found, time.monotonic() - began)
-
-
-@contextmanager
-def broker_lookup(namesrv: str) -> Iterator[FoundAtBroker]:
-    """A FoundAtBroker over QUERY_MESSAGE by unique key (a missing topic holds nothing)."""
-    from lakemq.client.admin import Admin
-    from lakemq.client.sync import background_loop
-
-    loop = background_loop()
-
-    async def make() -> Admin:
-        return Admin(namesrv)
-
-    admin = asyncio.run_coroutine_threadsafe(make(), loop).result()
-
-    def found(topic: str, uniq_key: str) -> bool:
-        try:
-            msgs = asyncio.run_coroutine_threadsafe(
-                admin.query_message(topic, uniq_key, max_num=4, unique_key=True), loop).result(60)
-        except LakeMQError as exc:
-            if "does not exist" in str(exc):
-                return False
-            raise
-        return any(m.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == uniq_key for m in msgs)
-
-    try:
-        yield found
-    finally:
-        asyncio.run_coroutine_threadsafe(admin.__aexit__(None, None, None), loop).result(30)
 
 
 def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[str, Any]:

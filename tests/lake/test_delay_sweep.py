@@ -14,7 +14,8 @@ import pytest
 
 from lakemq.client import Message, SyncProducer, SyncPullConsumer
 from lakemq.common.message import MessageConst
-from lakemq.jobs.delay_sweep import OUTCOME_TABLE, broker_lookup, sweep
+from lakemq.jobs.broker_lookup import broker_lookup
+from lakemq.jobs.delay_sweep import OUTCOME_TABLE, sweep
 from lakemq.jobs.tier_run import tier_run
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.tiering.config import TieringConfig

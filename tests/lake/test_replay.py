@@ -1,8 +1,10 @@
-"""Replay from the lake through a real broker: what comes out equals what went in, and a run
-killed mid-way resumes from its checkpoint without duplicates or gaps."""
+"""Replay from the lake through a real broker: what comes out equals what went in (compressed
+bodies too), and a run killed mid-way (SIGKILL, or dead between a send and its checkpoint)
+resumes without duplicates or gaps."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,12 +12,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lakemq.client import Message, SyncProducer, SyncPullConsumer
+from lakemq.jobs.broker_lookup import broker_lookup
+from lakemq.jobs.replay import replay
 from lakemq.jobs.tier_run import tier_run
 from lakemq.tiering.config import TieringConfig
 from tests.cluster import lakemq_command, start_cluster
 
-SOURCE, TARGET = "ReplaySource", "ReplayTarget"
+SOURCE, TARGET, TARGET2 = "ReplaySource", "ReplayTarget", "ReplayTarget2"
 COUNT = 300
 
 
@@ -31,15 +37,18 @@ def _read_all(namesrv: str, topic: str) -> list[Any]:
     return msgs
 
 
+@pytest.mark.slow
 def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Path) -> None:
     with start_cluster(tmp_path / "cluster", broker_conf={"mappedFileSizeCommitLog": str(64 << 10)}) as cluster:
         ns = cluster.namesrv_addr
         with SyncProducer("ReplayProducer", namesrv_addr=ns) as producer:
             producer.create_topic(SOURCE, 2)
             producer.create_topic(TARGET, 2)
+            producer.create_topic(TARGET2, 2)
             began = int(time.time() * 1000)
             for i in range(COUNT):
-                msg = Message(SOURCE, f"payload-{i}".encode() * 10, properties={"color": ("red", "blue")[i % 2]})
+                size = 500 if i % 50 == 0 else 10  # some bodies over 4 KiB: stored compressed
+                msg = Message(SOURCE, f"payload-{i}".encode() * size, properties={"color": ("red", "blue")[i % 2]})
                 msg.keys, msg.tags = [f"k{i}"], f"tag{i % 3}"
                 producer.send(msg)
             ended = int(time.time() * 1000)
@@ -51,12 +60,13 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
         checkpoint = tmp_path / "replay.json"
         args = lakemq_command("replay", "-n", ns, "--topic", SOURCE, "--target-topic", TARGET, "--from", str(began),
                               "--to", str(ended), "--lake", str(lake), "--checkpoint", str(checkpoint),
-                              "--rate", "150", "--master", "local[1]")
+                              "--rate", "150", "--batch", "32", "--master", "local[1]")
         env = dict(os.environ, LAKEMQ_LOG_DIR=str(tmp_path / "logs"))
         first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 120
-        while not checkpoint.exists() and time.monotonic() < deadline and first.poll() is None:
-            time.sleep(0.1)
+        while time.monotonic() < deadline and first.poll() is None and (
+                not checkpoint.exists() or json.loads(checkpoint.read_text())["commitlog_offset"] < 0):
+            time.sleep(0.05)
         first.send_signal(signal.SIGKILL)
         first.communicate()
         partial = len(_read_all(ns, TARGET))
@@ -65,6 +75,7 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
         second = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
         assert second.returncode == 0, second.stderr[-2000:]
         copies = _read_all(ns, TARGET)
+        in_flight = _died_after_a_send_then_rerun(spark, ns, lake, began, ended, tmp_path / "replay2.json")
     print(f"injected: SIGKILL of the replay after {partial} of {COUNT}; measured: {len(copies)} in the target")
     origin_ids = [m.properties["ORIGIN_MESSAGE_ID"] for m in copies]
     assert sorted(origin_ids) == sorted(originals), "replay lost or duplicated a message"
@@ -73,3 +84,30 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
         assert (copy.body, copy.tags, copy.keys, copy.properties["color"]) == (
             source.body, source.tags, source.keys, source.properties["color"])
         assert copy.unique_key != source.unique_key  # a new message, not a resend of the old id
+    assert sorted(m.properties["ORIGIN_MESSAGE_ID"] for m in in_flight) == sorted(originals)
+
+
+def _died_after_a_send_then_rerun(spark: Any, ns: str, lake: Path, began: int, ended: int,
+                                  checkpoint: Path) -> list[Any]:
+    """A run that dies after the broker stored a batch but before the checkpoint says so: the
+    re-run finds that batch at the broker and sends only the rest."""
+    with SyncProducer("ReplayInProcess", namesrv_addr=ns) as producer, broker_lookup(ns) as found:
+        calls = 0
+
+        def dies_after_second_send(msgs: Any) -> None:
+            nonlocal calls
+            producer.send_batch(msgs)
+            calls += 1
+            if calls == 2:
+                raise KeyboardInterrupt("killed between the send and the checkpoint")
+
+        common = dict(lake_uri=str(lake), topic=SOURCE, begin_ms=began, end_ms=ended, checkpoint=checkpoint,
+                      target_topic=TARGET2, batch=50, found_at_broker=found)
+        try:
+            replay(spark, send_batch=dies_after_second_send, **common)
+        except KeyboardInterrupt:
+            pass
+        assert json.loads(checkpoint.read_text())["sending"], "the checkpoint should show a batch in flight"
+        result = replay(spark, send_batch=producer.send_batch, **common)
+    assert (result.skipped, result.recovered, result.sent) == (50, 50, COUNT - 100)
+    return _read_all(ns, TARGET2)

@@ -97,8 +97,7 @@ class DeltaReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType, arrow_schema: pa.Schema) -> None:
         self.path = options["path"]
         self.storage_options = json.loads(options.get("storage_options") or "{}")
-        version = options.get("versionAsOf") or options.get("version")
-        self.version = int(version) if version not in (None, "") else None
+        self.version = _version(options)
         self.arrow_schema = arrow_schema
         self.filters: list[Filter] = []
 
@@ -143,6 +142,13 @@ class DeltaReader(DataSourceReader):
             yield from pa.Table.from_arrays(columns, schema=self.arrow_schema).to_batches()
 
 
+def _version(options: dict[str, str]) -> int | None:
+    """The ``versionAsOf`` option; Spark hands option names to Python sources lower-cased."""
+    lowered = {k.lower(): v for k, v in options.items()}
+    version = lowered.get("versionasof") or lowered.get("version")
+    return int(version) if version not in (None, "") else None
+
+
 def _open(path: str, storage_options: dict[str, str], version: int | None) -> Any:
     from deltalake import DeltaTable
 
@@ -175,9 +181,7 @@ class DeltaDataSource(DataSource):
         options = dict(self.options)
         if "path" not in options:
             raise ValueError("the lakedelta source needs option 'path' (the Delta table URI)")
-        version = options.get("versionAsOf") or options.get("version")
-        table = _open(options["path"], json.loads(options.get("storage_options") or "{}"),
-                      int(version) if version else None)
+        table = _open(options["path"], json.loads(options.get("storage_options") or "{}"), _version(options))
         arrow = _arrow_schema(table)
         return from_arrow_schema(arrow), arrow
 

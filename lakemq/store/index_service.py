@@ -1,7 +1,8 @@
 """IndexService: the IndexFiles under ``index/``, built from dispatch, queried by key.
 
 Each message is indexed under ``topic#UNIQ_KEY`` and ``topic#KEY`` for every space-separated
-key in KEYS. Files are named by their creation time (``yyyyMMddHHmmssSSS``) and filled in
+key in KEYS. Files are named by their creation time (``yyyyMMddHHmmssSSS``; after a clock
+step back, the number after the last name, so names keep creation order) and filled in
 CommitLog order; when one is full the next continues where it ended.
 
 Recovery: after an abnormal exit a file whose end timestamp is past the checkpoint's index
@@ -127,11 +128,14 @@ class IndexService:
             return last
         end_phy = last.end_phy_offset if last else 0
         end_ts = last.end_timestamp if last else 0
-        now = int(time.time() * 1000)
-        path = self.index_dir / _file_name(now)
-        while path.exists() or (last is not None and path.name <= last.file_name):
-            now += 1
-            path = self.index_dir / _file_name(now)
+        name = _file_name(int(time.time() * 1000))
+        if last is not None:
+            # After a clock step back the time's name sorts before the last file's; load
+            # sorts by name, so count on from the last one instead.
+            name = max(name, last.file_name)
+        while (self.index_dir / name).exists() or (last is not None and name == last.file_name):
+            name = f"{int(name) + 1:0{len(name)}d}"
+        path = self.index_dir / name
         self.index_dir.mkdir(parents=True, exist_ok=True)
         f = IndexFile(path, self.hash_slot_num, self.index_num, end_phy_offset=end_phy, end_timestamp=end_ts)
         self.index_files = [*self.index_files, f]
@@ -145,7 +149,8 @@ class IndexService:
 
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
         """CommitLog offsets of messages indexed under ``topic#key`` stored in [begin, end]
-        (ms), newest file first, at most ``max_num``."""
+        (ms), newest file first, at most ``max_num``. Every file is asked (not only down to the
+        first that begins before ``begin``): after a clock step back, older files begin later."""
         offsets: list[int] = []
         with self._lock:
             files = self.index_files
@@ -155,8 +160,6 @@ class IndexService:
                     break
                 if f.is_time_matched(begin, end):
                     offsets.extend(f.select_phy_offsets(build_key(topic, key), max_num - len(offsets), begin, end))
-                if f.begin_timestamp < begin:
-                    break
             return QueryOffsetResult(
                 offsets,
                 last.end_timestamp if last else 0,

@@ -60,6 +60,10 @@ def restore_real_message(msg: MessageExt) -> MessageExtBrokerInner:
     return inner
 
 
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class ScheduleMessageService(ServiceThread):
     def __init__(
         self,
@@ -162,11 +166,13 @@ class ScheduleMessageService(ServiceThread):
         return result.is_ok
 
     def run(self) -> None:
+        # Timers count elapsed time (monotonic): a step of the wall clock must not hold a level
+        # back for the size of the step. Due times in the queue stay wall-clock (deliver_level).
         timers = [(0, level) for level in range(1, self.levels.max_level + 1)]
         heapq.heapify(timers)
-        next_persist = self._now_ms() + self._persist_interval_ms
+        next_persist = _monotonic_ms() + self._persist_interval_ms
         while not self.stopped:
-            now = self._now_ms()
+            now = _monotonic_ms()
             while timers and timers[0][0] <= now and not self.stopped:
                 _, level = heapq.heappop(timers)
                 try:
@@ -174,11 +180,11 @@ class ScheduleMessageService(ServiceThread):
                 except Exception:
                     log.exception("delay level %d failed", level)
                     wait_ms = DELAY_FOR_A_PERIOD_MS
-                heapq.heappush(timers, (self._now_ms() + wait_ms, level))
+                heapq.heappush(timers, (_monotonic_ms() + wait_ms, level))
             if now >= next_persist:
                 self._persist_quietly()
                 next_persist = now + self._persist_interval_ms
-            self.wait_for_running(max(0.001, (min(timers[0][0], next_persist) - self._now_ms()) / 1000))
+            self.wait_for_running(max(0.001, (min(timers[0][0], next_persist) - _monotonic_ms()) / 1000))
         self._persist_quietly()
 
     def _persist_quietly(self) -> None:

@@ -1,9 +1,13 @@
-"""The tiering job killed at every stage, then run again: the lake ends as after one clean
-run (every row once), the manifest agrees with the Delta log, and no local CommitLog file goes
-before the lake holds it verified.
+"""The tiering job killed at every stage, one kill after another on the same store and lake,
+then run once more: the lake ends as after one clean run (every row once), the manifest agrees
+with the Delta log, and no local CommitLog file goes before the lake holds it verified.
 
-The job is ``lakemq tier run`` in a subprocess; ``LAKEMQ_FAULT_STAGE`` (lakemq.common.faults)
-makes it SIGKILL itself at the named stage."""
+Each kill meets the leftovers of the ones before it (files written but not committed, a
+commit the manifest does not know), as a job dying repeatedly in production would; after each
+one the lake holds no row twice and no file went unverified. The job is ``lakemq tier run``
+in a subprocess; ``LAKEMQ_FAULT_STAGE`` (lakemq.common.faults) makes it SIGKILL itself at the
+named stage.
+"""
 
 from __future__ import annotations
 
@@ -46,9 +50,22 @@ def _lake_offsets(lake: Path) -> list[int]:
     return sorted(offsets)
 
 
+def _check_no_loss(store: Path, lake: Path, files_before: list[Path]) -> int:
+    """No row twice in the lake; every local file gone was committed and verified first.
+    Returns how many local files are gone."""
+    manifest = Manifest.load(LakeLocation.of(str(lake)), BROKER)
+    verified_end = manifest.verified_end if manifest else 0
+    gone = set(files_before) - {f.path for f in commitlog_files(store)}
+    for path in gone:
+        assert int(path.name) + FILE_SIZE <= verified_end, f"{path.name} deleted before it was verified"
+    if (lake / "messages" / "_delta_log").exists():
+        in_lake = _lake_offsets(lake)
+        assert len(in_lake) == len(set(in_lake)), "a row is in the lake twice after the kill"
+    return len(gone)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", STAGES)
-def test_rerun_after_a_kill_converges_to_exactly_once(stage: str, tmp_path: Path) -> None:
+def test_kills_at_every_stage_then_a_rerun_converge_to_exactly_once(tmp_path: Path) -> None:
     store = tmp_path / "store"
     offsets = store_writer(store)(user_messages(1500))
     files_before = [f.path for f in commitlog_files(store)]
@@ -56,27 +73,24 @@ def test_rerun_after_a_kill_converges_to_exactly_once(stage: str, tmp_path: Path
     conf.write_text(f"storePathRootDir={store}\nbrokerName={BROKER}\ntierSealIdleMs=1\n")
     lake = tmp_path / "lake"
 
-    killed = _tier_run(conf, lake, stage)
-    assert killed.returncode == -9, (killed.returncode, killed.stderr[-2000:])
-    location = LakeLocation.of(str(lake))
-    manifest = Manifest.load(location, BROKER)
-    verified_end = manifest.verified_end if manifest else 0
-    # Whatever the stage, a file that is gone was committed and verified before it went.
-    for path in set(files_before) - {f.path for f in commitlog_files(store)}:
-        assert int(path.name) + FILE_SIZE <= verified_end, f"{path.name} deleted before it was verified"
-    if (lake / "messages" / "_delta_log").exists():
-        in_lake = _lake_offsets(lake)
-        assert len(in_lake) == len(set(in_lake)), "a row is in the lake twice after the kill"
+    after_kill: list[str] = []
+    for stage in STAGES:
+        killed = _tier_run(conf, lake, stage)
+        assert killed.returncode == -9, (stage, killed.returncode, killed.stderr[-2000:])
+        rows = len(_lake_offsets(lake)) if (lake / "messages" / "_delta_log").exists() else 0
+        after_kill.append(f"{stage}: {rows} rows, {_check_no_loss(store, lake, files_before)} files gone")
 
     again = _tier_run(conf, lake, None)
     assert again.returncode == 0, again.stderr[-2000:]
     assert _lake_offsets(lake) == offsets
-    manifest = Manifest.load(location, BROKER)
+    manifest = Manifest.load(LakeLocation.of(str(lake)), BROKER)
     assert manifest is not None and manifest.committed_end == manifest.verified_end
     from deltalake import DeltaTable
 
     assert DeltaTable(str(lake / "messages")).transaction_version(BROKER) == manifest.committed_end
+    _check_no_loss(store, lake, files_before)
     left = commitlog_files(store)
     assert left and all(f.start >= manifest.verified_end or f.path == left[-1].path for f in left)
-    print(f"injected: SIGKILL at {stage}; measured: {len(offsets)} rows once each after the re-run, "
-          f"{len(files_before) - len(left)} of {len(files_before)} local files deleted, all verified first")
+    print(f"injected: SIGKILL at each stage in turn ({'; '.join(after_kill)}); measured after the re-run: "
+          f"{len(offsets)} rows once each, {len(files_before) - len(left)} of {len(files_before)} local files "
+          f"deleted, all verified first")

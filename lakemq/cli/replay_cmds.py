@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import parse_storage_options, spark_session
+from lakemq.cli.lake_cmds import parse_storage_options
 from lakemq.cli.message_cmds import parse_millis
 from lakemq.common.validation import check_topic
 
@@ -28,13 +28,12 @@ from lakemq.common.validation import check_topic
 @click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
 @click.option("--checkpoint", type=click.Path(dir_okay=False),
               help="resume file (default: ~/.lakemq/replay/TOPIC-TARGET-FROM-TO.json)")
-@click.option("--master", help="Spark master")
 def replay_cmd(namesrv: str, topic: str, begin: str, end: str, target_topic: str | None, rate: float | None,
-               batch: int, lake: str, storage_option: tuple[str, ...], checkpoint: str | None, master: str | None) -> None:
+               batch: int, lake: str, storage_option: tuple[str, ...], checkpoint: str | None) -> None:
     """Re-produce TOPIC's messages stored between --from and --to, resumable, rate-limited."""
     from lakemq.client import SyncProducer
     from lakemq.jobs.broker_lookup import broker_lookup
-    from lakemq.jobs.replay import replay
+    from lakemq.jobs.replay import pipelined_sender, replay
 
     log_to_file()
     begin_ms, end_ms = parse_millis(begin, 0), parse_millis(end, 0)
@@ -43,7 +42,6 @@ def replay_cmd(namesrv: str, topic: str, begin: str, end: str, target_topic: str
         Path.home() / ".lakemq" / "replay" / f"{check_topic(topic)}-{target}-{begin_ms}-{end_ms}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     with SyncProducer("lakemq_replay", namesrv_addr=namesrv) as producer, broker_lookup(namesrv) as found, \
-            spark_session(master) as spark, \
             Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                      console=Console(stderr=True)) as bar:
         task: Any = bar.add_task("replay", total=None)
@@ -51,9 +49,8 @@ def replay_cmd(namesrv: str, topic: str, begin: str, end: str, target_topic: str
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        result = replay(spark, lake_uri=lake, topic=topic, begin_ms=begin_ms, end_ms=end_ms,
-                        send_batch=producer.send_batch, checkpoint=path, target_topic=target, rate=rate, batch=batch,
-                        found_at_broker=found,
-                        storage_options=parse_storage_options(storage_option), progress=progress)
+        result = replay(lake_uri=lake, topic=topic, begin_ms=begin_ms, end_ms=end_ms,
+                        send_batch=pipelined_sender(producer), checkpoint=path, target_topic=target, rate=rate,
+                        batch=batch, found_at_broker=found, storage_options=parse_storage_options(storage_option), progress=progress)
     click.echo(f"replayed {result.sent} message(s) to {target} in {result.seconds:.1f}s"
                f" ({result.skipped + result.recovered} already replayed by an earlier run; checkpoint {path})")

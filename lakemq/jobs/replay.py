@@ -1,28 +1,35 @@
 """Replay: re-produce a topic's history from the lake into a topic, through a broker.
 
-Rows of the ``messages`` view with ``store_timestamp`` in [begin, end] are read in
-(store_timestamp, commitlog_offset) order. They go out in batches with the same body
+A topic's rows with ``store_timestamp`` in [begin, end] are read from the ``messages`` table
+in (store_timestamp, commitlog_offset) order (:mod:`lakemq.jobs.ordered_scan`). They go out in batches with the same body
 (uncompressed; the producer compresses again as configured), flag, keys, tags and user
 properties, and with ORIGIN_MESSAGE_ID set to the original message id (the UNIQ_KEY its
 producer was given). System properties such as UNIQ_KEY, DELAY and the retry and transaction
 markers are dropped. Each copy's UNIQ_KEY is derived from the target topic and the source
 row's offset id, so replaying the same row into the same topic always yields the same id.
 
-A checkpoint file records the last (store_timestamp, commitlog_offset) acknowledged and, while
-a batch is on the wire, the position of its last row. A re-run resumes after the
-acknowledged position; the rows of a batch that was in flight when the earlier run died are
-looked up at the broker by their UNIQ_KEY (``found_at_broker``) and only those missing are
-sent. So a killed run followed by a re-run leaves every row in the target exactly once.
+The rows come in pages of ``page_rows`` (Arrow tables), so memory stays bounded. Up to ``window``
+batches are on the wire at once (with a ``send_batch`` returning Futures, e.g.
+:func:`pipelined_sender`), acknowledged in order.
+
+A checkpoint file, written before each batch goes out, records the last (store_timestamp,
+commitlog_offset) acknowledged and the last row of the batch going out. A re-run resumes after
+the acknowledged position; the rows that were in flight when the earlier run died are looked
+up at the broker by their UNIQ_KEY (``found_at_broker``) and only those missing are sent. So
+a killed run followed by a re-run leaves every row in the target exactly once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import hashlib
 import json
 import os
 import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 from lakemq.common.message import Message, MessageConst, MessageSysFlag
 from lakemq.errors import ConfigError
 from lakemq.jobs.broker_lookup import FoundAtBroker
-from lakemq.jobs.sql import register_views
+from lakemq.jobs.ordered_scan import ordered_pages
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    import pyarrow as pa
 
-__all__ = ["ReplayResult", "Checkpoint", "replay", "replay_uniq_key", "SYSTEM_PROPERTIES"]
+__all__ = ["ReplayResult", "Checkpoint", "replay", "replay_uniq_key", "pipelined_sender", "SYSTEM_PROPERTIES"]
 
 SYSTEM_PROPERTIES = frozenset({
     MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.DELAY_TIME_LEVEL, MessageConst.WAIT_STORE_MSG_OK,
@@ -46,6 +53,8 @@ SYSTEM_PROPERTIES = frozenset({
     MessageConst.CONSUME_START_TIMESTAMP, MessageConst.ORIGIN_MESSAGE_ID,
 })
 BATCH = 128
+WINDOW = 4  # batches in flight when send_batch returns Futures
+PAGE_ROWS = 100_000  # rows per lake query (an Arrow table in memory at a time)
 
 SendBatch = Callable[[Sequence[Message]], object]
 Progress = Callable[[int, int], None]
@@ -89,81 +98,111 @@ def replay_uniq_key(target_topic: str, source_msg_id: str) -> str:
     return hashlib.sha1(f"replay:{target_topic}:{source_msg_id}".encode()).hexdigest()[:32].upper()
 
 
-def _message(row: Any, topic: str) -> Message:
-    props = {k: v for k, v in (row["properties"] or {}).items() if k not in SYSTEM_PROPERTIES}
-    # The id the producer was given (UNIQ_KEY), as RocketMQ's clients see it; else the offset id.
-    props[MessageConst.ORIGIN_MESSAGE_ID] = row["uniq_key"] or row["msg_id"]
-    props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = replay_uniq_key(topic, row["msg_id"])
-    body = bytes(row["body"] or b"")
-    if row["sys_flag"] & MessageSysFlag.COMPRESSED_FLAG:
-        body = zlib.decompress(body)
-    return Message(topic, body, row["flag"], props)
+def _properties(column: "pa.ChunkedArray") -> list[list[tuple[str, str]]]:
+    """The map column as (key, value) lists, from its flat key and value arrays (converting
+    the map row by row is the slow part of a page)."""
+    maps = column.combine_chunks()
+    offsets = maps.offsets.to_pylist()
+    pairs = list(zip(maps.keys.to_pylist(), maps.items.to_pylist()))
+    return [pairs[offsets[i]:offsets[i + 1]] for i in range(len(maps))]
+
+
+def _messages(page: "pa.Table", topic: str) -> Iterator[tuple[Position, Message]]:
+    """The page's rows as messages to send (read column-wise: far cheaper than row objects)."""
+    cols = {name: page.column(name).to_pylist() for name in page.column_names if name != "properties"}
+    properties = _properties(page.column("properties"))
+    for i in range(page.num_rows):
+        props = {k: v for k, v in properties[i] if k not in SYSTEM_PROPERTIES}
+        msg_id = cols["msg_id"][i]
+        # The id the producer was given (UNIQ_KEY), as RocketMQ's clients see it; else the offset id.
+        props[MessageConst.ORIGIN_MESSAGE_ID] = cols["uniq_key"][i] or msg_id
+        props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = replay_uniq_key(topic, msg_id)
+        body = cols["body"][i] or b""
+        if cols["sys_flag"][i] & MessageSysFlag.COMPRESSED_FLAG:
+            body = zlib.decompress(body)
+        yield (cols["store_timestamp"][i], cols["commitlog_offset"][i]), Message(topic, body, cols["flag"][i], props)
+
+
+def pipelined_sender(producer: Any) -> SendBatch:
+    """A SendBatch over a SyncProducer that returns at once with a Future, so the next batch
+    is built while this one is on the wire."""
+    from lakemq.client.sync import background_loop
+
+    def send(msgs: Sequence[Message]) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(producer.producer.send_batch(list(msgs)), background_loop())
+
+    return send
 
 
 def replay(
-    spark: "SparkSession", *, lake_uri: str, topic: str, begin_ms: int, end_ms: int, send_batch: SendBatch,
+    *, lake_uri: str, topic: str, begin_ms: int, end_ms: int, send_batch: SendBatch,
     checkpoint: Path, target_topic: str | None = None, rate: float | None = None, batch: int = BATCH,
-    found_at_broker: FoundAtBroker | None = None, storage_options: Mapping[str, str] | None = None,
-    progress: Progress | None = None,
+    window: int = WINDOW, page_rows: int = PAGE_ROWS, found_at_broker: FoundAtBroker | None = None,
+    storage_options: Mapping[str, str] | None = None, progress: Progress | None = None,
 ) -> ReplayResult:
     """Send ``topic``'s messages stored in [begin_ms, end_ms] to ``target_topic`` (default: the
-    same topic) with ``send_batch``, at most ``rate`` messages per second. Without
-    ``found_at_broker`` a dead run's in-flight batch is sent again."""
-    if batch <= 0 or (rate is not None and rate <= 0):
-        raise ConfigError("batch and rate must be > 0")
+    same topic) with ``send_batch``, at most ``rate`` messages per second. ``send_batch`` may
+    return a Future: then up to ``window`` batches are in flight, acknowledged in order.
+    Without ``found_at_broker`` a dead run's in-flight batches are sent again."""
+    if batch <= 0 or window <= 0 or page_rows <= 0 or (rate is not None and rate <= 0):
+        raise ConfigError("batch, window, page_rows and rate must be > 0")
     began = time.monotonic()
     target = target_topic or topic
     state = Checkpoint.load(checkpoint)
-    register_views(spark, lake_uri, storage_options=storage_options, suffix="_replay")
-    args = {"topic": topic, "begin": begin_ms, "end": end_ms, "ts": state.done[0], "off": state.done[1]}
-    where = "topic = :topic AND store_timestamp BETWEEN :begin AND :end"
-    after = "(store_timestamp > :ts OR (store_timestamp = :ts AND commitlog_offset > :off))"
-    total, left = spark.sql(
-        f"SELECT count(*), count_if({after}) FROM messages_replay WHERE {where}", args=args).collect()[0]
-    rows = spark.sql(
-        f"SELECT msg_id, uniq_key, body, flag, sys_flag, properties, store_timestamp, commitlog_offset "
-        f"FROM messages_replay WHERE {where} AND {after} ORDER BY store_timestamp, commitlog_offset",
-        args=args,
-    ).toLocalIterator(prefetchPartitions=True)
+    total, left, pages = ordered_pages(lake_uri, topic=topic, begin_ms=begin_ms, end_ms=end_ms, after=state.done,
+                                       page_rows=page_rows, storage_options=storage_options)
     skipped = total - left
     sent = recovered = 0
     pending: list[Message] = []
+    in_flight: deque[tuple[Any, Position, int]] = deque()  # (future or result, last row, count)
     acked: Position = state.done
     last: Position = state.done  # the newest row sent or found at the broker
-    sending_since = 0.0  # the rate counts from the first send, not from query planning
+    sending_since = 0.0  # the rate counts from the first send, not from the lake scan
 
-    def flush() -> None:
-        nonlocal sent, sending_since, acked
+    def ack(until: int) -> None:
+        """Take acknowledgements in batch order: wait for the oldest while more than ``until``
+        batches are in flight, then take those already done."""
+        nonlocal acked, sent
+        while in_flight:
+            outcome, position, count = in_flight[0]
+            is_future = isinstance(outcome, concurrent.futures.Future)
+            if len(in_flight) <= until and is_future and not outcome.done():
+                return
+            in_flight.popleft()
+            if is_future:
+                outcome.result()
+            acked, sent = position, sent + count
+            if progress:
+                progress(skipped + recovered + sent, total)
+
+    def submit() -> None:
+        nonlocal sending_since
         if not sending_since:
             sending_since = time.monotonic()
         Checkpoint(acked, last).save(checkpoint)
-        send_batch(pending)
-        acked = last
-        Checkpoint(acked).save(checkpoint)
-        sent += len(pending)
+        in_flight.append((send_batch(list(pending)), last, len(pending)))
         pending.clear()
-        if progress:
-            progress(skipped + recovered + sent, total)
+        ack(until=window - 1)
         if rate:
-            ahead = sent / rate - (time.monotonic() - sending_since)
+            ahead = (sent + sum(n for _, _, n in in_flight)) / rate - (time.monotonic() - sending_since)
             if ahead > 0:
                 time.sleep(ahead)
 
     if progress:
         progress(skipped, total)
-    for row in rows:
-        position = (row["store_timestamp"], row["commitlog_offset"])
-        msg = _message(row, target)
-        last = position
-        if state.sending and found_at_broker and position <= state.sending \
-                and found_at_broker(target, msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]):
-            recovered += 1
-            continue
-        pending.append(msg)
-        if len(pending) == batch:
-            flush()
+    for page in pages:
+        for position, msg in _messages(page, target):
+            last = position
+            if state.sending and found_at_broker and position <= state.sending \
+                    and found_at_broker(target, msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]):
+                recovered += 1
+                continue
+            pending.append(msg)
+            if len(pending) == batch:
+                submit()
     if pending:
-        flush()
+        submit()
+    ack(until=0)
     if last != acked or state.sending:
         Checkpoint(last).save(checkpoint)
     return ReplayResult(sent, skipped, recovered, time.monotonic() - began,

@@ -60,7 +60,7 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
         checkpoint = tmp_path / "replay.json"
         args = lakemq_command("replay", "-n", ns, "--topic", SOURCE, "--target-topic", TARGET, "--from", str(began),
                               "--to", str(ended), "--lake", str(lake), "--checkpoint", str(checkpoint),
-                              "--rate", "150", "--batch", "32", "--master", "local[1]")
+                              "--rate", "150", "--batch", "32")
         env = dict(os.environ, LAKEMQ_LOG_DIR=str(tmp_path / "logs"))
         first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 120
@@ -75,7 +75,7 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
         second = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
         assert second.returncode == 0, second.stderr[-2000:]
         copies = _read_all(ns, TARGET)
-        in_flight = _died_after_a_send_then_rerun(spark, ns, lake, began, ended, tmp_path / "replay2.json")
+        in_flight = _died_after_a_send_then_rerun(ns, lake, began, ended, tmp_path / "replay2.json")
     print(f"injected: SIGKILL of the replay after {partial} of {COUNT}; measured: {len(copies)} in the target")
     origin_ids = [m.properties["ORIGIN_MESSAGE_ID"] for m in copies]
     assert sorted(origin_ids) == sorted(originals), "replay lost or duplicated a message"
@@ -87,7 +87,7 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
     assert sorted(m.properties["ORIGIN_MESSAGE_ID"] for m in in_flight) == sorted(originals)
 
 
-def _died_after_a_send_then_rerun(spark: Any, ns: str, lake: Path, began: int, ended: int,
+def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int,
                                   checkpoint: Path) -> list[Any]:
     """A run that dies after the broker stored a batch but before the checkpoint says so: the
     re-run finds that batch at the broker and sends only the rest."""
@@ -104,10 +104,10 @@ def _died_after_a_send_then_rerun(spark: Any, ns: str, lake: Path, began: int, e
         common = dict(lake_uri=str(lake), topic=SOURCE, begin_ms=began, end_ms=ended, checkpoint=checkpoint,
                       target_topic=TARGET2, batch=50, found_at_broker=found)
         try:
-            replay(spark, send_batch=dies_after_second_send, **common)
+            replay(send_batch=dies_after_second_send, **common)
         except KeyboardInterrupt:
             pass
         assert json.loads(checkpoint.read_text())["sending"], "the checkpoint should show a batch in flight"
-        result = replay(spark, send_batch=producer.send_batch, **common)
+        result = replay(send_batch=producer.send_batch, **common)
     assert (result.skipped, result.recovered, result.sent) == (50, 50, COUNT - 100)
     return _read_all(ns, TARGET2)

@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable
+from lake_helpers import WriteStore, user_messages
 
 from lakemq.client import Message, SyncProducer, SyncPullConsumer
 from lakemq.jobs.broker_lookup import broker_lookup
+from lakemq.jobs.compact import compact
+from lakemq.jobs.delta_source import snapshot_files
+from lakemq.jobs.ordered_scan import ordered_pages
 from lakemq.jobs.replay import replay
 from lakemq.jobs.tier_run import tier_run
 from lakemq.tiering.config import TieringConfig
@@ -111,3 +116,28 @@ def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int,
         result = replay(send_batch=producer.send_batch, **common)
     assert (result.skipped, result.recovered, result.sent) == (50, 50, COUNT - 100)
     return _read_all(ns, TARGET2)
+
+
+def test_ordered_scan_pages_every_row_once_in_order(spark: Any, store_dir: Path, write_store: WriteStore,
+                                                    tmp_path: Path) -> None:
+    """Many files and pages, a cache smaller than one file: every row of the topic and time
+    range once, in (store_timestamp, commitlog_offset) order; ``after`` resumes past a row."""
+    msgs = user_messages(150, topic="ScanA") + user_messages(60, topic="ScanB")
+    offsets = write_store(msgs, file_size=16 * 1024)
+    lake = tmp_path / "lake"
+    compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name="broker-a", seal_idle_ms=0)
+    wanted = sorted(o for o, m in zip(offsets, msgs) if m.topic == "ScanA")
+    files = [f for f in snapshot_files(DeltaTable(str(lake / "messages")), str(lake / "messages"))
+             if f["partition"]["topic"] == "ScanA"]
+    assert len(files) > 2, "the topic should span several files"
+
+    total, left, pages = ordered_pages(str(lake), topic="ScanA", begin_ms=0, end_ms=2**62, page_rows=37,
+                                       cache_bytes=1)
+    rows = [(ts, off) for page in pages for ts, off in zip(page.column("store_timestamp").to_pylist(),
+                                                           page.column("commitlog_offset").to_pylist())]
+    assert (total, left) == (150, 150)
+    assert rows == sorted(rows) and sorted(off for _, off in rows) == wanted
+
+    total, left, pages = ordered_pages(str(lake), topic="ScanA", begin_ms=0, end_ms=2**62, after=rows[99])
+    assert (total, left) == (150, 50)
+    assert [off for page in pages for off in page.column("commitlog_offset").to_pylist()] == [o for _, o in rows[100:]]

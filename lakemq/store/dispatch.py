@@ -146,12 +146,19 @@ class ReputMessageService(ServiceThread):
                     log.exception("message arriving listener failed")
 
     def run(self) -> None:
+        failing = False  # a failure that repeats every pass (a full disk) is logged once
         while not self.stopped:
             try:
                 done = self.do_reput()
             except Exception:
-                log.exception("reput pass failed")
+                if not failing:
+                    log.exception("reput pass failed at offset %d; retrying", self.reput_from_offset)
+                failing = True
                 done = 0
+            else:
+                if failing:
+                    log.warning("reput resumed at offset %d", self.reput_from_offset)
+                failing = False
             if done == 0:  # caught up (or stuck on a bad record): sleep until a put wakes us
                 self.wait_for_running(self._wait_interval_s)
 

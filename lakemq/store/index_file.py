@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Final
 
 from lakemq.common.message import tags_hash_code
-from lakemq.errors import CorruptFileError
+from lakemq.errors import CorruptFileError, StoreError
+from lakemq.store.mapped_file import preallocate
 
 __all__ = ["IndexFile", "index_key_hash", "HEADER_SIZE", "SLOT_SIZE", "ENTRY_SIZE", "index_file_size"]
 
@@ -87,7 +88,13 @@ class IndexFile:
         try:
             if not existed:
                 os.ftruncate(fd, self.file_size)
+                # Blocks now, or a write into the sparse mapping on a full disk is a SIGBUS.
+                preallocate(fd, 0, self.file_size, required=True)
             self._mm = mmap.mmap(fd, self.file_size)
+        except OSError as exc:
+            if not existed:
+                path.unlink(missing_ok=True)
+            raise StoreError(f"cannot create index file {path}: {exc}") from exc
         finally:
             os.close(fd)
         if existed:

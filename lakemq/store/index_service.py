@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lakemq.common.message import MessageSysFlag
+from lakemq.errors import StoreError
 from lakemq.store.commit_log_scan import DispatchRequest
 from lakemq.store.index_file import IndexFile
 
@@ -51,6 +52,7 @@ class IndexService:
         self.index_files: list[IndexFile] = []
         # End timestamp of the newest file known to be on disk whole (the checkpoint's value).
         self.flushed_timestamp = 0
+        self._unindexed = 0  # keys dropped since a new file could not be made (a full disk)
         self._lock = threading.RLock()
 
     # -- load and recovery -------------------------------------------------------------------
@@ -116,11 +118,22 @@ class IndexService:
                 self._put_key(build_key(request.topic, key), request.commit_log_offset, request.store_timestamp)
 
     def _put_key(self, key: str, phy_offset: int, store_timestamp: int) -> None:
-        f = self._writable_file()
-        if not f.put_key(key, phy_offset, store_timestamp):
+        try:
             f = self._writable_file()
             if not f.put_key(key, phy_offset, store_timestamp):
-                log.error("index key %s at %d not stored: new file is full", key, phy_offset)
+                f = self._writable_file()
+                if not f.put_key(key, phy_offset, store_timestamp):
+                    log.error("index key %s at %d not stored: new file is full", key, phy_offset)
+        except StoreError as exc:
+            # As RocketMQ: the key goes unindexed rather than hold the ConsumeQueues back.
+            if not self._unindexed:
+                log.error("indexing stopped at CommitLog offset %d: %s", phy_offset, exc)
+            self._unindexed += 1
+            return
+        if self._unindexed:
+            log.warning("indexing resumed at CommitLog offset %d; %d keys were not indexed", phy_offset,
+                        self._unindexed)
+            self._unindexed = 0
 
     def _writable_file(self) -> IndexFile:
         last = self.index_files[-1] if self.index_files else None

@@ -127,7 +127,10 @@ class SubscriptionGroupManager:
             created = self._table.setdefault(group, SubscriptionGroupConfig(group))
             self.data_version.next_version()
         log.info("subscription group %s auto-created", group)
-        self.persist()
+        try:
+            self.persist()
+        except OSError as exc:  # a full disk must not fail the pull: auto-creation repeats after a restart
+            log.error("auto-created subscription group %s not persisted: %s", group, exc)
         return created
 
     def update_subscription_group_config(self, config: SubscriptionGroupConfig) -> None:

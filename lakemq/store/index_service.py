@@ -52,7 +52,8 @@ class IndexService:
         self.index_files: list[IndexFile] = []
         # End timestamp of the newest file known to be on disk whole (the checkpoint's value).
         self.flushed_timestamp = 0
-        self._unindexed = 0  # keys dropped since a new file could not be made (a full disk)
+        # CommitLog offset of the first record whose keys were dropped: no new file could be made.
+        self._unindexed_from: int | None = None
         self._lock = threading.RLock()
 
     # -- load and recovery -------------------------------------------------------------------
@@ -126,14 +127,14 @@ class IndexService:
                     log.error("index key %s at %d not stored: new file is full", key, phy_offset)
         except StoreError as exc:
             # As RocketMQ: the key goes unindexed rather than hold the ConsumeQueues back.
-            if not self._unindexed:
+            if self._unindexed_from is None:
                 log.error("indexing stopped at CommitLog offset %d: %s", phy_offset, exc)
-            self._unindexed += 1
+                self._unindexed_from = phy_offset
             return
-        if self._unindexed:
-            log.warning("indexing resumed at CommitLog offset %d; %d keys were not indexed", phy_offset,
-                        self._unindexed)
-            self._unindexed = 0
+        if self._unindexed_from is not None:
+            log.warning("indexing resumed at CommitLog offset %d; records in [%d, %d) are not indexed",
+                        phy_offset, self._unindexed_from, phy_offset)
+            self._unindexed_from = None
 
     def _writable_file(self) -> IndexFile:
         last = self.index_files[-1] if self.index_files else None

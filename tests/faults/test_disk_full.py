@@ -21,6 +21,7 @@ from tests.cluster import start_cluster
 
 TOPIC = "DiskFull"
 BODY = 1000
+INDEX_ENTRIES = 2000
 
 
 @pytest.fixture
@@ -83,7 +84,8 @@ def test_full_disk_refuses_sends_keeps_serving_and_recovers(tmp_path: Path, smal
 
 
 def test_a_disk_full_to_the_last_block_kills_nothing(tmp_path: Path, small_disk: Path) -> None:
-    with start_cluster(tmp_path) as cluster:
+    # Index files of 2,000 entries: the next one is due while the disk is full.
+    with start_cluster(tmp_path, broker_conf={"maxIndexNum": str(INDEX_ENTRIES), "maxHashSlotNum": "500"}) as cluster:
         config = ProducerConfig(retry_times_when_send_failed=0)
         client = ClientConfig(namesrv_addr=cluster.namesrv_addr, instance_name="diskfull0")
         acked: list[int] = []
@@ -110,9 +112,14 @@ def test_a_disk_full_to_the_last_block_kills_nothing(tmp_path: Path, small_disk:
             acked_while_full = len(acked) - 32
             broker = cluster.brokers["broker-a"]
             assert broker.running, broker.logs()
-            readable_while_full = _stored(cluster.namesrv_addr)
+            readable_while_full: list[bytes] = []
+            while not readable_while_full or len(readable_while_full) < len(_stored(cluster.namesrv_addr)):
+                readable_while_full = _stored(cluster.namesrv_addr)  # until dispatch gets no further
+                time.sleep(0.5)
             assert readable_while_full, "nothing served while the disk is full"
             assert readable_while_full == [_body(n) for n in acked[: len(readable_while_full)]]
+            # Keys that find no index file are dropped (and logged): the ConsumeQueue goes on.
+            assert len(readable_while_full) > INDEX_ENTRIES and "indexing stopped" in broker.logs(tail=1000)
 
             filler.unlink()
             deadline = time.monotonic() + 15
@@ -121,10 +128,12 @@ def test_a_disk_full_to_the_last_block_kills_nothing(tmp_path: Path, small_disk:
                 time.sleep(0.2)
             producer.send_batch([Message(TOPIC, _body(n)) for n in range(len(acked), len(acked) + 32)])
             acked += range(len(acked), len(acked) + 32)
+        resumed = [line for line in broker.logs(tail=1000).splitlines() if "indexing resumed" in line]
+        assert resumed, "indexing never resumed"
         print(f"injected: a 24 MiB tmpfs filled to the last block; measured: {acked_while_full} messages "
               f"acknowledged into the CommitLog file already there, then: {error}; "
               f"{len(readable_while_full)} readable while full (the next ConsumeQueue file has no room), "
-              f"all {len(acked)} once space returned")
+              f"all {len(acked)} once space returned; {resumed[0].split(';')[-1].strip()}")
         _check_stored(cluster.namesrv_addr, acked)
         cluster.restart_broker()
         _check_stored(cluster.namesrv_addr, acked)

@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """Monotonic milliseconds: client and lock ages must not jump with the wall clock (a step
+    forward expired every client, a step back kept a dead client's queue locks for its size)."""
+    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(slots=True)

@@ -9,7 +9,8 @@ nothing; the index finds every key over the whole time range, and a time window 
 message of a phase whose clock did not stand behind the index file it went into; delayed
 messages are never held past their level's delay (RocketMQ's rule: a due time further than
 the delay ahead comes from a step back and is due now; after a step forward what the clock
-says is due goes out), and those no step crossed arrive on time.
+says is due goes out), and those no step crossed arrive on time; a push consumer gets every
+message and the broker expires no client on the step forward.
 
 Limit, measured and printed: an index entry keeps whole seconds after its file's begin
 timestamp, clamped at 0 (RocketMQ's layout), so a message stored while the clock stood behind
@@ -21,13 +22,23 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from lakemq.client import Message, MessageExt, SyncProducer, SyncPullConsumer
+from lakemq.client import (
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumerConfig,
+    Message,
+    MessageExt,
+    SyncProducer,
+    SyncPullConsumer,
+    SyncPushConsumer,
+)
 from lakemq.client.admin import Admin
 from tests.cluster import start_cluster
 
@@ -73,8 +84,8 @@ class _Run:
         msg = Message(TOPIC, _body(key))
         msg.keys = [key]
         msg.delay_time_level = level
+        self.delayed_sent[key] = (level, time.monotonic())  # before the send: the delay counts from the store
         self.producer.send(msg)
-        self.delayed_sent[key] = (level, time.monotonic())
 
     def read_all(self) -> list[MessageExt]:
         found: list[MessageExt] = []
@@ -112,6 +123,7 @@ def test_clock_steps_break_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         with SyncProducer("ClockStepProducer", namesrv_addr=ns) as producer, \
                 SyncPullConsumer("ClockStepReader", namesrv_addr=ns) as reader:
             producer.create_topic(TOPIC, 2)
+            pushed, consumer = _push_consumer(ns)
             run = _Run(clock, producer, reader)
             run.send_phase("a")
             run.send_delayed("a-delay", 2)
@@ -132,6 +144,11 @@ def test_clock_steps_break_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             run.send_delayed("d-delay", 1)
             latency |= run.wait_delivered({"d-delay"})
             stored = run.read_all()
+            deadline = time.monotonic() + 15
+            while len(pushed) < len(stored) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            consumer.shutdown()
+        broker_log = cluster.brokers["broker-a"].logs(tail=10_000)
 
         phases = "abcd"
         expected = {f"{p}-{i}" for p in phases for i in range(PER_PHASE)} | set(latency)
@@ -159,7 +176,29 @@ def test_clock_steps_break_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             assert seconds <= DELAY_S[level] + 3.0, f"{key} (level {level}) held {seconds:.1f} s"
         assert latency["c-delay"] >= 0.9 and latency["d-delay"] >= 0.9, "delivered before its delay"
         assert found_all == len(expected), "the index lost a key"
+        # Client ages count monotonic time: a step forward expires no one.
+        expired = [line for line in broker_log.splitlines() if "_manager - " in line and "expired" in line]
+        assert not expired, expired
+        assert pushed == set(expected), f"the push consumer missed {sorted(set(expected) - pushed)[:5]}"
         assert windows["a"] == PER_PHASE and windows["c"] == PER_PHASE
+
+
+def _push_consumer(ns: str) -> tuple[set[str], SyncPushConsumer]:
+    pushed: set[str] = set()
+    lock = threading.Lock()
+
+    def listener(msgs: list[MessageExt], _ctx: object) -> ConsumeConcurrentlyStatus:
+        with lock:
+            pushed.update(m.keys[0] for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = SyncPushConsumer("ClockStepGroup", config=ConsumerConfig(
+        consumer_group="ClockStepGroup", consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET),
+        namesrv_addr=ns)
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_message_listener_concurrently(listener)
+    consumer.start()
+    return pushed, consumer
 
 
 async def _query_index(ns: str, stored: list[MessageExt], keys: set[str]) -> tuple[int, dict[str, int]]:

@@ -41,18 +41,30 @@ INTERVAL_END_MS = "{{ data_interval_end.int_timestamp * 1000 if data_interval_en
 def common_params(*names: str) -> dict[str, Param]:
     """Run params for ``names`` (empty = use the Variable or the default), plus the free-form
     ones every lakemq task takes."""
-    params = {name: Param("", type="string", description=f"default: Variable lakemq_{name}, else {DEFAULTS[name]}")
-              for name in names}
-    params["conf"] = Param({}, type="object", description="broker.conf keys (camelCase) overriding the defaults")
+    params = {
+        name: Param("", type="string", description=f"default: Variable lakemq_{name}, else {DEFAULTS[name]}")
+        for name in names
+    }
+    params["conf"] = Param(
+        {}, type="object", description="broker.conf keys (camelCase) overriding the defaults"
+    )
     params["broker_conf"] = Param("", type="string", description="a broker.conf to read settings from")
-    params["storage_options"] = Param({}, type="object", description="lake storage options (object_store keys)")
-    params["spark_master"] = Param("", type="string", description="Spark master (default: conf/spark-defaults.conf)")
+    params["storage_options"] = Param(
+        {}, type="object", description="lake storage options (object_store keys)"
+    )
+    params["spark_master"] = Param(
+        "", type="string", description="Spark master (default: conf/spark-defaults.conf)"
+    )
     return params
 
 
 def settings_template(*names: str) -> str:
     """A template rendering to the JSON settings object for ``names`` plus the free-form params."""
     fields = [f'"{n}": params.{n} or var.value.get("lakemq_{n}", "{DEFAULTS[n]}")' for n in names]
-    fields += ['"conf": params.conf', '"broker_conf": params.broker_conf',
-               '"storage_options": params.storage_options', '"master": params.spark_master']
+    fields += [
+        '"conf": params.conf',
+        '"broker_conf": params.broker_conf',
+        '"storage_options": params.storage_options',
+        '"master": params.spark_master',
+    ]
     return "{{ {" + ", ".join(fields) + "} | tojson }}"

@@ -23,13 +23,28 @@ from lakemq.common.validation import check_topic
 @click.option("--to", "end", required=True, help="stored at or before (epoch ms or ISO time)")
 @click.option("--target-topic", help="send to this topic instead of TOPIC")
 @click.option("--rate", type=float, help="at most this many messages per second")
-@click.option("--batch", type=click.IntRange(1, 1024), default=128, show_default=True, help="messages per send")
+@click.option(
+    "--batch", type=click.IntRange(1, 1024), default=128, show_default=True, help="messages per send"
+)
 @click.option("--lake", required=True, help="lake URI")
 @click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
-@click.option("--checkpoint", type=click.Path(dir_okay=False),
-              help="resume file (default: ~/.lakemq/replay/TOPIC-TARGET-FROM-TO.json)")
-def replay_cmd(namesrv: str, topic: str, begin: str, end: str, target_topic: str | None, rate: float | None,
-               batch: int, lake: str, storage_option: tuple[str, ...], checkpoint: str | None) -> None:
+@click.option(
+    "--checkpoint",
+    type=click.Path(dir_okay=False),
+    help="resume file (default: ~/.lakemq/replay/TOPIC-TARGET-FROM-TO.json)",
+)
+def replay_cmd(
+    namesrv: str,
+    topic: str,
+    begin: str,
+    end: str,
+    target_topic: str | None,
+    rate: float | None,
+    batch: int,
+    lake: str,
+    storage_option: tuple[str, ...],
+    checkpoint: str | None,
+) -> None:
     """Re-produce TOPIC's messages stored between --from and --to, resumable, rate-limited."""
     from lakemq.client import SyncProducer
     from lakemq.jobs.broker_lookup import broker_lookup
@@ -38,19 +53,43 @@ def replay_cmd(namesrv: str, topic: str, begin: str, end: str, target_topic: str
     log_to_file()
     begin_ms, end_ms = parse_millis(begin, 0), parse_millis(end, 0)
     target = check_topic(target_topic or topic)
-    path = Path(checkpoint) if checkpoint else (
-        Path.home() / ".lakemq" / "replay" / f"{check_topic(topic)}-{target}-{begin_ms}-{end_ms}.json")
+    path = (
+        Path(checkpoint)
+        if checkpoint
+        else (Path.home() / ".lakemq" / "replay" / f"{check_topic(topic)}-{target}-{begin_ms}-{end_ms}.json")
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
-    with SyncProducer("lakemq_replay", namesrv_addr=namesrv) as producer, broker_lookup(namesrv) as found, \
-            Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                     console=Console(stderr=True)) as bar:
+    with (
+        SyncProducer("lakemq_replay", namesrv_addr=namesrv) as producer,
+        broker_lookup(namesrv) as found,
+        Progress(
+            TextColumn("replay"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        ) as bar,
+    ):
         task: Any = bar.add_task("replay", total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        result = replay(lake_uri=lake, topic=topic, begin_ms=begin_ms, end_ms=end_ms,
-                        send_batch=pipelined_sender(producer), checkpoint=path, target_topic=target, rate=rate,
-                        batch=batch, found_at_broker=found, storage_options=parse_storage_options(storage_option), progress=progress)
-    click.echo(f"replayed {result.sent} message(s) to {target} in {result.seconds:.1f}s"
-               f" ({result.skipped + result.recovered} already replayed by an earlier run; checkpoint {path})")
+        result = replay(
+            lake_uri=lake,
+            topic=topic,
+            begin_ms=begin_ms,
+            end_ms=end_ms,
+            send_batch=pipelined_sender(producer),
+            checkpoint=path,
+            target_topic=target,
+            rate=rate,
+            batch=batch,
+            found_at_broker=found,
+            storage_options=parse_storage_options(storage_option),
+            progress=progress,
+        )
+    click.echo(
+        f"replayed {result.sent} message(s) to {target} in {result.seconds:.1f}s"
+        f" ({result.skipped + result.recovered} already replayed by an earlier run; checkpoint {path})"
+    )

@@ -32,7 +32,8 @@ def broker_lookup(namesrv: str) -> Iterator[FoundAtBroker]:
     def found(topic: str, uniq_key: str) -> bool:
         try:
             msgs = asyncio.run_coroutine_threadsafe(
-                admin.query_message(topic, uniq_key, max_num=4, unique_key=True), loop).result(60)
+                admin.query_message(topic, uniq_key, max_num=4, unique_key=True), loop
+            ).result(60)
         except LakeMQError as exc:
             if "does not exist" in str(exc):
                 return False

@@ -43,19 +43,29 @@ from lakemq.tiering.lake_fs import LakeLocation
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DelaySweepConfig", "DueMessage", "SweepResult", "OUTCOME_TABLE", "OUTCOME_SCHEMA", "find_due", "sweep",
-           "run_sweep"]
+__all__ = [
+    "DelaySweepConfig",
+    "DueMessage",
+    "SweepResult",
+    "OUTCOME_TABLE",
+    "OUTCOME_SCHEMA",
+    "find_due",
+    "sweep",
+    "run_sweep",
+]
 
 OUTCOME_TABLE = "delay_sweep"
-OUTCOME_SCHEMA = pa.schema([
-    pa.field("source_msg_id", pa.string(), nullable=False),
-    pa.field("kind", pa.string(), nullable=False),
-    pa.field("target_topic", pa.string(), nullable=False),
-    pa.field("uniq_key", pa.string(), nullable=False),
-    pa.field("deliver_at", pa.int64(), nullable=False),
-    pa.field("recorded_at", pa.int64(), nullable=False),
-    pa.field("sent", pa.bool_(), nullable=False),  # False: found already at the broker, only recorded
-])
+OUTCOME_SCHEMA = pa.schema(
+    [
+        pa.field("source_msg_id", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("target_topic", pa.string(), nullable=False),
+        pa.field("uniq_key", pa.string(), nullable=False),
+        pa.field("deliver_at", pa.int64(), nullable=False),
+        pa.field("recorded_at", pa.int64(), nullable=False),
+        pa.field("sent", pa.bool_(), nullable=False),  # False: found already at the broker, only recorded
+    ]
+)
 
 _DROP = {
     "schedule": (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID),
@@ -109,15 +119,17 @@ def _outcome_exists(lake: LakeLocation) -> bool:
     return bool(DeltaTable.is_deltatable(_outcome_uri(lake), storage_options=lake.delta_options()))
 
 
-def _due_rows(spark: "SparkSession", lake: LakeLocation, now_ms: int, grace_ms: int, levels: DelayLevels) -> Any:
+def _due_rows(
+    spark: "SparkSession", lake: LakeLocation, now_ms: int, grace_ms: int, levels: DelayLevels
+) -> Any:
     register_views(spark, lake.uri, storage_options=lake.options, suffix="_sweep")
     delays = ", ".join(f"CAST({d} AS BIGINT)" for d in levels.delays_ms)
+    delay = f"element_at(array({delays}), least(s.queue_id + 1, {levels.max_level}))"
     start = f"CAST(m.properties['{MessageConst.START_DELIVER_TIME}'] AS BIGINT)"
     query = f"""
     SELECT * FROM (
-      SELECT s.msg_id, 'schedule' AS kind, s.properties['{MessageConst.REAL_TOPIC}'] AS target, s.body, s.sys_flag,
-             s.flag, s.properties, s.uniq_key,
-             s.store_timestamp + element_at(array({delays}), least(s.queue_id + 1, {levels.max_level})) AS deliver_at
+      SELECT s.msg_id, 'schedule' AS kind, s.properties['{MessageConst.REAL_TOPIC}'] AS target, s.body,
+             s.sys_flag, s.flag, s.properties, s.uniq_key, s.store_timestamp + {delay} AS deliver_at
       FROM schedule_messages_sweep s
       LEFT ANTI JOIN messages_sweep r
         ON r.topic = s.properties['{MessageConst.REAL_TOPIC}'] AND r.born_timestamp = s.born_timestamp
@@ -131,8 +143,12 @@ def _due_rows(spark: "SparkSession", lake: LakeLocation, now_ms: int, grace_ms: 
     """
     due = spark.sql(query, args={"due_before": now_ms - grace_ms, "now": now_ms})
     if _outcome_exists(lake):
-        done = (spark.read.format("lakedelta").option("path", _outcome_uri(lake))
-                .option("storage_options", json.dumps(lake.options)).load())
+        done = (
+            spark.read.format("lakedelta")
+            .option("path", _outcome_uri(lake))
+            .option("storage_options", json.dumps(lake.options))
+            .load()
+        )
         due = due.join(done, due.msg_id == done.source_msg_id, "left_anti")
     return due.orderBy("deliver_at", "msg_id")
 
@@ -146,12 +162,19 @@ def _to_due(row: Any) -> DueMessage:
     body = bytes(row["body"] or b"")
     if row["sys_flag"] & MessageSysFlag.COMPRESSED_FLAG:
         body = zlib.decompress(body)
-    return DueMessage(row["msg_id"], kind, Message(row["target"], body, row["flag"], props), row["deliver_at"])
+    return DueMessage(
+        row["msg_id"], kind, Message(row["target"], body, row["flag"], props), row["deliver_at"]
+    )
 
 
 def find_due(
-    spark: "SparkSession", lake_uri: str, *, now_ms: int, grace_ms: int = 10 * 60_000,
-    levels: DelayLevels | None = None, storage_options: Mapping[str, str] | None = None,
+    spark: "SparkSession",
+    lake_uri: str,
+    *,
+    now_ms: int,
+    grace_ms: int = 10 * 60_000,
+    levels: DelayLevels | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Iterator[DueMessage]:
     """Due messages not yet in the outcome table, oldest delivery time first."""
     lake = LakeLocation.of(lake_uri, storage_options)
@@ -164,16 +187,36 @@ def _record(lake: LakeLocation, done: Sequence[tuple[DueMessage, bool]]) -> None
     from deltalake import write_deltalake
 
     now = int(time.time() * 1000)
-    rows = [{"source_msg_id": d.source_msg_id, "kind": d.kind, "target_topic": d.message.topic,
-             "uniq_key": d.uniq_key, "deliver_at": d.deliver_at, "recorded_at": now, "sent": sent}
-            for d, sent in done]
-    write_deltalake(_outcome_uri(lake), pa.Table.from_pylist(rows, schema=OUTCOME_SCHEMA), mode="append",
-                    storage_options=lake.delta_options())
+    rows = [
+        {
+            "source_msg_id": d.source_msg_id,
+            "kind": d.kind,
+            "target_topic": d.message.topic,
+            "uniq_key": d.uniq_key,
+            "deliver_at": d.deliver_at,
+            "recorded_at": now,
+            "sent": sent,
+        }
+        for d, sent in done
+    ]
+    write_deltalake(
+        _outcome_uri(lake),
+        pa.Table.from_pylist(rows, schema=OUTCOME_SCHEMA),
+        mode="append",
+        storage_options=lake.delta_options(),
+    )
 
 
 def sweep(
-    spark: "SparkSession", *, lake_uri: str, send_batch: SendBatch, found_at_broker: FoundAtBroker,
-    now_ms: int | None = None, grace_ms: int = 10 * 60_000, batch: int = 32, levels: DelayLevels | None = None,
+    spark: "SparkSession",
+    *,
+    lake_uri: str,
+    send_batch: SendBatch,
+    found_at_broker: FoundAtBroker,
+    now_ms: int | None = None,
+    grace_ms: int = 10 * 60_000,
+    batch: int = 32,
+    levels: DelayLevels | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> SweepResult:
     """Deliver every message due by ``now_ms`` (default: now) that was not delivered before.
@@ -195,8 +238,9 @@ def sweep(
         _record(lake, [(d, True) for d in to_send] + [(d, False) for d in already])
         sent, found = sent + len(to_send), found + len(already)
 
-    for item in find_due(spark, lake_uri, now_ms=now, grace_ms=grace_ms, levels=levels,
-                         storage_options=storage_options):
+    for item in find_due(
+        spark, lake_uri, now_ms=now, grace_ms=grace_ms, levels=levels, storage_options=storage_options
+    ):
         due += 1
         pending.setdefault(item.message.topic, []).append(item)
         if len(pending[item.message.topic]) >= batch:
@@ -228,8 +272,10 @@ def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[s
     owned = SparkSession.getActiveSession() is None
     spark = build_session(master=values.get("master") or None, app_name="lakemq-delay-sweep")
     try:
-        with SyncProducer("lakemq_delay_sweep", namesrv_addr=values["namesrv"]) as producer, \
-                broker_lookup(values["namesrv"]) as found:
+        with (
+            SyncProducer("lakemq_delay_sweep", namesrv_addr=values["namesrv"]) as producer,
+            broker_lookup(values["namesrv"]) as found,
+        ):
 
             def send(msgs: Sequence[Message]) -> None:
                 if msgs[0].topic.startswith("%RETRY%"):  # retry topics take no batches
@@ -238,10 +284,23 @@ def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[s
                 else:
                     producer.send_batch(msgs)
 
-            result = sweep(spark, lake_uri=values["lake_uri"], send_batch=send, found_at_broker=found, now_ms=now_ms,
-                           grace_ms=config.delay_sweep_grace_ms, batch=config.delay_sweep_batch, levels=levels,
-                           storage_options=options)
+            result = sweep(
+                spark,
+                lake_uri=values["lake_uri"],
+                send_batch=send,
+                found_at_broker=found,
+                now_ms=now_ms,
+                grace_ms=config.delay_sweep_grace_ms,
+                batch=config.delay_sweep_batch,
+                levels=levels,
+                storage_options=options,
+            )
     finally:
         if owned:
             spark.stop()
-    return {"due": result.due, "sent": result.sent, "found": result.found, "seconds": round(result.seconds, 3)}
+    return {
+        "due": result.due,
+        "sent": result.sent,
+        "found": result.found,
+        "seconds": round(result.seconds, 3),
+    }

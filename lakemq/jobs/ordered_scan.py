@@ -26,7 +26,16 @@ from lakemq.tiering.tables import MESSAGES_TABLE
 
 __all__ = ["COLUMNS", "ordered_pages"]
 
-COLUMNS = ("msg_id", "uniq_key", "body", "flag", "sys_flag", "properties", "store_timestamp", "commitlog_offset")
+COLUMNS = (
+    "msg_id",
+    "uniq_key",
+    "body",
+    "flag",
+    "sys_flag",
+    "properties",
+    "store_timestamp",
+    "commitlog_offset",
+)
 
 
 class _Files:
@@ -40,8 +49,11 @@ class _Files:
         options = {"path": lake.table_uri(MESSAGES_TABLE), "storage_options": json.dumps(lake.options)}
         source = DeltaDataSource(options)
         self._reader = source.reader(source.schema())
-        filters = [EqualTo(("topic",), topic), GreaterThanOrEqual(("store_timestamp",), begin_ms),
-                   LessThanOrEqual(("store_timestamp",), end_ms)]
+        filters = [
+            EqualTo(("topic",), topic),
+            GreaterThanOrEqual(("store_timestamp",), begin_ms),
+            LessThanOrEqual(("store_timestamp",), end_ms),
+        ]
         list(self._reader.pushFilters(filters))
         self.files = [FileGroup([f]) for group in self._reader.partitions() for f in group.files]  # type: ignore[attr-defined]
         self._cache: OrderedDict[int, pa.Table] = OrderedDict()
@@ -51,7 +63,9 @@ class _Files:
         if index in self._cache:
             self._cache.move_to_end(index)
             return self._cache[index]
-        table = pa.Table.from_batches(list(self._reader.read(self.files[index])), schema=self._reader.arrow_schema)
+        table = pa.Table.from_batches(
+            list(self._reader.read(self.files[index])), schema=self._reader.arrow_schema
+        )
         table = table.select(list(COLUMNS))
         self._cache[index] = table
         while len(self._cache) > 1 and sum(t.nbytes for t in self._cache.values()) > self._cache_bytes:
@@ -68,8 +82,15 @@ def _masks(table: pa.Table, begin_ms: int, end_ms: int, after: tuple[int, int]) 
 
 
 def ordered_pages(
-    lake_uri: str, *, topic: str, begin_ms: int, end_ms: int, after: tuple[int, int] = (-1, -1),
-    page_rows: int = 100_000, cache_bytes: int = 256 << 20, storage_options: Mapping[str, str] | None = None,
+    lake_uri: str,
+    *,
+    topic: str,
+    begin_ms: int,
+    end_ms: int,
+    after: tuple[int, int] = (-1, -1),
+    page_rows: int = 100_000,
+    cache_bytes: int = 256 << 20,
+    storage_options: Mapping[str, str] | None = None,
 ) -> tuple[int, int, Iterator[pa.Table]]:
     """(rows in the range, rows after ``after``, those rows' pages in order) for ``topic``'s
     rows stored in [begin_ms, end_ms]."""
@@ -81,15 +102,28 @@ def ordered_pages(
         in_range, mask = _masks(table, begin_ms, end_ms, after)
         total += pc.sum(in_range).as_py() or 0
         rows = pc.indices_nonzero(mask)
-        keys.append(pa.table({
-            "store_timestamp": table.column("store_timestamp").filter(mask),
-            "commitlog_offset": table.column("commitlog_offset").filter(mask),
-            "file": pa.array([i] * len(rows), pa.int32()), "row": rows.cast(pa.int64()),
-        }))
-    order = pa.concat_tables(keys) if keys else pa.table({"store_timestamp": pa.array([], pa.int64()),
-                                                          "commitlog_offset": pa.array([], pa.int64()),
-                                                          "file": pa.array([], pa.int32()),
-                                                          "row": pa.array([], pa.int64())})
+        keys.append(
+            pa.table(
+                {
+                    "store_timestamp": table.column("store_timestamp").filter(mask),
+                    "commitlog_offset": table.column("commitlog_offset").filter(mask),
+                    "file": pa.array([i] * len(rows), pa.int32()),
+                    "row": rows.cast(pa.int64()),
+                }
+            )
+        )
+    order = (
+        pa.concat_tables(keys)
+        if keys
+        else pa.table(
+            {
+                "store_timestamp": pa.array([], pa.int64()),
+                "commitlog_offset": pa.array([], pa.int64()),
+                "file": pa.array([], pa.int32()),
+                "row": pa.array([], pa.int64()),
+            }
+        )
+    )
     order = order.sort_by([("store_timestamp", "ascending"), ("commitlog_offset", "ascending")])
 
     def pages() -> Iterator[pa.Table]:

@@ -1,11 +1,11 @@
 """Replay: re-produce a topic's history from the lake into a topic, through a broker.
 
 A topic's rows with ``store_timestamp`` in [begin, end] are read from the ``messages`` table
-in (store_timestamp, commitlog_offset) order (:mod:`lakemq.jobs.ordered_scan`). They go out in batches with the same body
-(uncompressed; the producer compresses again as configured), flag, keys, tags and user
-properties, and with ORIGIN_MESSAGE_ID set to the original message id (the UNIQ_KEY its
-producer was given). System properties such as UNIQ_KEY, DELAY and the retry and transaction
-markers are dropped. Each copy's UNIQ_KEY is derived from the target topic and the source
+in (store_timestamp, commitlog_offset) order (:mod:`lakemq.jobs.ordered_scan`). They go out
+in batches with the same body (uncompressed; the producer compresses again as configured),
+flag, keys, tags and user properties, and with ORIGIN_MESSAGE_ID set to the original message
+id (the UNIQ_KEY its producer was given). System properties such as UNIQ_KEY, DELAY and the
+retry and transaction markers are dropped. Each copy's UNIQ_KEY is derived from the target topic and the source
 row's offset id, so replaying the same row into the same topic always yields the same id.
 
 The rows come in pages of ``page_rows`` (Arrow tables), so memory stays bounded. Up to ``window``
@@ -44,14 +44,26 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplayResult", "Checkpoint", "replay", "replay_uniq_key", "pipelined_sender", "SYSTEM_PROPERTIES"]
 
-SYSTEM_PROPERTIES = frozenset({
-    MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.DELAY_TIME_LEVEL, MessageConst.WAIT_STORE_MSG_OK,
-    MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID, MessageConst.RETRY_TOPIC,
-    MessageConst.TRANSACTION_PREPARED, MessageConst.PRODUCER_GROUP, MessageConst.MIN_OFFSET,
-    MessageConst.MAX_OFFSET, MessageConst.RECONSUME_TIME, MessageConst.MAX_RECONSUME_TIMES,
-    MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, MessageConst.TRANSACTION_CHECK_TIMES,
-    MessageConst.CONSUME_START_TIMESTAMP, MessageConst.ORIGIN_MESSAGE_ID,
-})
+SYSTEM_PROPERTIES = frozenset(
+    {
+        MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+        MessageConst.DELAY_TIME_LEVEL,
+        MessageConst.WAIT_STORE_MSG_OK,
+        MessageConst.REAL_TOPIC,
+        MessageConst.REAL_QUEUE_ID,
+        MessageConst.RETRY_TOPIC,
+        MessageConst.TRANSACTION_PREPARED,
+        MessageConst.PRODUCER_GROUP,
+        MessageConst.MIN_OFFSET,
+        MessageConst.MAX_OFFSET,
+        MessageConst.RECONSUME_TIME,
+        MessageConst.MAX_RECONSUME_TIMES,
+        MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET,
+        MessageConst.TRANSACTION_CHECK_TIMES,
+        MessageConst.CONSUME_START_TIMESTAMP,
+        MessageConst.ORIGIN_MESSAGE_ID,
+    }
+)
 BATCH = 128
 WINDOW = 4  # batches in flight when send_batch returns Futures
 PAGE_ROWS = 100_000  # rows per lake query (an Arrow table in memory at a time)
@@ -82,15 +94,26 @@ class Checkpoint:
         try:
             data = json.loads(path.read_text())
             sending = data.get("sending")
-            return cls((int(data["store_timestamp"]), int(data["commitlog_offset"])),
-                       (int(sending[0]), int(sending[1])) if sending else None)
+            return cls(
+                (int(data["store_timestamp"]), int(data["commitlog_offset"])),
+                (int(sending[0]), int(sending[1])) if sending else None,
+            )
         except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise ConfigError(f"replay checkpoint {path} is unreadable ({exc}); delete it to start over") from exc
+            raise ConfigError(
+                f"replay checkpoint {path} is unreadable ({exc}); delete it to start over"
+            ) from exc
 
     def save(self, path: Path) -> None:
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"store_timestamp": self.done[0], "commitlog_offset": self.done[1],
-                                   "sending": list(self.sending) if self.sending else None}))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "store_timestamp": self.done[0],
+                    "commitlog_offset": self.done[1],
+                    "sending": list(self.sending) if self.sending else None,
+                }
+            )
+        )
         os.replace(tmp, path)
 
 
@@ -104,7 +127,7 @@ def _properties(column: "pa.ChunkedArray") -> list[list[tuple[str, str]]]:
     maps = column.combine_chunks()
     offsets = maps.offsets.to_pylist()
     pairs = list(zip(maps.keys.to_pylist(), maps.items.to_pylist()))
-    return [pairs[offsets[i]:offsets[i + 1]] for i in range(len(maps))]
+    return [pairs[offsets[i] : offsets[i + 1]] for i in range(len(maps))]
 
 
 def _messages(page: "pa.Table", topic: str) -> Iterator[tuple[Position, Message]]:
@@ -120,7 +143,10 @@ def _messages(page: "pa.Table", topic: str) -> Iterator[tuple[Position, Message]
         body = cols["body"][i] or b""
         if cols["sys_flag"][i] & MessageSysFlag.COMPRESSED_FLAG:
             body = zlib.decompress(body)
-        yield (cols["store_timestamp"][i], cols["commitlog_offset"][i]), Message(topic, body, cols["flag"][i], props)
+        yield (
+            (cols["store_timestamp"][i], cols["commitlog_offset"][i]),
+            Message(topic, body, cols["flag"][i], props),
+        )
 
 
 def pipelined_sender(producer: Any) -> SendBatch:
@@ -135,10 +161,21 @@ def pipelined_sender(producer: Any) -> SendBatch:
 
 
 def replay(
-    *, lake_uri: str, topic: str, begin_ms: int, end_ms: int, send_batch: SendBatch,
-    checkpoint: Path, target_topic: str | None = None, rate: float | None = None, batch: int = BATCH,
-    window: int = WINDOW, page_rows: int = PAGE_ROWS, found_at_broker: FoundAtBroker | None = None,
-    storage_options: Mapping[str, str] | None = None, progress: Progress | None = None,
+    *,
+    lake_uri: str,
+    topic: str,
+    begin_ms: int,
+    end_ms: int,
+    send_batch: SendBatch,
+    checkpoint: Path,
+    target_topic: str | None = None,
+    rate: float | None = None,
+    batch: int = BATCH,
+    window: int = WINDOW,
+    page_rows: int = PAGE_ROWS,
+    found_at_broker: FoundAtBroker | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> ReplayResult:
     """Send ``topic``'s messages stored in [begin_ms, end_ms] to ``target_topic`` (default: the
     same topic) with ``send_batch``, at most ``rate`` messages per second. ``send_batch`` may
@@ -149,8 +186,15 @@ def replay(
     began = time.monotonic()
     target = target_topic or topic
     state = Checkpoint.load(checkpoint)
-    total, left, pages = ordered_pages(lake_uri, topic=topic, begin_ms=begin_ms, end_ms=end_ms, after=state.done,
-                                       page_rows=page_rows, storage_options=storage_options)
+    total, left, pages = ordered_pages(
+        lake_uri,
+        topic=topic,
+        begin_ms=begin_ms,
+        end_ms=end_ms,
+        after=state.done,
+        page_rows=page_rows,
+        storage_options=storage_options,
+    )
     skipped = total - left
     sent = recovered = 0
     pending: list[Message] = []
@@ -193,8 +237,12 @@ def replay(
     for page in pages:
         for position, msg in _messages(page, target):
             last = position
-            if state.sending and found_at_broker and position <= state.sending \
-                    and found_at_broker(target, msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX]):
+            if (
+                state.sending
+                and found_at_broker
+                and position <= state.sending
+                and found_at_broker(target, msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
+            ):
                 recovered += 1
                 continue
             pending.append(msg)
@@ -205,5 +253,10 @@ def replay(
     ack(until=0)
     if last != acked or state.sending:
         Checkpoint(last).save(checkpoint)
-    return ReplayResult(sent, skipped, recovered, time.monotonic() - began,
-                        time.monotonic() - sending_since if sending_since else 0.0)
+    return ReplayResult(
+        sent,
+        skipped,
+        recovered,
+        time.monotonic() - began,
+        time.monotonic() - sending_since if sending_since else 0.0,
+    )

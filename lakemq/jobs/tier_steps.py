@@ -51,7 +51,9 @@ class TierSettings:
         props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
         if values.get("lake_uri"):
             props["lakeUri"] = str(values["lake_uri"])
-        store_dir = Path(values["store_dir"]) if values.get("store_dir") else bind(StoreConfig, props).root_dir
+        store_dir = (
+            Path(values["store_dir"]) if values.get("store_dir") else bind(StoreConfig, props).root_dir
+        )
         return cls(
             store_dir=store_dir,
             broker_name=str(values.get("broker_name") or props.get("brokerName", "broker-a")),
@@ -70,10 +72,17 @@ def seal(settings: TierSettings, *, now_ms: int | None = None) -> Summary:
     re-run of the same interval seals the same files)."""
     from lakemq.tiering.seal import seal_segments
 
-    new = seal_segments(settings.store_dir, idle_ms=settings.config.tier_seal_idle_ms,
-                        stride=settings.config.tier_boundary_stride, now_ms=now_ms)
-    return {"sealed": len(new), "rows": sum(s.rows for s in new),
-            "ranges": [[s.range_start, s.range_end] for s in new]}
+    new = seal_segments(
+        settings.store_dir,
+        idle_ms=settings.config.tier_seal_idle_ms,
+        stride=settings.config.tier_boundary_stride,
+        now_ms=now_ms,
+    )
+    return {
+        "sealed": len(new),
+        "rows": sum(s.rows for s in new),
+        "ranges": [[s.range_start, s.range_end] for s in new],
+    }
 
 
 def compact(settings: TierSettings) -> Summary:
@@ -87,17 +96,25 @@ def compact(settings: TierSettings) -> Summary:
     spark = build_session(master=settings.master, app_name="lakemq-tier-compact")
     try:
         result = compact_job(
-            spark, store_dir=settings.store_dir, lake_uri=settings.config.lake_uri, broker_name=settings.broker_name,
-            storage_options=settings.storage_options, seal_idle_ms=settings.config.tier_seal_idle_ms,
+            spark,
+            store_dir=settings.store_dir,
+            lake_uri=settings.config.lake_uri,
+            broker_name=settings.broker_name,
+            storage_options=settings.storage_options,
+            seal_idle_ms=settings.config.tier_seal_idle_ms,
             boundary_stride=settings.config.tier_boundary_stride,
             checkpoint_interval=settings.config.tier_checkpoint_interval,
         )
     finally:
         if owned:
             spark.stop()
-    return {"committed": [[e.range_start, e.range_end, e.delta_version] for e in result.committed],
-            "already_committed": list(result.already_committed), "rows": result.rows,
-            "bytes_in": result.bytes_in, "seconds": round(result.seconds, 3)}
+    return {
+        "committed": [[e.range_start, e.range_end, e.delta_version] for e in result.committed],
+        "already_committed": list(result.already_committed),
+        "rows": result.rows,
+        "bytes_in": result.bytes_in,
+        "seconds": round(result.seconds, 3),
+    }
 
 
 def verify(settings: TierSettings) -> Summary:
@@ -107,8 +124,11 @@ def verify(settings: TierSettings) -> Summary:
     lake = settings.lake
     manifest, counts = verify_manifest(lake, settings.store_dir, Manifest.open(lake, settings.broker_name))
     manifest.save(lake)
-    return {"verified": len(counts), "rows": sum(c.rows for c in counts.values()),
-            "verified_end": manifest.verified_end}
+    return {
+        "verified": len(counts),
+        "rows": sum(c.rows for c in counts.values()),
+        "verified_end": manifest.verified_end,
+    }
 
 
 def retention(settings: TierSettings) -> Summary:
@@ -125,15 +145,25 @@ def maintain(settings: TierSettings) -> Summary:
     """Optimize, vacuum and checkpoint the table."""
     from lakemq.jobs.maintain import maintain as maintain_job
 
-    result = maintain_job(settings.config.lake_uri, storage_options=settings.storage_options,
-                          target_size=settings.config.tier_target_file_size,
-                          vacuum_retention_hours=settings.config.tier_vacuum_retention_hours)
-    return {"files_added": result.files_added, "files_removed": result.files_removed,
-            "vacuumed": len(result.vacuumed), "checkpoint_version": result.checkpoint_version}
+    result = maintain_job(
+        settings.config.lake_uri,
+        storage_options=settings.storage_options,
+        target_size=settings.config.tier_target_file_size,
+        vacuum_retention_hours=settings.config.tier_vacuum_retention_hours,
+    )
+    return {
+        "files_added": result.files_added,
+        "files_removed": result.files_removed,
+        "vacuumed": len(result.vacuumed),
+        "checkpoint_version": result.checkpoint_version,
+    }
 
 
 _STEP_FUNCTIONS: Mapping[str, Callable[[TierSettings], Summary]] = {
-    "compact": compact, "verify": verify, "retention": retention, "maintain": maintain,
+    "compact": compact,
+    "verify": verify,
+    "retention": retention,
+    "maintain": maintain,
 }
 
 

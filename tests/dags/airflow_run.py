@@ -17,31 +17,40 @@ INSTALL_TIMEOUT = 900  # a fresh machine downloads ~130 wheels (about a minute h
 
 def airflow_python() -> str:
     """The .venv-airflow interpreter, installed first when missing (stamped: a no-op after)."""
-    done = subprocess.run([str(ROOT / "scripts" / "airflow_env.sh")], capture_output=True, text=True,
-                          timeout=INSTALL_TIMEOUT)
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "airflow_env.sh")], capture_output=True, text=True, timeout=INSTALL_TIMEOUT
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
 
 
 def airflow_env(home: Path, **variables: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        # Tasks run lakemq with the interpreter running these tests.
-        "AIRFLOW_VAR_LAKEMQ_PYTHON": sys.executable,
-    })
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            # Tasks run lakemq with the interpreter running these tests.
+            "AIRFLOW_VAR_LAKEMQ_PYTHON": sys.executable,
+        }
+    )
     env.update({f"AIRFLOW_VAR_{k.upper()}": v for k, v in variables.items()})
     return env
 
 
 def run_script(python: str, script: str, env: dict[str, str], timeout: float = 600) -> Any:
     """Run ``script`` in Airflow's interpreter; it prints one JSON line last, returned parsed."""
-    done = subprocess.run([python, "-c", script], capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd=env["AIRFLOW_HOME"])
+    done = subprocess.run(
+        [python, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=env["AIRFLOW_HOME"],
+    )
     assert done.returncode == 0, f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -62,7 +71,8 @@ folder = Path(os.environ['AIRFLOW__CORE__DAGS_FOLDER'])
 bag = BundleDagBag(dag_folder=folder, bundle_path=folder)
 print(json.dumps({
     "errors": {k: str(v) for k, v in bag.import_errors.items()},
-    "dags": {d.dag_id: {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks} for d in bag.dags.values()},
+    "dags": {d.dag_id: {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}
+             for d in bag.dags.values()},
     "params": {d.dag_id: sorted(d.params.keys()) for d in bag.dags.values()},
 }))
 """

@@ -42,17 +42,31 @@ def test_every_dag_loads_with_its_tasks_in_order(airflow_py: str, tmp_path: Path
 
 
 def _write_store(store_dir: Path, count: int) -> None:
-    config = StoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=32 * 1024,
-                         mapped_file_size_consume_queue=6000 * 20, max_hash_slot_num=500, max_index_num=2000)
+    config = StoreConfig(
+        store_path_root_dir=str(store_dir),
+        mapped_file_size_commit_log=32 * 1024,
+        mapped_file_size_consume_queue=6000 * 20,
+        max_hash_slot_num=500,
+        max_index_num=2000,
+    )
     store = MessageStore(config)
     assert store.load()
     store.start()
     try:
         for i in range(count):
-            props = {MessageConst.KEYS: f"k{i}", MessageConst.TAGS: "t", MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX:
-                     f"AIRFLOW{i:08d}"}
-            msg = MessageExtBrokerInner(topic="DagTopic", body=f"body-{i}".encode() * 20, queue_id=i % 2,
-                                        properties=props, born_timestamp=1_700_000_000_000, born_host="127.0.0.1:1")
+            props = {
+                MessageConst.KEYS: f"k{i}",
+                MessageConst.TAGS: "t",
+                MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"AIRFLOW{i:08d}",
+            }
+            msg = MessageExtBrokerInner(
+                topic="DagTopic",
+                body=f"body-{i}".encode() * 20,
+                queue_id=i % 2,
+                properties=props,
+                born_timestamp=1_700_000_000_000,
+                born_host="127.0.0.1:1",
+            )
             assert store.put_message(msg).is_ok
     finally:
         store.shutdown()
@@ -72,15 +86,22 @@ def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path
     env = airflow_env(tmp_path / "airflow", lakemq_lake_uri=str(lake))  # a Variable: the param left empty
     (tmp_path / "airflow").mkdir()
     migrate(airflow_py, env)
-    conf = {"store_dir": str(store_dir), "broker_name": "broker-a", "conf": {"tierSealIdleMs": "1"},
-            "spark_master": "local[1]"}
+    conf = {
+        "store_dir": str(store_dir),
+        "broker_name": "broker-a",
+        "conf": {"tierSealIdleMs": "1"},
+        "spark_master": "local[1]",
+    }
     run = run_script(airflow_py, DAG_TEST_SCRIPT.format(dag_id="lakemq_tiering", run_conf=conf), env)
     assert run["state"] == "success", run
     assert run["tasks"] == {t: "success" for t in TIERING}
 
     table = DeltaTable(str(lake / "messages"))
-    uniq = [u for f in snapshot_files(table, str(lake / "messages"))
-            for u in pq.read_table(f["uri"], columns=["uniq_key"]).column("uniq_key").to_pylist()]
+    uniq = [
+        u
+        for f in snapshot_files(table, str(lake / "messages"))
+        for u in pq.read_table(f["uri"], columns=["uniq_key"]).column("uniq_key").to_pylist()
+    ]
     assert sorted(uniq) == [f"AIRFLOW{i:08d}" for i in range(count)]
     files_after = sorted(p.name for p in (store_dir / "commitlog").iterdir())
     assert files_after == files_before[-1:], "retention keeps only the newest (writer's) file once verified"

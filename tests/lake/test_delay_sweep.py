@@ -56,7 +56,9 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
             plain = [producer.send(Message(DELAYED, f"plain-{i}".encode())).msg_id for i in range(2)]
             long_delay: dict[str, bytes] = {}
             for i in range(5):  # level 2 = 2 h: still waiting in SCHEDULE_TOPIC_XXXX
-                msg = Message(DELAYED, f"late-{i}".encode() * 800, properties={"n": str(i)})  # > 4 KiB: compressed
+                msg = Message(
+                    DELAYED, f"late-{i}".encode() * 800, properties={"n": str(i)}
+                )  # > 4 KiB: compressed
                 msg.delay_time_level, msg.tags, msg.keys = 2, "late", [f"late{i}"]
                 long_delay[producer.send(msg).msg_id] = msg.body
             for i in range(3):  # level 1 = 1 s: the broker delivers these itself
@@ -68,18 +70,32 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
             for i in range(6):
                 body = f"timer-{i}".encode()
                 start = now + (HOUR if i < 4 else 10 * HOUR)
-                sent = producer.send(Message(TIMER, body, properties={MessageConst.START_DELIVER_TIME: str(start)}))
+                sent = producer.send(
+                    Message(TIMER, body, properties={MessageConst.START_DELIVER_TIME: str(start)})
+                )
                 if i < 4:
                     timers[sent.msg_id] = body
         _wait_for(ns, DELAYED, 2 + 3)
         lake = tmp_path / "lake"
-        tier_run(spark, store_dir=tmp_path / "cluster" / "broker-a" / "store", broker_name="broker-a",
-                 config=TieringConfig(lake_uri=str(lake), tier_seal_idle_ms=1), retention=False, upkeep=False)
+        tier_run(
+            spark,
+            store_dir=tmp_path / "cluster" / "broker-a" / "store",
+            broker_name="broker-a",
+            config=TieringConfig(lake_uri=str(lake), tier_seal_idle_ms=1),
+            retention=False,
+            upkeep=False,
+        )
 
         def run() -> Any:
             with SyncProducer("SweepSender", namesrv_addr=ns) as sender, broker_lookup(ns) as found:
-                return sweep(spark, lake_uri=str(lake), send_batch=sender.send_batch, found_at_broker=found,
-                             now_ms=now + 3 * HOUR, levels=DelayLevels(LEVELS))
+                return sweep(
+                    spark,
+                    lake_uri=str(lake),
+                    send_batch=sender.send_batch,
+                    found_at_broker=found,
+                    now_ms=now + 3 * HOUR,
+                    levels=DelayLevels(LEVELS),
+                )
 
         first = run()
         assert (first.due, first.sent, first.found) == (9, 9, 0)
@@ -95,11 +111,15 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
 
     assert len(delayed) == 2 + 3 + 5
     copies = [m for m in delayed if m.body.startswith(b"late-")]
-    assert sorted(m.unique_key for m in copies) == sorted(long_delay)  # the broker's re-put keeps UNIQ_KEY too
+    assert sorted(m.unique_key for m in copies) == sorted(
+        long_delay
+    )  # the broker's re-put keeps UNIQ_KEY too
     for m in copies:
         assert m.body == long_delay[m.unique_key]
         assert (m.tags, m.keys[0][:4]) == ("late", "late")
-        assert MessageConst.DELAY_TIME_LEVEL not in m.properties and MessageConst.REAL_TOPIC not in m.properties
+        assert (
+            MessageConst.DELAY_TIME_LEVEL not in m.properties and MessageConst.REAL_TOPIC not in m.properties
+        )
     assert {m.unique_key for m in delayed} >= set(plain)
 
     assert len(timer_topic) == 6 + 4

@@ -44,7 +44,9 @@ def _read_all(namesrv: str, topic: str) -> list[Any]:
 
 @pytest.mark.slow
 def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Path) -> None:
-    with start_cluster(tmp_path / "cluster", broker_conf={"mappedFileSizeCommitLog": str(64 << 10)}) as cluster:
+    with start_cluster(
+        tmp_path / "cluster", broker_conf={"mappedFileSizeCommitLog": str(64 << 10)}
+    ) as cluster:
         ns = cluster.namesrv_addr
         with SyncProducer("ReplayProducer", namesrv_addr=ns) as producer:
             producer.create_topic(SOURCE, 2)
@@ -53,24 +55,53 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
             began = int(time.time() * 1000)
             for i in range(COUNT):
                 size = 500 if i % 50 == 0 else 10  # some bodies over 4 KiB: stored compressed
-                msg = Message(SOURCE, f"payload-{i}".encode() * size, properties={"color": ("red", "blue")[i % 2]})
+                msg = Message(
+                    SOURCE, f"payload-{i}".encode() * size, properties={"color": ("red", "blue")[i % 2]}
+                )
                 msg.keys, msg.tags = [f"k{i}"], f"tag{i % 3}"
                 producer.send(msg)
             ended = int(time.time() * 1000)
         originals = {m.msg_id: m for m in _read_all(ns, SOURCE)}
         lake = tmp_path / "lake"
-        tier_run(spark, store_dir=tmp_path / "cluster" / "broker-a" / "store", broker_name="broker-a",
-                 config=TieringConfig(lake_uri=str(lake), tier_seal_idle_ms=1), retention=False, upkeep=False)
+        tier_run(
+            spark,
+            store_dir=tmp_path / "cluster" / "broker-a" / "store",
+            broker_name="broker-a",
+            config=TieringConfig(lake_uri=str(lake), tier_seal_idle_ms=1),
+            retention=False,
+            upkeep=False,
+        )
 
         checkpoint = tmp_path / "replay.json"
-        args = lakemq_command("replay", "-n", ns, "--topic", SOURCE, "--target-topic", TARGET, "--from", str(began),
-                              "--to", str(ended), "--lake", str(lake), "--checkpoint", str(checkpoint),
-                              "--rate", "150", "--batch", "32")
+        args = lakemq_command(
+            "replay",
+            "-n",
+            ns,
+            "--topic",
+            SOURCE,
+            "--target-topic",
+            TARGET,
+            "--from",
+            str(began),
+            "--to",
+            str(ended),
+            "--lake",
+            str(lake),
+            "--checkpoint",
+            str(checkpoint),
+            "--rate",
+            "150",
+            "--batch",
+            "32",
+        )
         env = dict(os.environ, LAKEMQ_LOG_DIR=str(tmp_path / "logs"))
         first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and first.poll() is None and (
-                not checkpoint.exists() or json.loads(checkpoint.read_text())["commitlog_offset"] < 0):
+        while (
+            time.monotonic() < deadline
+            and first.poll() is None
+            and (not checkpoint.exists() or json.loads(checkpoint.read_text())["commitlog_offset"] < 0)
+        ):
             time.sleep(0.05)
         first.send_signal(signal.SIGKILL)
         first.communicate()
@@ -81,19 +112,24 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
         assert second.returncode == 0, second.stderr[-2000:]
         copies = _read_all(ns, TARGET)
         in_flight = _died_after_a_send_then_rerun(ns, lake, began, ended, tmp_path / "replay2.json")
-    print(f"injected: SIGKILL of the replay after {partial} of {COUNT}; measured: {len(copies)} in the target")
+    print(
+        f"injected: SIGKILL of the replay after {partial} of {COUNT}; measured: {len(copies)} in the target"
+    )
     origin_ids = [m.properties["ORIGIN_MESSAGE_ID"] for m in copies]
     assert sorted(origin_ids) == sorted(originals), "replay lost or duplicated a message"
     for copy in copies:
         source = originals[copy.properties["ORIGIN_MESSAGE_ID"]]
         assert (copy.body, copy.tags, copy.keys, copy.properties["color"]) == (
-            source.body, source.tags, source.keys, source.properties["color"])
+            source.body,
+            source.tags,
+            source.keys,
+            source.properties["color"],
+        )
         assert copy.unique_key != source.unique_key  # a new message, not a resend of the old id
     assert sorted(m.properties["ORIGIN_MESSAGE_ID"] for m in in_flight) == sorted(originals)
 
 
-def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int,
-                                  checkpoint: Path) -> list[Any]:
+def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int, checkpoint: Path) -> list[Any]:
     """A run that dies after the broker stored a batch but before the checkpoint says so: the
     re-run finds that batch at the broker and sends only the rest."""
     with SyncProducer("ReplayInProcess", namesrv_addr=ns) as producer, broker_lookup(ns) as found:
@@ -106,8 +142,16 @@ def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int,
             if calls == 2:
                 raise KeyboardInterrupt("killed between the send and the checkpoint")
 
-        common = dict(lake_uri=str(lake), topic=SOURCE, begin_ms=began, end_ms=ended, checkpoint=checkpoint,
-                      target_topic=TARGET2, batch=50, found_at_broker=found)
+        common = dict(
+            lake_uri=str(lake),
+            topic=SOURCE,
+            begin_ms=began,
+            end_ms=ended,
+            checkpoint=checkpoint,
+            target_topic=TARGET2,
+            batch=50,
+            found_at_broker=found,
+        )
         try:
             replay(send_batch=dies_after_second_send, **common)
         except KeyboardInterrupt:
@@ -118,8 +162,9 @@ def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int,
     return _read_all(ns, TARGET2)
 
 
-def test_ordered_scan_pages_every_row_once_in_order(spark: Any, store_dir: Path, write_store: WriteStore,
-                                                    tmp_path: Path) -> None:
+def test_ordered_scan_pages_every_row_once_in_order(
+    spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path
+) -> None:
     """Many files and pages, a cache smaller than one file: every row of the topic and time
     range once, in (store_timestamp, commitlog_offset) order; ``after`` resumes past a row."""
     msgs = user_messages(150, topic="ScanA") + user_messages(60, topic="ScanB")
@@ -127,17 +172,28 @@ def test_ordered_scan_pages_every_row_once_in_order(spark: Any, store_dir: Path,
     lake = tmp_path / "lake"
     compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name="broker-a", seal_idle_ms=0)
     wanted = sorted(o for o, m in zip(offsets, msgs) if m.topic == "ScanA")
-    files = [f for f in snapshot_files(DeltaTable(str(lake / "messages")), str(lake / "messages"))
-             if f["partition"]["topic"] == "ScanA"]
+    files = [
+        f
+        for f in snapshot_files(DeltaTable(str(lake / "messages")), str(lake / "messages"))
+        if f["partition"]["topic"] == "ScanA"
+    ]
     assert len(files) > 2, "the topic should span several files"
 
-    total, left, pages = ordered_pages(str(lake), topic="ScanA", begin_ms=0, end_ms=2**62, page_rows=37,
-                                       cache_bytes=1)
-    rows = [(ts, off) for page in pages for ts, off in zip(page.column("store_timestamp").to_pylist(),
-                                                           page.column("commitlog_offset").to_pylist())]
+    total, left, pages = ordered_pages(
+        str(lake), topic="ScanA", begin_ms=0, end_ms=2**62, page_rows=37, cache_bytes=1
+    )
+    rows = [
+        (ts, off)
+        for page in pages
+        for ts, off in zip(
+            page.column("store_timestamp").to_pylist(), page.column("commitlog_offset").to_pylist()
+        )
+    ]
     assert (total, left) == (150, 150)
     assert rows == sorted(rows) and sorted(off for _, off in rows) == wanted
 
     total, left, pages = ordered_pages(str(lake), topic="ScanA", begin_ms=0, end_ms=2**62, after=rows[99])
     assert (total, left) == (150, 50)
-    assert [off for page in pages for off in page.column("commitlog_offset").to_pylist()] == [o for _, o in rows[100:]]
+    assert [off for page in pages for off in page.column("commitlog_offset").to_pylist()] == [
+        o for _, o in rows[100:]
+    ]

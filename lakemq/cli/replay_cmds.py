@@ -1,4 +1,4 @@
-"""``lakemq replay``: re-produce a topic's history from the lake through a broker."""
+"""``lakemq replay`` and ``lakemq sweep delay``: re-produce history from the lake through a broker."""
 
 from __future__ import annotations
 
@@ -92,4 +92,47 @@ def replay_cmd(
     click.echo(
         f"replayed {result.sent} message(s) to {target} in {result.seconds:.1f}s"
         f" ({result.skipped + result.recovered} already replayed by an earlier run; checkpoint {path})"
+    )
+
+
+@main.group()
+def sweep() -> None:
+    """Deliver from the lake what the hot tier can no longer deliver."""
+
+
+@sweep.command("delay")
+@namesrv_option
+@click.option("--lake", required=True, help="lake URI")
+@click.option(
+    "--config",
+    "-c",
+    type=click.Path(exists=True, dir_okay=False),
+    help="broker.conf (messageDelayLevel, delaySweepGraceMs, delaySweepBatch)",
+)
+@click.option("--now", "now", help="deliver what was due by this time (epoch ms or ISO time; default: now)")
+@click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
+@click.option("--master", help="Spark master")
+def sweep_delay_cmd(
+    namesrv: str,
+    lake: str,
+    config: str | None,
+    now: str | None,
+    storage_option: tuple[str, ...],
+    master: str | None,
+) -> None:
+    """Deliver due delayed messages found only in the lake, each once (re-runs deliver nothing twice)."""
+    from lakemq.jobs.delay_sweep import run_sweep
+
+    log_to_file()
+    values = {
+        "lake_uri": lake,
+        "namesrv": namesrv,
+        "broker_conf": config,
+        "storage_options": parse_storage_options(storage_option),
+        "master": master,
+    }
+    result = run_sweep(values, now_ms=parse_millis(now, 0) or None)
+    click.echo(
+        f"delivered {result['sent']} due delayed message(s) in {result['seconds']:.1f}s; "
+        f"{result['found']} were already at the broker (recorded, not sent again)"
     )

@@ -1,11 +1,13 @@
 """Delay sweep against a real NameServer and broker, with a lake built by the tiering job:
 due delayed messages that never reached their topic are delivered once, messages the broker
 delivered itself or that are not due are left alone, and re-runs deliver nothing twice (also
-when the outcome table lost a run's records)."""
+when the outcome table lost a run's records: that re-run is `lakemq sweep delay`)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from lakemq.jobs.delay_sweep import OUTCOME_TABLE, sweep
 from lakemq.jobs.tier_run import tier_run
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.tiering.config import TieringConfig
-from tests.cluster import start_cluster
+from tests.cluster import lakemq_command, start_cluster
 
 LEVELS = "1s 2h"
 DELAYED, TIMER = "SweepDelayed", "SweepTimer"
@@ -105,8 +107,33 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
         again = run()
         assert (again.due, again.sent) == (0, 0), "a re-run must find everything recorded"
         shutil.rmtree(lake / OUTCOME_TABLE)  # as if a run died after sending, before recording
-        lost_records = run()
-        assert (lost_records.due, lost_records.sent, lost_records.found) == (9, 0, 9)
+        conf_file = tmp_path / "broker.conf"
+        conf_file.write_text(f"messageDelayLevel={LEVELS}\n")
+        cli = subprocess.run(
+            lakemq_command(
+                "sweep",
+                "delay",
+                "-n",
+                ns,
+                "--lake",
+                str(lake),
+                "-c",
+                str(conf_file),
+                "--now",
+                str(now + 3 * HOUR),
+                "--master",
+                "local[1]",
+            ),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=dict(os.environ, LAKEMQ_LOG_DIR=str(tmp_path / "logs")),
+        )
+        assert cli.returncode == 0, cli.stderr[-2000:]
+        assert (
+            "delivered 0 due delayed message(s)" in cli.stdout
+            and "9 were already at the broker" in cli.stdout
+        )
         assert len(_read_all(ns, DELAYED)) == len(delayed) and len(_read_all(ns, TIMER)) == len(timer_topic)
 
     assert len(delayed) == 2 + 3 + 5

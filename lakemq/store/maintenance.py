@@ -52,7 +52,8 @@ class FlushConsumeQueueService(ServiceThread):
         interval_s = self._config.flush_interval_consume_queue / 1000
         while not self.stopped:
             self.wait_for_running(interval_s)
-            now = int(time.time() * 1000)
+            # Monotonic: after a wall-clock step back the checkpoint must not stop advancing.
+            now = time.monotonic_ns() // 1_000_000
             thorough = now - self._last_thorough_ms >= self._config.flush_consume_queue_thorough_interval
             if thorough:
                 self._last_thorough_ms = now

@@ -117,7 +117,8 @@ def test_clock_steps_break_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     clock = tmp_path / "clock"
     clock.write_text("0")
     with start_cluster(tmp_path, brokers=()) as cluster:  # the NameServer keeps the true time
-        monkeypatch.setenv("PYTHONPATH", str(STEPPED_CLOCK))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(STEPPED_CLOCK),
+                                                                     os.environ.get("PYTHONPATH")])))
         monkeypatch.setenv("LAKEMQ_TEST_CLOCK_FILE", str(clock))
         cluster.add_broker("broker-a", CONF)
         ns = cluster.namesrv_addr

@@ -39,6 +39,7 @@ from lakemq.jobs.sql import register_views
 from lakemq.store.config import StoreConfig
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.tables import MESSAGES_TABLE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -177,7 +178,11 @@ def find_due(
     storage_options: Mapping[str, str] | None = None,
 ) -> Iterator[DueMessage]:
     """Due messages not yet in the outcome table, oldest delivery time first."""
+    from deltalake import DeltaTable
+
     lake = LakeLocation.of(lake_uri, storage_options)
+    if not DeltaTable.is_deltatable(lake.table_uri(MESSAGES_TABLE), storage_options=lake.delta_options()):
+        return  # nothing tiered yet: nothing to sweep
     levels = levels or DelayLevels(StoreConfig().message_delay_level)
     for row in _due_rows(spark, lake, now_ms, grace_ms, levels).toLocalIterator():
         yield _to_due(row)

@@ -17,7 +17,7 @@ import pytest
 from lakemq.client import Message, SyncProducer, SyncPullConsumer
 from lakemq.common.message import MessageConst
 from lakemq.jobs.broker_lookup import broker_lookup
-from lakemq.jobs.delay_sweep import OUTCOME_TABLE, sweep
+from lakemq.jobs.delay_sweep import OUTCOME_TABLE, find_due, sweep
 from lakemq.jobs.tier_run import tier_run
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.tiering.config import TieringConfig
@@ -79,6 +79,7 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
                     timers[sent.msg_id] = body
         _wait_for(ns, DELAYED, 2 + 3)
         lake = tmp_path / "lake"
+        assert list(find_due(spark, str(lake), now_ms=now)) == [], "nothing tiered yet: nothing due"
         tier_run(
             spark,
             store_dir=tmp_path / "cluster" / "broker-a" / "store",

@@ -17,6 +17,9 @@ import os
 import struct
 from pathlib import Path
 
+from lakemq.errors import StoreError
+from lakemq.store.mapped_file import preallocate
+
 __all__ = ["StoreCheckpoint", "CHECKPOINT_FILE_SIZE"]
 
 CHECKPOINT_FILE_SIZE = 4096
@@ -33,7 +36,11 @@ class StoreCheckpoint:
         try:
             if os.fstat(fd).st_size != CHECKPOINT_FILE_SIZE:
                 os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
+            # A hole here would take its block at the first flush: a SIGBUS if the disk is full by then.
+            preallocate(fd, 0, CHECKPOINT_FILE_SIZE, required=True)
             self._mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE)
+        except OSError as exc:
+            raise StoreError(f"cannot open checkpoint {self.path}: {exc}") from exc
         finally:
             os.close(fd)
         (self.physic_msg_timestamp, self.logics_msg_timestamp,

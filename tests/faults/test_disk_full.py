@@ -1,9 +1,9 @@
-"""Disk full: the broker's store on a small tmpfs. When the next CommitLog file cannot get its
-blocks, sends fail with a clear error (logged by the broker too) while the broker stays up and
-serves what it stored; once space returns, sends succeed again; nothing stored before is
-damaged. With the disk full to the last block, the broker still does not die (files it maps
-get their blocks up front, so no SIGBUS): what it acknowledged into the CommitLog file it
-already had becomes readable once space returns."""
+"""Disk full: the broker's store on a small file system (a tmpfs, else an ext4 loop file).
+When the next CommitLog file cannot get its blocks, sends fail with a clear error (logged by
+the broker too) while the broker stays up and serves what it stored; once space returns, sends
+succeed again; nothing stored before is damaged. With the disk full to the last block, the
+broker still does not die (files it maps get their blocks up front, so no SIGBUS): what it
+acknowledged into the CommitLog file it already had becomes readable once space returns."""
 
 from __future__ import annotations
 
@@ -26,16 +26,28 @@ INDEX_ENTRIES = 2000
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 24 MiB file system for the broker's store: a tmpfs, else an ext4 loop file."""
     store = tmp_path / "broker-a" / "store"
     store.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(store)], capture_output=True,
-                             text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and mount rights): {mounted.stderr.strip()}")
+    image = tmp_path / "disk.img"
+    failures: list[str] = []
+    if not _ran(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(store)], failures):
+        with open(image, "wb") as f:
+            f.truncate(24 << 20)
+        if not (_ran(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], failures)
+                and _ran(["mount", "-o", "loop", str(image), str(store)], failures)):
+            pytest.skip(f"cannot mount a small file system here (needs mount rights): {'; '.join(failures)}")
     try:
         yield store
     finally:
         subprocess.run(["umount", "-l", str(store)], check=False)
+
+
+def _ran(command: list[str], failures: list[str]) -> bool:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        failures.append(f"{' '.join(command[:3])}: {done.stderr.strip() or f'exit {done.returncode}'}")
+    return done.returncode == 0
 
 
 def _body(i: int) -> bytes:
@@ -67,7 +79,7 @@ def test_full_disk_refuses_sends_keeps_serving_and_recovers(tmp_path: Path, smal
                 stored += range(i, i + 32)
                 i += 32
             assert error is not None, "the disk never filled"
-            print(f"injected: a 24 MiB tmpfs with {free >> 20} MiB free filled to 6 MiB free; measured: "
+            print(f"injected: a 24 MiB file system with {free >> 20} MiB free filled to 6 MiB free; measured: "
                   f"{len(stored)} messages stored, then: {error}")
             assert "cannot create a CommitLog file" in str(error) and "No space left on device" in str(error)
             assert cluster.brokers["broker-a"].running
@@ -130,7 +142,7 @@ def test_a_disk_full_to_the_last_block_kills_nothing(tmp_path: Path, small_disk:
             acked += range(len(acked), len(acked) + 32)
         resumed = [line for line in broker.logs(tail=1000).splitlines() if "indexing resumed" in line]
         assert resumed, "indexing never resumed"
-        print(f"injected: a 24 MiB tmpfs filled to the last block; measured: {acked_while_full} messages "
+        print(f"injected: a 24 MiB file system filled to the last block; measured: {acked_while_full} messages "
               f"acknowledged into the CommitLog file already there, then: {error}; "
               f"{len(readable_while_full)} readable while full (the next ConsumeQueue file has no room), "
               f"all {len(acked)} once space returned; {resumed[0].split(';')[-1].strip()}")

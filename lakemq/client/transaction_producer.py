@@ -41,17 +41,21 @@ from lakemq.common.message import Message, MessageConst, MessageExt, MessageSysF
 from lakemq.common.record import RecordError, decode_message_id, decode_record
 from lakemq.errors import LakeMQError, RemotingCommandError
 from lakemq.remoting import RemotingCommand, RequestContext
-from lakemq.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader, decode_header
+from lakemq.remoting.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    decode_header,
+)
 
 if TYPE_CHECKING:
     from lakemq.client.client_instance import ClientInstance
 
 __all__ = [
     "LocalTransactionState",
-    "TransactionListener",
-    "TransactionSendResult",
-    "TransactionProducer",
     "SyncTransactionProducer",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]
 
 log = logging.getLogger(__name__)
@@ -130,7 +134,7 @@ class TransactionProducer(Producer):
             await asyncio.gather(*self._checks, return_exceptions=True)
         await super().shutdown()
 
-    def sync(self) -> "SyncTransactionProducer":  # type: ignore[override]
+    def sync(self) -> SyncTransactionProducer:
         return SyncTransactionProducer(self)
 
     def _prepare(self, msg: Message) -> PreparedMessage:
@@ -152,7 +156,7 @@ class TransactionProducer(Producer):
         if result.send_status is SendStatus.SEND_OK:
             try:
                 state = await _call(self.listener.execute_local_transaction, msg, arg)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a listener's failure leaves the state UNKNOW
                 log.warning("local transaction of %s raised, state UNKNOW: %r", result.msg_id, exc)
                 state, error = LocalTransactionState.UNKNOW, exc
         else:
@@ -161,8 +165,12 @@ class TransactionProducer(Producer):
             await self._end_transaction(result, state, error)
         except LakeMQError as exc:
             log.warning(
-                "local transaction %s is %s but ending it on the broker failed (the broker will check back): %s",
-                result.msg_id, state.value, exc)
+                "local transaction %s is %s but ending it on the broker failed "
+                "(the broker will check back): %s",
+                result.msg_id,
+                state.value,
+                exc,
+            )
         fields = {f: getattr(result, f) for f in SendResult.__dataclass_fields__}
         return TransactionSendResult(**fields, local_transaction_state=state)
 
@@ -174,10 +182,13 @@ class TransactionProducer(Producer):
             self._heartbeated.add(broker)
             await self.sender.instance.send_heartbeat_to_all()
 
-    async def _end_transaction(self, result: SendResult, state: LocalTransactionState,
-                               error: BaseException | None) -> None:
+    async def _end_transaction(
+        self, result: SendResult, state: LocalTransactionState, error: BaseException | None
+    ) -> None:
         _, commit_log_offset = decode_message_id(result.offset_msg_id)
-        addr = await self.sender.instance.broker_addr(result.message_queue.broker_name, result.message_queue.topic)
+        addr = await self.sender.instance.broker_addr(
+            result.message_queue.broker_name, result.message_queue.topic
+        )
         header = EndTransactionRequestHeader(
             producer_group=self.group,
             tran_state_table_offset=result.queue_offset,
@@ -196,11 +207,13 @@ class TransactionProducer(Producer):
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)
 
-    async def _check(self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader) -> None:
+    async def _check(
+        self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
+    ) -> None:
         error: BaseException | None = None
         try:
             state = await _call(self.listener.check_local_transaction, msg)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a listener's failure leaves the state UNKNOW
             log.warning("check of local transaction %s raised, state UNKNOW: %r", msg.unique_key, exc)
             state, error = LocalTransactionState.UNKNOW, exc
         end = EndTransactionRequestHeader(
@@ -223,7 +236,7 @@ class _CheckTransactionState:
     """Broker -> producer CHECK_TRANSACTION_STATE: hand it to the producer of the message's
     group (PGROUP), answered later and separately, so the connection is never held up."""
 
-    def __init__(self, instance: "ClientInstance") -> None:
+    def __init__(self, instance: ClientInstance) -> None:
         self._instance = instance
 
     def reject_request(self) -> bool:
@@ -239,8 +252,11 @@ class _CheckTransactionState:
         group = msg.properties.get(MessageConst.PRODUCER_GROUP, "")
         producer = self._instance.producers.get(group)
         if not isinstance(producer, TransactionProducer):
-            log.warning("check of transaction %s for group %r, which has no transaction producer here",
-                        msg.unique_key, group)
+            log.warning(
+                "check of transaction %s for group %r, which has no transaction producer here",
+                msg.unique_key,
+                group,
+            )
             return None
         producer.on_check(ctx.remote_addr, msg, header)
         return None
@@ -249,8 +265,12 @@ class _CheckTransactionState:
 class SyncTransactionProducer(SyncProducer):
     """The blocking face; the listener's plain methods run in worker threads."""
 
-    def __init__(self, group_or_producer: "str | TransactionProducer", listener: TransactionListener | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        group_or_producer: str | TransactionProducer,
+        listener: TransactionListener | None = None,
+        **kwargs: Any,
+    ) -> None:
         if isinstance(group_or_producer, TransactionProducer):
             core = group_or_producer
         elif listener is None:
@@ -262,4 +282,5 @@ class SyncTransactionProducer(SyncProducer):
 
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
         return asyncio.run_coroutine_threadsafe(
-            self.producer.send_message_in_transaction(msg, arg), background_loop()).result()
+            self.producer.send_message_in_transaction(msg, arg), background_loop()
+        ).result()

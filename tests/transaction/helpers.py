@@ -7,7 +7,13 @@ import threading
 import time
 from collections import Counter
 
-from lakemq.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumerConfig, MessageExt, SyncPushConsumer
+from lakemq.client import (
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumerConfig,
+    MessageExt,
+    SyncPushConsumer,
+)
 from lakemq.client.config import ClientConfig
 from lakemq.client.transaction_producer import LocalTransactionState
 from lakemq.common.codes import RequestCode, ResponseCode
@@ -31,9 +37,12 @@ class Receiver:
     def __init__(self, ns: str, topic: str, group: str) -> None:
         self.counts: Counter[bytes] = Counter()
         self.lock = threading.Lock()
-        config = ConsumerConfig(consumer_group=group, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-        client = ClientConfig(namesrv_addr=ns, instance_name=group, rebalance_interval=1000,
-                              heartbeat_broker_interval=1000)
+        config = ConsumerConfig(
+            consumer_group=group, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        )
+        client = ClientConfig(
+            namesrv_addr=ns, instance_name=group, rebalance_interval=1000, heartbeat_broker_interval=1000
+        )
         self.consumer = SyncPushConsumer(group, config=config, client_config=client)
         self.consumer.subscribe(topic, "*")
         self.consumer.register_message_listener_concurrently(self._listener)
@@ -49,8 +58,9 @@ class Receiver:
             return Counter(self.counts)
 
     def wait_for(self, bodies: set[bytes], timeout: float) -> None:
-        wait_until(lambda: bodies <= set(self.seen()), timeout,
-                   f"delivery of {sorted(bodies - set(self.seen()))}")
+        wait_until(
+            lambda: bodies <= set(self.seen()), timeout, f"delivery of {sorted(bodies - set(self.seen()))}"
+        )
 
 
 class ScriptedListener:
@@ -67,7 +77,8 @@ class ScriptedListener:
         with self.lock:
             self.executed.append(msg.body)
         return {b"c": LocalTransactionState.COMMIT_MESSAGE, b"r": LocalTransactionState.ROLLBACK_MESSAGE}.get(
-            msg.body[:1], LocalTransactionState.UNKNOW)
+            msg.body[:1], LocalTransactionState.UNKNOW
+        )
 
     def check_local_transaction(self, msg):  # type: ignore[no-untyped-def]
         with self.lock:
@@ -98,8 +109,11 @@ def queue_max_offset(broker_addr: str, topic: str) -> int:
 
 def sys_trans_offset(broker_addr: str, topic: str) -> int:
     """CID_RMQ_SYS_TRANS's committed offset on ``topic`` queue 0 (-1 if none)."""
-    response = _ask(broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
-                    {"consumerGroup": "CID_RMQ_SYS_TRANS", "topic": topic, "queueId": "0"})
+    response = _ask(
+        broker_addr,
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        {"consumerGroup": "CID_RMQ_SYS_TRANS", "topic": topic, "queueId": "0"},
+    )
     if response.code != ResponseCode.SUCCESS:
         return -1
     return int(response.ext_fields["offset"])

@@ -12,7 +12,11 @@ import pytest
 
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.producer_manager import ProducerManager
-from lakemq.broker.transaction import TransactionalMessageCheckService, TransactionalMessageService, to_half_message
+from lakemq.broker.transaction import (
+    TransactionalMessageCheckService,
+    TransactionalMessageService,
+    to_half_message,
+)
 from lakemq.broker.transaction.half_message import (
     TRANS_SYS_GROUP,
     is_transactional,
@@ -26,7 +30,11 @@ from lakemq.common.codes import RequestCode
 from lakemq.common.message import MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
 from lakemq.common.record import decode_record
 from lakemq.errors import BrokerError
-from lakemq.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader, decode_header
+from lakemq.remoting.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    decode_header,
+)
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
 
@@ -36,9 +44,15 @@ COMMIT, ROLLBACK = MessageSysFlag.TRANSACTION_COMMIT_TYPE, MessageSysFlag.TRANSA
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[MessageStore]:
-    s = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=1 << 20,
-                                 mapped_file_size_consume_queue=600 * 20, flush_interval_commit_log=20),
-                     store_host="127.0.0.1:10911")
+    s = MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(tmp_path / "store"),
+            mapped_file_size_commit_log=1 << 20,
+            mapped_file_size_consume_queue=600 * 20,
+            flush_interval_commit_log=20,
+        ),
+        store_host="127.0.0.1:10911",
+    )
     assert s.load()
     s.start()
     yield s
@@ -47,10 +61,18 @@ def store(tmp_path: Path) -> Iterator[MessageStore]:
 
 def _prepared(body: bytes, *, born_ms_ago: int = 10_000, queue_id: int = 3) -> MessageExtBrokerInner:
     msg = MessageExtBrokerInner(
-        topic="Orders", body=body, queue_id=queue_id, sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE,
-        properties={MessageConst.TRANSACTION_PREPARED: "true", MessageConst.PRODUCER_GROUP: "pg",
-                    MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"UNIQ-{body.decode()}", MessageConst.TAGS: "TagA"},
-        born_timestamp=int(time.time() * 1000) - born_ms_ago, born_host="127.0.0.1:40000",
+        topic="Orders",
+        body=body,
+        queue_id=queue_id,
+        sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE,
+        properties={
+            MessageConst.TRANSACTION_PREPARED: "true",
+            MessageConst.PRODUCER_GROUP: "pg",
+            MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"UNIQ-{body.decode()}",
+            MessageConst.TAGS: "TagA",
+        },
+        born_timestamp=int(time.time() * 1000) - born_ms_ago,
+        born_host="127.0.0.1:40000",
     )
     to_half_message(msg)
     return msg
@@ -75,18 +97,27 @@ def _settle(store: MessageStore) -> None:
         time.sleep(0.005)
 
 
-def _services(store: MessageStore, tmp_path: Path, *, timeout_ms: int = 1000, check_max: int = 15,
-              ) -> tuple[TransactionalMessageService, TransactionalMessageCheckService]:
+def _services(
+    store: MessageStore,
+    tmp_path: Path,
+    *,
+    timeout_ms: int = 1000,
+    check_max: int = 15,
+) -> tuple[TransactionalMessageService, TransactionalMessageCheckService]:
     svc = TransactionalMessageService(store, ConsumerOffsetManager(tmp_path))
-    checker = TransactionalMessageCheckService(svc, ProducerManager(), transaction_timeout_ms=timeout_ms,
-                                               check_max=check_max, check_interval_ms=100)
+    checker = TransactionalMessageCheckService(
+        svc, ProducerManager(), transaction_timeout_ms=timeout_ms, check_max=check_max, check_interval_ms=100
+    )
     return svc, checker
 
 
 def test_rewrites() -> None:
     half = _prepared(b"a")
     assert (half.topic, half.queue_id) == (HALF, 0)
-    assert half.properties[MessageConst.REAL_TOPIC] == "Orders" and half.properties[MessageConst.REAL_QUEUE_ID] == "3"
+    assert (
+        half.properties[MessageConst.REAL_TOPIC] == "Orders"
+        and half.properties[MessageConst.REAL_QUEUE_ID] == "3"
+    )
     assert MessageSysFlag.transaction_value(half.sys_flag) == MessageSysFlag.TRANSACTION_NOT_TYPE
     assert "REAL_TOPIC\x01Orders" in half.properties_string and is_transactional(half)
     stored = half.replace(queue_offset=7, commit_log_offset=4242)
@@ -119,7 +150,11 @@ def test_pass_checks_due_messages_and_leaves_young_ones(store: MessageStore, tmp
     checks = checker.check_once()
     assert len(checks) == 1
     request = checks[0].request
-    assert request.code == RequestCode.CHECK_TRANSACTION_STATE and request.is_oneway and checks[0].producer_group == "pg"
+    assert (
+        request.code == RequestCode.CHECK_TRANSACTION_STATE
+        and request.is_oneway
+        and checks[0].producer_group == "pg"
+    )
     header = decode_header(CheckTransactionStateRequestHeader, request.ext_fields)
     msg = decode_record(request.body)
     assert (msg.topic, msg.queue_id, msg.body) == ("Orders", 3, b"old")
@@ -156,7 +191,9 @@ def test_one_commit_per_transaction_even_after_lost_offsets(store: MessageStore,
 
     def end(queue_offset: int, commit_log_offset: int, state: int = COMMIT) -> str | None:
         return svc.end_transaction(
-            EndTransactionRequestHeader("pg", queue_offset, commit_log_offset, state, "UNIQ-tx"), "127.0.0.1:1")
+            EndTransactionRequestHeader("pg", queue_offset, commit_log_offset, state, "UNIQ-tx"),
+            "127.0.0.1:1",
+        )
 
     # The check's answer commits through the copy; the late answer to the first send names
     # the original, and must not store the message again.
@@ -165,7 +202,9 @@ def test_one_commit_per_transaction_even_after_lost_offsets(store: MessageStore,
     _settle(store)
     assert store.get_max_offset_in_queue("Orders", 3) == 1
     with pytest.raises(BrokerError, match="producer group wrong"):
-        svc.end_transaction(EndTransactionRequestHeader("other", 0, original.commit_log_offset, COMMIT, "x"), "a")
+        svc.end_transaction(
+            EndTransactionRequestHeader("other", 0, original.commit_log_offset, COMMIT, "x"), "a"
+        )
 
     # A broker killed before persisting: offsets back at 0, nothing resolved in memory. The
     # Op messages tell the new check service that both copies are done.
@@ -179,7 +218,9 @@ def test_one_commit_per_transaction_even_after_lost_offsets(store: MessageStore,
 def test_rollback_writes_only_an_op_message(store: MessageStore, tmp_path: Path) -> None:
     svc, _ = _services(store, tmp_path)
     half = _put(store, _prepared(b"r"))
-    svc.end_transaction(EndTransactionRequestHeader("pg", half.queue_offset, half.commit_log_offset, ROLLBACK, "u"), "a")
+    svc.end_transaction(
+        EndTransactionRequestHeader("pg", half.queue_offset, half.commit_log_offset, ROLLBACK, "u"), "a"
+    )
     _settle(store)
     assert store.get_max_offset_in_queue("Orders", 3) == 0
     assert store.get_max_offset_in_queue(OP, 0) == 1
@@ -197,7 +238,9 @@ def test_resolved_table_claims_once_and_is_bounded() -> None:
     assert len(table) == 3 and not table.is_resolved(5) and table.is_resolved(8)
 
 
-def test_own_immunity_time_puts_back_without_holding_up_the_queue(store: MessageStore, tmp_path: Path) -> None:
+def test_own_immunity_time_puts_back_without_holding_up_the_queue(
+    store: MessageStore, tmp_path: Path
+) -> None:
     svc, checker = _services(store, tmp_path, timeout_ms=1_000)
     immune = _prepared(b"immune", born_ms_ago=5_000)
     immune.set_property(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS, "60")
@@ -210,4 +253,6 @@ def test_own_immunity_time_puts_back_without_holding_up_the_queue(store: Message
     assert svc.offsets.query_offset(TRANS_SYS_GROUP, HALF, 0) == 2
     moved = svc.read(HALF, 2).messages
     assert [(m.body, m.properties[MessageConst.TRANSACTION_CHECK_TIMES]) for m in moved] == [
-        (b"immune", "0"), (b"due", "1")]
+        (b"immune", "0"),
+        (b"due", "1"),
+    ]

@@ -21,7 +21,9 @@ KEYS = {
 
 
 def test_shipped_conf_documents_the_transaction_defaults() -> None:
-    lines = {line.split("=", 1)[0] for line in CONF.read_text().splitlines() if "=" in line and line[0] != "#"}
+    lines = {
+        line.split("=", 1)[0] for line in CONF.read_text().splitlines() if "=" in line and line[0] != "#"
+    }
     assert set(KEYS) <= lines
     shipped, _ = load_broker_configs(str(CONF))
     defaults = BrokerConfig()
@@ -34,9 +36,15 @@ def test_transaction_keys_bind_and_bad_values_are_refused(tmp_path: Path) -> Non
     conf.write_text("transactionTimeOut=0\ntransactionCheckInterval=250\ntransactionCheckMax=2\n")
     broker, _ = load_broker_configs(str(conf))
     assert (broker.transaction_time_out, broker.transaction_check_interval, broker.transaction_check_max) == (
-        0, 250, 2)
-    for bad, key in (("transactionTimeOut=-1", "transactionTimeOut"), ("transactionCheckMax=0", "transaction_check_max"),
-                     ("transactionCheckInterval=0", "transaction_check_interval")):
+        0,
+        250,
+        2,
+    )
+    for bad, key in (
+        ("transactionTimeOut=-1", "transactionTimeOut"),
+        ("transactionCheckMax=0", "transaction_check_max"),
+        ("transactionCheckInterval=0", "transaction_check_interval"),
+    ):
         conf.write_text(bad + "\n")
         with pytest.raises(ConfigError, match=key):
             load_broker_configs(str(conf))

@@ -15,7 +15,13 @@ from lakemq.client import Message
 from lakemq.client.config import ClientConfig
 from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
 from tests.cluster import Cluster, start_cluster
-from tests.transaction.helpers import Receiver, ScriptedListener, queue_max_offset, sys_trans_offset, wait_until
+from tests.transaction.helpers import (
+    Receiver,
+    ScriptedListener,
+    queue_max_offset,
+    sys_trans_offset,
+    wait_until,
+)
 
 TX_CONF = {"transactionCheckInterval": "500", "transactionTimeOut": "1000", "transactionCheckMax": "15"}
 HALF, OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
@@ -51,7 +57,9 @@ def test_commit_rollback_and_check_back(cluster: Cluster) -> None:
             assert listener.executed == list(results)
             receiver.wait_for({b"c0", b"c1", b"c2"}, timeout=15)
             # The unknown ones get checked back (more than once), and stay invisible meanwhile.
-            wait_until(lambda: min(listener.checks()[b] for b in (b"u0", b"u1")) >= 2, 10, "two check-backs each")
+            wait_until(
+                lambda: min(listener.checks()[b] for b in (b"u0", b"u1")) >= 2, 10, "two check-backs each"
+            )
             assert set(receiver.seen()) == {b"c0", b"c1", b"c2"}
             assert not any(body.startswith((b"c", b"r")) for body in listener.checks())
             listener.release.set()

@@ -20,7 +20,13 @@ from lakemq.common.record import decode_message_id
 from lakemq.remoting import RemotingCommand, SyncRemotingClient
 from lakemq.remoting.headers import EndTransactionRequestHeader, encode_header
 from tests.cluster import start_cluster
-from tests.transaction.helpers import Receiver, ScriptedListener, queue_max_offset, sys_trans_offset, wait_until
+from tests.transaction.helpers import (
+    Receiver,
+    ScriptedListener,
+    queue_max_offset,
+    sys_trans_offset,
+    wait_until,
+)
 
 HALF, OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 FAST = {"transactionCheckInterval": "500", "transactionTimeOut": "1000"}
@@ -59,8 +65,11 @@ def _topic_max_offsets(broker: str, topic: str, queues: int) -> list[int]:
     with SyncRemotingClient() as client:
         offsets = []
         for q in range(queues):
-            r = client.invoke(broker, RemotingCommand.request(
-                RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)}), 5.0)
+            r = client.invoke(
+                broker,
+                RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)}),
+                5.0,
+            )
             offsets.append(int(r.ext_fields.get("offset", "0")) if r.code == ResponseCode.SUCCESS else 0)
         return offsets
 
@@ -68,15 +77,27 @@ def _topic_max_offsets(broker: str, topic: str, queues: int) -> list[int]:
 def test_producer_gone_rolled_back_after_max_checks(tmp_path: Path) -> None:
     with start_cluster(tmp_path, broker_conf={**FAST, "transactionCheckMax": "2"}) as cluster:
         ns, topic, broker = cluster.namesrv_addr, "TxGone", cluster.broker_addr()
-        done = subprocess.run([sys.executable, "-c", _DOOMED_PRODUCER, ns, topic], cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-c", _DOOMED_PRODUCER, ns, topic],
+            check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0 and "sent" in done.stdout, done.stderr
         # Stored only as half messages: the real topic's queues hold nothing.
         assert _topic_max_offsets(broker, topic, 2) == [0, 0]
         # Two counted checks each (no producer online to answer), then rolled back: one Op
         # message per transaction and the half queue walked to its end.
-        wait_until(lambda: queue_max_offset(broker, OP) == 3 and
-                   sys_trans_offset(broker, HALF) == queue_max_offset(broker, HALF), 20, "rollback of all three")
+        wait_until(
+            lambda: (
+                queue_max_offset(broker, OP) == 3
+                and sys_trans_offset(broker, HALF) == queue_max_offset(broker, HALF)
+            ),
+            20,
+            "rollback of all three",
+        )
         # 3 originals + 2 counted copies each.
         assert queue_max_offset(broker, HALF) == 9
         # A producer of that group coming back would commit if asked: it is never asked.
@@ -97,7 +118,9 @@ def test_producer_gone_rolled_back_after_max_checks(tmp_path: Path) -> None:
 
 
 def _end(client: SyncRemotingClient, broker: str, header: EndTransactionRequestHeader) -> RemotingCommand:
-    return client.invoke(broker, RemotingCommand.request(RequestCode.END_TRANSACTION, encode_header(header)), 5.0)
+    return client.invoke(
+        broker, RemotingCommand.request(RequestCode.END_TRANSACTION, encode_header(header)), 5.0
+    )
 
 
 def test_wrong_and_repeated_ends(tmp_path: Path) -> None:
@@ -111,16 +134,24 @@ def test_wrong_and_repeated_ends(tmp_path: Path) -> None:
             sent = producer.send_message_in_transaction(Message(topic, b"u-ended-by-hand"))
             _, cl_offset = decode_message_id(sent.offset_msg_id)
 
-            def end(group: str, state: int, table_offset: int = sent.queue_offset,
-                    offset: int = cl_offset) -> RemotingCommand:
-                return _end(client, broker, EndTransactionRequestHeader(
-                    group, table_offset, offset, state, sent.msg_id, transaction_id=sent.msg_id))
+            def end(
+                group: str, state: int, table_offset: int = sent.queue_offset, offset: int = cl_offset
+            ) -> RemotingCommand:
+                return _end(
+                    client,
+                    broker,
+                    EndTransactionRequestHeader(
+                        group, table_offset, offset, state, sent.msg_id, transaction_id=sent.msg_id
+                    ),
+                )
 
             commit = MessageSysFlag.TRANSACTION_COMMIT_TYPE
-            for bad, remark in ((end("OtherGroup", commit), "producer group wrong"),
-                                (end("EndsProducer", commit, table_offset=sent.queue_offset + 5), "offset wrong"),
-                                (end("EndsProducer", commit, offset=cl_offset + 1), "Find prepared"),
-                                (end("EndsProducer", 5), "not 0, 8 or 12")):
+            for bad, remark in (
+                (end("OtherGroup", commit), "producer group wrong"),
+                (end("EndsProducer", commit, table_offset=sent.queue_offset + 5), "offset wrong"),
+                (end("EndsProducer", commit, offset=cl_offset + 1), "Find prepared"),
+                (end("EndsProducer", 5), "not 0, 8 or 12"),
+            ):
                 assert bad.code == ResponseCode.SYSTEM_ERROR and remark in (bad.remark or ""), bad
             assert end("EndsProducer", MessageSysFlag.TRANSACTION_NOT_TYPE).code == ResponseCode.SUCCESS
             first = end("EndsProducer", commit)
@@ -150,8 +181,11 @@ def test_pending_transactions_survive_a_broker_restart(tmp_path: Path, how: str)
             for body in (b"c0", b"u0", b"c1", b"u1", b"r0", b"c2", b"u2"):
                 producer.send_message_in_transaction(Message(topic, body))
             # Let the check service put back copies of the pending ones before the restart.
-            wait_until(lambda: min(listener.checks()[b] for b in (b"u0", b"u1", b"u2")) >= 2, 15,
-                       "two check-backs before the restart")
+            wait_until(
+                lambda: min(listener.checks()[b] for b in (b"u0", b"u1", b"u2")) >= 2,
+                15,
+                "two check-backs before the restart",
+            )
             if how == "sigterm":
                 cluster.restart_broker()
             else:

@@ -45,7 +45,7 @@ from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.headers import CheckTransactionStateRequestHeader, encode_header
 from lakemq.remoting.protocol import RemotingConnection
 
-__all__ = ["TransactionalMessageCheckService", "CheckRequest", "encode_check_request"]
+__all__ = ["CheckRequest", "TransactionalMessageCheckService", "encode_check_request"]
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,9 @@ def encode_check_request(copy: MessageExt) -> RemotingCommand:
         physical_offset=copy.commit_log_offset,
         store_timestamp=copy.store_timestamp,
     )
-    return RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, encode_header(header), bytes(body),
-                                   oneway=True)
+    return RemotingCommand.request(
+        RequestCode.CHECK_TRANSACTION_STATE, encode_header(header), bytes(body), oneway=True
+    )
 
 
 class TransactionalMessageCheckService:
@@ -155,7 +156,9 @@ class TransactionalMessageCheckService:
         half_offset = svc.consume_offset(TRANS_HALF_TOPIC)
         op_offset = svc.consume_offset(TRANS_OP_HALF_TOPIC)
         if self._op_cursor is None:
-            self._op_cursor = max(op_offset - WARM_UP_OPS, svc.store.get_min_offset_in_queue(TRANS_OP_HALF_TOPIC, 0))
+            self._op_cursor = max(
+                op_offset - WARM_UP_OPS, svc.store.get_min_offset_in_queue(TRANS_OP_HALF_TOPIC, 0)
+            )
         self._read_ops(half_offset)
         checks: list[CheckRequest] = []
         new_half_offset = half_offset

@@ -37,7 +37,8 @@ class EndTransactionProcessor:
         header = decode_header(EndTransactionRequestHeader, request.ext_fields)
         if not PermName.is_writeable(self._config.broker_permission):
             raise for_code(
-                ResponseCode.NO_PERMISSION, f"the broker[{self._config.broker_ip1}] sending message is forbidden"
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self._config.broker_ip1}] sending message is forbidden",
             )
         try:
             remark = self._service.end_transaction(header, ctx.remote_addr)

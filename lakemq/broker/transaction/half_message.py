@@ -34,15 +34,15 @@ from lakemq.common.message import (
 __all__ = [
     "REMOVE_TAG",
     "TRANS_SYS_GROUP",
-    "is_transactional",
-    "to_half_message",
-    "origin_offset",
     "check_times",
-    "renew_half_message",
-    "real_message",
+    "is_transactional",
     "op_message",
+    "origin_offset",
     "parse_op_body",
+    "real_message",
+    "renew_half_message",
     "restore_real_topic",
+    "to_half_message",
 ]
 
 REMOVE_TAG: Final = "d"  # RocketMQ's TransactionalMessageUtil.REMOVETAG
@@ -95,7 +95,9 @@ def _inner(msg: MessageExt, properties: dict[str, str], store_host: str) -> Mess
     return inner
 
 
-def renew_half_message(half: MessageExt, store_host: str, *, count_check: bool = True) -> MessageExtBrokerInner:
+def renew_half_message(
+    half: MessageExt, store_host: str, *, count_check: bool = True
+) -> MessageExtBrokerInner:
     """The copy put back at the end of the half queue (before a check-back, counted); the
     born time is the original one, so the transaction timeout counts from the first send."""
     properties = dict(half.properties)
@@ -129,7 +131,9 @@ def real_message(half: MessageExt, store_host: str) -> MessageExtBrokerInner:
         properties.pop(key, None)
     properties[MessageConst.WAIT_STORE_MSG_OK] = "false"
     inner = _inner(restored, properties, store_host)
-    inner.sys_flag = MessageSysFlag.reset_transaction_value(half.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+    inner.sys_flag = MessageSysFlag.reset_transaction_value(
+        half.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE
+    )
     inner.prepared_transaction_offset = half.commit_log_offset
     return inner
 

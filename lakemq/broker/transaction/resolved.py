@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from typing import Final
 
-__all__ = ["ResolvedTransactions", "DEFAULT_CAPACITY"]
+__all__ = ["DEFAULT_CAPACITY", "ResolvedTransactions"]
 
 DEFAULT_CAPACITY: Final = 100_000
 

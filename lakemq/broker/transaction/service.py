@@ -34,18 +34,20 @@ from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
 from lakemq.store.results import PutMessageStatus
 
-__all__ = ["TransactionalMessageService", "QueueRead", "HALF_QUEUE_ID"]
+__all__ = ["HALF_QUEUE_ID", "QueueRead", "TransactionalMessageService"]
 
 log = logging.getLogger(__name__)
 
 HALF_QUEUE_ID = 0  # the half topic has one queue; its op queue has the same id
 
-_STORED = frozenset({
-    PutMessageStatus.PUT_OK,
-    PutMessageStatus.FLUSH_DISK_TIMEOUT,
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
-    PutMessageStatus.SLAVE_NOT_AVAILABLE,
-})
+_STORED = frozenset(
+    {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.FLUSH_DISK_TIMEOUT,
+        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +133,8 @@ class TransactionalMessageService:
         result = self.store.put_message(msg)
         if result.status not in _STORED or result.append_result is None:
             raise for_code(
-                ResponseCode.SYSTEM_ERROR, f"transaction {what} put failed: {result.status.name} {result.remark}"
+                ResponseCode.SYSTEM_ERROR,
+                f"transaction {what} put failed: {result.status.name} {result.remark}",
             )
         return result.append_result.logics_offset
 
@@ -140,7 +143,12 @@ class TransactionalMessageService:
         result = self.store.put_message(msg)
         append = result.append_result
         if result.status not in _STORED or append is None:
-            log.error("putting back half message %s failed: %s %s", msg.unique_key, result.status.name, result.remark)
+            log.error(
+                "putting back half message %s failed: %s %s",
+                msg.unique_key,
+                result.status.name,
+                result.remark,
+            )
             return None
         return msg.replace(
             queue_offset=append.logics_offset,
@@ -175,15 +183,18 @@ class TransactionalMessageService:
                 except RecordError as exc:
                     log.error("unreadable record in %s at queue offset %d: %s", topic, offset, exc)
             return QueueRead(messages, result.next_begin_offset)
-        if result.status in (
-            GetMessageStatus.OFFSET_TOO_SMALL,
-            GetMessageStatus.OFFSET_FOUND_NULL,
-            GetMessageStatus.MESSAGE_WAS_REMOVING,
-        ) and result.next_begin_offset > offset:
+        if (
+            result.status
+            in (
+                GetMessageStatus.OFFSET_TOO_SMALL,
+                GetMessageStatus.OFFSET_FOUND_NULL,
+                GetMessageStatus.MESSAGE_WAS_REMOVING,
+            )
+            and result.next_begin_offset > offset
+        ):
             log.warning("%s: queue offsets %d..%d are gone", topic, offset, result.next_begin_offset - 1)
             return QueueRead([], result.next_begin_offset)
         return QueueRead([], offset)
 
     def max_offset(self, topic: str) -> int:
         return self.store.get_max_offset_in_queue(topic, HALF_QUEUE_ID)
-

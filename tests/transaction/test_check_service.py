@@ -136,6 +136,23 @@ def test_rewrites() -> None:
     assert parse_op_body(op) == (9, 7)
 
 
+def test_delay_level_of_a_prepared_send_is_dropped(store: MessageStore) -> None:
+    msg = MessageExtBrokerInner(
+        topic="Orders",
+        body=b"late",
+        queue_id=1,
+        sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE,
+        properties={MessageConst.TRANSACTION_PREPARED: "true", MessageConst.DELAY_TIME_LEVEL: "3"},
+        born_timestamp=int(time.time() * 1000),
+        born_host="127.0.0.1:40000",
+    )
+    to_half_message(msg)
+    stored = _put(store, msg)
+    assert (stored.topic, stored.queue_id, stored.queue_offset) == (HALF, 0, 0)
+    assert stored.properties[MessageConst.REAL_TOPIC] == "Orders" and stored.delay_time_level == 0
+    assert store.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 2) == 0
+
+
 def test_half_message_has_no_entry_in_the_real_topic(store: MessageStore) -> None:
     _put(store, _prepared(b"a"))
     assert store.get_max_offset_in_queue(HALF, 0) == 1

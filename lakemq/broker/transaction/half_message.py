@@ -59,6 +59,10 @@ def to_half_message(msg: MessageExtBrokerInner) -> None:
     """Rewrite a prepared send in place into the half message that is stored."""
     msg.properties[MessageConst.REAL_TOPIC] = msg.topic
     msg.properties[MessageConst.REAL_QUEUE_ID] = str(msg.queue_id)
+    # Transactional messages are never delayed (RocketMQ's producer drops the level; a client
+    # that does not would have the store move the half message to the schedule topic, losing
+    # its real topic).
+    msg.properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
     msg.properties_string = properties_to_string(msg.properties)
     # Stored as a normal message of the half topic, so that topic's ConsumeQueue indexes it.
     msg.sys_flag = MessageSysFlag.reset_transaction_value(msg.sys_flag, MessageSysFlag.TRANSACTION_NOT_TYPE)

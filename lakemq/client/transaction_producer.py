@@ -39,7 +39,7 @@ from lakemq.client.sync import SyncProducer, background_loop
 from lakemq.common.codes import RequestCode
 from lakemq.common.message import Message, MessageConst, MessageExt, MessageSysFlag
 from lakemq.common.record import RecordError, decode_message_id, decode_record
-from lakemq.errors import LakeMQError, RemotingCommandError
+from lakemq.errors import BrokerError, LakeMQError, RemotingCommandError, RemotingError
 from lakemq.remoting import RemotingCommand, RequestContext
 from lakemq.remoting.headers import (
     CheckTransactionStateRequestHeader,
@@ -128,6 +128,24 @@ class TransactionProducer(Producer):
         self._instance.remoting.register_processor(
             RequestCode.CHECK_TRANSACTION_STATE, _CheckTransactionState(self._instance)
         )
+        await self._join_brokers()
+
+    def publish_topics(self) -> list[str]:
+        # TBW102 too: its route names the brokers that may hold this group's half messages, so
+        # a producer that only answers check-backs (say, one restarted after a crash) keeps
+        # heartbeating them.
+        return [*super().publish_topics(), self.config.create_topic_key]
+
+    async def _join_brokers(self) -> None:
+        """Heartbeat the brokers at start (RocketMQ does too), so check-backs of this group's
+        pending transactions can reach this producer before it sends anything."""
+        assert self._instance is not None
+        try:
+            await self._instance.update_route(self.config.create_topic_key)
+        except (RemotingError, BrokerError) as exc:
+            log.warning("route of %s not found at start: %s", self.config.create_topic_key, exc)
+            return
+        await self._instance.send_heartbeat_to_all()
 
     async def shutdown(self) -> None:
         if self._checks:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lakemq.client import Message
+from lakemq.client import Message, MessageExt
 from lakemq.client.config import ClientConfig
-from lakemq.client.transaction_producer import SyncTransactionProducer
+from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageSysFlag
 from lakemq.common.record import decode_message_id
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # A producer process that leaves three transactions unknown and dies without a goodbye.
 _DOOMED_PRODUCER = textwrap.dedent("""
     import os, sys
-    from lakemq.client import Message
+    from lakemq.client import Message, MessageExt
     from lakemq.client.config import ClientConfig
     from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
 
@@ -45,8 +45,8 @@ _DOOMED_PRODUCER = textwrap.dedent("""
         def check_local_transaction(self, msg):
             return LocalTransactionState.UNKNOW
 
-    ns, topic = sys.argv[1], sys.argv[2]
-    producer = SyncTransactionProducer("GoneProducer", Unknown(), client_config=ClientConfig(namesrv_addr=ns))
+    ns, topic, group = sys.argv[1], sys.argv[2], sys.argv[3]
+    producer = SyncTransactionProducer(group, Unknown(), client_config=ClientConfig(namesrv_addr=ns))
     producer.start()
     producer.create_topic(topic, 2)
     for i in range(3):
@@ -78,7 +78,7 @@ def test_producer_gone_rolled_back_after_max_checks(tmp_path: Path) -> None:
     with start_cluster(tmp_path, broker_conf={**FAST, "transactionCheckMax": "2"}) as cluster:
         ns, topic, broker = cluster.namesrv_addr, "TxGone", cluster.broker_addr()
         done = subprocess.run(
-            [sys.executable, "-c", _DOOMED_PRODUCER, ns, topic],
+            [sys.executable, "-c", _DOOMED_PRODUCER, ns, topic, "GoneProducer"],
             check=False,
             cwd=ROOT,
             capture_output=True,
@@ -115,6 +115,48 @@ def test_producer_gone_rolled_back_after_max_checks(tmp_path: Path) -> None:
         assert receiver.seen() == {b"c-after": 1}
         assert not listener.checks()
         assert "rolled back (no answer after 2 checks)" in cluster.brokers["broker-a"].logs(tail=400)
+
+
+class _CommitOnCheck:
+    def __init__(self) -> None:
+        self.checked: list[bytes] = []
+
+    def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+        raise AssertionError("this producer sends nothing")
+
+    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        self.checked.append(msg.body)
+        return LocalTransactionState.COMMIT_MESSAGE
+
+
+def test_restarted_producer_answers_check_backs_without_sending(tmp_path: Path) -> None:
+    with start_cluster(tmp_path, broker_conf={**FAST, "transactionCheckMax": "40"}) as cluster:
+        ns, topic, broker = cluster.namesrv_addr, "TxTakeover", cluster.broker_addr()
+        done = subprocess.run(
+            [sys.executable, "-c", _DOOMED_PRODUCER, ns, topic, "TakeoverProducer"],
+            check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0 and "sent" in done.stdout, done.stderr
+        # A new process of the group, which only starts: its heartbeat at start lets the
+        # broker check back with it, and it commits what the dead one left unknown.
+        listener = _CommitOnCheck()
+        client = ClientConfig(namesrv_addr=ns, instance_name="takeover")
+        with SyncTransactionProducer("TakeoverProducer", listener, client_config=client):
+            wait_until(lambda: queue_max_offset(broker, OP) == 3, 20, "three commits from check-backs")
+        assert sorted(set(listener.checked)) == [b"gone0", b"gone1", b"gone2"]
+        receiver = Receiver(ns, topic, "TakeoverConsumer")
+        receiver.consumer.start()
+        try:
+            receiver.wait_for({b"gone0", b"gone1", b"gone2"}, timeout=15)
+            time.sleep(1.0)
+        finally:
+            receiver.consumer.shutdown()
+        assert receiver.seen() == {b"gone0": 1, b"gone1": 1, b"gone2": 1}
+        assert sum(_topic_max_offsets(broker, topic, 2)) == 3
 
 
 def _end(client: SyncRemotingClient, broker: str, header: EndTransactionRequestHeader) -> RemotingCommand:

@@ -20,7 +20,8 @@ def _request(offset: int, key: str, ts: int) -> DispatchRequest:
     return DispatchRequest(msg_size=100, topic="T", commit_log_offset=offset, store_timestamp=ts, keys=key)
 
 
-def test_a_step_back_keeps_file_order_and_window_queries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_step_back_keeps_file_order_and_window_queries(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     real_time = time.time
     offset_s = 0.0
     monkeypatch.setattr(time, "time", lambda: real_time() + offset_s)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -14,6 +17,9 @@ from lakemq.cli.client_cmds import log_to_file, admin, namesrv_option
 from lakemq.client.admin import Admin
 from lakemq.common.message import MessageExt
 from lakemq.errors import LakeMQError
+
+if TYPE_CHECKING:
+    from lakemq.jobs.message_lookup import LakeMessage
 
 BODY_PREVIEW = 60
 
@@ -30,13 +36,29 @@ def parse_millis(text: str | None, default: int) -> int:
         raise LakeMQError(f"time {text!r} is neither epoch milliseconds nor an ISO date/time") from exc
 
 
-def _show(messages: list[MessageExt]) -> None:
-    table = Table("msg id (offset)", "unique key", "topic", "queue", "queue offset", "stored", "tags", "keys", "body")
-    for m in messages:
-        body = m.body[:BODY_PREVIEW].decode("utf-8", "replace") + ("…" if len(m.body) > BODY_PREVIEW else "")
-        stored = datetime.fromtimestamp(m.store_timestamp / 1000).isoformat(timespec="milliseconds")
-        table.add_row(m.msg_id, m.unique_key or "", m.topic, str(m.queue_id), str(m.queue_offset), stored,
-                      m.tags or "", " ".join(m.keys), body)
+def _row(tier: str, msg_id: str, uniq: str | None, topic: str, queue_id: int, queue_offset: int, stored_ms: int,
+         tags: str | None, keys: Sequence[str], body: bytes) -> tuple[str, ...]:
+    preview = body[:BODY_PREVIEW].decode("utf-8", "replace") + ("…" if len(body) > BODY_PREVIEW else "")
+    stored = datetime.fromtimestamp(stored_ms / 1000).isoformat(timespec="milliseconds")
+    return (tier, msg_id, uniq or "", topic, str(queue_id), str(queue_offset), stored, tags or "", " ".join(keys),
+            preview)
+
+
+def _hot_row(m: MessageExt) -> tuple[str, ...]:
+    return _row("hot", m.msg_id, m.unique_key, m.topic, m.queue_id, m.queue_offset, m.store_timestamp, m.tags,
+                m.keys, m.body)
+
+
+def _lake_row(m: "LakeMessage") -> tuple[str, ...]:
+    return _row("lake", m.msg_id, m.uniq_key, m.topic, m.queue_id, m.queue_offset, m.store_timestamp, m.tags,
+                m.keys, m.body)
+
+
+def _show(rows: Sequence[tuple[str, ...]]) -> None:
+    table = Table("tier", "msg id (offset)", "unique key", "topic", "queue", "queue offset", "stored", "tags", "keys",
+                  "body")
+    for row in rows:
+        table.add_row(*row)
     Console().print(table)
 
 
@@ -53,24 +75,50 @@ def message() -> None:
 @click.option("--begin", help="stored at or after (epoch ms or ISO time; default: the beginning)")
 @click.option("--end", help="stored at or before (epoch ms or ISO time; default: now)")
 @click.option("--max", "max_num", default=64, show_default=True, help="at most this many messages")
+@click.option("--lake", help="also search this lake (history the hot tier no longer holds)")
+@click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
+@click.option("--master", help="Spark master for the lake search")
 def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None, begin: str | None,
-              end: str | None, max_num: int) -> None:
-    """Messages of TOPIC by key and time range, through the brokers' IndexFiles."""
+              end: str | None, max_num: int, lake: str | None, storage_option: tuple[str, ...],
+              master: str | None) -> None:
+    """Messages of TOPIC by key and time range, through the brokers' IndexFiles, and with
+    --lake through the lake's messages table as well."""
     log_to_file()
     if bool(key) == bool(unique_key):
         raise LakeMQError("give exactly one of --key and --unique-key")
+    begin_ms, end_ms = parse_millis(begin, 0), parse_millis(end, int(time.time() * 1000))
 
     async def run() -> list[MessageExt]:
         async with Admin(namesrv) as admin_api:
             return await admin_api.query_message(
-                topic, key or unique_key or "", max_num=max_num, begin_ms=parse_millis(begin, 0),
-                end_ms=parse_millis(end, int(time.time() * 1000)), unique_key=bool(unique_key))
+                topic, key or unique_key or "", max_num=max_num, begin_ms=begin_ms, end_ms=end_ms,
+                unique_key=bool(unique_key))
 
-    found = asyncio.run(run())
-    if not found:
-        raise LakeMQError(f"no message of {topic} with {'key' if key else 'unique key'} {key or unique_key}")
-    _show(found)
-    click.echo(f"{len(found)} message(s)")
+    try:
+        hot = asyncio.run(run())
+    except LakeMQError as exc:
+        if not lake:
+            raise
+        # History outlives brokers: with a lake to search, an unreachable cluster is a note.
+        logging.getLogger(__name__).warning("hot tier not searched", exc_info=True)
+        click.echo(f"note: hot tier not searched: {exc}", err=True)
+        hot = []
+    rows = [(m.store_timestamp, _hot_row(m)) for m in hot]
+    if lake:
+        from lakemq.cli.lake_cmds import parse_storage_options, spark_session
+        from lakemq.jobs.message_lookup import find_messages
+
+        seen = {m.msg_id for m in hot}
+        with spark_session(master) as spark:
+            cold = find_messages(spark, lake, topic=topic, key=key, unique_key=unique_key, begin_ms=begin_ms,
+                                 end_ms=end_ms, limit=max_num, storage_options=parse_storage_options(storage_option))
+        rows += [(m.store_timestamp, _lake_row(m)) for m in cold if m.msg_id not in seen]
+    if not rows:
+        where = " (hot tier and lake)" if lake else ""
+        raise LakeMQError(f"no message of {topic} with {'key' if key else 'unique key'} {key or unique_key}{where}")
+    rows.sort(key=lambda pair: pair[0])
+    _show([row for _, row in rows[:max_num]])
+    click.echo(f"{min(len(rows), max_num)} message(s)")
 
 
 @message.command("view")
@@ -97,7 +145,7 @@ def view_cmd(namesrv: str, msg_id: str | None, unique_key: str | None, topic: st
     if not found:
         raise LakeMQError(f"no message of {topic} with unique key {unique_key}")
     for msg in found:
-        _show([msg])
+        _show([_hot_row(msg)])
         props = Table("property", "value")
         for name, value in sorted(msg.properties.items()):
             props.add_row(name, value)

@@ -1,0 +1,77 @@
+"""Finding messages in the lake by key and unique key, alone and beside the hot tier
+(`lakemq admin message query --lake`)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lake_helpers import BORN_MS, WriteStore, user_messages
+
+from lakemq.client import Message, SyncProducer
+from lakemq.jobs.compact import compact
+from lakemq.jobs.message_lookup import find_messages
+from tests.cluster import lakemq_command, start_cluster
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(lakemq_command("admin", "message", "query", "--master", "local[1]", *args),
+                          capture_output=True, text=True, timeout=300, env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"})
+
+
+@pytest.fixture
+def lake(spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path) -> Path:
+    lake = tmp_path / "lake"
+    write_store(user_messages(200))
+    compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name="b", seal_idle_ms=0)
+    return lake
+
+
+def test_find_by_key_unique_key_time_and_limit(spark: Any, lake: Path) -> None:
+    by_key = find_messages(spark, str(lake), topic="TopicA", key="k3")
+    assert [m.uniq_key for m in by_key] == [f"UNIQ{i:08d}" for i in range(3, 200, 10)]
+    assert by_key[0].keys == ("order-3", "k3") and by_key[0].body.startswith(b"m3:") and by_key[0].tags == "tag0"
+    assert [m.commitlog_offset for m in by_key] == sorted(m.commitlog_offset for m in by_key)
+
+    (one,) = find_messages(spark, str(lake), topic="TopicA", unique_key="UNIQ00000042")
+    assert one.keys == ("order-42", "k2") and one.queue_id == 2 and one.properties["UNIQ_KEY"] == "UNIQ00000042"
+
+    assert len(find_messages(spark, str(lake), topic="TopicA", key="k3", limit=4)) == 4
+    assert find_messages(spark, str(lake), topic="TopicB", key="k3") == []
+    stored = by_key[0].store_timestamp
+    assert find_messages(spark, str(lake), topic="TopicA", key="k3", begin_ms=0, end_ms=stored - 1) == []
+    with pytest.raises(ValueError):
+        find_messages(spark, str(lake), topic="TopicA")
+    assert BORN_MS < stored
+
+
+def test_cli_searches_the_lake_when_the_cluster_is_gone(lake: Path) -> None:
+    found = _cli("-n", "127.0.0.1:1", "--lake", str(lake), "--topic", "TopicA", "--key", "k3")
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert "note: hot tier not searched" in found.stderr
+    assert "20 message(s)" in found.stdout and "UNIQ00000193" in found.stdout and " lake " in found.stdout
+    missing = _cli("-n", "127.0.0.1:1", "--lake", str(lake), "--topic", "TopicA", "--key", "nope")
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines()[-1] == "error: no message of TopicA with key nope (hot tier and lake)"
+    without_lake = subprocess.run(lakemq_command("admin", "message", "query", "-n", "127.0.0.1:1", "--topic",
+                                                 "TopicA", "--key", "k3"),
+                                  capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert without_lake.returncode == 1 and len(without_lake.stderr.strip().splitlines()) == 1
+
+
+def test_cli_merges_hot_tier_and_lake(lake: Path, tmp_path: Path) -> None:
+    with start_cluster(tmp_path / "cluster") as cluster:
+        with SyncProducer("pg-lookup", namesrv_addr=cluster.namesrv_addr) as producer:
+            producer.create_topic("TopicA", 1)
+            hot = Message("TopicA", b"fresh-from-the-broker")
+            hot.keys = ["k3"]
+            producer.send(hot)
+        found = _cli("-n", cluster.namesrv_addr, "--lake", str(lake), "--topic", "TopicA", "--key", "k3")
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert "21 message(s)" in found.stdout
+    lines = found.stdout.splitlines()
+    hot_lines = [line for line in lines if "fresh-from-the-broker" in line]
+    assert len(hot_lines) == 1 and " hot " in hot_lines[0]
+    assert sum(" lake " in line for line in lines) == 20

@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from lakemq.client import fastjson
 from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
@@ -16,7 +17,9 @@ from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_message_id
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import LakeMQError, TopicNotExistError
+from lakemq.common.codes import RequestCode
 from lakemq.remoting import RemotingClient
+from lakemq.remoting.bodies import KVTable
 
 __all__ = ["Admin", "QueueStats", "QueueProgress"]
 
@@ -73,17 +76,19 @@ class Admin:
         return result
 
     async def create_topic(self, topic: str, *, queue_nums: int = 4, order: bool = False,
-                           cluster: str | None = None) -> list[str]:
+                           cluster: str | None = None, perm: int = 6) -> list[str]:
         """Create (or update) ``topic`` on every master; returns the broker names."""
         check_topic(topic)
         if not 0 < queue_nums <= 1024:
             raise LakeMQError(f"queue count {queue_nums} is not within 1..1024")
+        if perm not in (2, 4, 6):
+            raise LakeMQError(f"perm {perm} is not 2 (write), 4 (read) or 6 (read and write)")
         masters = await self.masters(cluster)
         if not masters:
             raise LakeMQError("no master broker is registered with the name server")
         for addr in masters.values():
             await self.api.create_topic(addr, topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums,
-                                        order=order)
+                                        perm=perm, order=order)
         return sorted(masters)
 
     async def list_topics(self) -> list[str]:
@@ -138,3 +143,22 @@ class Admin:
         """The message with offset message id ``msg_id`` (store host + CommitLog offset)."""
         addr, offset = decode_message_id(msg_id)
         return await self.api.view_message(addr, offset)
+
+    async def cluster_info(self) -> dict[str, Any]:
+        """GET_BROKER_CLUSTER_INFO as the name server answers it (brokerAddrTable, clusterAddrTable)."""
+        return await self.api.get_broker_cluster_info()
+
+    async def broker_runtime_info(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's key/value table (offsets, pools, store dir)."""
+        response = await self.api._ok(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return KVTable.decode(response.body).table
+
+    async def topic_configs(self, addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_TOPIC_CONFIG: topic name -> TopicConfig JSON (queue counts, perm, order)."""
+        response = await self.api._ok(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+        return dict(fastjson.loads(response.body or b"{}").get("topicConfigTable") or {})
+
+    async def subscription_groups(self, addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group name -> SubscriptionGroupConfig JSON."""
+        response = await self.api._ok(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        return dict(fastjson.loads(response.body or b"{}").get("subscriptionGroupTable") or {})

@@ -1,0 +1,337 @@
+"""What the pages show, fetched from the cluster (admin wire codes) and the lake (in a
+thread pool). One instance per console process; it also drives the periodic sampler."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import fnmatch
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from lakemq.client.admin import Admin
+from lakemq.client.message_queue import MessageQueue
+from lakemq.client.producer import Producer
+from lakemq.client.pull_consumer import PullConsumer
+from lakemq.client.results import PullStatus
+from lakemq.common.message import Message, MessageConst, MessageExt
+from lakemq.console.lake_view import BrokerTiering, DeltaVersion, LakeMessage, broker_tiering, delta_history, search_lake
+from lakemq.console.sampler import Sampler
+from lakemq.errors import LakeMQError
+from lakemq.tiering.lake_fs import LakeLocation
+
+__all__ = ["ConsoleData", "Found", "TopicRow", "BrokerRow", "GroupRow", "RETRY_PREFIX", "DLQ_PREFIX"]
+
+T = TypeVar("T")
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+CONSOLE_GROUP = "lakemq_console"
+# Properties the broker sets on a stored record; a re-sent message gets fresh ones.
+_BROKER_PROPERTIES = {MessageConst.RETRY_TOPIC, MessageConst.REAL_TOPIC, MessageConst.ORIGIN_MESSAGE_ID,
+                      "REAL_QID", "MAX_OFFSET", "MIN_OFFSET", "CONSUME_START_TIME", "RECONSUME_TIME",
+                      "DELAY", "UNIQ_KEY", "WAIT", "CLUSTER"}
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A message row from either tier, with its source."""
+    source: str  # "hot", "lake" or "hot+lake"
+    topic: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+    unique_key: str
+    tags: str
+    keys: tuple[str, ...]
+    store_timestamp: int
+    born_timestamp: int
+    store_host: str
+    reconsume_times: int
+    properties: dict[str, str]
+    body: bytes
+
+    @classmethod
+    def hot(cls, m: MessageExt) -> "Found":
+        return cls("hot", m.topic, m.queue_id, m.queue_offset, m.msg_id, m.unique_key or "", m.tags or "",
+                   tuple(m.keys), m.store_timestamp, m.born_timestamp, str(m.store_host), m.reconsume_times,
+                   dict(m.properties), m.body)
+
+    @classmethod
+    def lake(cls, m: LakeMessage) -> "Found":
+        return cls("lake", m.topic, m.queue_id, m.queue_offset, m.msg_id, m.uniq_key or "", m.tags or "", m.keys,
+                   m.store_timestamp, m.born_timestamp, m.store_host, m.reconsume_times, m.properties, m.body)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRow:
+    cluster: str
+    name: str
+    addr: str
+    runtime: dict[str, str]
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRow:
+    name: str
+    read_queues: int
+    write_queues: int
+    perm: int
+    order: bool
+    brokers: tuple[str, ...]
+    messages: int | None = None
+    tps: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    name: str
+    total_lag: int
+    queues: list[tuple[str, int, int, int]] = field(default_factory=list)  # (queue, broker off, consumer off, lag)
+
+
+class ConsoleData:
+    def __init__(self, namesrv: str, lake: LakeLocation | None, *, store_dirs: dict[str, str] | None = None,
+                 sample_interval_s: float = 5.0) -> None:
+        self.namesrv = namesrv
+        self.lake = lake
+        self.store_dirs = dict(store_dirs or {})
+        self.sample_interval_s = sample_interval_s
+        self.admin = Admin(namesrv)
+        self.sampler = Sampler()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="console-lake")
+        self._puller = PullConsumer(CONSOLE_GROUP, namesrv_addr=namesrv)
+        self._producer = Producer(CONSOLE_GROUP, namesrv_addr=namesrv)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._puller.start()
+        await self._producer.start()
+        self._task = asyncio.create_task(self.sampler.run(self.sample_interval_s, self.sample))
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._producer.shutdown()
+        await self._puller.shutdown()
+        await self.admin.__aexit__()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def in_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+
+    # -- cluster ---------------------------------------------------------------------------
+    async def brokers(self) -> list[BrokerRow]:
+        info = await self.admin.cluster_info()
+        owner = {b: c for c, names in (info.get("clusterAddrTable") or {}).items() for b in names}
+        masters = await self.admin.masters()
+
+        async def one(name: str, addr: str) -> BrokerRow:
+            try:
+                return BrokerRow(owner.get(name, ""), name, addr, await self.admin.broker_runtime_info(addr))
+            except (LakeMQError, OSError) as exc:
+                return BrokerRow(owner.get(name, ""), name, addr, {}, str(exc) or type(exc).__name__)
+
+        return list(await asyncio.gather(*(one(n, a) for n, a in masters.items())))
+
+    async def topics(self, *, pattern: str = "", page: int = 1, per_page: int = 50,
+                     show_system: bool = False) -> tuple[list[TopicRow], int]:
+        """One page of topics (and how many match) with queue counts, message count and TPS."""
+        configs: dict[str, dict[str, Any]] = {}
+        owners: dict[str, list[str]] = {}
+        for name, addr in (await self.admin.masters()).items():
+            for topic, cfg in (await self.admin.topic_configs(addr)).items():
+                configs.setdefault(topic, cfg)
+                owners.setdefault(topic, []).append(name)
+        names = sorted(t for t in configs if show_system or not _is_system(t))
+        if pattern:
+            glob = pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
+            names = [t for t in names if fnmatch.fnmatchcase(t.lower(), glob.lower())]
+        start = (max(page, 1) - 1) * per_page
+        shown = names[start:start + per_page]
+        counts = await asyncio.gather(*(self._message_count(t) for t in shown), return_exceptions=True)
+        rows = []
+        for topic, count in zip(shown, counts):
+            cfg = configs[topic]
+            messages = count if isinstance(count, int) else None
+            rows.append(TopicRow(topic, int(cfg.get("readQueueNums", 0)), int(cfg.get("writeQueueNums", 0)),
+                                 int(cfg.get("perm", 6)), bool(cfg.get("order", False)), tuple(owners[topic]),
+                                 messages, self.sampler.tps(topic)))
+        return rows, len(names)
+
+    async def _message_count(self, topic: str) -> int:
+        stats = await self.admin.topic_stats(topic)
+        total = sum(s.max_offset for s in stats)
+        self.sampler.record_count(topic, total)
+        return total
+
+    async def topic_config(self, topic: str) -> dict[str, Any] | None:
+        for addr in (await self.admin.masters()).values():
+            cfg = (await self.admin.topic_configs(addr)).get(topic)
+            if cfg is not None:
+                return cfg
+        return None
+
+    async def save_topic(self, topic: str, queues: int, perm: int, order: bool) -> list[str]:
+        return await self.admin.create_topic(topic, queue_nums=queues, perm=perm, order=order)
+
+    # -- consumer groups -------------------------------------------------------------------
+    async def group_names(self) -> list[str]:
+        names: set[str] = set()
+        for addr in (await self.admin.masters()).values():
+            names.update(await self.admin.subscription_groups(addr))
+        return sorted(g for g in names if g != CONSOLE_GROUP)
+
+    async def group(self, group: str) -> GroupRow:
+        rows = await self.admin.consumer_progress(group)
+        queues = [(f"{r.mq.topic} · {r.mq.broker_name}:{r.mq.queue_id}", r.broker_offset, r.consumer_offset, r.lag)
+                  for r in rows]
+        return GroupRow(group, sum(q[3] for q in queues), queues)
+
+    async def sample(self) -> None:
+        """One sampling round: lag of every group with progress, counts of watched topics."""
+        for name in await self.group_names():
+            try:
+                row = await self.group(name)
+            except LakeMQError:
+                continue  # a group without consume progress yet has no lag to chart
+            if row.queues:
+                self.sampler.record_lag(name, {q[0]: q[3] for q in row.queues})
+        for topic in self.sampler.watched_topics():
+            try:
+                await self._message_count(topic)
+            except LakeMQError:
+                continue  # deleted since it was watched
+
+    # -- messages --------------------------------------------------------------------------
+    async def search(self, *, topic: str, key: str = "", msg_id: str = "", unique_key: str = "",
+                     begin_ms: int = 0, end_ms: int | None = None, limit: int = 100,
+                     hot_tier: bool = True) -> tuple[list[Found], list[str]]:
+        """Hot tier and lake results merged (hot wins on the same message id), oldest first,
+        with notes about a tier that could not be searched."""
+        end = end_ms if end_ms is not None else int(time.time() * 1000)
+        notes: list[str] = []
+        hot: list[Found] = []
+        try:
+            if hot_tier:
+                hot = await self._search_hot(topic, key, msg_id, unique_key, begin_ms, end, limit)
+        except (LakeMQError, OSError) as exc:
+            notes.append(f"hot tier not searched: {exc}")
+        cold: list[Found] = []
+        if self.lake is not None:
+            try:
+                found = await self.in_thread(search_lake, self.lake, topic=topic or None, key=key or None,
+                                             msg_id=msg_id or None, unique_key=unique_key or None,
+                                             begin_ms=begin_ms, end_ms=end, limit=limit)
+                cold = [Found.lake(m) for m in found]
+            except (LakeMQError, OSError) as exc:
+                notes.append(f"lake not searched: {exc}")
+        in_lake = {f.msg_id for f in cold}
+        seen = {f.msg_id for f in hot}
+        # A record still hot and already tiered shows once, marked as held by both tiers.
+        merged = [dataclasses.replace(f, source="hot+lake") if f.msg_id in in_lake else f for f in hot]
+        merged += [f for f in cold if f.msg_id not in seen]
+        merged.sort(key=lambda f: (f.store_timestamp, f.msg_id))
+        return merged[:limit], notes
+
+    async def _search_hot(self, topic: str, key: str, msg_id: str, unique_key: str, begin_ms: int, end_ms: int,
+                          limit: int) -> list[Found]:
+        if msg_id:
+            try:
+                return [Found.hot(await self.admin.view_message(msg_id))]
+            except LakeMQError:
+                return []  # the record left the hot tier
+        if not topic:
+            return []
+        if key or unique_key:
+            found = await self.admin.query_message(topic, key or unique_key, max_num=limit, begin_ms=begin_ms,
+                                                   end_ms=end_ms, unique_key=bool(unique_key))
+            return [Found.hot(m) for m in found]
+        return await self._browse(topic, begin_ms, end_ms, limit)
+
+    async def _browse(self, topic: str, begin_ms: int, end_ms: int, limit: int) -> list[Found]:
+        """Messages of ``topic`` stored in [begin_ms, end_ms], pulled from every queue."""
+        out: list[Found] = []
+        for mq in await self._puller.fetch_subscribe_message_queues(topic):
+            offset = await self._puller.search_offset(mq, begin_ms) if begin_ms else await self._puller.min_offset(mq)
+            out.extend(f for f in await self._pull(mq, offset, limit) if f.store_timestamp <= end_ms)
+        out.sort(key=lambda f: (f.store_timestamp, f.msg_id))
+        return out[:limit]
+
+    async def _pull(self, mq: MessageQueue, offset: int, limit: int) -> list[Found]:
+        out: list[Found] = []
+        while len(out) < limit:
+            result = await self._puller.pull(mq, "*", offset, min(32, limit - len(out)))
+            if result.pull_status != PullStatus.FOUND or not result.msgs:
+                break
+            out.extend(Found.hot(m) for m in result.msgs)
+            offset = result.next_begin_offset
+        return out
+
+    async def message(self, msg_id: str, topic: str = "", source: str = "hot") -> Found | None:
+        """One message by offset message id; ``source`` "lake" skips the hot tier."""
+        found, _ = await self.search(topic=topic, msg_id=msg_id, limit=1, hot_tier=source != "lake")
+        return found[0] if found else None
+
+    async def trace(self, msg: Found) -> list[Found]:
+        """The message's retries and dead letter: records with its unique key in the
+        %RETRY%/%DLQ% topics of every group, from both tiers."""
+        if not msg.unique_key:
+            return []
+        topics = [t for t in await self.admin.list_topics() if t.startswith((RETRY_PREFIX, DLQ_PREFIX))]
+        rows: dict[str, Found] = {}
+        for topic in topics:
+            try:
+                for m in await self.admin.query_message(topic, msg.unique_key, unique_key=True):
+                    rows[m.msg_id] = Found.hot(m)
+            except LakeMQError:
+                continue  # a retry topic without route (no broker serves it any more)
+        if self.lake is not None:
+            for m in await self.in_thread(search_lake, self.lake, unique_key=msg.unique_key, limit=200):
+                if m.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) and m.msg_id not in rows:
+                    rows[m.msg_id] = Found.lake(m)
+        return sorted(rows.values(), key=lambda f: (f.store_timestamp, f.msg_id))
+
+    # -- dead letters ----------------------------------------------------------------------
+    async def dlq_topics(self) -> list[str]:
+        return [t for t in await self.admin.list_topics() if t.startswith(DLQ_PREFIX)]
+
+    async def dlq_messages(self, topic: str, limit: int = 50) -> list[Found]:
+        """The newest ``limit`` dead letters of ``topic``, newest first."""
+        out: list[Found] = []
+        for mq in await self._puller.fetch_subscribe_message_queues(topic):
+            low, high = await self._puller.min_offset(mq), await self._puller.max_offset(mq)
+            out.extend(await self._pull(mq, max(low, high - limit), limit))
+        out.sort(key=lambda f: (-f.store_timestamp, f.msg_id))
+        return out[:limit]
+
+    async def resend(self, msg_id: str) -> tuple[str, str]:
+        """Send a dead letter again to the topic it was first sent to; (topic, new msg id)."""
+        dead = await self.admin.view_message(msg_id)
+        target = dead.properties.get(MessageConst.RETRY_TOPIC) or dead.properties.get(MessageConst.REAL_TOPIC)
+        if not target:
+            raise LakeMQError(f"message {msg_id} carries no original topic (RETRY_TOPIC)")
+        props = {k: v for k, v in dead.properties.items() if k not in _BROKER_PROPERTIES}
+        props[MessageConst.ORIGIN_MESSAGE_ID] = dead.msg_id
+        result = await self._producer.send(Message(target, dead.body, dead.flag, props))
+        return target, result.msg_id
+
+    # -- lake ------------------------------------------------------------------------------
+    async def tiering(self) -> tuple[list[BrokerTiering], list[DeltaVersion]]:
+        if self.lake is None:
+            return [], []
+        brokers = []
+        for row in await self.brokers():
+            store = self.store_dirs.get(row.name) or row.runtime.get("storePathRootDir")
+            brokers.append(await self.in_thread(broker_tiering, self.lake, row.name, store))
+        return brokers, await self.in_thread(delta_history, self.lake)
+
+
+def _is_system(topic: str) -> bool:
+    return topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "SCHEDULE_TOPIC")) or topic in {
+        "TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "BenchmarkTest"} or "_REPLY_TOPIC" in topic
+

@@ -1,0 +1,113 @@
+"""The console's pages over HTTP against a real cluster, lake and console process."""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+
+from tests.console.console_env import DEAD, GROUP, HOT_ONLY, TIERED, TOPIC, ConsoleEnv
+
+
+def _text(page: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def test_overview_lists_the_broker(console: ConsoleEnv) -> None:
+    status, page = console.get("/")
+    assert status == 200
+    assert "broker-a" in page and console.cluster.broker_addr("broker-a") in page
+    assert re.search(r'id="broker-count">1<', page)
+
+
+def test_search_by_key_marks_hot_and_lake_rows(console: ConsoleEnv) -> None:
+    status, page = console.get(f"/search?topic={TOPIC}&key=order-3&go=1")
+    assert status == 200, page
+    assert re.search(r'id="result-count">1<', page)
+    assert console.msg_ids["order-3"] in page
+    assert ">hot<" in page and ">lake<" in page  # tiered and still hot: both tiers hold it
+    status, page = console.get(f"/search?topic={TOPIC}&key=order-{TIERED + 1}&go=1")
+    assert console.msg_ids[f"order-{TIERED + 1}"] in page
+    assert ">lake<" not in page.split('id="messages"')[1]  # produced after the lake run
+
+
+def test_time_range_search_finds_every_message(console: ConsoleEnv) -> None:
+    status, page = console.get(f"/search?topic={TOPIC}&begin=0&go=1&limit=500")
+    assert status == 200, page
+    assert re.search(rf'id="result-count">{TIERED + HOT_ONLY}<', page)
+
+
+def test_message_detail_shows_properties_body_and_dead_letter_trace(console: ConsoleEnv) -> None:
+    msg_id = console.msg_ids["order-0"]  # the first pulled message was sent to the DLQ
+    status, page = console.get(f"/message?id={msg_id}&topic={TOPIC}")
+    assert status == 200, page
+    text = _text(page)
+    assert '"order": 0' in text and "KEYS" in text and "order-0" in text
+    assert "UNIQ_KEY" in text and console.unique_keys["order-0"] in text
+    trace = page.split('id="trace"')[1]
+    assert f"%DLQ%{GROUP}" in trace
+
+
+def test_lake_only_lookup_by_message_id(console: ConsoleEnv) -> None:
+    msg_id = console.msg_ids["order-5"]
+    status, page = console.get(f"/message?id={msg_id}&topic={TOPIC}&source=lake")
+    assert status == 200, page
+    assert '"order": 5' in _text(page)
+    assert re.search(r'id="source">\s*<span class="badge teal">lake<', page)
+
+
+def test_lag_page_shows_per_queue_lag_and_a_chart(console: ConsoleEnv) -> None:
+    status, page = console.get("/groups")
+    assert status == 200
+    assert GROUP in page
+    deadline = time.monotonic() + 10
+    while True:  # the chart needs two samples (0.5 s apart)
+        status, page = console.get(f"/groups/{GROUP}")
+        if "<polyline" in page or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert status == 200
+    lags = [int(x) for x in re.findall(r'<td class="n lag[^"]*">(\d+)</td>', page)]
+    assert len(lags) == 2 and sum(lags) == int(re.search(r'id="total-lag">([\d,]+)<', page).group(1).replace(",", ""))
+    assert sum(lags) == (TIERED + HOT_ONLY) - sum((n // 2) for n in (25, 25))
+    assert "<svg" in page and 'data-series="total lag"' in page
+
+
+def test_tiering_page_shows_segments_and_delta_versions(console: ConsoleEnv) -> None:
+    status, page = console.get("/tiering")
+    assert status == 200, page
+    section = page.split('data-broker="broker-a"')[1]
+    committed = int(re.search(r'class="num committed">(\d+)<', section).group(1))
+    verified = int(re.search(r'class="num verified">(\d+)<', section).group(1))
+    assert committed + verified >= 1
+    versions = int(re.search(r'id="version-count">(\d+)<', page).group(1))
+    assert versions >= 1 and '<rect class="bar"' in page
+
+
+def test_dlq_page_lists_dead_letters_and_resends_one(console: ConsoleEnv) -> None:
+    status, page = console.get(f"/dlq?topic=%25DLQ%25{GROUP}")
+    assert status == 200, page
+    ids = re.findall(r'name="id" value="([0-9A-F]+)"', page)
+    assert len(ids) == DEAD
+    assert page.count(f"<td>{TOPIC}</td>") == DEAD  # the original topic of each
+    status, page = console.get("/dlq/resend", "POST", {"id": ids[0], "topic": f"%DLQ%{GROUP}"})
+    assert status == 200, page
+    assert re.search(rf'id="resent">re-sent to {TOPIC}: [0-9A-F]+<', page)
+
+
+def test_topic_create_and_update(console: ConsoleEnv) -> None:
+    status, page = console.get("/topics/edit", "POST", {"name": "payments", "queues": "3", "perm": "6"})
+    assert status == 200 and 'id="saved"' in page
+    row = page.split(">payments</a>")[1].split("</tr>")[0]
+    assert re.findall(r'class="n">(\d+)<', row)[:2] == ["3", "3"]
+    status, page = console.get("/topics/edit", "POST", {"name": "payments", "queues": "5", "perm": "4",
+                                                        "order": "on"})
+    row = page.split(">payments</a>")[1].split("</tr>")[0]
+    assert re.findall(r'class="n">(\d+)<', row)[:2] == ["5", "5"] and "read only" in row and "ordered" in row
+
+
+def test_bad_input_is_a_readable_error(console: ConsoleEnv) -> None:
+    status, page = console.get("/topics/edit", "POST", {"name": "bad topic!", "queues": "3", "perm": "6"})
+    assert status == 400 and 'id="error"' in page
+    status, page = console.get("/search?topic=orders&begin=yesterday&go=1")
+    assert status == 400 and "neither epoch milliseconds" in html.unescape(page)

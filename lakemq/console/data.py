@@ -18,6 +18,7 @@ from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.results import PullStatus
 from lakemq.common.message import Message, MessageConst, MessageExt
+from lakemq.common.record import create_message_id, encode_host
 from lakemq.console.lake_view import BrokerTiering, DeltaVersion, LakeMessage, broker_tiering, delta_history, search_lake
 from lakemq.console.sampler import Sampler
 from lakemq.errors import LakeMQError
@@ -55,7 +56,10 @@ class Found:
 
     @classmethod
     def hot(cls, m: MessageExt) -> "Found":
-        return cls("hot", m.topic, m.queue_id, m.queue_offset, m.msg_id, m.unique_key or "", m.tags or "",
+        # Pulled messages carry the producer's id as msg_id; the console keys rows by the
+        # offset message id (store host + CommitLog offset), as the lake does.
+        offset_id = create_message_id(*encode_host(str(m.store_host)), m.commit_log_offset)
+        return cls("hot", m.topic, m.queue_id, m.queue_offset, offset_id, m.unique_key or "", m.tags or "",
                    tuple(m.keys), m.store_timestamp, m.born_timestamp, str(m.store_host), m.reconsume_times,
                    dict(m.properties), m.body)
 

@@ -151,7 +151,10 @@ class ConsoleData:
             for topic, cfg in (await self.admin.topic_configs(addr)).items():
                 configs.setdefault(topic, cfg)
                 owners.setdefault(topic, []).append(name)
-        names = sorted(t for t in configs if show_system or not _is_system(t))
+        info = await self.admin.cluster_info()
+        # Brokers create a topic named after themselves and their cluster: system topics too.
+        own = set(info.get("brokerAddrTable") or {}) | set(info.get("clusterAddrTable") or {})
+        names = sorted(t for t in configs if show_system or not (_is_system(t) or t in own))
         if pattern:
             glob = pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
             names = [t for t in names if fnmatch.fnmatchcase(t.lower(), glob.lower())]

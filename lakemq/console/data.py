@@ -289,14 +289,17 @@ class ConsoleData:
         %RETRY%/%DLQ% topics of every group, from both tiers."""
         if not msg.unique_key:
             return []
-        topics = [t for t in await self.admin.list_topics() if t.startswith((RETRY_PREFIX, DLQ_PREFIX))]
         rows: dict[str, Found] = {}
-        for topic in topics:
-            try:
-                for m in await self.admin.query_message(topic, msg.unique_key, unique_key=True):
-                    rows[m.msg_id] = Found.hot(m)
-            except LakeMQError:
-                continue  # a retry topic without route (no broker serves it any more)
+        # Asked of each broker directly: a retry or DLQ topic exists on the broker before the
+        # name server has its route.
+        for addr in (await self.admin.masters()).values():
+            for topic in await self.admin.topic_configs(addr):
+                if not topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+                    continue
+                for m in await self.admin.api.query_message(addr, topic, msg.unique_key, max_num=64, begin_ms=0,
+                                                            end_ms=2**63 - 1, unique_key=True):
+                    found = Found.hot(m)
+                    rows[found.msg_id] = found
         if self.lake is not None:
             for m in await self.in_thread(search_lake, self.lake, unique_key=msg.unique_key, limit=200):
                 if m.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) and m.msg_id not in rows:

@@ -38,6 +38,8 @@ class ConsoleEnv:
     process: subprocess.Popen[str]
     msg_ids: dict[str, str] = field(default_factory=dict)  # key -> offset message id
     unique_keys: dict[str, str] = field(default_factory=dict)  # key -> UNIQ_KEY
+    lags: list[int] = field(default_factory=list)  # GROUP's lag per queue, as left by the test
+    dead_keys: list[str] = field(default_factory=list)  # keys of the messages sent to GROUP's DLQ
 
     def get(self, path: str, method: str = "GET", form: dict[str, str] | None = None) -> tuple[int, str]:
         from urllib.error import HTTPError
@@ -63,7 +65,7 @@ async def _produce(namesrv: str, env: ConsoleEnv, first: int, count: int) -> Non
             env.msg_ids[f"order-{i}"] = result.offset_msg_id
 
 
-async def _consume_half_and_kill(namesrv: str, broker_addr: str) -> None:
+async def _consume_half_and_kill(namesrv: str, broker_addr: str, env: ConsoleEnv) -> None:
     """GROUP consumes half of each queue (the rest is lag) and sends DEAD messages to its DLQ."""
     async with PullConsumer(GROUP, namesrv_addr=namesrv) as consumer:
         dead = 0
@@ -76,8 +78,20 @@ async def _consume_half_and_kill(namesrv: str, broker_addr: str) -> None:
                         broker_addr, commit_log_offset=msg.commit_log_offset, group=GROUP, delay_level=-1,
                         origin_msg_id=msg.msg_id, origin_topic=TOPIC, max_reconsume_times=16)
                     dead += 1
+                    env.dead_keys.append(msg.keys[0])
             consumer.update_consume_offset(mq, high // 2)
+            env.lags.append(high - high // 2)
         await consumer.persist_offsets()
+
+
+async def _await_route(namesrv: str, topic: str) -> None:
+    """Wait until the broker has registered ``topic`` with the name server (it does so soon
+    after creating it, not at once)."""
+    async with Admin(namesrv) as admin:
+        deadline = time.monotonic() + 15
+        while topic not in await admin.list_topics():
+            assert time.monotonic() < deadline, f"{topic} never reached the name server"
+            await asyncio.sleep(0.1)
 
 
 def _tier(root: Path, lake: Path) -> None:
@@ -125,7 +139,8 @@ def console_env(root: Path) -> Iterator[ConsoleEnv]:
         asyncio.run(_produce(namesrv, env, 0, TIERED))
         _tier(root, lake)
         asyncio.run(_produce(namesrv, env, TIERED, HOT_ONLY))
-        asyncio.run(_consume_half_and_kill(namesrv, cluster.broker_addr(BROKER)))
+        asyncio.run(_consume_half_and_kill(namesrv, cluster.broker_addr(BROKER), env))
+        asyncio.run(_await_route(namesrv, f"%DLQ%{GROUP}"))
         env.process, env.url = start_console(namesrv, lake, root)
         try:
             yield env

@@ -38,12 +38,12 @@ def test_time_range_search_finds_every_message(console: ConsoleEnv) -> None:
 
 
 def test_message_detail_shows_properties_body_and_dead_letter_trace(console: ConsoleEnv) -> None:
-    msg_id = console.msg_ids["order-0"]  # the first pulled message was sent to the DLQ
-    status, page = console.get(f"/message?id={msg_id}&topic={TOPIC}")
+    key = console.dead_keys[0]
+    status, page = console.get(f"/message?id={console.msg_ids[key]}&topic={TOPIC}")
     assert status == 200, page
     text = _text(page)
-    assert '"order": 0' in text and "KEYS" in text and "order-0" in text
-    assert "UNIQ_KEY" in text and console.unique_keys["order-0"] in text
+    assert f'"order": {key.split("-")[1]}' in text and "KEYS" in text and key in text
+    assert "UNIQ_KEY" in text and console.unique_keys[key] in text
     trace = page.split('id="trace"')[1]
     assert f"%DLQ%{GROUP}" in trace
 
@@ -69,7 +69,7 @@ def test_lag_page_shows_per_queue_lag_and_a_chart(console: ConsoleEnv) -> None:
     assert status == 200
     lags = [int(x) for x in re.findall(r'<td class="n lag[^"]*">(\d+)</td>', page)]
     assert len(lags) == 2 and sum(lags) == int(re.search(r'id="total-lag">([\d,]+)<', page).group(1).replace(",", ""))
-    assert sum(lags) == (TIERED + HOT_ONLY) - sum((n // 2) for n in (25, 25))
+    assert sorted(lags) == sorted(console.lags) and sum(lags) > 0
     assert "<svg" in page and 'data-series="total lag"' in page
 
 

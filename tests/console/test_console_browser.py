@@ -1,0 +1,99 @@
+"""The console in a real browser: headless Chromium clicks through search, message detail,
+consumer lag and tiering, and checks what a person sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.console.browser import missing, start_browser
+from tests.console.console_env import GROUP, TIERED, TOPIC, ConsoleEnv
+
+pytestmark = pytest.mark.skipif(missing() is not None, reason=missing() or "")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    driver = start_browser()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_search_by_key_then_open_the_message(console: ConsoleEnv, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(console.url)
+    browser.find_element(By.LINK_TEXT, "Messages").click()
+    browser.find_element(By.ID, "topic").send_keys(TOPIC)
+    browser.find_element(By.ID, "key").send_keys("order-7")
+    browser.find_element(By.ID, "search").click()
+    assert browser.find_element(By.ID, "result-count").text == "1"
+    row = browser.find_element(By.CSS_SELECTOR, "#messages tr.msg-row")
+    assert [b.text for b in row.find_elements(By.CSS_SELECTOR, ".badge.source")] == ["hot", "lake"]
+    assert "order-7" in row.text and '"order": 7' in row.text
+    row.find_element(By.CSS_SELECTOR, "a.msg-link").click()
+    assert console.msg_ids["order-7"] in browser.find_element(By.TAG_NAME, "h1").text
+    props = browser.find_element(By.ID, "properties").text
+    assert "KEYS order-7" in props and "TAGS paid" in props
+    assert browser.find_element(By.ID, "body").text == '{"order": 7, "amount": 70}'
+
+
+def test_search_hot_only_message(console: ConsoleEnv, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(console.url + "search")
+    browser.find_element(By.ID, "topic").send_keys(TOPIC)
+    browser.find_element(By.ID, "key").send_keys(f"order-{TIERED + 2}")
+    browser.find_element(By.ID, "search").click()
+    row = browser.find_element(By.CSS_SELECTOR, "#messages tr.msg-row")
+    assert [b.text for b in row.find_elements(By.CSS_SELECTOR, ".badge.source")] == ["hot"]
+
+
+def test_dead_letter_trace_on_the_detail_page(console: ConsoleEnv, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(console.url + "search")
+    browser.find_element(By.ID, "topic").send_keys(TOPIC)
+    browser.find_element(By.ID, "key").send_keys(console.dead_keys[0])
+    browser.find_element(By.ID, "search").click()
+    browser.find_element(By.CSS_SELECTOR, "#messages a.msg-link").click()
+    assert f"%DLQ%{GROUP}" in browser.find_element(By.ID, "trace").text
+
+
+def test_lag_page_shows_queues_and_chart(console: ConsoleEnv, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(console.url)
+    browser.find_element(By.LINK_TEXT, "Consumer lag").click()
+    group_row = browser.find_element(By.XPATH, f"//table[@id='groups']//tr[td/a[text()='{GROUP}']]")
+    assert group_row.find_element(By.CSS_SELECTOR, "td.lag").text == str(sum(console.lags))
+    group_row.find_element(By.LINK_TEXT, GROUP).click()
+    assert browser.find_element(By.ID, "total-lag").text == str(sum(console.lags))
+    lags = [int(td.text) for td in browser.find_elements(By.CSS_SELECTOR, "#queues td.lag")]
+    assert sorted(lags) == sorted(console.lags)
+    for _ in range(20):  # two samples make a line; the page is rendered per request
+        if browser.find_elements(By.CSS_SELECTOR, "#lag-chart svg polyline"):
+            break
+        browser.refresh()
+    assert browser.find_element(By.CSS_SELECTOR, "#lag-chart svg").is_displayed()
+    line = browser.find_element(By.CSS_SELECTOR, "#lag-chart svg polyline[data-series='total lag']")
+    assert len(line.get_attribute("points").split()) >= 2  # a flat line: the lag stood still
+
+
+def test_tiering_page_shows_segments_and_versions(console: ConsoleEnv, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(console.url)
+    browser.find_element(By.LINK_TEXT, "Tiering").click()
+    section = browser.find_element(By.CSS_SELECTOR, "section[data-broker='broker-a']")
+    done = int(section.find_element(By.CSS_SELECTOR, ".num.committed").text) + \
+        int(section.find_element(By.CSS_SELECTOR, ".num.verified").text)
+    assert done >= 1
+    states = [b.text for b in section.find_elements(By.CSS_SELECTOR, "table.segments .badge")]
+    assert set(states) <= {"sealed", "committed", "verified", "in lake only"} and states
+    assert int(browser.find_element(By.ID, "version-count").text) >= 1
+    assert browser.find_elements(By.CSS_SELECTOR, "#delta-chart svg rect.bar")

@@ -16,7 +16,7 @@ _COLORS = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2")
 def _frame(width: int, height: int, top: float, label: str) -> list[str]:
     inner_h = height - _PAD_T - _PAD_B
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="{escape(label)}" '
-             f'viewBox="0 0 {width} {height}" width="{width}" height="{height}">',
+             f'viewBox="0 0 {width} {height}">',
              f'<title>{escape(label)}</title>']
     for i in range(5):
         y = _PAD_T + inner_h * i / 4
@@ -26,8 +26,8 @@ def _frame(width: int, height: int, top: float, label: str) -> list[str]:
     return parts
 
 
-def line_chart(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], *, label: str, width: int = 720,
-               height: int = 220) -> Markup:
+def line_chart(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], *, label: str, width: int = 1200,
+               height: int = 260) -> Markup:
     """One polyline per (name, [(epoch ms, value)]) series on a shared time axis."""
     points = [p for _, pts in series for p in pts]
     if not points:
@@ -52,7 +52,7 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], *, lab
     return Markup("".join(parts))
 
 
-def bar_chart(bars: Sequence[tuple[str, float]], *, label: str, width: int = 720, height: int = 220) -> Markup:
+def bar_chart(bars: Sequence[tuple[str, float]], *, label: str, width: int = 1200, height: int = 240) -> Markup:
     """Vertical bars, one per (label, value), left to right."""
     if not bars:
         return Markup(f'<p class="empty">{escape(label)}: nothing to show yet</p>')

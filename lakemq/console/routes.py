@@ -14,7 +14,7 @@ from aiohttp import web
 
 from lakemq.console.app import DATA_KEY, JINJA_KEY, SETTINGS_KEY
 from lakemq.console.svg import bar_chart, line_chart
-from lakemq.errors import LakeMQError
+from lakemq.errors import LakeMQError, RemotingError
 
 __all__ = ["install"]
 
@@ -56,7 +56,8 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return await handler(request)
     except (LakeMQError, OSError, asyncio.TimeoutError) as exc:
         log.warning("page %s failed", request.path, exc_info=True)
-        return await render(request, "error.html", status=502 if not isinstance(exc, LakeMQError) else 400,
+        unreachable = isinstance(exc, (RemotingError, OSError, asyncio.TimeoutError))
+        return await render(request, "error.html", status=502 if unreachable else 400,
                             error=str(exc) or type(exc).__name__)
 
 

@@ -111,3 +111,16 @@ def test_bad_input_is_a_readable_error(console: ConsoleEnv) -> None:
     assert status == 400 and 'id="error"' in page
     status, page = console.get("/search?topic=orders&begin=yesterday&go=1")
     assert status == 400 and "neither epoch milliseconds" in html.unescape(page)
+
+
+def test_unreachable_name_server_is_a_page_not_a_crash(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.console.console_env import start_console, stop_console
+
+    process, url = start_console("127.0.0.1:1", None, tmp_path)
+    try:
+        env = ConsoleEnv(None, tmp_path, url, process)  # type: ignore[arg-type]
+        status, page = env.get("/")
+        assert status == 502 and "127.0.0.1:1" in html.unescape(page)
+        assert env.get("/static/console.css")[0] == 200  # still serving
+    finally:
+        stop_console(process)

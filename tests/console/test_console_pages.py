@@ -124,3 +124,38 @@ def test_unreachable_name_server_is_a_page_not_a_crash(tmp_path) -> None:  # typ
         assert env.get("/static/console.css")[0] == 200  # still serving
     finally:
         stop_console(process)
+
+
+def test_topics_page_shows_tps_of_live_traffic(console: ConsoleEnv) -> None:
+    import asyncio
+    import threading
+
+    from lakemq.client.producer import Producer
+    from lakemq.common.message import Message
+
+    def tps_of_audit() -> str:
+        page = console.get("/topics?q=audit")[1]
+        return re.search(r'>audit</a>.*?class="n tps">([^<]+)<', page, re.S).group(1)
+
+    assert tps_of_audit() == "–"  # one sample: no rate yet
+
+    async def traffic() -> None:
+        async with Producer("console_tps_producer", namesrv_addr=console.cluster.namesrv_addr) as producer:
+            for i in range(150):
+                await producer.send(Message("audit", f"event {i}".encode()))
+                await asyncio.sleep(0.02)
+
+    # The rate is polled while messages flow: TPS is the difference of the last two samples.
+    sender = threading.Thread(target=asyncio.run, args=(traffic(),))
+    sender.start()
+    rates = []
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and sender.is_alive():
+            time.sleep(0.4)
+            rates.append(tps_of_audit())
+            if rates[-1] not in ("–", "0.0"):
+                break
+    finally:
+        sender.join()
+    assert rates and float(rates[-1]) > 0, rates

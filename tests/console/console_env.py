@@ -40,6 +40,7 @@ class ConsoleEnv:
     unique_keys: dict[str, str] = field(default_factory=dict)  # key -> UNIQ_KEY
     lags: list[int] = field(default_factory=list)  # GROUP's lag per queue, as left by the test
     dead_keys: list[str] = field(default_factory=list)  # keys of the messages sent to GROUP's DLQ
+    split_ms: int = 0  # after the tiered messages were stored, before the hot-only ones
 
     def get(self, path: str, method: str = "GET", form: dict[str, str] | None = None) -> tuple[int, str]:
         from urllib.error import HTTPError
@@ -138,6 +139,8 @@ def console_env(root: Path) -> Iterator[ConsoleEnv]:
         env = ConsoleEnv(cluster, lake, "", None)  # type: ignore[arg-type]
         asyncio.run(_produce(namesrv, env, 0, TIERED))
         _tier(root, lake)
+        env.split_ms = int(time.time() * 1000)
+        time.sleep(0.01)
         asyncio.run(_produce(namesrv, env, TIERED, HOT_ONLY))
         asyncio.run(_consume_half_and_kill(namesrv, cluster.broker_addr(BROKER), env))
         asyncio.run(_await_route(namesrv, f"%DLQ%{GROUP}"))

@@ -37,6 +37,15 @@ def test_time_range_search_finds_every_message(console: ConsoleEnv) -> None:
     assert re.search(rf'id="result-count">{TIERED + HOT_ONLY}<', page)
 
 
+def test_time_range_bounds_apply_to_both_tiers(console: ConsoleEnv) -> None:
+    status, page = console.get(f"/search?topic={TOPIC}&end={console.split_ms}&go=1&limit=500")
+    assert re.search(rf'id="result-count">{TIERED}<', page), page
+    assert re.search(rf'id="lake-count">{TIERED} in lake<', page)
+    status, page = console.get(f"/search?topic={TOPIC}&begin={console.split_ms}&go=1&limit=500")
+    assert re.search(rf'id="result-count">{HOT_ONLY}<', page)
+    assert re.search(r'id="lake-count">0 in lake<', page)
+
+
 def test_message_detail_shows_properties_body_and_dead_letter_trace(console: ConsoleEnv) -> None:
     key = console.dead_keys[0]
     status, page = console.get(f"/message?id={console.msg_ids[key]}&topic={TOPIC}")

@@ -26,6 +26,8 @@ from lakemq.broker.acl import AclGuardedRegistry, PlainAccessValidator, Processo
 from lakemq.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI, ConsumerIdsChangeNotifier
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
+from lakemq.broker.metrics import BrokerMetrics
+from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProcessor
@@ -46,6 +48,7 @@ from lakemq.broker.transaction import (
     TransactionalMessageService,
 )
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
 from lakemq.errors import StoreError
 from lakemq.remoting.client import ClientConfig, RemotingClient
 from lakemq.remoting.codec import RemotingCommand
@@ -117,6 +120,15 @@ class BrokerController:
             broker_config.pull_thread_pool_queue_capacity,
             broker_config.wait_time_mills_in_pull_queue if broker_config.broker_fast_failure_enable else None,
         )
+        self.metrics = BrokerMetrics(broker_config.broker_name)
+        self.metrics.registry.register(BrokerStateCollector(BrokerState(
+            broker_config.broker_name,
+            lambda: self.store,
+            self.consumer_offset_manager,
+            lambda: self.hold_service.held_count if self.hold_service is not None else 0,
+            (self.send_pool, self.pull_pool),
+        )))
+        self.metrics_server: MetricsServer | None = None
         self._executors: list[ThreadPoolExecutor] = []
         self._default = _Unavailable()
         self._tasks: list[asyncio.Task[None]] = []
@@ -134,6 +146,9 @@ class BrokerController:
         registry.register_default_processor(self._default)
         await self.remoting_server.start()
         self.broker_addr = f"{c.broker_ip1}:{self.remoting_server.port}"
+        metrics_port = metrics_port_for(c.metrics_port, self.remoting_server.port if c.listen_port else 0)
+        if metrics_port is not None:
+            self.metrics_server = start_metrics_server(self.metrics.registry, c.broker_ip1, metrics_port)
         self.store = MessageStore(self.store_config, store_host=self.broker_addr)
         await loop.run_in_executor(None, self._load)
         self.consumer_manager = ConsumerManager(
@@ -208,7 +223,8 @@ class BrokerController:
         assert self.store is not None and self.consumer_manager is not None and self.hold_service is not None
         c = self.broker_config
         send = SendMessageProcessor(
-            c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool
+            c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool,
+            self.metrics,
         )
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             server.register_processor(code, send)
@@ -299,6 +315,8 @@ class BrokerController:
         for executor in self._executors:
             executor.shutdown(wait=True)
         await self.remoting_client.shutdown()
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._persist_all)
         log.info("broker %s stopped", self.broker_config.broker_name)

@@ -114,6 +114,9 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     end_transaction_thread_pool_nums: int = 4
+    # Prometheus metrics over HTTP on brokerIP1 (GET /metrics): -1 = listenPort + 2 (a free
+    # port when listenPort is 0), 0 = a free port, -2 = off; the URL is printed at boot.
+    metrics_port: int = -1
 
     def __post_init__(self) -> None:
         if not is_valid_name(self.broker_name) or not is_valid_name(self.broker_cluster_name):
@@ -123,6 +126,8 @@ class BrokerConfig:
             )
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort must be 0..65535, got {self.listen_port}")
+        if not -2 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metricsPort must be -2..65535, got {self.metrics_port}")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must be >= 0, got {self.broker_id}")
         for addr in self.namesrv_addr:

@@ -61,7 +61,8 @@ async def _serve(controller: BrokerController) -> None:
         # The line scripts and test fixtures wait for (RocketMQ prints the same).
         click.echo(
             f"The broker[{c.broker_name}, {controller.broker_addr}] boot success. "
-            f"serializeType=JSON and name server is {';'.join(c.namesrv_addr)}",
+            f"serializeType=JSON and name server is {';'.join(c.namesrv_addr)}"
+            + (f", metrics {controller.metrics_server.url}" if controller.metrics_server else ""),
             nl=True,
         )
         await stop.wait()

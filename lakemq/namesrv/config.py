@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lakemq.common.config import bind, check_unknown_keys, read_properties
+from lakemq.errors import ConfigError
 from lakemq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from lakemq.remoting.server import ServerConfig
 
@@ -23,6 +24,13 @@ class NamesrvConfig:
     scan_not_active_broker_interval: int = 10_000
     order_message_enable: bool = False
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    # Prometheus metrics over HTTP on listenHost (GET /metrics): -1 = listenPort + 2 (a free
+    # port when listenPort is 0), 0 = a free port, -2 = off; the URL is printed at boot.
+    metrics_port: int = -1
+
+    def __post_init__(self) -> None:
+        if not -2 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metricsPort must be -2..65535, got {self.metrics_port}")
 
     @property
     def kv_path(self) -> Path:

@@ -37,6 +37,7 @@ from lakemq.remoting.headers import (
     encode_header,
 )
 from lakemq.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from lakemq.namesrv.metrics import NamesrvMetrics
 from lakemq.namesrv.route_info import RouteInfoManager
 
 __all__ = ["NamesrvProcessor"]
@@ -52,8 +53,9 @@ class NamesrvProcessor:
     """One processor for every name server code; ``codes`` lists them for registration."""
 
     def __init__(self, routes: RouteInfoManager, kv: KVConfigManager, *,
-                 order_message_enable: bool = False) -> None:
+                 order_message_enable: bool = False, metrics: NamesrvMetrics | None = None) -> None:
         self.routes = routes
+        self.metrics = metrics
         self.kv = kv
         self.order_message_enable = order_message_enable
         self._handlers: dict[int, Handler] = {
@@ -82,7 +84,12 @@ class NamesrvProcessor:
         if handler is None:
             return request.reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                  f"request code {request.code} not supported by the name server")
-        return await handler(ctx, request)
+        if self.metrics is None:
+            return await handler(ctx, request)
+        started = time.perf_counter()
+        response = await handler(ctx, request)
+        self.metrics.record(request.code, response.code, time.perf_counter() - started)
+        return response
 
     # KV config: file writes go to a thread, off the loop.
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Awaitable
 from typing import Final
 
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig, PermName
 from lakemq.broker.message_batch import decode_batch
+from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -109,16 +111,23 @@ class SendMessageProcessor:
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         pool: BusinessPool,
+        metrics: BrokerMetrics,
     ) -> None:
         self._config = config
         self._store = store
         self._topics = topics
         self._groups = groups
         self._pool = pool
+        self._metrics = metrics
+        self._put_latency = metrics.put_latency_seconds.labels(config.broker_name)
+        self._page_cache_busy = metrics.flow_control_rejections.labels(config.broker_name, "page_cache_busy")
         self._inline_puts = store.config.flush_disk_type is FlushDiskType.ASYNC_FLUSH
 
     def reject_request(self) -> bool:
-        return self._store.commit_log.is_os_page_cache_busy()
+        busy = self._store.commit_log.is_os_page_cache_busy()
+        if busy:
+            self._page_cache_busy.inc()
+        return busy
 
     def process_request(
         self, ctx: RequestContext, request: RemotingCommand
@@ -140,12 +149,18 @@ class SendMessageProcessor:
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand:
         topic_config = self._msg_check(ctx, header)
+        started = time.perf_counter()
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             msgs = self._batch_messages(ctx, header, topic_config, request.body)
             result = self._store.put_messages(msgs)
         else:
             msgs = [self._message(ctx, header, topic_config, request.body)]
             result = self._store.put_message(msgs[0])
+        if result.status in _STORED:
+            self._put_latency.observe(time.perf_counter() - started)
+            m, broker = self._metrics, self._config.broker_name
+            m.put_messages.labels(broker, header.topic).inc(len(msgs))
+            m.put_bytes.labels(broker, header.topic).inc(sum(len(msg.body) for msg in msgs))
         return self._reply(ctx, request, header, msgs[0], result)
 
     # -- checks ------------------------------------------------------------------------

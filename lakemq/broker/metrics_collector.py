@@ -1,0 +1,107 @@
+"""BrokerStateCollector: the broker's state gauges, computed when Prometheus scrapes.
+
+Nothing here runs on the hot path: each scrape reads the store's in-memory tables (the
+CommitLog's mapped files, the ConsumeQueue offsets, the committed consumer offsets, the
+delay levels' progress, the held pulls). Scrapes run on the metrics HTTP thread, never on
+the broker's event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from lakemq.broker.business_pool import BusinessPool
+from lakemq.broker.consumer_offset_manager import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
+from lakemq.store.delay_levels import SCHEDULE_TOPIC
+from lakemq.store.message_store import MessageStore
+
+__all__ = ["BrokerState", "BrokerStateCollector"]
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    """What the collector reads; ``store`` and ``held_pulls`` exist once the broker started."""
+
+    broker: str
+    store: Callable[[], MessageStore | None]
+    offsets: ConsumerOffsetManager
+    held_pulls: Callable[[], int]
+    pools: tuple[BusinessPool, ...]
+
+
+class BrokerStateCollector(Collector):
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._state
+        b = s.broker
+        pools = CounterMetricFamily(
+            "lakemq_broker_pool_rejections",
+            "Requests refused with SYSTEM_BUSY by a business pool (queue full or waited too long).",
+            labels=["broker", "pool"])
+        for pool in s.pools:
+            pools.add_metric([b, pool.name], pool.rejected)
+        yield pools
+        held = GaugeMetricFamily("lakemq_broker_long_polling_holds", "Pull requests held by long polling.",
+                                 labels=["broker"])
+        held.add_metric([b], s.held_pulls())
+        yield held
+        store = s.store()
+        if store is None:
+            return
+        yield from self._commit_log(b, store)
+        yield from self._queues(b, store)
+
+    @staticmethod
+    def _commit_log(b: str, store: MessageStore) -> Iterator[Metric]:
+        files = store.commit_log.mapped_file_queue.mapped_files
+        min_offset, max_offset = store.get_min_phy_offset(), store.get_max_phy_offset()
+        for name, text, value in (
+            ("lakemq_broker_commitlog_files", "CommitLog files on disk.", len(files)),
+            ("lakemq_broker_commitlog_bytes", "CommitLog bytes between the min and max offsets.",
+             max_offset - min_offset),
+            ("lakemq_broker_commitlog_max_offset_bytes", "CommitLog max physical offset.", max_offset),
+            ("lakemq_broker_dispatch_lag_bytes",
+             "CommitLog bytes not yet dispatched to ConsumeQueues and indexes (max offset - reput offset).",
+             store.dispatch_behind_bytes()),
+            ("lakemq_broker_unflushed_bytes", "CommitLog bytes written but not yet flushed to disk.",
+             store.commit_log.mapped_file_queue.remain_how_many_data_to_flush()),
+        ):
+            g = GaugeMetricFamily(name, text, labels=["broker"])
+            g.add_metric([b], value)
+            yield g
+
+    def _queues(self, b: str, store: MessageStore) -> Iterator[Metric]:
+        sizes = GaugeMetricFamily("lakemq_broker_consumequeue_messages",
+                                  "Messages in a ConsumeQueue (max offset - min offset).",
+                                  labels=["broker", "topic", "queue_id"])
+        max_offsets: dict[tuple[str, int], int] = {}
+        backlog = GaugeMetricFamily("lakemq_broker_delayed_backlog_messages",
+                                    "Delayed messages not yet delivered, per delay level.",
+                                    labels=["broker", "level"])
+        delivered = store.schedule.offset_table
+        for cq in store.consume_queues.all():
+            lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+            max_offsets[(cq.topic, cq.queue_id)] = hi
+            if cq.topic == SCHEDULE_TOPIC:
+                level = cq.queue_id + 1
+                backlog.add_metric([b, str(level)], max(0, hi - max(lo, delivered.get(level, 0))))
+            else:
+                sizes.add_metric([b, cq.topic, str(cq.queue_id)], hi - lo)
+        yield sizes
+        yield backlog
+        lag = GaugeMetricFamily("lakemq_broker_consumer_lag_messages",
+                                "Messages a group has not consumed (queue max offset - committed offset).",
+                                labels=["broker", "group", "topic", "queue_id"])
+        for key, queues in self._state.offsets.encode()["offsetTable"].items():
+            topic, _, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
+            for queue_id, offset in queues.items():
+                hi = max_offsets.get((topic, int(queue_id)))
+                if hi is not None:
+                    lag.add_metric([b, group, topic, str(queue_id)], max(0, hi - offset))
+        yield lag

@@ -1,0 +1,100 @@
+"""Prometheus metrics of a real NameServer and broker, scraped over HTTP as Prometheus would."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from lakemq.client import Message, SyncProducer, SyncPullConsumer
+from tests.cluster import Cluster, ServerProcess, start_cluster
+
+METRICS_URL = re.compile(r", metrics (http://\S+/metrics)")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with start_cluster(tmp_path_factory.mktemp("metrics")) as running:
+        yield running
+
+
+def metrics_url(server: ServerProcess) -> str:
+    found = METRICS_URL.findall((server.work_dir / f"{server.name}.out").read_text())
+    assert found, f"no metrics URL on {server.name}'s boot line"
+    return found[-1]
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample as {(name, sorted labels): value}."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    return sum(v for (n, ls), v in samples.items() if n == name and labels.items() <= dict(ls).items())
+
+
+def test_broker_counts_puts_lag_and_delayed_backlog(cluster: Cluster) -> None:
+    url = metrics_url(cluster.brokers["broker-a"])
+    topic, group = "MetricsTopic", "MetricsGroup"
+    with SyncProducer("MetricsProducer", namesrv_addr=cluster.namesrv_addr) as producer:
+        producer.create_topic(topic, 2)
+        for i in range(10):
+            producer.send(Message(topic, f"m{i:03d}".encode()))
+        producer.send_batch([Message(topic, b"batch-1"), Message(topic, b"batch-2")])
+        delayed = Message(topic, b"later")
+        delayed.delay_time_level = 18  # 2 h with the default levels: stays in the backlog
+        producer.send(delayed)
+
+    samples = scrape(url)
+    assert value(samples, "lakemq_broker_put_messages_total", broker="broker-a", topic=topic) == 13
+    assert value(samples, "lakemq_broker_put_bytes_total", topic=topic) == 10 * 4 + 2 * 7 + 5
+    assert value(samples, "lakemq_broker_put_latency_seconds_count", broker="broker-a") >= 12
+    assert value(samples, "lakemq_broker_delayed_backlog_messages", broker="broker-a", level="18") == 1
+    assert value(samples, "lakemq_broker_consumequeue_messages", topic=topic) == 12
+    assert ("lakemq_broker_dispatch_lag_bytes", (("broker", "broker-a"),)) in samples
+    assert value(samples, "lakemq_broker_commitlog_files") >= 1
+    assert value(samples, "lakemq_broker_commitlog_bytes") > 0
+
+    # The group commits offset 0 everywhere: all 12 messages are its lag.
+    with SyncPullConsumer(group, namesrv_addr=cluster.namesrv_addr) as consumer:
+        queues = consumer.fetch_subscribe_message_queues(topic)
+        for mq in queues:
+            consumer.update_consume_offset(mq, 0)
+    assert value(scrape(url), "lakemq_broker_consumer_lag_messages", group=group, topic=topic) == 12
+
+    # Consuming everything and committing brings the lag to 0 on every queue.
+    with SyncPullConsumer(group, namesrv_addr=cluster.namesrv_addr) as consumer:
+        got = 0
+        for mq in queues:
+            result = consumer.pull(mq, "*", 0, 32)
+            got += len(result.msgs)
+            consumer.update_consume_offset(mq, result.next_begin_offset)
+    assert got == 12
+    samples = scrape(url)
+    lags = [v for (n, ls), v in samples.items()
+            if n == "lakemq_broker_consumer_lag_messages" and ("group", group) in ls]
+    assert len(lags) == len(queues) and set(lags) == {0}
+
+
+def test_namesrv_counts_brokers_and_route_requests(cluster: Cluster) -> None:
+    assert cluster.namesrv is not None
+    url = metrics_url(cluster.namesrv)
+    with SyncProducer("RouteProducer", namesrv_addr=cluster.namesrv_addr) as producer:
+        producer.create_topic("NamesrvMetricsTopic", 1)
+        producer.send(Message("NamesrvMetricsTopic", b"x"))
+    samples = scrape(url)
+    assert value(samples, "lakemq_namesrv_live_brokers") == 1
+    assert value(samples, "lakemq_namesrv_topics") >= 1
+    assert value(samples, "lakemq_namesrv_registrations_total", result="SUCCESS") >= 1
+    assert value(samples, "lakemq_namesrv_route_requests_total", result="found") >= 1
+    assert value(samples, "lakemq_namesrv_request_latency_seconds_count", code="REGISTER_BROKER") >= 1

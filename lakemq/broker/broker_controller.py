@@ -127,6 +127,7 @@ class BrokerController:
             self.consumer_offset_manager,
             lambda: self.hold_service.held_count if self.hold_service is not None else 0,
             (self.send_pool, self.pull_pool),
+            lambda: self.transaction_check_service.checks_sent if self.transaction_check_service else 0,
         )))
         self.metrics_server: MetricsServer | None = None
         self._executors: list[ThreadPoolExecutor] = []
@@ -245,6 +246,7 @@ class BrokerController:
                 self.consumer_offset_manager,
                 self.hold_service,
                 self.pull_pool,
+                self.metrics,
             ),
         )
         client_manage = ClientManageProcessor(

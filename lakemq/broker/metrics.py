@@ -3,8 +3,8 @@
 Every broker process owns one :class:`BrokerMetrics` with its own ``CollectorRegistry``
 (never prometheus_client's global one: tests run several brokers in one interpreter). The
 BrokerController creates it and hands it to the processors and services that record; state
-gauges (CommitLog and ConsumeQueue sizes, dispatch lag, consumer lag, delayed backlog,
-tiering lag, held pulls) are computed at scrape time by
+gauges and counters kept elsewhere (CommitLog and ConsumeQueue sizes, dispatch lag, consumer
+lag, delayed backlog, held pulls, pool rejections, transaction checks) are computed at scrape time by
 :class:`lakemq.broker.metrics_collector.BrokerStateCollector`, so the hot path pays nothing
 for them. TPS is ``rate()`` over the ``_total`` counters. docs/METRICS.md lists every metric.
 
@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 __all__ = ["BrokerMetrics", "LATENCY_BUCKETS", "COLD_READ_BUCKETS"]
 
-# Put and flush latencies: 50 µs (page-cache append) to 5 s (a SYNC_FLUSH timeout).
+# Put latency: 50 µs (page-cache append) to 5 s (a SYNC_FLUSH timeout).
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # Lake reads go through Parquet and maybe object storage: milliseconds to tens of seconds.
@@ -52,21 +52,11 @@ class BrokerMetrics:
         self.put_latency_seconds = Histogram(
             "lakemq_broker_put_latency_seconds", "Time to store one send request (one put or one batch).",
             ["broker"], buckets=LATENCY_BUCKETS, registry=r)
-        self.flush_latency_seconds = Histogram(
-            "lakemq_broker_flush_latency_seconds", "Time of one CommitLog flush to disk.",
-            ["broker"], buckets=LATENCY_BUCKETS, registry=r)
         self.flow_control_rejections = Counter(
             "lakemq_broker_flow_control_rejections",
-            "Requests refused with SYSTEM_BUSY, by reason (send_queue_full, send_queue_wait, "
-            "pull_queue_full, pull_queue_wait, page_cache_busy).",
+            "Sends refused with SYSTEM_BUSY before queueing, by reason (page_cache_busy: a put held the "
+            "CommitLog lock longer than osPageCacheBusyTimeoutMills).",
             ["broker", "reason"], registry=r)
-        self.transaction_checks = Counter(
-            "lakemq_broker_transaction_checks", "CHECK_TRANSACTION_STATE requests sent to producers.",
-            ["broker"], registry=r)
-        self.transaction_results = Counter(
-            "lakemq_broker_transaction_results",
-            "Ends of half messages by result (commit, rollback, unknown) and source (producer, check).",
-            ["broker", "result", "source"], registry=r)
         self.cold_reads = Counter(
             "lakemq_broker_cold_reads", "Pulls served from the lake (messages no longer in the CommitLog).",
             ["broker", "topic"], registry=r)

@@ -31,6 +31,7 @@ class BrokerState:
     offsets: ConsumerOffsetManager
     held_pulls: Callable[[], int]
     pools: tuple[BusinessPool, ...]
+    transaction_checks: Callable[[], int]
 
 
 class BrokerStateCollector(Collector):
@@ -47,6 +48,10 @@ class BrokerStateCollector(Collector):
         for pool in s.pools:
             pools.add_metric([b, pool.name], pool.rejected)
         yield pools
+        checks = CounterMetricFamily("lakemq_broker_transaction_checks",
+                                     "CHECK_TRANSACTION_STATE requests sent to producers.", labels=["broker"])
+        checks.add_metric([b], s.transaction_checks())
+        yield checks
         held = GaugeMetricFamily("lakemq_broker_long_polling_holds", "Pull requests held by long polling.",
                                  labels=["broker"])
         held.add_metric([b], s.held_pulls())

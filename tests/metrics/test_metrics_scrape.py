@@ -84,6 +84,12 @@ def test_broker_counts_puts_lag_and_delayed_backlog(cluster: Cluster) -> None:
     lags = [v for (n, ls), v in samples.items()
             if n == "lakemq_broker_consumer_lag_messages" and ("group", group) in ls]
     assert len(lags) == len(queues) and set(lags) == {0}
+    assert value(samples, "lakemq_broker_get_messages_total", group=group, topic=topic) == 12
+    # Whole stored records go out: more than the bodies.
+    assert value(samples, "lakemq_broker_get_bytes_total", group=group) > 10 * 4 + 2 * 7
+    for always in ("lakemq_broker_long_polling_holds", "lakemq_broker_transaction_checks_total",
+                   "lakemq_broker_pool_rejections_total"):
+        assert any(n == always for n, _ in samples), always
 
 
 def test_namesrv_counts_brokers_and_route_requests(cluster: Cluster) -> None:

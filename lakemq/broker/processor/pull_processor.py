@@ -16,6 +16,7 @@ from typing import Final
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import MASTER_ID, BrokerConfig, PermName
 from lakemq.broker.consumer_manager import ConsumerManager
+from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.filter import (
     EXPRESSION_TYPE_TAG,
@@ -65,7 +66,9 @@ class PullMessageProcessor:
         offsets: ConsumerOffsetManager,
         hold_service: PullRequestHoldService,
         pool: BusinessPool,
+        metrics: BrokerMetrics,
     ) -> None:
+        self._metrics = metrics
         self._config = config
         self._store = store
         self._topics = topics
@@ -209,6 +212,10 @@ class PullMessageProcessor:
             )
         )
         body = b"".join(result.buffers) if code == ResponseCode.SUCCESS else b""
+        if body:
+            labels = (self._config.broker_name, header.topic, header.consumer_group)
+            self._metrics.get_messages.labels(*labels).inc(result.msg_count)
+            self._metrics.get_bytes.labels(*labels).inc(len(body))
         return request.reply(code, remark, fields, body)
 
 

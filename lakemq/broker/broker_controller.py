@@ -121,6 +121,12 @@ class BrokerController:
             broker_config.wait_time_mills_in_pull_queue if broker_config.broker_fast_failure_enable else None,
         )
         self.metrics = BrokerMetrics(broker_config.broker_name)
+        tiering_lag = None
+        if broker_config.lake_uri:
+            # Imported only with a lake: the tiering code pulls in Delta and pyarrow.
+            from lakemq.broker.tiering_lag import TieringLagProbe
+
+            tiering_lag = TieringLagProbe(broker_config.lake_uri, broker_config.broker_name, lambda: self.store).lag
         self.metrics.registry.register(BrokerStateCollector(BrokerState(
             broker_config.broker_name,
             lambda: self.store,
@@ -128,6 +134,7 @@ class BrokerController:
             lambda: self.hold_service.held_count if self.hold_service is not None else 0,
             (self.send_pool, self.pull_pool),
             lambda: self.transaction_check_service.checks_sent if self.transaction_check_service else 0,
+            tiering_lag,
         )))
         self.metrics_server: MetricsServer | None = None
         self._executors: list[ThreadPoolExecutor] = []

@@ -117,6 +117,9 @@ class BrokerConfig:
     # Prometheus metrics over HTTP on brokerIP1 (GET /metrics): -1 = listenPort + 2 (a free
     # port when listenPort is 0), 0 = a free port, -2 = off; the URL is printed at boot.
     metrics_port: int = -1
+    # The lake this broker's CommitLog is tiered to (a path or s3://bucket/prefix, as given to
+    # `lakemq tier`); empty = none. The metrics then report the tiering lag.
+    lake_uri: str = ""
 
     def __post_init__(self) -> None:
         if not is_valid_name(self.broker_name) or not is_valid_name(self.broker_cluster_name):

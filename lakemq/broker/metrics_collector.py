@@ -3,13 +3,15 @@
 Nothing here runs on the hot path: each scrape reads the store's in-memory tables (the
 CommitLog's mapped files, the ConsumeQueue offsets, the committed consumer offsets, the
 delay levels' progress, the held pulls). Scrapes run on the metrics HTTP thread, never on
-the broker's event loop.
+the broker's event loop. With a ``lakeUri`` the tiering lag comes from the lake's manifest,
+cached for a few seconds (:class:`lakemq.broker.tiering_lag.TieringLagProbe`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -18,6 +20,9 @@ from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.consumer_offset_manager import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
 from lakemq.store.delay_levels import SCHEDULE_TOPIC
 from lakemq.store.message_store import MessageStore
+
+if TYPE_CHECKING:  # the tiering code (Delta, pyarrow) is imported only by brokers with a lakeUri
+    from lakemq.broker.tiering_lag import TieringLag
 
 __all__ = ["BrokerState", "BrokerStateCollector"]
 
@@ -32,6 +37,7 @@ class BrokerState:
     held_pulls: Callable[[], int]
     pools: tuple[BusinessPool, ...]
     transaction_checks: Callable[[], int]
+    tiering_lag: Callable[[], TieringLag | None] | None = None  # None: no lakeUri configured
 
 
 class BrokerStateCollector(Collector):
@@ -61,6 +67,20 @@ class BrokerStateCollector(Collector):
             return
         yield from self._commit_log(b, store)
         yield from self._queues(b, store)
+        lag = s.tiering_lag() if s.tiering_lag is not None else None
+        if lag is not None:
+            for name, text, value in (
+                ("lakemq_broker_tiering_lag_bytes", "CommitLog bytes not yet committed to the lake.", lag.lag_bytes),
+                ("lakemq_broker_tiering_lag_seconds",
+                 "Age of the oldest CommitLog message not yet committed to the lake (0 when none).",
+                 lag.oldest_age_seconds),
+                ("lakemq_broker_tiering_committed_offset_bytes",
+                 "CommitLog offset up to which the lake holds every byte (the manifest's committed end).",
+                 lag.committed_end),
+            ):
+                g = GaugeMetricFamily(name, text, labels=["broker"])
+                g.add_metric([b], value)
+                yield g
 
     @staticmethod
     def _commit_log(b: str, store: MessageStore) -> Iterator[Metric]:

@@ -2,45 +2,19 @@
 
 from __future__ import annotations
 
-import re
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from lakemq.client import Message, SyncProducer, SyncPullConsumer
-from tests.cluster import Cluster, ServerProcess, start_cluster
-
-METRICS_URL = re.compile(r", metrics (http://\S+/metrics)")
+from tests.cluster import Cluster, start_cluster
+from tests.metrics.metrics_scrape import metrics_url, scrape, value
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with start_cluster(tmp_path_factory.mktemp("metrics")) as running:
         yield running
-
-
-def metrics_url(server: ServerProcess) -> str:
-    found = METRICS_URL.findall((server.work_dir / f"{server.name}.out").read_text())
-    assert found, f"no metrics URL on {server.name}'s boot line"
-    return found[-1]
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample as {(name, sorted labels): value}."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
-    return sum(v for (n, ls), v in samples.items() if n == name and labels.items() <= dict(ls).items())
 
 
 def test_broker_counts_puts_lag_and_delayed_backlog(cluster: Cluster) -> None:

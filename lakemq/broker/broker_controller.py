@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from lakemq import __version__
 from lakemq.broker.acl import AclGuardedRegistry, PlainAccessValidator, ProcessorRegistry
@@ -57,6 +58,9 @@ from lakemq.remoting.protocol import RemotingConnection
 from lakemq.remoting.server import RemotingServer, ServerConfig
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+
+if TYPE_CHECKING:  # the lake reader (Delta, pyarrow) is imported only by brokers with a lakeUri
+    from lakemq.broker.cold_read import ColdPuller
 
 __all__ = ["BrokerController"]
 
@@ -158,6 +162,12 @@ class BrokerController:
         if metrics_port is not None:
             self.metrics_server = start_metrics_server(self.metrics.registry, c.broker_ip1, metrics_port)
         self.store = MessageStore(self.store_config, store_host=self.broker_addr)
+        if c.lake_uri:
+            from lakemq.tiering.lake_fs import LakeLocation
+            from lakemq.tiering.retention import retention_guard
+
+            # Expiry deletes only CommitLog files the lake verifiably holds.
+            self.store.set_retention_guard(retention_guard(LakeLocation.of(c.lake_uri), c.broker_name))
         await loop.run_in_executor(None, self._load)
         self.consumer_manager = ConsumerManager(
             ConsumerIdsChangeNotifier(loop, c.notify_consumer_ids_changed_enable), c.channel_expired_timeout
@@ -227,6 +237,14 @@ class BrokerController:
         log.info("ACL enabled: %d accounts from %s", len(validator.config.accounts), c.acl_file)
         return AclGuardedRegistry(self.remoting_server, validator)
 
+    def _cold_puller(self, c: BrokerConfig) -> ColdPuller | None:
+        """With a lakeUri, pulls below the hot min offset are served from the lake."""
+        if not c.lake_uri:
+            return None
+        from lakemq.broker.cold_read import ColdPuller
+
+        return ColdPuller(c.lake_uri, c.broker_name, self.metrics)
+
     def _register_processors(self, server: ProcessorRegistry) -> None:
         assert self.store is not None and self.consumer_manager is not None and self.hold_service is not None
         c = self.broker_config
@@ -254,6 +272,7 @@ class BrokerController:
                 self.hold_service,
                 self.pull_pool,
                 self.metrics,
+                self._cold_puller(c),
             ),
         )
         client_manage = ClientManageProcessor(

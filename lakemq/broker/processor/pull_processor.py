@@ -11,7 +11,7 @@ awaits the hold service (up to ``suspendTimeoutMillis`` with long polling, else
 from __future__ import annotations
 
 import logging
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import MASTER_ID, BrokerConfig, PermName
@@ -42,6 +42,9 @@ from lakemq.store.filter import MessageFilter
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus
 from lakemq.store.message_store import MessageStore
 
+if TYPE_CHECKING:  # the lake reader (Delta, pyarrow) is imported only by brokers with a lakeUri
+    from lakemq.broker.cold_read import ColdPuller
+
 __all__ = ["PullSysFlag", "PullMessageProcessor"]
 
 log = logging.getLogger(__name__)
@@ -67,8 +70,10 @@ class PullMessageProcessor:
         hold_service: PullRequestHoldService,
         pool: BusinessPool,
         metrics: BrokerMetrics,
+        cold: ColdPuller | None = None,
     ) -> None:
         self._metrics = metrics
+        self._cold = cold  # None: no lakeUri, offsets below the hot min are moved as before
         self._config = config
         self._store = store
         self._topics = topics
@@ -202,6 +207,11 @@ class PullMessageProcessor:
             message_filter,
             max_bytes,
         )
+        if result.status is GetMessageStatus.OFFSET_TOO_SMALL and self._cold is not None:
+            result = self._cold.pull(
+                header.topic, header.queue_id, header.queue_offset, max(header.max_msg_nums, 1),
+                message_filter, max_bytes, result,
+            ) or result
         code, remark = _map_status(result, header.queue_offset)
         fields = encode_header(
             PullMessageResponseHeader(

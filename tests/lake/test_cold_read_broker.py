@@ -15,6 +15,8 @@ from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.results import PullStatus
 from lakemq.common.message import Message
+from lakemq.tiering.cold_read import ColdReader
+from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import commitlog_files
 from tests.cluster import lakemq_command, start_cluster
 
@@ -113,3 +115,14 @@ def test_new_group_reads_lake_then_hot_exactly_once(tmp_path: Path) -> None:
         tagged, _ = asyncio.run(_pull_all(namesrv, "cold_read_paid", "paid"))
         paid = sorted(int(m.properties["seq"]) for msgs in tagged.values() for m in msgs)
         assert paid == list(range(0, COUNT, 3))
+
+        # Read-ahead: a walk of 16-offset pulls over the lake range costs one lake read per block.
+        reader = ColdReader(LakeLocation.of(str(lake)), block_size=64)
+        hot_min = max(mins)
+        offset, pulls = 0, 0
+        while offset < hot_min:
+            records = reader.read(TOPIC, mins.index(hot_min), offset, hot_min, 16)
+            assert records and records[0].queue_offset == offset
+            offset, pulls = records[-1].queue_offset + 1, pulls + 1
+        assert pulls >= 3
+        assert reader.stats.lake_reads == -(-hot_min // 64) < pulls

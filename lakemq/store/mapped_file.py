@@ -160,7 +160,8 @@ class MappedFile:
         return True
 
     def last_modified(self) -> float:
-        return self.path.stat().st_mtime
+        # Through the open descriptor: ``lakemq tier run`` may have unlinked the file already.
+        return os.fstat(self._fd).st_mtime
 
     def close(self) -> None:
         if self._closed:

@@ -126,3 +126,33 @@ def test_new_group_reads_lake_then_hot_exactly_once(tmp_path: Path) -> None:
             offset, pulls = records[-1].queue_offset + 1, pulls + 1
         assert pulls >= 3
         assert reader.stats.lake_reads == -(-hot_min // 64) < pulls
+
+
+def test_tier_run_retention_next_to_a_running_broker_loses_nothing(tmp_path: Path) -> None:
+    """``tier run`` unlinking tiered files under the broker: the broker serves them from its
+    mappings, then its own expiry drops them and those offsets come from the lake."""
+    lake = tmp_path / "lake"
+    with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=_broker_conf(lake)) as cluster:
+        namesrv = cluster.namesrv_addr
+        store = tmp_path / BROKER / "store"
+        asyncio.run(_produce(namesrv))
+        files_before = commitlog_files(store)
+        conf = tmp_path / "tier.conf"
+        conf.write_text(f"storePathRootDir={store}\nbrokerName={BROKER}\ntierSealIdleMs=1\n")
+        done = subprocess.run(lakemq_command("tier", "run", "-c", str(conf), "--lake", str(lake), "--master",
+                                             "local[1]", "--no-maintain"),
+                              env={**os.environ, "LAKEMQ_LOG_DIR": str(tmp_path / "tier-logs")},
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(commitlog_files(store)) < len(files_before)  # tier run deleted some itself
+        deadline = time.monotonic() + 20
+        while True:  # the broker's expiry drops its mappings of the unlinked files
+            by_queue, mins = asyncio.run(_pull_all(namesrv, "cold_read_after_tier", "*"))
+            if any(m > 0 for m in mins):
+                break
+            assert time.monotonic() < deadline, "the broker never expired the unlinked files"
+            time.sleep(0.5)
+        assert sum(len(msgs) for msgs in by_queue.values()) == COUNT
+        for queue_id, msgs in by_queue.items():
+            assert [m.queue_offset for m in msgs] == list(range(len(msgs))), queue_id
+        assert cluster.stop_broker(BROKER) == 0

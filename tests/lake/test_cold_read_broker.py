@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
+import urllib.request
 import time
 from pathlib import Path
 
@@ -111,6 +113,13 @@ def test_new_group_reads_lake_then_hot_exactly_once(tmp_path: Path) -> None:
                 assert (m.body, m.tags, m.properties["seq"]) == (body, tags, props["seq"])
             received += len(msgs)
         assert received == COUNT
+
+        boot = (tmp_path / BROKER / f"{BROKER}.out").read_text()
+        metrics_url = re.search(r"metrics (http://\S+)", boot)
+        assert metrics_url, boot
+        scraped = urllib.request.urlopen(metrics_url.group(1), timeout=10).read().decode()
+        cold = re.search(r'lakemq_broker_cold_reads_total\{[^}]*topic="cold_orders"[^}]*\} (\S+)', scraped)
+        assert cold and float(cold.group(1)) > 0, scraped[-2000:]
 
         tagged, _ = asyncio.run(_pull_all(namesrv, "cold_read_paid", "paid"))
         paid = sorted(int(m.properties["seq"]) for msgs in tagged.values() for m in msgs)

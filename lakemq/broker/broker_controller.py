@@ -162,6 +162,7 @@ class BrokerController:
         if metrics_port is not None:
             self.metrics_server = start_metrics_server(self.metrics.registry, c.broker_ip1, metrics_port)
         self.store = MessageStore(self.store_config, store_host=self.broker_addr)
+        self.store.set_flush_listener(self.metrics.record_flush)
         if c.lake_uri:
             from lakemq.tiering.lake_fs import LakeLocation
             from lakemq.tiering.retention import retention_guard
@@ -316,7 +317,7 @@ class BrokerController:
         transactions = TransactionalMessageService(self.store, self.consumer_offset_manager)
         server.register_processor(
             RequestCode.END_TRANSACTION,
-            EndTransactionProcessor(c, transactions),
+            EndTransactionProcessor(c, transactions, self.metrics),
             self._executor("EndTransactionThread", c.end_transaction_thread_pool_nums),
         )
         self.transaction_check_service = TransactionalMessageCheckService(

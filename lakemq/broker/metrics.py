@@ -12,6 +12,7 @@ Recording, from any thread::
 
     metrics.put_messages.labels(broker, topic).inc(n)
     metrics.put_latency_seconds.observe(seconds)
+    metrics.record_flush(seconds, flushed_bytes)                 # the store's flush listener
     metrics.cold_reads.labels(broker, topic).inc()              # a pull served from the lake
     metrics.cold_read_latency_seconds.labels(broker, topic).observe(seconds)
 """
@@ -57,9 +58,25 @@ class BrokerMetrics:
             "Sends refused with SYSTEM_BUSY before queueing, by reason (page_cache_busy: a put held the "
             "CommitLog lock longer than osPageCacheBusyTimeoutMills).",
             ["broker", "reason"], registry=r)
+        self.flush_latency_seconds = Histogram(
+            "lakemq_broker_flush_latency_seconds",
+            "Time of one CommitLog flush (msync) that wrote something: a group commit or a timed flush.",
+            ["broker"], buckets=LATENCY_BUCKETS, registry=r)
+        self.flush_bytes = Counter(
+            "lakemq_broker_flush_bytes", "CommitLog bytes made durable by flushes.", ["broker"], registry=r)
+        self.transaction_ends = Counter(
+            "lakemq_broker_transaction_ends",
+            "END_TRANSACTION requests accepted, by result (commit, rollback, unknown: the producer "
+            "does not know yet and the check service will ask again).",
+            ["broker", "result"], registry=r)
         self.cold_reads = Counter(
             "lakemq_broker_cold_reads", "Pulls served from the lake (messages no longer in the CommitLog).",
             ["broker", "topic"], registry=r)
         self.cold_read_latency_seconds = Histogram(
             "lakemq_broker_cold_read_latency_seconds", "Time to serve one pull from the lake.",
             ["broker", "topic"], buckets=COLD_READ_BUCKETS, registry=r)
+
+    def record_flush(self, seconds: float, flushed_bytes: int) -> None:
+        """The store's flush listener (called on its flush thread)."""
+        self.flush_latency_seconds.labels(self.broker).observe(seconds)
+        self.flush_bytes.labels(self.broker).inc(flushed_bytes)

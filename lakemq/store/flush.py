@@ -16,16 +16,20 @@ from lakemq.store.mapped_file_queue import MappedFileQueue
 from lakemq.store.results import PutMessageStatus
 from lakemq.store.service_thread import ServiceThread
 
-__all__ = ["FlushCommitLogService", "GroupCommitService", "FlushRealTimeService"]
+__all__ = ["FlushCommitLogService", "FlushListener", "GroupCommitService", "FlushRealTimeService"]
 
 # A stopping flusher retries this many times so a slow disk does not lose the tail.
 _SHUTDOWN_FLUSH_RETRIES = 10
 
 
 Completion = Callable[[PutMessageStatus], None]
+# Told after every flush that wrote something: (seconds it took, bytes it made durable).
+FlushListener = Callable[[float, int], None]
 
 
 class FlushCommitLogService(Protocol):
+    flush_listener: FlushListener | None
+
     def start(self) -> None: ...
     def shutdown(self, timeout_s: float = 10.0) -> None: ...
     def on_put(self, next_offset: int, wait: bool) -> PutMessageStatus:
@@ -43,9 +47,14 @@ class _Flusher(ServiceThread):
         super().__init__(name)
         self._queue = queue
         self._checkpoint = checkpoint
+        self.flush_listener: FlushListener | None = None
 
     def _flush(self, least_pages: int) -> bool:
+        before, started = self._queue.flushed_where, time.monotonic()
         done = self._queue.flush(least_pages)
+        listener, flushed = self.flush_listener, self._queue.flushed_where - before
+        if listener is not None and flushed > 0:
+            listener(time.monotonic() - started, flushed)
         if self._checkpoint is not None and self._queue.store_timestamp:
             self._checkpoint.physic_msg_timestamp = self._queue.store_timestamp
         return done

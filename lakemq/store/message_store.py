@@ -29,6 +29,7 @@ from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.dispatch import CommitLogDispatcher, MessageArrivingListener, ReputMessageService, dispatch_to
 from lakemq.store.filter import MessageFilter
+from lakemq.store.flush import FlushListener
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult
 from lakemq.store.index_service import IndexService
 from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService
@@ -383,6 +384,11 @@ class MessageStore:
         """``guard()`` is the highest CommitLog offset whose file may be deleted (tiering: the
         end of what the lake holds)."""
         self._retention_guard = guard
+
+    def set_flush_listener(self, listener: FlushListener | None) -> None:
+        """``listener(seconds, bytes)`` after every CommitLog flush that wrote something, on
+        the flush thread (so it must be quick)."""
+        self.commit_log.flush_service.flush_listener = listener
 
     def execute_delete_files_manually(self) -> None:
         self.clean_service.trigger_manual_delete()

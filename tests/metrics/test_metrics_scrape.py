@@ -13,7 +13,9 @@ from tests.metrics.metrics_scrape import metrics_url, scrape, value
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with start_cluster(tmp_path_factory.mktemp("metrics")) as running:
+    # SYNC_FLUSH: every send waits for a group-commit flush, so the flush metrics move at once.
+    conf = {"flushDiskType": "SYNC_FLUSH"}
+    with start_cluster(tmp_path_factory.mktemp("metrics"), broker_conf=conf) as running:
         yield running
 
 
@@ -38,6 +40,10 @@ def test_broker_counts_puts_lag_and_delayed_backlog(cluster: Cluster) -> None:
     assert ("lakemq_broker_dispatch_lag_bytes", (("broker", "broker-a"),)) in samples
     assert value(samples, "lakemq_broker_commitlog_files") >= 1
     assert value(samples, "lakemq_broker_commitlog_bytes") > 0
+    # Each acknowledged send was flushed first: the flushes cover every stored byte.
+    assert value(samples, "lakemq_broker_flush_latency_seconds_count", broker="broker-a") >= 1
+    assert value(samples, "lakemq_broker_flush_bytes_total", broker="broker-a") == value(
+        samples, "lakemq_broker_commitlog_max_offset_bytes", broker="broker-a")
 
     # The group commits offset 0 everywhere: all 12 messages are its lag.
     with SyncPullConsumer(group, namesrv_addr=cluster.namesrv_addr) as consumer:

@@ -132,3 +132,18 @@ def test_async_put_flushed_or_timed_out(tmp_path: Path) -> None:
     assert statuses["no_wait"] is PutMessageStatus.PUT_OK
     service.shutdown()
     queue.shutdown()
+
+
+def test_flush_listener_hears_every_flushed_byte(open_commit_log: Open) -> None:
+    cl = open_commit_log(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
+    cl.recover_normally()
+    heard: list[tuple[float, int]] = []
+    cl.flush_service.flush_listener = lambda seconds, flushed: heard.append((seconds, flushed))
+    cl.start()
+    try:
+        for _ in range(20):
+            assert cl.put_message(make_message(body=b"f" * 300)).status == PutMessageStatus.PUT_OK
+    finally:
+        cl.shutdown()
+    assert heard and all(seconds >= 0 and flushed > 0 for seconds, flushed in heard)
+    assert sum(flushed for _, flushed in heard) == cl.flushed_where == cl.get_max_offset()

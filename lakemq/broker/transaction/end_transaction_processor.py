@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 
 from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.transaction.service import TransactionalMessageService
 from lakemq.common.codes import ResponseCode
+from lakemq.common.message import MessageSysFlag
 from lakemq.errors import BrokerError, for_code
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
@@ -22,13 +24,16 @@ __all__ = ["EndTransactionProcessor"]
 
 log = logging.getLogger(__name__)
 
+_RESULTS = {MessageSysFlag.TRANSACTION_COMMIT_TYPE: "commit", MessageSysFlag.TRANSACTION_ROLLBACK_TYPE: "rollback"}
+
 
 class EndTransactionProcessor:
     """Runs in its own pool (registered with an executor): commits put messages."""
 
-    def __init__(self, config: BrokerConfig, service: TransactionalMessageService) -> None:
+    def __init__(self, config: BrokerConfig, service: TransactionalMessageService, metrics: BrokerMetrics) -> None:
         self._config = config
         self._service = service
+        self._metrics = metrics
 
     def reject_request(self) -> bool:
         return False
@@ -52,4 +57,6 @@ class EndTransactionProcessor:
                 exc.remark,
             )
             raise
+        result = _RESULTS.get(header.commit_or_rollback, "unknown")
+        self._metrics.transaction_ends.labels(self._config.broker_name, result).inc()
         return request.reply(ResponseCode.SUCCESS, remark)

@@ -16,24 +16,13 @@ from rich.table import Table
 from lakemq.cli.client_cmds import log_to_file, admin, namesrv_option
 from lakemq.client.admin import Admin
 from lakemq.common.message import MessageExt
+from lakemq.common.timeparse import parse_millis
 from lakemq.errors import LakeMQError
 
 if TYPE_CHECKING:
     from lakemq.jobs.message_lookup import LakeMessage
 
 BODY_PREVIEW = 60
-
-
-def parse_millis(text: str | None, default: int) -> int:
-    """Epoch milliseconds, or an ISO date/time such as 2026-11-22T10:00:00 (local time)."""
-    if not text:
-        return default
-    if text.isdigit():
-        return int(text)
-    try:
-        return int(datetime.fromisoformat(text).timestamp() * 1000)
-    except ValueError as exc:
-        raise LakeMQError(f"time {text!r} is neither epoch milliseconds nor an ISO date/time") from exc
 
 
 def _row(tier: str, msg_id: str, uniq: str | None, topic: str, queue_id: int, queue_offset: int, stored_ms: int,

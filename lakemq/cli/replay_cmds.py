@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
 from lakemq.cli.lake_cmds import parse_storage_options
-from lakemq.cli.message_cmds import parse_millis
+from lakemq.common.timeparse import parse_millis
 from lakemq.common.validation import check_topic
 
 

@@ -6,12 +6,12 @@ import asyncio
 import logging
 import math
 import time
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
 
+from lakemq.common.timeparse import parse_millis
 from lakemq.console.app import DATA_KEY, JINJA_KEY, SETTINGS_KEY
 from lakemq.console.svg import bar_chart, line_chart
 from lakemq.errors import LakeMQError, RemotingError
@@ -27,19 +27,6 @@ async def render(request: web.Request, template: str, status: int = 200, **conte
     page = request.app[JINJA_KEY].get_template(template)
     html = await page.render_async(request=request, settings=settings, perms=PERMS, **context)
     return web.Response(text=html, content_type="text/html", status=status)
-
-
-def _millis(text: str) -> int | None:
-    """Epoch milliseconds, or an ISO/datetime-local value (local time); blank is None."""
-    text = text.strip()
-    if not text:
-        return None
-    if text.isdigit():
-        return int(text)
-    try:
-        return int(datetime.fromisoformat(text).timestamp() * 1000)
-    except ValueError as exc:
-        raise LakeMQError(f"time {text!r} is neither epoch milliseconds nor an ISO date/time") from exc
 
 
 def _int(request: web.Request, name: str, default: int) -> int:
@@ -128,7 +115,7 @@ async def search(request: web.Request) -> web.Response:
     q = request.query
     topic, key = q.get("topic", "").strip(), q.get("key", "").strip()
     msg_id, unique_key = q.get("msg_id", "").strip(), q.get("unique_key", "").strip()
-    begin, end = _millis(q.get("begin", "")), _millis(q.get("end", ""))
+    begin, end = parse_millis(q.get("begin"), None), parse_millis(q.get("end"), None)
     asked = any((key, msg_id, unique_key, begin, end)) or "go" in q
     rows: list[Any] = []
     notes: list[str] = []

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from lakemq.client import SyncPullConsumer
 from lakemq.common.message import MessageConst, MessageExtBrokerInner
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
@@ -67,4 +69,17 @@ def mixed_messages(n_user: int) -> list[MessageExtBrokerInner]:
     msgs.append(make_message("RMQ_SYS_TRANS_HALF_TOPIC", b"half", sys_flag=4, REAL_TOPIC="TopicA", REAL_QID="0",
                              PGROUP="pg"))
     msgs.append(make_message("RMQ_SYS_TRANS_OP_HALF_TOPIC", b"0", tags="d"))
+    return msgs
+
+
+def read_all(namesrv: str, topic: str, group: str = "LakeTestReader") -> list[Any]:
+    """Every message of TOPIC, pulled queue by queue from its min to its max offset."""
+    msgs: list[Any] = []
+    with SyncPullConsumer(group, namesrv_addr=namesrv) as reader:
+        for mq in reader.fetch_subscribe_message_queues(topic):
+            offset, end = reader.min_offset(mq), reader.max_offset(mq)
+            while offset < end:
+                result = reader.pull(mq, "*", offset, 32)
+                msgs += result.msgs
+                offset = result.next_begin_offset
     return msgs

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lake_helpers import read_all
 
-from lakemq.client import Message, SyncProducer, SyncPullConsumer
+from lakemq.client import Message, SyncProducer
 from lakemq.common.message import MessageConst
 from lakemq.jobs.broker_lookup import broker_lookup
 from lakemq.jobs.delay_sweep import OUTCOME_TABLE, find_due, sweep
@@ -28,21 +29,9 @@ DELAYED, TIMER = "SweepDelayed", "SweepTimer"
 HOUR = 3_600_000
 
 
-def _read_all(namesrv: str, topic: str) -> list[Any]:
-    msgs: list[Any] = []
-    with SyncPullConsumer("SweepReader", namesrv_addr=namesrv) as reader:
-        for mq in reader.fetch_subscribe_message_queues(topic):
-            offset, end = reader.min_offset(mq), reader.max_offset(mq)
-            while offset < end:
-                result = reader.pull(mq, "*", offset, 32)
-                msgs += result.msgs
-                offset = result.next_begin_offset
-    return msgs
-
-
 def _wait_for(namesrv: str, topic: str, count: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
-    while len(_read_all(namesrv, topic)) < count:
+    while len(read_all(namesrv, topic)) < count:
         assert time.monotonic() < deadline, f"{topic} did not reach {count} messages"
         time.sleep(0.3)
 
@@ -102,8 +91,8 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
 
         first = run()
         assert (first.due, first.sent, first.found) == (9, 9, 0)
-        delayed = _read_all(ns, DELAYED)
-        timer_topic = _read_all(ns, TIMER)
+        delayed = read_all(ns, DELAYED)
+        timer_topic = read_all(ns, TIMER)
 
         again = run()
         assert (again.due, again.sent) == (0, 0), "a re-run must find everything recorded"
@@ -135,7 +124,7 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
             "delivered 0 due delayed message(s)" in cli.stdout
             and "9 were already at the broker" in cli.stdout
         )
-        assert len(_read_all(ns, DELAYED)) == len(delayed) and len(_read_all(ns, TIMER)) == len(timer_topic)
+        assert len(read_all(ns, DELAYED)) == len(delayed) and len(read_all(ns, TIMER)) == len(timer_topic)
 
     assert len(delayed) == 2 + 3 + 5
     copies = [m for m in delayed if m.body.startswith(b"late-")]

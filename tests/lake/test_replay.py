@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from lake_helpers import WriteStore, user_messages
+from lake_helpers import WriteStore, read_all, user_messages
 
-from lakemq.client import Message, SyncProducer, SyncPullConsumer
+from lakemq.client import Message, SyncProducer
 from lakemq.jobs.broker_lookup import broker_lookup
 from lakemq.jobs.compact import compact
 from lakemq.jobs.delta_source import snapshot_files
@@ -28,18 +28,6 @@ from tests.cluster import lakemq_command, start_cluster
 
 SOURCE, TARGET, TARGET2 = "ReplaySource", "ReplayTarget", "ReplayTarget2"
 COUNT = 300
-
-
-def _read_all(namesrv: str, topic: str) -> list[Any]:
-    msgs: list[Any] = []
-    with SyncPullConsumer("ReplayReader", namesrv_addr=namesrv) as reader:
-        for mq in reader.fetch_subscribe_message_queues(topic):
-            offset, end = reader.min_offset(mq), reader.max_offset(mq)
-            while offset < end:
-                result = reader.pull(mq, "*", offset, 32)
-                msgs += result.msgs
-                offset = result.next_begin_offset
-    return msgs
 
 
 @pytest.mark.slow
@@ -61,7 +49,7 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
                 msg.keys, msg.tags = [f"k{i}"], f"tag{i % 3}"
                 producer.send(msg)
             ended = int(time.time() * 1000)
-        originals = {m.msg_id: m for m in _read_all(ns, SOURCE)}
+        originals = {m.msg_id: m for m in read_all(ns, SOURCE)}
         lake = tmp_path / "lake"
         tier_run(
             spark,
@@ -105,12 +93,12 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
             time.sleep(0.05)
         first.send_signal(signal.SIGKILL)
         first.communicate()
-        partial = len(_read_all(ns, TARGET))
+        partial = len(read_all(ns, TARGET))
         assert 0 < partial < COUNT, f"the kill should land mid-replay ({partial} of {COUNT})"
 
         second = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
         assert second.returncode == 0, second.stderr[-2000:]
-        copies = _read_all(ns, TARGET)
+        copies = read_all(ns, TARGET)
         in_flight = _died_after_a_send_then_rerun(ns, lake, began, ended, tmp_path / "replay2.json")
     print(
         f"injected: SIGKILL of the replay after {partial} of {COUNT}; measured: {len(copies)} in the target"
@@ -159,7 +147,7 @@ def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int, c
         assert json.loads(checkpoint.read_text())["sending"], "the checkpoint should show a batch in flight"
         result = replay(send_batch=producer.send_batch, **common)
     assert (result.skipped, result.recovered, result.sent) == (50, 50, COUNT - 100)
-    return _read_all(ns, TARGET2)
+    return read_all(ns, TARGET2)
 
 
 def test_ordered_scan_pages_every_row_once_in_order(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,8 +46,12 @@ class QueryOffsetResult:
 
 
 class IndexService:
-    def __init__(self, index_dir: Path, *, hash_slot_num: int, index_num: int) -> None:
+    def __init__(self, index_dir: Path, *, hash_slot_num: int, index_num: int,
+                 clock_ms: Callable[[], int] | None = None) -> None:
+        """``clock_ms`` names new files (default: the wall clock); a rebuild from the CommitLog
+        (:mod:`lakemq.jobs.reindex`) passes the store time of the record being indexed."""
         self.index_dir = Path(index_dir)
+        self._clock_ms = clock_ms if clock_ms is not None else (lambda: int(time.time() * 1000))
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.index_files: list[IndexFile] = []
@@ -142,7 +147,7 @@ class IndexService:
             return last
         end_phy = last.end_phy_offset if last else 0
         end_ts = last.end_timestamp if last else 0
-        name = _file_name(int(time.time() * 1000))
+        name = _file_name(self._clock_ms())
         if last is not None:
             # After a clock step back the time's name sorts before the last file's; load
             # sorts by name, so count on from the last one instead.

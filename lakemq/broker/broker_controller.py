@@ -45,6 +45,7 @@ from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from lakemq.broker.transaction import (
     EndTransactionProcessor,
+    LakeHalfResumer,
     TransactionalMessageCheckService,
     TransactionalMessageService,
 )
@@ -301,19 +302,6 @@ class BrokerController:
         query_pool = self._executor("QueryMessageThread", c.query_message_thread_pool_nums)
         for code in (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID):
             server.register_processor(code, query, query_pool)
-        admin = AdminBrokerProcessor(
-            c,
-            self.store,
-            self.topic_config_manager,
-            self.subscription_group_manager,
-            self.consumer_offset_manager,
-            self.rebalance_lock_manager,
-            self.runtime_info,
-            self._register_broker_blocking,
-        )
-        admin_pool = self._executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
-        for code in ADMIN_CODES:
-            server.register_processor(code, admin, admin_pool)
         transactions = TransactionalMessageService(self.store, self.consumer_offset_manager)
         server.register_processor(
             RequestCode.END_TRANSACTION,
@@ -327,6 +315,20 @@ class BrokerController:
             check_max=c.transaction_check_max,
             check_interval_ms=c.transaction_check_interval,
         )
+        admin = AdminBrokerProcessor(
+            c,
+            self.store,
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.consumer_offset_manager,
+            self.rebalance_lock_manager,
+            self.runtime_info,
+            self._register_broker_blocking,
+            LakeHalfResumer(c, self.transaction_check_service),
+        )
+        admin_pool = self._executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
+        for code in ADMIN_CODES:
+            server.register_processor(code, admin, admin_pool)
 
     async def shutdown(self) -> None:
         """Stop in the order that loses nothing; safe to call once after a failed start."""

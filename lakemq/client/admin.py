@@ -162,3 +162,10 @@ class Admin:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group name -> SubscriptionGroupConfig JSON."""
         response = await self.api._ok(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         return dict(fastjson.loads(response.body or b"{}").get("subscriptionGroupTable") or {})
+
+    async def resume_half_messages(self, addr: str, records: bytes, timeout_ms: int = 30_000) -> list[dict[str, Any]]:
+        """LAKEMQ_RESUME_HALF_MESSAGES: hand half message records (CommitLog format) back to the
+        broker that stored them; one verdict per record, in order (see broker/transaction/lake_resume)."""
+        response = await self.api._ok(addr, RequestCode.LAKEMQ_RESUME_HALF_MESSAGES, body=records,
+                                      timeout_ms=timeout_ms)
+        return list(fastjson.loads(response.body or b"{}").get("verdicts") or [])

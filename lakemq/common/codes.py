@@ -159,6 +159,9 @@ class RequestCode(IntEnum):
     AUTH_DELETE_ACL = 3008
     AUTH_GET_ACL = 3009
     AUTH_LIST_ACL = 3010
+    # Not a RocketMQ code (RocketMQ numbers nothing between 3010 and 200050): the transaction
+    # sweep hands half messages that only the lake holds back to their broker (lake_resume.py).
+    LAKEMQ_RESUME_HALF_MESSAGES = 61001
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     PEEK_MESSAGE = 200052

@@ -17,7 +17,7 @@ SUB: Final = 1 << 3
 _BY_NAME: Final = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB}
 
 # Requests only an admin account may make (RocketMQ's Permission.ADMIN_CODE, plus the batch
-# group creation lakemq serves).
+# group creation lakemq serves, and the transaction sweep's hand-back of half messages).
 ADMIN_CODES: Final = frozenset({
     RequestCode.UPDATE_AND_CREATE_TOPIC,
     RequestCode.UPDATE_BROKER_CONFIG,
@@ -26,6 +26,7 @@ ADMIN_CODES: Final = frozenset({
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
     RequestCode.DELETE_SUBSCRIPTIONGROUP,
     RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC,
+    RequestCode.LAKEMQ_RESUME_HALF_MESSAGES,
 })
 
 

@@ -1,5 +1,6 @@
 """Admin requests (RocketMQ AdminBrokerProcessor): topics, queue offsets, consume stats,
-runtime info, all consumer offsets, and the orderly consumers' queue locks.
+runtime info, all consumer offsets, the orderly consumers' queue locks, and the transaction
+sweep's hand-back of half messages from the lake (lakemq's own code, see transaction/lake_resume).
 
 Runs in the admin pool: creating a topic writes topics.json, and offset-by-time lookups read
 ConsumeQueue files.
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
+from lakemq.broker.transaction.lake_resume import LakeHalfResumer
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import for_code
 from lakemq.remoting.bodies import (
@@ -60,9 +62,11 @@ ADMIN_CODES = (
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
     RequestCode.LOCK_BATCH_MQ,
     RequestCode.UNLOCK_BATCH_MQ,
+    RequestCode.LAKEMQ_RESUME_HALF_MESSAGES,
 )
 
-Handler = Callable[[RequestContext, RemotingCommand], RemotingCommand]
+Reply = RemotingCommand | Awaitable[RemotingCommand]
+Handler = Callable[[RequestContext, RemotingCommand], Reply]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,7 @@ class AdminBrokerProcessor:
         locks: RebalanceLockManager,
         runtime_info: Callable[[], dict[str, str]],
         register_broker: Callable[[], None],
+        lake_resumer: LakeHalfResumer,
     ) -> None:
         self._register_broker = register_broker
         self._config = config
@@ -140,12 +145,13 @@ class AdminBrokerProcessor:
             ),
             RequestCode.LOCK_BATCH_MQ: self._lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
+            RequestCode.LAKEMQ_RESUME_HALF_MESSAGES: lake_resumer.process_request,
         }
 
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> Reply:
         return self._handlers[request.code](ctx, request)
 
     # -- topics ------------------------------------------------------------------------

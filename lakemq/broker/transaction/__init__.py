@@ -3,10 +3,12 @@
 from lakemq.broker.transaction.check_service import TransactionalMessageCheckService
 from lakemq.broker.transaction.end_transaction_processor import EndTransactionProcessor
 from lakemq.broker.transaction.half_message import is_transactional, to_half_message
+from lakemq.broker.transaction.lake_resume import LakeHalfResumer
 from lakemq.broker.transaction.service import TransactionalMessageService
 
 __all__ = [
     "EndTransactionProcessor",
+    "LakeHalfResumer",
     "TransactionalMessageCheckService",
     "TransactionalMessageService",
     "is_transactional",

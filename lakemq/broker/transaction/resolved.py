@@ -5,7 +5,9 @@ END_TRANSACTION may name any of them: the late answer to the first send, or answ
 check-backs. Claiming the origin before committing makes only the first of them put the real
 message, so a committed message is never stored twice. The table is bounded (oldest entries
 go first) and filled from END_TRANSACTION and from the Op messages the check service reads,
-including, after a restart, the Op messages just before the persisted op offset.
+including, after a restart, the Op messages just before the persisted op offset. Where the
+broker itself resolved a transaction it also remembers the outcome (commit or rollback); an Op
+message alone does not say which, so those read back from the op queue have no known outcome.
 """
 
 from __future__ import annotations
@@ -23,12 +25,17 @@ class ResolvedTransactions:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._capacity = capacity
         self._lock = threading.Lock()
-        self._resolved: OrderedDict[int, None] = OrderedDict()
+        self._resolved: OrderedDict[int, bool | None] = OrderedDict()  # origin -> committed
         self._in_progress: set[int] = set()
 
     def is_resolved(self, origin: int) -> bool:
         with self._lock:
             return origin in self._resolved
+
+    def outcome(self, origin: int) -> bool | None:
+        """True: committed here, False: rolled back here, None: not resolved or not known how."""
+        with self._lock:
+            return self._resolved.get(origin)
 
     def is_in_progress(self, origin: int) -> bool:
         """An END_TRANSACTION is putting it right now (and may yet fail)."""
@@ -43,19 +50,20 @@ class ResolvedTransactions:
             self._in_progress.add(origin)
             return True
 
-    def settle(self, origin: int, *, resolved: bool) -> None:
-        """End a claim: record the resolution, or give the claim back after a failed put."""
+    def settle(self, origin: int, *, resolved: bool, commit: bool | None = None) -> None:
+        """End a claim: record the resolution (and how), or give the claim back after a failed put."""
         with self._lock:
             self._in_progress.discard(origin)
             if resolved:
-                self._add(origin)
+                self._add(origin, commit)
 
     def add(self, origin: int) -> None:
         with self._lock:
-            self._add(origin)
+            self._add(origin, None)
 
-    def _add(self, origin: int) -> None:
-        self._resolved[origin] = None
+    def _add(self, origin: int, commit: bool | None) -> None:
+        known = self._resolved.get(origin)
+        self._resolved[origin] = known if commit is None else commit
         self._resolved.move_to_end(origin)
         while len(self._resolved) > self._capacity:
             self._resolved.popitem(last=False)

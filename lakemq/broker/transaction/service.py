@@ -119,7 +119,7 @@ class TransactionalMessageService:
             self._put(op_message(half, self.store.store_host), "op")
             done = True
         finally:
-            self.resolved.settle(origin, resolved=done)
+            self.resolved.settle(origin, resolved=done, commit=commit)
         log.info(
             "transaction %s of %s %s%s",
             half.unique_key,

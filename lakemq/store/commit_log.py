@@ -9,25 +9,26 @@ record and goes to the next one. Flushing happens after the lock is released.
 
 from __future__ import annotations
 
-import functools
 import logging
 import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from lakemq.common.faults import append_stall_seconds
-from lakemq.common.message import MessageExtBrokerInner, MessageSysFlag
+from lakemq.common.message import MessageConst, MessageExtBrokerInner, MessageSysFlag, properties_to_string
 from lakemq.common.record import (
     BLANK_MAGIC_CODE,
+    HEAD_BODY_LEN,
     MESSAGE_MAGIC_CODE,
+    PROPS_LEN,
+    RECORD_FIXED_SIZE,
     STORE_TIMESTAMP_POS,
     check_record,
     create_message_id,
     encode_host,
-    encode_record,
-    patch_record,
 )
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import StoreError
@@ -38,15 +39,15 @@ from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
 from lakemq.store.flush import FlushCommitLogService, FlushRealTimeService, GroupCommitService
 from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
-from lakemq.store.warm import WarmMappedFileService
 from lakemq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
     PutMessageResult,
     PutMessageStatus,
 )
+from lakemq.store.warm import WarmMappedFileService
 
-__all__ = ["CommitLog", "PutMessageSpinLock", "END_FILE_MIN_BLANK_LENGTH"]
+__all__ = ["END_FILE_MIN_BLANK_LENGTH", "CommitLog", "PutMessageSpinLock"]
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,16 @@ _FIRST_RECORD = struct.Struct(">iI")
 _LONG = struct.Struct(">q")
 _TRANSACTION_MASK = 0xC
 _NOT_IN_QUEUE = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+_DELAY = MessageConst.DELAY_TIME_LEVEL
+# The fixed 88 bytes before the body, packed once per record with its final offsets and time.
+_HEAD_PACK = HEAD_BODY_LEN.pack
+_PROPS_LEN_PACK = PROPS_LEN.pack
+_MAX_PROPERTIES_LEN = 0x7FFF  # the record's properties length is a signed short
+_TOPIC_LEN = tuple(bytes([n]) for n in range(256))
+# (size, body CRC, born ip, born port, body, topic with its length byte, properties length, properties)
+_Parts = tuple[int, int, bytes, int, bytes, bytes, bytes, bytes]
 
-encode_born_host = functools.lru_cache(maxsize=4096)(encode_host)
+_MAX_BORN_HOSTS = 65_536
 
 
 class PutMessageSpinLock:
@@ -105,6 +114,8 @@ class CommitLog:
         # ConsumeQueues at start.
         self._topic_queue_table: dict[tuple[str, int], int] = {}
         self._valid_topics: set[str] = set()
+        self._topic_parts: dict[str, bytes] = {}
+        self._born_hosts: dict[str, tuple[bytes, int]] = {}  # "ip:port" -> encoded, for every put
         self.flush_service: FlushCommitLogService
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.flush_service = GroupCommitService(self.mapped_file_queue, config.sync_flush_timeout, checkpoint)
@@ -113,6 +124,8 @@ class CommitLog:
                 self.mapped_file_queue, config.flush_interval_commit_log,
                 config.flush_commit_log_least_pages, config.flush_commit_log_thorough_interval, checkpoint,
             )
+        # ASYNC_FLUSH acknowledges every put at once: the put path skips asking the flusher.
+        self._acks_at_once = isinstance(self.flush_service, FlushRealTimeService)
         self._warm_service = (WarmMappedFileService(self.mapped_file_queue, config.warm_mapped_file_ahead)
                               if config.warm_mapped_file_ahead > 0 else None)
         self._running = False
@@ -161,9 +174,10 @@ class CommitLog:
         """Append one message; under SYNC_FLUSH block until it is on disk (or timed out)."""
         result = self._append_message(msg)
         ar = result.append_result
-        if ar is None:
+        if ar is None or self._acks_at_once:
             return result
-        return PutMessageResult(self.flush_service.on_put(ar.next_offset, msg.wait_store_msg_ok), ar)
+        status = self.flush_service.on_put(ar.next_offset, msg.wait_store_msg_ok)
+        return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
 
     def put_message_async(self, msg: MessageExtBrokerInner) -> Future[PutMessageResult]:
         """Append one message now; the future completes when it may be acknowledged (under
@@ -176,24 +190,29 @@ class CommitLog:
     def _complete_async(self, result: PutMessageResult, wait: bool) -> Future[PutMessageResult]:
         future: Future[PutMessageResult] = Future()
         ar = result.append_result
-        if ar is None:
+        if ar is None or self._acks_at_once:
             future.set_result(result)
         else:
-            self.flush_service.on_put_async(
-                ar.next_offset, wait, lambda status: future.set_result(PutMessageResult(status, ar)))
+            def complete(status: PutMessageStatus) -> None:
+                future.set_result(result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar))
+
+            self.flush_service.on_put_async(ar.next_offset, wait, complete)
         return future
 
     def _append_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        refused = self._check(msg)
-        if refused is not None:
-            return refused
-        rewrite_delayed_message(msg, self.delay_levels)
-        record = self._encode(msg)
-        if isinstance(record, PutMessageResult):
-            return record
-        size = len(record)
+        if msg.topic not in self._valid_topics or msg.sys_flag & ~MessageSysFlag.KNOWN_MASK:
+            refused = self._check(msg)
+            if refused is not None:
+                return refused
+        if _DELAY in msg.properties and 0 <= msg.queue_id < 1 << 31:
+            rewrite_delayed_message(msg, self.delay_levels)
+        parts = self._encode(msg)
+        if isinstance(parts, PutMessageResult):
+            return parts
+        size, crc, born_ip, born_port, body, topic_part, props_len, props = parts
         key = (msg.topic, msg.queue_id)
-        in_queue = msg.sys_flag & _TRANSACTION_MASK not in _NOT_IN_QUEUE
+        sys_flag = msg.sys_flag
+        in_queue = sys_flag & _TRANSACTION_MASK not in _NOT_IN_QUEUE
         with self._put_lock:
             now = time.time_ns() // 1_000_000
             self._lock_begin_ms = now
@@ -206,53 +225,83 @@ class CommitLog:
             table = self._topic_queue_table
             queue_offset = table.get(key, 0) if in_queue else 0
             offset = mf.file_from_offset + mf.wrote_position
-            patch_record(record, 0, queue_offset, offset, now)
-            mf.append(record)
+            try:
+                head = _HEAD_PACK(size, MESSAGE_MAGIC_CODE, crc, key[1], msg.flag, queue_offset, offset,
+                                  sys_flag, msg.born_timestamp, born_ip, born_port, now, self._store_ip,
+                                  self._store_port, msg.reconsume_times, msg.prepared_transaction_offset,
+                                  len(body))
+            except struct.error as exc:  # a field outside its int32/int64 slot: nothing written
+                self._lock_begin_ms = 0
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
+            mf.append(b"".join((head, body, topic_part, props_len, props)))
             mf.store_timestamp = now
             if in_queue:
                 table[key] = queue_offset + 1
             self._lock_begin_ms = 0
-        result = AppendMessageResult(
-            AppendMessageStatus.PUT_OK, offset, size,
-            f"{self._msg_id_prefix}{offset:016X}", now, queue_offset,
-        )
-        return PutMessageResult(PutMessageStatus.PUT_OK, result)
+        return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
+            AppendMessageStatus.PUT_OK, offset, size, f"{self._msg_id_prefix}{offset:016X}", now, queue_offset))
 
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
         """Append a batch contiguously in one file, with consecutive queue offsets per queue,
         then flush as put_message. Batches may not be delayed or transactional (as RocketMQ)."""
         result = self._append_messages(msgs)
         ar = result.append_result
-        if ar is None:
+        if ar is None or self._acks_at_once:
             return result
-        return PutMessageResult(self.flush_service.on_put(ar.next_offset, all(m.wait_store_msg_ok for m in msgs)), ar)
+        status = self.flush_service.on_put(ar.next_offset, all(m.wait_store_msg_ok for m in msgs))
+        return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
 
     def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
+        """Everything but the three appender-only fields is worked out before the lock; under
+        it each record's fixed part is packed once, with its final offsets and store time,
+        and the whole batch is joined into one buffer and copied into the file at once."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        records: list[bytes | bytearray] = []
-        keys: list[tuple[str, int]] = []
-        starts: list[int] = []
-        pos = 0
+        valid_topics = self._valid_topics
+        topic_parts = self._topic_parts
+        born_hosts = self._born_hosts
+        max_body = self.config.max_message_size
+        max_props = min(self.config.max_properties_size, _MAX_PROPERTIES_LEN)
+        max_size = self.file_size - END_FILE_MIN_BLANK_LENGTH
+        crc32 = zlib.crc32
+        prepared: list[tuple[MessageExtBrokerInner, _Parts]] = []
+        total = 0
+        # _encode inlined: a batch pays it per message. Anything off the common path (a new
+        # topic or born host, a size over a limit) goes through _encode for its exact answer.
         for msg in msgs:
-            refused = self._check(msg)
-            if refused is not None:
-                return refused
-            if msg.sys_flag & _TRANSACTION_MASK or msg.delay_time_level > 0:
+            sys_flag = msg.sys_flag
+            if msg.topic not in valid_topics or sys_flag & ~MessageSysFlag.KNOWN_MASK:
+                refused = self._check(msg)
+                if refused is not None:
+                    return refused
+            if sys_flag & _TRANSACTION_MASK or (_DELAY in msg.properties and msg.delay_time_level > 0):
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                         remark="batch messages cannot be delayed or transactional")
-            record = self._encode(msg)
-            if isinstance(record, PutMessageResult):
-                return record
-            records.append(record)
-            keys.append((msg.topic, msg.queue_id))
-            starts.append(pos)
-            pos += len(record)
-        batch = bytearray().join(records)
-        total = len(batch)
+            body = msg.body
+            properties = (msg.properties_string or properties_to_string(msg.properties)).encode()
+            born = born_hosts.get(msg.born_host)
+            topic_part = topic_parts.get(msg.topic)
+            parts: _Parts | PutMessageResult | None = None
+            if (born is not None and topic_part is not None and len(body) <= max_body
+                    and len(properties) <= max_props and 0 <= msg.queue_id < 1 << 31 and self._running):
+                size = RECORD_FIXED_SIZE - 1 + len(body) + len(topic_part) + len(properties)
+                if size <= max_size:
+                    parts = (size, crc32(body) & 0x7FFFFFFF, born[0], born[1], body, topic_part,
+                             _PROPS_LEN_PACK(len(properties)), properties)
+            if parts is None:
+                parts = self._encode(msg)
+            if isinstance(parts, PutMessageResult):
+                return parts
+            prepared.append((msg, parts))
+            total += parts[0]
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"batch of {total} bytes exceeds a CommitLog file")
+        pieces: list[bytes] = []
+        add = pieces.extend
+        starts: list[int] = []
+        pack = _HEAD_PACK
+        store_ip, store_port = self._store_ip, self._store_port
         with self._put_lock:
             now = time.time_ns() // 1_000_000
             self._lock_begin_ms = now
@@ -263,17 +312,34 @@ class CommitLog:
                 self._lock_begin_ms = 0
                 return self._not_writable()
             table = self._topic_queue_table
+            next_queue_offsets: dict[tuple[str, int], int] = {}
             offset = mf.file_from_offset + mf.wrote_position
-            first_queue_offset = table.get(keys[0], 0)
-            for key, start in zip(keys, starts):
-                queue_offset = table.get(key, 0)
-                table[key] = queue_offset + 1
-                patch_record(batch, start, queue_offset, offset + start, now)
-            mf.append(batch)
+            record_offset = offset
+            first_queue_offset = -1
+            try:
+                for msg, (size, crc, born_ip, born_port, body, topic_part, props_len, props) in prepared:
+                    key = (msg.topic, msg.queue_id)
+                    queue_offset = next_queue_offsets.get(key)
+                    if queue_offset is None:
+                        queue_offset = table.get(key, 0)
+                    next_queue_offsets[key] = queue_offset + 1
+                    if first_queue_offset < 0:
+                        first_queue_offset = queue_offset
+                    add((pack(size, MESSAGE_MAGIC_CODE, crc, key[1], msg.flag, queue_offset, record_offset,
+                              msg.sys_flag, msg.born_timestamp, born_ip, born_port, now, store_ip, store_port,
+                              msg.reconsume_times, msg.prepared_transaction_offset, len(body)),
+                         body, topic_part, props_len, props))
+                    starts.append(record_offset)
+                    record_offset += size
+            except struct.error as exc:  # a field outside its int32/int64 slot: nothing written
+                self._lock_begin_ms = 0
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
+            mf.append(b"".join(pieces))
+            table.update(next_queue_offsets)
             mf.store_timestamp = now
             self._lock_begin_ms = 0
         prefix = self._msg_id_prefix
-        msg_ids = ",".join([f"{prefix}{offset + start:016X}" for start in starts])
+        msg_ids = ",".join([f"{prefix}{start:016X}" for start in starts])
         result = AppendMessageResult(AppendMessageStatus.PUT_OK, offset, total, msg_ids, now,
                                      first_queue_offset, len(msgs))
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
@@ -286,6 +352,8 @@ class CommitLog:
                                 remark=f"cannot create a CommitLog file: {self._create_failure}")
 
     def _check(self, msg: MessageExtBrokerInner) -> PutMessageResult | None:
+        """The checks a known topic with known sys flag bits skips (the put path only calls
+        this for a new topic or unknown bits; _encode checks the sizes and the queue id)."""
         if not self._running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
         topic = msg.topic
@@ -294,40 +362,51 @@ class CommitLog:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"invalid topic {topic!r}")
             if len(self._valid_topics) > 100_000:
                 self._valid_topics.clear()
+                self._topic_parts.clear()
             self._valid_topics.add(topic)
         if MessageSysFlag.unknown_bits(msg.sys_flag):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"unknown sys flag bits 0x{msg.sys_flag:x}")
-        if len(msg.body) > self.config.max_message_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"body of {len(msg.body)} bytes exceeds {self.config.max_message_size}")
-        if not 0 <= msg.queue_id < 1 << 31:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {msg.queue_id}")
         return None
 
-    def _encode(self, msg: MessageExtBrokerInner) -> bytearray | PutMessageResult:
-        properties = msg.encoded_properties()
-        if len(properties) > self.config.max_properties_size:
+    def _encode(self, msg: MessageExtBrokerInner) -> _Parts | PutMessageResult:
+        """A record's pieces but its fixed part: size, body CRC, born host, body, topic (with
+        its length byte), properties length and properties."""
+        if not self._running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        body = msg.body
+        body_len = len(body)
+        if body_len > self.config.max_message_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"body of {body_len} bytes exceeds {self.config.max_message_size}")
+        queue_id = msg.queue_id
+        if not 0 <= queue_id < 1 << 31:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {queue_id}")
+        properties = (msg.properties_string or properties_to_string(msg.properties)).encode()
+        props_len = len(properties)
+        if props_len > self.config.max_properties_size or props_len > _MAX_PROPERTIES_LEN:
             return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                                    remark=f"properties of {len(properties)} bytes exceed {self.config.max_properties_size}")
-        try:
-            born_host = encode_born_host(msg.born_host)
-        except (OSError, ValueError):
+                                    remark=f"properties of {props_len} bytes exceed {self.config.max_properties_size}")
+        born = self._born_hosts.get(msg.born_host)
+        if born is None:
+            try:
+                born = encode_host(msg.born_host)
+            except (OSError, ValueError):
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        remark=f"born host {msg.born_host!r} is not an IPv4 ip:port")
+            if len(self._born_hosts) > _MAX_BORN_HOSTS:
+                self._born_hosts.clear()
+            self._born_hosts[msg.born_host] = born
+        topic_part = self._topic_parts.get(msg.topic)
+        if topic_part is None:
+            topic_bytes = msg.topic.encode()
+            topic_part = self._topic_parts[msg.topic] = _TOPIC_LEN[len(topic_bytes)] + topic_bytes
+        size = RECORD_FIXED_SIZE - 1 + body_len + len(topic_part) + props_len
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"born host {msg.born_host!r} is not an IPv4 ip:port")
-        try:
-            record = encode_record(
-                topic=msg.topic.encode(), queue_id=msg.queue_id, body=msg.body, flag=msg.flag,
-                properties=properties, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
-                born_host=born_host, store_host=(self._store_ip, self._store_port),
-                reconsume_times=msg.reconsume_times, prepared_transaction_offset=msg.prepared_transaction_offset,
-            )
-        except struct.error as exc:  # a field outside its int32/int64 slot
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
-        if len(record) + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"record of {len(record)} bytes exceeds a CommitLog file")
-        return record
+                                    remark=f"record of {size} bytes exceeds a CommitLog file")
+        return (size, zlib.crc32(body) & 0x7FFFFFFF, born[0], born[1], body, topic_part,
+                _PROPS_LEN_PACK(props_len), properties)
 
     def _writable_file(self, size: int) -> MappedFile | None:
         """The file to append ``size`` bytes to, sealing the current one (END_OF_FILE) if the

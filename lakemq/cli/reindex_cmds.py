@@ -1,0 +1,56 @@
+"""``lakemq reindex``: rebuild a stopped broker's ConsumeQueue and IndexFile files from its
+CommitLog (:mod:`lakemq.jobs.reindex`).
+
+File sizes, index slots and delay levels must be the broker's: pass its broker.conf with
+``-c``; ``--store-dir`` overrides its ``storePathRootDir``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+from lakemq.cli import main
+from lakemq.cli.lake_cmds import spark_session
+from lakemq.common.logs import setup_logging
+
+
+@main.command("reindex")
+@click.option("--config", "-c", type=click.Path(exists=True, dir_okay=False), help="the broker's broker.conf")
+@click.option("--store-dir", type=click.Path(file_okay=False), help="store root (storePathRootDir)")
+@click.option("--topic", help="rebuild only this topic's ConsumeQueues")
+@click.option("--consume-queue", "consume_queue", is_flag=True, help="rebuild the ConsumeQueues (default: both)")
+@click.option("--index", "index", is_flag=True, help="rebuild the IndexFiles (default: both)")
+@click.option("--skip-corrupt", is_flag=True, help="step over corrupt CommitLog bytes (reported) instead of stopping")
+@click.option("--force", is_flag=True, help="run although the abort file says the broker did not stop cleanly")
+@click.option("--master", help="Spark master (default from conf/spark-defaults.conf)")
+def reindex_cmd(config: str | None, store_dir: str | None, topic: str | None, consume_queue: bool, index: bool,
+                skip_corrupt: bool, force: bool, master: str | None) -> None:
+    """Rebuild ConsumeQueue and IndexFile files from the CommitLog (the broker must be stopped)."""
+    from lakemq.jobs.reindex import ReindexSettings, check_store_idle, reindex
+
+    setup_logging("lakemq-reindex")
+    both = not (consume_queue or index)
+    values: dict[str, Any] = {"broker_conf": config, "store_dir": store_dir, "topic": topic,
+                              "consume_queue": both or consume_queue, "index": (both and topic is None) or index,
+                              "skip_corrupt": skip_corrupt, "force": force, "master": master}
+    settings = ReindexSettings.from_mapping(values)
+    check_store_idle(settings.config.root_dir, force=force)  # before Spark starts: a bad dir fails fast
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
+                  console=console) as bar, spark_session(master) as spark:
+        task = bar.add_task("reindex", total=None)
+
+        def progress(_step: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=max(total, 1))
+
+        result = reindex(spark, settings, progress=progress)
+    click.echo(f"rebuilt {result.queues} ConsumeQueue(s) and {len(result.index_files)} index file(s) from "
+               f"{result.records} records ({result.bytes / 1e6:.1f} MB) in {result.seconds:.1f}s")
+    for queue in result.kept_queues:
+        click.echo(f"kept {queue}: none of its records is left in the CommitLog")
+    for a, b in result.corrupt:
+        click.echo(f"skipped corrupt CommitLog bytes [{a}, {b})")

@@ -1,0 +1,93 @@
+"""``lakemq sweep transactions``: settle pending transactions across the lake and the hot tier."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from lakemq.cli.client_cmds import log_to_file, namesrv_option
+from lakemq.cli.lake_cmds import parse_storage_options
+from lakemq.cli.replay_cmds import sweep
+from lakemq.errors import LakeError
+
+
+@sweep.command("transactions")
+@namesrv_option
+@click.option("--lake", required=True, help="lake URI")
+@click.option(
+    "--config", "-c", type=click.Path(exists=True, dir_okay=False), help="broker.conf (transactionSweepBatch)"
+)
+@click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
+@click.option("--master", help="Spark master")
+@click.option("--access-key", envvar="LAKEMQ_ACCESS_KEY", help="an admin account's key when brokers run ACL")
+@click.option("--secret-key", envvar="LAKEMQ_SECRET_KEY", help="its secret (or $LAKEMQ_SECRET_KEY)")
+@click.option("--show", type=click.IntRange(0, 10_000), default=20, show_default=True,
+              help="pending transactions to list")
+def sweep_transactions_cmd(
+    namesrv: str,
+    lake: str,
+    config: str | None,
+    storage_option: tuple[str, ...],
+    master: str | None,
+    access_key: str | None,
+    secret_key: str | None,
+    show: int,
+) -> None:
+    """Find half messages without an Op message across history, hand the pending ones back to
+    their broker's check rules and write the outcome to the lake's `transactions` table."""
+    from pyspark.errors import PySparkException
+
+    from lakemq.jobs.transaction_sweep import STATES, run_transaction_sweep
+
+    log_to_file()
+    values = {
+        "lake_uri": lake,
+        "namesrv": namesrv,
+        "broker_conf": config,
+        "storage_options": parse_storage_options(storage_option),
+        "master": master,
+        "access_key": access_key,
+        "secret_key": secret_key,
+        "report_limit": max(show, 1),
+    }
+    console = Console()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True)) as bar:
+        task: Any = bar.add_task("finding half messages in the lake", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, description="handing back to brokers", completed=done, total=total)
+
+        try:
+            result = run_transaction_sweep(values, progress=progress)
+        except PySparkException as exc:
+            raise LakeError(f"Spark job failed: {str(exc).strip().splitlines()[0]}") from exc
+        bar.update(task, description="done", completed=1, total=1)
+    counts: dict[str, int] = result["counts"]
+    states = Table("state", "transactions", title=f"transactions in {lake}")
+    for state in STATES:
+        states.add_row(state, str(counts.get(state, 0)))
+    console.print(states)
+    pending: list[dict[str, Any]] = result["pending"]
+    if pending and show:
+        table = Table("topic", "producer group", "msg id", "uniq key", "keys", "checks", "state", "broker said",
+                      title="pending transactions (oldest first)")
+        for row in pending[:show]:
+            table.add_row(*(str(row.get(k) or "") for k in ("topic", "producer_group", "msg_id", "uniq_key",
+                                                          "keys", "checks", "state", "broker_verdict")))
+        console.print(table)
+        waiting = counts.get("PENDING", 0) + counts.get("UNKNOWN", 0)
+        if waiting > len(pending[:show]):
+            click.echo(f"... and {waiting - len(pending[:show])} more")
+    verdicts = ", ".join(f"{n} {kind}" for kind, n in sorted(result["verdicts"].items())) or "none"
+    version = result["table_version"]
+    click.echo(
+        f"asked brokers about {result['asked']} transaction(s) (answers: {verdicts}); "
+        f"{result['written']} row(s) written"
+        + (f" (transactions table version {version})" if version is not None else " (table unchanged)")
+        + f" in {result['seconds']:.1f}s"
+    )

@@ -1,5 +1,24 @@
-"""The tests' name for :mod:`lakemq.launcher` (real NameServer and broker processes on loopback)."""
+"""The tests' name for :mod:`lakemq.launcher` (real NameServer and broker processes on loopback),
+and ``lakemq tier run`` as a subprocess over one of their stores."""
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
 
 from lakemq.launcher import SMALL_STORE, Cluster, ServerProcess, lakemq_command, spawn, start_cluster
 
-__all__ = ["SMALL_STORE", "Cluster", "ServerProcess", "lakemq_command", "spawn", "start_cluster"]
+__all__ = ["SMALL_STORE", "Cluster", "ServerProcess", "lakemq_command", "spawn", "start_cluster",
+           "tier_run_process"]
+
+
+def tier_run_process(root: Path, store: Path, lake: Path, broker: str, *options: str,
+                     env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """One ``lakemq tier run`` (Spark local[1], no maintain) over STORE into LAKE, sealing idle
+    files at once; its conf goes to ROOT/tier.conf and its logs to ROOT/tier-logs."""
+    conf = root / "tier.conf"
+    conf.write_text(f"storePathRootDir={store}\nbrokerName={broker}\ntierSealIdleMs=1\n")
+    run_env = {**(os.environ if env is None else env), "LAKEMQ_LOG_DIR": str(root / "tier-logs")}
+    return subprocess.run(lakemq_command("tier", "run", "-c", str(conf), "--lake", str(lake), "--master",
+                                         "local[1]", "--no-maintain", *options),
+                          env=run_env, capture_output=True, text=True, timeout=300, check=False)

@@ -20,7 +20,7 @@ from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.common.message import Message
-from tests.cluster import Cluster, lakemq_command, start_cluster
+from tests.cluster import Cluster, lakemq_command, start_cluster, tier_run_process
 
 BROKER = "broker-a"
 TOPIC = "orders"
@@ -96,11 +96,7 @@ async def _await_route(namesrv: str, topic: str) -> None:
 
 
 def _tier(root: Path, lake: Path) -> None:
-    conf = root / "tier.conf"
-    conf.write_text(f"storePathRootDir={root / BROKER / 'store'}\nbrokerName={BROKER}\ntierSealIdleMs=1\n")
-    env = {**os.environ, "LAKEMQ_LOG_DIR": str(root / "tier-logs")}
-    done = subprocess.run(lakemq_command("tier", "run", "-c", str(conf), "--lake", str(lake), "--master", "local[1]",
-                                         "--no-maintain"), env=env, capture_output=True, text=True, timeout=240)
+    done = tier_run_process(root, root / BROKER / "store", lake, BROKER)
     assert done.returncode == 0, done.stderr[-3000:]
 
 

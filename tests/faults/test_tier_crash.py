@@ -23,7 +23,7 @@ from lakemq.common.faults import STAGES
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.seal import commitlog_files
-from tests.cluster import lakemq_command
+from tests.cluster import tier_run_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lake"))
 from lake_helpers import FILE_SIZE, store_writer, user_messages  # noqa: E402
@@ -31,13 +31,11 @@ from lake_helpers import FILE_SIZE, store_writer, user_messages  # noqa: E402
 BROKER = "broker-a"
 
 
-def _tier_run(conf: Path, lake: Path, stage: str | None) -> subprocess.CompletedProcess[str]:
+def _tier_run(root: Path, store: Path, lake: Path, stage: str | None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "LAKEMQ_FAULT_STAGE"}
     if stage:
         env["LAKEMQ_FAULT_STAGE"] = stage
-    env["LAKEMQ_LOG_DIR"] = str(conf.parent / "logs")
-    return subprocess.run(lakemq_command("tier", "run", "-c", str(conf), "--lake", str(lake), "--master", "local[1]",
-                                         "--no-maintain"), capture_output=True, text=True, env=env, timeout=300)
+    return tier_run_process(root, store, lake, BROKER, env=env)
 
 
 def _lake_offsets(lake: Path) -> list[int]:
@@ -69,18 +67,16 @@ def test_kills_at_every_stage_then_a_rerun_converge_to_exactly_once(tmp_path: Pa
     store = tmp_path / "store"
     offsets = store_writer(store)(user_messages(1500))
     files_before = [f.path for f in commitlog_files(store)]
-    conf = tmp_path / "broker.conf"
-    conf.write_text(f"storePathRootDir={store}\nbrokerName={BROKER}\ntierSealIdleMs=1\n")
     lake = tmp_path / "lake"
 
     after_kill: list[str] = []
     for stage in STAGES:
-        killed = _tier_run(conf, lake, stage)
+        killed = _tier_run(tmp_path, store, lake, stage)
         assert killed.returncode == -9, (stage, killed.returncode, killed.stderr[-2000:])
         rows = len(_lake_offsets(lake)) if (lake / "messages" / "_delta_log").exists() else 0
         after_kill.append(f"{stage}: {rows} rows, {_check_no_loss(store, lake, files_before)} files gone")
 
-    again = _tier_run(conf, lake, None)
+    again = _tier_run(tmp_path, store, lake, None)
     assert again.returncode == 0, again.stderr[-2000:]
     assert _lake_offsets(lake) == offsets
     manifest = Manifest.load(LakeLocation.of(str(lake)), BROKER)

@@ -5,11 +5,9 @@ pulling from offset 0 gets every message once, in order, across the lake -> hot 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import subprocess
-import urllib.request
 import time
+import urllib.request
 from pathlib import Path
 
 from lakemq.client.admin import Admin
@@ -20,7 +18,7 @@ from lakemq.common.message import Message
 from lakemq.tiering.cold_read import ColdReader
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import commitlog_files
-from tests.cluster import lakemq_command, start_cluster
+from tests.cluster import start_cluster, tier_run_process
 
 BROKER = "broker-a"
 TOPIC = "cold_orders"
@@ -59,13 +57,8 @@ async def _produce(namesrv: str) -> dict[str, tuple[bytes, str | None, dict[str,
 
 
 def _tier(root: Path, store: Path, lake: Path) -> None:
-    conf = root / "tier.conf"
-    conf.write_text(f"storePathRootDir={store}\nbrokerName={BROKER}\ntierSealIdleMs=1\n")
-    env = {**os.environ, "LAKEMQ_LOG_DIR": str(root / "tier-logs")}
     # --no-retention: with a broker running, its guarded expiry deletes the tiered files.
-    done = subprocess.run(lakemq_command("tier", "run", "-c", str(conf), "--lake", str(lake), "--master", "local[1]",
-                                         "--no-maintain", "--no-retention"),
-                          env=env, capture_output=True, text=True, timeout=240)
+    done = tier_run_process(root, store, lake, BROKER, "--no-retention")
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -146,12 +139,7 @@ def test_tier_run_retention_next_to_a_running_broker_loses_nothing(tmp_path: Pat
         store = tmp_path / BROKER / "store"
         asyncio.run(_produce(namesrv))
         files_before = commitlog_files(store)
-        conf = tmp_path / "tier.conf"
-        conf.write_text(f"storePathRootDir={store}\nbrokerName={BROKER}\ntierSealIdleMs=1\n")
-        done = subprocess.run(lakemq_command("tier", "run", "-c", str(conf), "--lake", str(lake), "--master",
-                                             "local[1]", "--no-maintain"),
-                              env={**os.environ, "LAKEMQ_LOG_DIR": str(tmp_path / "tier-logs")},
-                              capture_output=True, text=True, timeout=240)
+        done = tier_run_process(tmp_path, store, lake, BROKER)
         assert done.returncode == 0, done.stderr[-3000:]
         assert len(commitlog_files(store)) < len(files_before)  # tier run deleted some itself
         deadline = time.monotonic() + 20

@@ -6,6 +6,7 @@ import nothing heavy at parse time."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -30,15 +31,18 @@ def test_every_dag_loads_with_its_tasks_in_order(airflow_py: str, tmp_path: Path
     found = run_script(airflow_py, DAGBAG_SCRIPT, airflow_env(tmp_path))
     assert found["errors"] == {}
     dags = found["dags"]
-    assert set(dags) >= {"lakemq_tiering", "lakemq_sweeps"}
+    assert set(dags) >= {"lakemq_tiering", "lakemq_sweeps", "lakemq_reindex"}
     tiering = dags["lakemq_tiering"]
     assert sorted(tiering) == sorted(TIERING)
     for before, after in zip(TIERING, TIERING[1:]):
         assert tiering[before] == [after], f"{before} should lead to {after} only"
     assert tiering["maintain"] == []
-    assert "delay_sweep" in dags["lakemq_sweeps"]
+    assert dags["lakemq_sweeps"] == {"delay_sweep": ["transaction_sweep"], "transaction_sweep": []}
     for dag_id in ("lakemq_tiering", "lakemq_sweeps"):
         assert {"lake_uri", "conf", "storage_options"} <= set(found["params"][dag_id])
+    assert dags["lakemq_reindex"] == {"reindex": []}
+    assert {"store_dir", "broker_conf", "conf", "topic", "consume_queue", "index", "skip_corrupt",
+            "force"} <= set(found["params"]["lakemq_reindex"])
 
 
 def _write_store(store_dir: Path, count: int) -> None:
@@ -106,3 +110,55 @@ def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path
     files_after = sorted(p.name for p in (store_dir / "commitlog").iterdir())
     assert files_after == files_before[-1:], "retention keeps only the newest (writer's) file once verified"
     assert (tmp_path / "lake" / "messages" / "_delta_log").is_dir()
+
+
+def test_sweeps_dag_records_a_pending_transaction(airflow_py: str, tmp_path: Path) -> None:
+    """A transaction left unknown, tiered while its half message is still in the broker's half
+    queue: the DAG's transaction sweep writes it to the `transactions` table as PENDING, the
+    broker having answered that its check service still has it (nothing is put back)."""
+    import subprocess
+
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    from lakemq.client import LocalTransactionState, Message
+    from lakemq.client.config import ClientConfig
+    from lakemq.client.transaction_producer import SyncTransactionProducer
+    from lakemq.jobs.delta_source import snapshot_files
+    from tests.cluster import lakemq_command, start_cluster
+
+    class Unknown:
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.UNKNOW
+
+        def check_local_transaction(self, msg: object) -> LocalTransactionState:
+            return LocalTransactionState.UNKNOW
+
+    lake = tmp_path / "lake"
+    conf = {"transactionCheckInterval": "3600000", "mappedFileSizeCommitLog": str(64 << 10)}
+    with start_cluster(tmp_path / "cluster", broker_conf=conf) as cluster:
+        ns = cluster.namesrv_addr
+        client = ClientConfig(namesrv_addr=ns)
+        with SyncTransactionProducer("DagTxProducer", Unknown(), client_config=client) as producer:
+            producer.create_topic("DagTx", 1)
+            sent = producer.send_message_in_transaction(Message("DagTx", b"undecided"))
+        tier_conf = tmp_path / "tier.conf"
+        tier_conf.write_text(f"storePathRootDir={tmp_path / 'cluster' / 'broker-a' / 'store'}\n"
+                             "brokerName=broker-a\ntierSealIdleMs=1\n")
+        tiered = subprocess.run(lakemq_command("tier", "run", "-c", str(tier_conf), "--lake", str(lake),
+                                               "--master", "local[1]", "--no-maintain", "--no-retention"),
+                                check=False, capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "LAKEMQ_LOG_DIR": str(tmp_path / "logs")})
+        assert tiered.returncode == 0, tiered.stderr[-3000:]
+        env = airflow_env(tmp_path / "airflow", lakemq_lake_uri=str(lake), lakemq_namesrv=ns)
+        (tmp_path / "airflow").mkdir()
+        migrate(airflow_py, env)
+        run = run_script(airflow_py, DAG_TEST_SCRIPT.format(dag_id="lakemq_sweeps",
+                                                            run_conf={"spark_master": "local[1]"}), env)
+        assert run["state"] == "success", run
+        assert run["tasks"] == {"delay_sweep": "success", "transaction_sweep": "success"}
+    table_uri = str(lake / "transactions")
+    rows = [r for f in snapshot_files(DeltaTable(table_uri), table_uri) for r in pq.read_table(f["uri"]).to_pylist()]
+    assert [(r["uniq_key"], r["topic"], r["state"], r["broker_verdict"]) for r in rows] == [
+        (sent.msg_id, "DagTx", "PENDING", "in_half_queue")
+    ]

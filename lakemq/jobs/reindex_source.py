@@ -172,7 +172,7 @@ def decode_dispatch(buf: bytes, base_offset: int, delay_levels: DelayLevels | No
         return good_rows
     bad_rows = pa.RecordBatch.from_arrays(
         [pa.array(bad_offsets.astype(np.int64)), pa.array(totals[~good]), pa.array(np.ones(n_bad, dtype=bool)),
-         *(pa.nulls(n_bad, f.type) for f in DISPATCH_SCHEMA[3:])],
+         *(pa.nulls(n_bad, f.type) for f in list(DISPATCH_SCHEMA)[3:])],
         schema=DISPATCH_SCHEMA,
     )
     table = pa.Table.from_batches([good_rows, bad_rows]).sort_by("commitlog_offset")

@@ -1,13 +1,14 @@
 """Vectorized CommitLog decoding: raw bytes -> one Arrow record batch of ``messages`` rows.
 
-The only per-record Python step is walking the sizes to find where records start
-(:mod:`lakemq.tiering.walk`). Then, with numpy over the raw bytes:
+No per-record Python: record starts come from :func:`lakemq.tiering.walk.walk_records`
+(numpy over a clean range), and lengths are checked by :func:`lakemq.tiering.walk.record_layout`.
+Then, with numpy over the raw bytes:
 
 - fixed-width header fields are gathered as a (records x 88) byte matrix viewed through a
   big-endian structured dtype (rows picked from a sliding-window view, no struct calls);
-- variable fields (body, topic, properties) become Arrow binary arrays: a +1/-1 marker
-  array and a cumulative sum mark their bytes, one boolean compress copies them out, and
-  the lengths' cumulative sum is the offsets buffer;
+- variable fields (body, topic, properties) become Arrow binary-view arrays pointing into the
+  raw buffer (16 bytes per record, built with numpy), which Arrow's cast copies into plain
+  binary arrays with one memcpy per value;
 - properties (``name\\x01value\\x02`` ...) are split by locating every 0x02 and 0x01 in the
   concatenated property bytes, giving Arrow map<string,string> offsets, keys and values;
   TAGS, KEYS and UNIQ_KEY are taken out of the map the same way;
@@ -15,14 +16,15 @@ The only per-record Python step is walking the sizes to find where records start
   strings are formatted once per distinct host.
 
 Records that fail validation (magic, lengths that do not add up, PHYSICALOFFSET not their
-own offset, body CRC) are returned as offsets; the caller raises or skips them.
+own offset, body CRC when asked) are returned as offsets; the caller raises or skips them.
+The body CRC is a per-record C call; compaction leaves it to sealing, which checked every CRC
+and keeps a digest of the bodies that the written rows must match.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,23 +32,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakemq.common.message import MessageConst
-from lakemq.common.record import BODY_POS, MESSAGE_MAGIC_CODE, RECORD_FIXED_SIZE
+from lakemq.common.record import BODY_POS
 from lakemq.errors import CorruptSegmentError
 from lakemq.tiering.tables import KIND_NORMAL, MESSAGES_SCHEMA, SYSTEM_TOPIC_KINDS
-from lakemq.tiering.walk import Walk, walk_records
+from lakemq.tiering.walk import HEADER_DTYPE, Walk, gather, record_layout, walk_records
 
-__all__ = ["HEADER_DTYPE", "Decoded", "decode_records", "decode_range"]
+__all__ = ["HEADER_DTYPE", "Decoded", "binary_slices", "decode_range", "decode_records", "offsets_data"]
 
-HEADER_DTYPE = np.dtype({
-    "names": ["total", "magic", "crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
-              "born_ts", "born_host", "store_ts", "store_host", "reconsume", "prepared", "body_len"],
-    "formats": [">i4", ">u4", ">i4", ">i4", ">i4", ">i8", ">i8", ">i4", ">i8", ">u8", ">i8", ">u8", ">i4",
-                ">i8", ">i4"],
-    "offsets": [0, 4, 8, 12, 16, 20, 28, 36, 40, 48, 56, 64, 72, 76, 84],
-    "itemsize": BODY_POS,
-})
 _HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint8).reshape(256, 2)
 _DAY_MS = 86_400_000
+_BINARY = pa.binary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,30 +50,39 @@ class Decoded:
     bad_offsets: np.ndarray  # CommitLog offsets of records that failed validation (left out)
 
 
-def _gather(raw: np.ndarray, positions: np.ndarray, width: int) -> np.ndarray:
-    """``raw[p : p + width]`` for every p, as a (len(positions), width) matrix: row picks from a
-    sliding-window view, so each row is one contiguous copy."""
-    if len(raw) < width:
-        return np.empty((0, width), dtype=np.uint8)
-    return np.lib.stride_tricks.sliding_window_view(raw, width)[positions]
+def binary_slices(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                  type_: pa.DataType = _BINARY) -> pa.Array:
+    """``raw[s : s + n]`` for each (s, n) as a binary (or string) array: binary views into ``raw``
+    (a length and the first 12 bytes inline; longer values also point at their bytes), then
+    Arrow's cast to the plain layout."""
+    n = len(starts)
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    views = np.zeros((n, 4), dtype="<i4")
+    views[:, 0] = lengths
+    if n:
+        limit = max(len(raw) - 12, 0)
+        prefix = gather(raw, np.minimum(starts, limit), 12) if len(raw) >= 12 else np.zeros((n, 12), np.uint8)
+        # Values within 12 bytes of the end are read through a zero-padded tail.
+        near = starts > limit if len(raw) >= 12 else np.ones(n, np.bool_)
+        if near.any():
+            tail = np.concatenate([raw[limit:], np.zeros(12, np.uint8)])
+            prefix[near] = gather(tail, starts[near] - limit, 12)
+        inline = prefix * (np.arange(12) < np.minimum(lengths, 12)[:, None])
+        views.view(np.uint8).reshape(n, 16)[:, 4:] = inline
+        long = lengths > 12
+        views[long, 2] = 0
+        views[long, 3] = starts[long]
+    arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), pa.py_buffer(raw)])
+    return arr.cast(type_)
 
 
-def _slices(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate ``raw[s : s + n]`` for each (s, n) (non-overlapping, in order): (offsets, bytes)."""
-    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    marks = np.zeros(len(raw) + 1, dtype=np.int8)
-    nonempty = lengths > 0
-    marks[starts[nonempty]] += 1
-    marks[starts[nonempty] + lengths[nonempty]] -= 1
-    mask = np.cumsum(marks[:-1], dtype=np.int8).view(np.bool_)
-    return offsets, raw[mask]
-
-
-def _binary(offsets: np.ndarray, data: np.ndarray, type_: pa.DataType = pa.binary()) -> pa.Array:
-    n = len(offsets) - 1
-    arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
-    return arr if type_ == pa.binary() else arr.cast(type_)
+def offsets_data(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary array's (offsets, bytes) as numpy, offsets rebased to 0."""
+    _, off_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4).astype(np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None and len(data_buf) else np.empty(0, np.uint8)
+    return offsets - offsets[0], data[offsets[0] : offsets[-1]]
 
 
 def _hosts(packed: np.ndarray) -> pa.Array:
@@ -118,10 +122,8 @@ def _properties(offsets: np.ndarray, data: np.ndarray) -> tuple[pa.MapArray, dic
     item_record = np.searchsorted(offsets, item_start, side="right") - 1
     item_start, item_end, sep_pos, item_record = (item_start[has_pair], term[has_pair], sep_pos[has_pair],
                                                   item_record[has_pair])
-    key_off, key_bytes = _slices(data, item_start, sep_pos - item_start)
-    val_off, val_bytes = _slices(data, sep_pos + 1, item_end - sep_pos - 1)
-    keys = _binary(key_off, key_bytes, pa.string())
-    values = _binary(val_off, val_bytes, pa.string())
+    keys = binary_slices(data, item_start, sep_pos - item_start, pa.string())
+    values = binary_slices(data, sep_pos + 1, item_end - sep_pos - 1, pa.string())
     map_offsets = np.searchsorted(item_record, np.arange(n + 1), side="left").astype(np.int32)
     props = pa.MapArray.from_arrays(pa.array(map_offsets), keys, values)
     picked: dict[str, pa.Array] = {}
@@ -144,36 +146,18 @@ def decode_records(buf: bytes | memoryview, base_offset: int, starts: np.ndarray
     at CommitLog offset ``base_offset``."""
     raw = np.frombuffer(buf, dtype=np.uint8)
     starts = np.asarray(starts, dtype=np.int64)
-    hdr = _gather(raw, starts, BODY_POS).view(HEADER_DTYPE).reshape(-1)
-    total = hdr["total"].astype(np.int64)
-    body_len = hdr["body_len"].astype(np.int64)
-    record_end = starts + total
-    ok = (hdr["magic"] == MESSAGE_MAGIC_CODE) & (total >= RECORD_FIXED_SIZE) & (record_end <= len(raw))
-    ok &= (body_len >= 0) & (starts + BODY_POS + body_len + 3 <= record_end)
-    topic_len_pos = np.where(ok, starts + BODY_POS + body_len, 0)
-    topic_len = raw[topic_len_pos].astype(np.int64)
-    props_len_pos = np.where(ok, topic_len_pos + 1 + topic_len, 0)
-    ok &= props_len_pos + 2 <= record_end
-    props_len_pos = np.where(ok, props_len_pos, 0)
-    props_len = (raw[props_len_pos].astype(np.int64) << 8) | raw[props_len_pos + 1]
-    ok &= (props_len < 0x8000) & (total == RECORD_FIXED_SIZE + body_len + topic_len + props_len)
-    ok &= hdr["physical_offset"] == starts + base_offset
-    if check_crc:
-        view = memoryview(buf)
-        crcs = np.fromiter(
-            (zlib.crc32(view[s + BODY_POS : s + BODY_POS + b]) & 0x7FFFFFFF if good else -1
-             for s, b, good in zip(starts.tolist(), body_len.tolist(), ok.tolist())),
-            dtype=np.int64, count=len(starts),
-        )
-        ok &= crcs == hdr["crc"]
+    layout = record_layout(raw, starts, base_offset, check_crc=check_crc)
+    ok, hdr, body_len = layout.ok, layout.header, layout.body_len
+    topic_len_pos, topic_len, props_len_pos, props_len = (layout.topic_len_pos, layout.topic_len,
+                                                          layout.props_len_pos, layout.props_len)
     bad = starts[~ok] + base_offset
     if not ok.all():
         keep = np.flatnonzero(ok)
         starts, hdr, body_len, topic_len_pos, topic_len, props_len_pos, props_len = (
             a[keep] for a in (starts, hdr, body_len, topic_len_pos, topic_len, props_len_pos, props_len))
-    body = _binary(*_slices(raw, starts + BODY_POS, body_len))
-    topic = _binary(*_slices(raw, topic_len_pos + 1, topic_len), pa.string())
-    props, picked = _properties(*_slices(raw, props_len_pos + 2, props_len))
+    body = binary_slices(raw, starts + BODY_POS, body_len)
+    topic = binary_slices(raw, topic_len_pos + 1, topic_len, pa.string())
+    props, picked = _properties(*offsets_data(binary_slices(raw, props_len_pos + 2, props_len)))
     store_ts = hdr["store_ts"].astype(np.int64)
     columns = {
         "topic": topic,

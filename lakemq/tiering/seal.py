@@ -21,7 +21,6 @@ import json
 import logging
 import mmap
 import os
-import struct
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,14 +29,11 @@ import numpy as np
 
 from lakemq.common.record import BODY_POS, HEAD
 from lakemq.tiering.digest import body_crc32c, digest_of
-from lakemq.tiering.walk import Walk, walk_records
+from lakemq.tiering.walk import Walk, gather, walk_records
 
 __all__ = ["CommitLogFile", "SealedSegment", "commitlog_files", "seal_dir", "load_seals", "seal_segments"]
 
 log = logging.getLogger(__name__)
-
-_BODY_LEN = struct.Struct(">i")
-
 
 @dataclass(frozen=True, slots=True)
 class CommitLogFile:
@@ -127,11 +123,14 @@ def _boundaries(starts: np.ndarray, first: int, stop: int, stride: int) -> np.nd
 
 
 def _digest(buf: mmap.mmap, base: int, starts: np.ndarray) -> int:
-    bodies = []
-    for pos in starts.tolist():
-        (body_len,) = _BODY_LEN.unpack_from(buf, pos + HEAD.size)
-        bodies.append(buf[pos + BODY_POS : pos + BODY_POS + body_len])
-    return digest_of(starts + base, body_crc32c(bodies))
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    body_len = gather(raw, starts + HEAD.size, 4).view(">i4").reshape(-1).astype(np.int64)
+    view = memoryview(buf)
+    try:
+        crcs = body_crc32c(view[p : p + n] for p, n in zip((starts + BODY_POS).tolist(), body_len.tolist()))
+    finally:
+        view.release()
+    return digest_of(starts + base, crcs)
 
 
 def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, stride: int) -> SealedSegment | None:

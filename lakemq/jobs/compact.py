@@ -4,8 +4,9 @@ Per run:
 1. seal what became final (:mod:`lakemq.tiering.seal`);
 2. bring the manifest up to date with the Delta log and read the broker's app transaction
    version: every sealed range ending above it is pending;
-3. one Spark job reads the pending ranges through the ``commitlog`` source and its tasks
-   write Parquet files into the table location (:class:`~lakemq.jobs.lake_writer.PartWriter`);
+3. one Spark job writes the pending ranges: each task reads byte ranges of one segment from
+   the store, decodes them and writes Parquet files into the table location, returning only
+   the files' descriptions (:mod:`lakemq.jobs.lake_writer`);
 4. the driver commits each range's files in ONE Delta commit, oldest range first, with the
    app transaction (broker name, range end) and the range, row count and digest in the
    commit info; the rows and digest must equal what sealing computed from the segment's
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakemq.common.faults import crash_point
 from lakemq.errors import CorruptSegmentError, LakeError, VerificationError
-from lakemq.jobs.lake_writer import FILE_INFO_DDL, PartWriter
+from lakemq.jobs.lake_writer import FILE_INFO_DDL, SegmentWriter, plan_tasks
 from lakemq.tiering.digest import combine
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, ManifestEntry, commit_metadata
@@ -41,7 +42,7 @@ from lakemq.tiering.tables import MESSAGES_SCHEMA, MESSAGES_TABLE, PARTITION_COL
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CompactResult", "compact", "pending_segments", "write_segment_files", "ensure_table"]
+__all__ = ["CompactResult", "compact", "ensure_table", "pending_segments", "write_segment_files"]
 
 log = logging.getLogger(__name__)
 
@@ -76,21 +77,20 @@ def pending_segments(store_dir: str | Path, committed_end: int) -> list[SealedSe
 
 
 def write_segment_files(
-    spark: "SparkSession", *, store_dir: str | Path, lake: LakeLocation, segments: Sequence[SealedSegment],
+    spark: SparkSession, *, store_dir: str | Path, lake: LakeLocation, segments: Sequence[SealedSegment],
     skip_corrupt: bool = False, run_id: str | None = None,
 ) -> dict[int, list[dict[str, Any]]]:
-    """Step 3: Spark reads the segments and writes their Parquet files; returns the file
+    """Step 3: Spark tasks read the segments and write their Parquet files; returns the file
     descriptions by segment range start. Commits nothing."""
     readable = [s for s in segments if s.byte_ranges()]
     by_range: dict[int, list[dict[str, Any]]] = defaultdict(list)
     if not readable:
         return by_range
-    run = run_id or uuid.uuid4().hex[:12]
-    df = (spark.read.format("commitlog").option("path", str(Path(store_dir).resolve()))
-          .option("seals", ",".join(str(s.range_start) for s in readable))
-          .option("skip_corrupt", str(skip_corrupt).lower()).load())
-    writer = PartWriter(lake, tuple(s.range_start for s in segments), run)
-    for row in df.mapInArrow(writer, FILE_INFO_DDL).collect():
+    store = LakeLocation.of(str(Path(store_dir).resolve()))
+    tasks = plan_tasks(store, readable, parallelism=spark.sparkContext.defaultParallelism)
+    writer = SegmentWriter(store, lake, tuple(tasks), run_id or uuid.uuid4().hex[:12], skip_corrupt)
+    # One partition per task; only the tasks' numbers and the file descriptions cross the JVM.
+    for row in spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(writer, FILE_INFO_DDL).collect():
         by_range[row["range_start"]].append(row.asDict())
     return by_range
 
@@ -148,7 +148,7 @@ def _commit_version(table: Any, broker: str, range_end: int) -> tuple[int, int]:
 
 
 def compact(
-    spark: "SparkSession",
+    spark: SparkSession,
     *,
     store_dir: str | Path,
     lake_uri: str,

@@ -4,6 +4,13 @@
 the run's data interval end but which never reached their real topic, and sends them through
 the broker. It records every delivery in the lake's ``delay_sweep`` outcome table keyed on
 the source message's offset id, so a retried or re-run interval delivers nothing twice.
+
+``transaction_sweep`` (:mod:`lakemq.jobs.transaction_sweep`) finds half messages without an Op
+message across the lake and the hot tier, hands those only the lake still holds back to their
+broker's check rules (a check-back to the producer group, or a rollback past
+transactionCheckMax), and MERGEs the outcome into the lake's ``transactions`` table. A re-run
+hands nothing back twice. It runs after the delay sweep has finished, whether that succeeded
+or not (the two share no state; one Spark job at a time keeps the machine's load down).
 """
 
 from __future__ import annotations
@@ -23,6 +30,16 @@ def delay_sweep(settings: str, interval_end_ms: str) -> dict:
     return run_sweep(json.loads(settings), now_ms=int(interval_end_ms) if interval_end_ms else None)
 
 
+@task.external_python(python=PROJECT_PYTHON, expect_airflow=False, trigger_rule="all_done")
+def transaction_sweep(settings: str) -> dict:
+    """The transaction sweep in the project's interpreter; returns the counts by state."""
+    import json
+
+    from lakemq.jobs.transaction_sweep import run_transaction_sweep
+
+    return run_transaction_sweep(json.loads(settings))
+
+
 @dag(
     dag_id="lakemq_sweeps",
     schedule="*/15 * * * *",
@@ -35,7 +52,8 @@ def delay_sweep(settings: str, interval_end_ms: str) -> dict:
     doc_md=__doc__,
 )
 def lakemq_sweeps() -> None:
-    delay_sweep(settings_template("lake_uri", "namesrv"), INTERVAL_END_MS)
+    delay = delay_sweep(settings_template("lake_uri", "namesrv"), INTERVAL_END_MS)
+    delay >> transaction_sweep(settings_template("lake_uri", "namesrv"))
 
 
 lakemq_sweeps()

@@ -119,6 +119,13 @@ async def test_refusals_answer_no_permission_and_are_logged(acl_cluster: Cluster
     with pytest.raises(NoPermissionError, match="Need admin permission"):
         async with Admin(ns, access_key=USER, secret_key=USER_SECRET) as admin:
             await admin.create_topic(unique("NotMine"))
+    # The transaction sweep's hand-back of half messages is admin-only too.
+    broker = acl_cluster.broker_addr()
+    with pytest.raises(NoPermissionError, match="Need admin permission"):
+        async with Admin(ns, access_key=USER, secret_key=USER_SECRET) as admin:
+            await admin.resume_half_messages(broker, b"")
+    async with Admin(ns, access_key=ADMIN, secret_key=ADMIN_SECRET) as admin:
+        assert await admin.resume_half_messages(broker, b"") == []
     logs = acl_cluster.brokers["broker-a"].logs(tail=400)
     assert "ACL refused SEND_MESSAGE_V2" in logs and "Check signature failed" in logs
     assert "No permission for topic:DeniedTopic" in logs

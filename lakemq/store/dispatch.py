@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from lakemq.common.message import MessageSysFlag
-from lakemq.common.record import BLANK_MAGIC_CODE, read_header
-from lakemq.store.commit_log_scan import DispatchRequest, read_dispatch_request
+from lakemq.store.commit_log_scan import DispatchRequest, read_dispatch_requests
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.service_thread import ServiceThread
 
@@ -31,13 +30,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_END_OF_FILE = DispatchRequest(msg_size=0)
+# Records read and dispatched per step: large enough to amortize the per-batch work, small
+# enough that consumers see the first records of a burst soon.
+_BATCH = 1024
 
 # (topic, queue_id, logic offset after the message, tags code, store timestamp, properties)
 MessageArrivingListener = Callable[[str, int, int, int, int, "dict[str, str] | None"], None]
 
 
 class CommitLogDispatcher(Protocol):
+    """Builds something from every record. A dispatcher may also offer
+    ``dispatch_batch(requests)``, the same for many consecutive records at once."""
+
     def dispatch(self, request: DispatchRequest) -> None: ...
 
 
@@ -109,34 +113,38 @@ class ReputMessageService(ServiceThread):
             if data is None:
                 break
             pos = 0
-            while pos < len(data):
-                if len(data) - pos >= 8 and read_header(data, pos).magic == BLANK_MAGIC_CODE:
-                    # checked here too: a blank tail can be as short as 8 bytes
-                    request = _END_OF_FILE
-                    break
-                request = read_dispatch_request(
-                    data, pos, self.reput_from_offset + pos, check_crc=False, delay_levels=self._delay_levels
-                )
-                if request.msg_size <= 0:
-                    break
-                self._dispatch(request)
-                pos += request.msg_size
-                done += 1
-            else:
-                request = None
+            stop = 1
+            while pos < len(data) and stop == 1:
+                # In bulk: one pass reads many records, each dispatcher takes them at once.
+                requests, pos, stop = read_dispatch_requests(
+                    data, pos, self.reput_from_offset + pos, max_count=_BATCH, delay_levels=self._delay_levels)
+                if requests:
+                    self._dispatch_batch(requests)
+                    done += len(requests)
             self.reput_from_offset += pos
-            if request is not None and request.msg_size == 0:  # blank tail: on to the next file
+            if stop == 0:  # blank tail: on to the next file
                 self.reput_from_offset = self._commit_log.roll_next_file(self.reput_from_offset)
                 continue
-            if request is not None and self._stuck_at != self.reput_from_offset:
+            if stop < 0 and self._stuck_at != self.reput_from_offset:
                 self._stuck_at = self.reput_from_offset
                 log.error("reput stuck at %d: bad record", self.reput_from_offset)
-            if pos == 0:
+            if pos == 0 or stop < 0:
                 break
         return done
 
-    def _dispatch(self, request: DispatchRequest) -> None:
-        dispatch_to(self.dispatchers, request)
+    def _dispatch_batch(self, requests: list[DispatchRequest]) -> None:
+        for dispatcher in self.dispatchers:
+            dispatch_batch = getattr(dispatcher, "dispatch_batch", None)
+            if dispatch_batch is not None:
+                dispatch_batch(requests)
+            else:
+                for request in requests:
+                    dispatcher.dispatch(request)
+        if self.listeners:
+            for request in requests:
+                self._notify(request)
+
+    def _notify(self, request: DispatchRequest) -> None:
         if gets_consume_queue_entry(request.sys_flag):
             for listener in self.listeners:
                 try:

@@ -23,11 +23,13 @@ from pathlib import Path
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import StoreError
 from lakemq.store.commit_log_scan import DispatchRequest
-from lakemq.store.index_file import IndexFile
+from lakemq.store.index_file import IndexFile, index_key_hashes
 
 __all__ = ["IndexService", "QueryOffsetResult", "build_key"]
 
 log = logging.getLogger(__name__)
+
+_TRANSACTION_MASK = 0xC
 
 
 def build_key(topic: str, key: str) -> str:
@@ -122,6 +124,49 @@ class IndexService:
                 return
             for key in keys:
                 self._put_key(build_key(request.topic, key), request.commit_log_offset, request.store_timestamp)
+
+    def dispatch_batch(self, requests: list[DispatchRequest]) -> None:
+        """dispatch for consecutive records: every key hashed at once, entries written per
+        file with one header update."""
+        keys: list[str] = []
+        phy_offsets: list[int] = []
+        timestamps: list[int] = []
+        with self._lock:
+            last_indexed = self._last_indexed_offset()
+            for request in requests:
+                if (request.sys_flag & _TRANSACTION_MASK == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+                        or request.commit_log_offset <= last_indexed):  # a replay passes indexed records
+                    continue
+                topic, phy, ts = request.topic, request.commit_log_offset, request.store_timestamp
+                if request.uniq_key:
+                    keys.append(f"{topic}#{request.uniq_key}")
+                    phy_offsets.append(phy)
+                    timestamps.append(ts)
+                if request.keys:
+                    for key in request.keys.split(" "):
+                        if key:
+                            keys.append(f"{topic}#{key}")
+                            phy_offsets.append(phy)
+                            timestamps.append(ts)
+            if keys:
+                self._put_hashed(index_key_hashes(keys), phy_offsets, timestamps)
+
+    def _put_hashed(self, hashes: list[int], phy_offsets: list[int], timestamps: list[int]) -> None:
+        done = 0
+        while done < len(hashes):
+            try:
+                f = self._writable_file()
+            except StoreError as exc:
+                # As RocketMQ: the keys go unindexed rather than hold the ConsumeQueues back.
+                if self._unindexed_from is None:
+                    log.error("indexing stopped at CommitLog offset %d: %s", phy_offsets[done], exc)
+                    self._unindexed_from = phy_offsets[done]
+                return
+            done += f.put_keys(hashes[done:], phy_offsets[done:], timestamps[done:])
+        if self._unindexed_from is not None:
+            log.warning("indexing resumed at CommitLog offset %d; records in [%d, %d) are not indexed",
+                        phy_offsets[0], self._unindexed_from, phy_offsets[0])
+            self._unindexed_from = None
 
     def _put_key(self, key: str, phy_offset: int, store_timestamp: int) -> None:
         try:

@@ -1,0 +1,168 @@
+"""The put and dispatch fast paths against the straightforward ones they replace: records the
+codec would build byte for byte, the same DispatchRequests, and byte-identical ConsumeQueue and
+IndexFile files from batched and one-by-one dispatch (gaps, replays and file rolls included)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from lakemq.common.message import MessageConst, MessageSysFlag
+from lakemq.common.record import decode_record, encode_host, encode_record
+from lakemq.store.commit_log import CommitLog
+from lakemq.store.commit_log_scan import (
+    DispatchRequest,
+    iter_dispatch_requests,
+    read_dispatch_requests,
+)
+from lakemq.store.consume_queue_store import ConsumeQueueStore
+from lakemq.store.dispatch import CommitLogDispatcher, ReputMessageService
+from lakemq.store.index_file import index_key_hash, index_key_hashes
+from lakemq.store.index_service import IndexService
+from lakemq.store.results import PutMessageStatus
+from tests.store.store_helpers import make_msg, small_config
+
+
+@pytest.fixture
+def commit_log(tmp_path: Path) -> Iterator[CommitLog]:
+    cl = CommitLog(small_config(tmp_path / "store", mapped_file_size_commit_log=8192), store_host="10.0.0.9:10911")
+    cl.load()
+    cl.start()
+    yield cl
+    cl.shutdown()
+
+
+def test_index_key_hashes_match_the_scalar_hash() -> None:
+    keys = [f"Topic#{i:032X}" for i in range(300)]
+    keys += ["polygenelubricants", "", "T#", "T#ключ", "T#\U0001f600emoji", "x" * 500, "T#a b"]
+    keys += [chr(0xFFFF) * 7, "Aa", "BB"]  # "Aa" and "BB" collide in Java
+    assert index_key_hashes(keys) == [index_key_hash(k) for k in keys]
+    assert index_key_hashes(keys[:3]) == [index_key_hash(k) for k in keys[:3]]  # below the vector cut-off
+    assert index_key_hashes([]) == []
+
+
+def _expected_record(cl: CommitLog, raw: bytes) -> bytes:
+    """What encode_record builds for the message stored in ``raw`` (fields read back)."""
+    m = decode_record(raw)
+    return bytes(encode_record(
+        topic=m.topic.encode(), queue_id=m.queue_id, body=m.body, flag=m.flag,
+        properties=_props_bytes(raw), sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
+        born_host=encode_host(m.born_host), store_host=encode_host(cl.store_host),
+        reconsume_times=m.reconsume_times, prepared_transaction_offset=m.prepared_transaction_offset,
+        queue_offset=m.queue_offset, physical_offset=m.commit_log_offset, store_timestamp=m.store_timestamp,
+    ))
+
+
+def _props_bytes(raw: bytes) -> bytes:
+    body_len = int.from_bytes(raw[84:88], "big")
+    topic_pos = 88 + body_len
+    props_pos = topic_pos + 1 + raw[topic_pos]
+    return raw[props_pos + 2 :]
+
+
+def test_put_paths_write_exactly_what_the_codec_builds(commit_log: CommitLog) -> None:
+    single = make_msg("TopicA", b"one", tags="t", keys="k1 k2", uniq="U1")
+    single.flag, single.reconsume_times, single.prepared_transaction_offset = 7, 3, 99
+    results = [commit_log.put_message(single)]
+    batch = [make_msg("TopicA", bytes([i]) * (i * 13), queue_id=i % 3, uniq=f"U{i}") for i in range(20)]
+    results.append(commit_log.put_messages(batch))
+    results.append(commit_log.put_message(make_msg("Other", b"", sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE)))
+    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    data = commit_log.get_data(0)
+    assert data is not None
+    requests = list(iter_dispatch_requests(data, 0, 0, check_crc=True))[:-1]
+    assert len(requests) == 22
+    for request in requests:
+        raw = commit_log.get_message(request.commit_log_offset, request.msg_size)
+        assert raw is not None and raw == _expected_record(commit_log, raw)
+    assert [r.consume_queue_offset for r in requests[1:21]] == [1, 0, 0, 2, 1, 1, 3, 2, 2, 4, 3, 3, 5, 4, 4,
+                                                                6, 5, 5, 7, 6]
+
+
+def test_refused_field_in_a_batch_writes_nothing(commit_log: CommitLog) -> None:
+    good = make_msg("TopicA", b"ok")
+    bad = make_msg("TopicA", b"bad")
+    bad.born_timestamp = 1 << 64  # outside the record's int64 slot: found only when packing
+    assert commit_log.put_messages([good, bad]).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert commit_log.put_message(bad).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert commit_log.get_max_offset() == 0 and commit_log.get_queue_offset("TopicA", 0) == 0
+    assert commit_log.put_messages([good, good]).append_result.logics_offset == 0  # type: ignore[union-attr]
+
+
+def _fill(cl: CommitLog) -> None:
+    """Records that exercise every dispatch branch: several queues, tags, keys and unique
+    keys, transactions, a delayed record, a queue that jumps ahead (a gap), file rolls."""
+    for i in range(120):
+        flag = (MessageSysFlag.TRANSACTION_PREPARED_TYPE if i % 17 == 5
+                else MessageSysFlag.TRANSACTION_ROLLBACK_TYPE if i % 23 == 7 else 0)
+        msg = make_msg(f"Topic{i % 2}", b"b" * (i * 11 % 300), queue_id=i % 3, tags=f"tag{i % 4}" if i % 5 else None,
+                       keys=f"k{i} shared" if i % 3 else None, uniq=f"UNIQ{i:08d}" if i % 4 else None,
+                       delay=1 if i == 40 else 0, sys_flag=flag)
+        if i == 60:
+            cl.set_topic_queue_table({**cl._topic_queue_table, ("Topic0", 0): 30})
+        if i % 10 == 9:
+            assert cl.put_messages([make_msg("Topic1", b"x" * 40, queue_id=2, uniq=f"B{i}-{j}") for j in range(8)]).is_ok
+        else:
+            assert cl.put_message(msg).is_ok
+
+
+class OneByOne:
+    """A dispatcher without dispatch_batch: the reput hands it records one at a time."""
+
+    def __init__(self, inner: CommitLogDispatcher) -> None:
+        self.inner = inner
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        self.inner.dispatch(request)
+
+
+def _build(cl: CommitLog, root: Path, wrap: Callable[[CommitLogDispatcher], CommitLogDispatcher]) -> list[bytes]:
+    cqs = ConsumeQueueStore(root / "consumequeue", 10 * 20, cl.pickup_store_timestamp)
+    index = IndexService(root / "index", hash_slot_num=8, index_num=40)
+    index.load(True, 0)
+    reput = ReputMessageService(cl, [wrap(cqs), wrap(index)], reput_from_offset=0, delay_levels=cl.delay_levels)
+    assert reput.do_reput() > 0
+    reput.reput_from_offset = 0
+    reput.do_reput()  # a replay of everything: must change nothing
+    cqs.flush()
+    index.flush()
+    files = sorted(p for p in (root / "consumequeue").rglob("*") if p.is_file())
+    cq_bytes = [str(p.relative_to(root)).encode() + p.read_bytes() for p in files]
+    index_bytes = [p.read_bytes() for p in sorted((root / "index").iterdir())]
+    cqs.shutdown()
+    index.shutdown()
+    assert len(index_bytes) > 3 and len(files) > 10
+    return cq_bytes + index_bytes
+
+
+def test_batched_dispatch_builds_the_same_files(commit_log: CommitLog, tmp_path: Path) -> None:
+    _fill(commit_log)
+    assert len(commit_log.mapped_file_queue.mapped_files) > 3
+    assert _build(commit_log, tmp_path / "batched", lambda d: d) == _build(commit_log, tmp_path / "single", OneByOne)
+
+
+def test_bulk_reader_matches_the_one_record_reader(commit_log: CommitLog) -> None:
+    _fill(commit_log)
+    bulk: list[DispatchRequest] = []
+    one_by_one: list[DispatchRequest] = []
+    for mf in commit_log.mapped_file_queue.mapped_files:
+        data, base = mf.select(0), mf.file_from_offset
+        one_by_one.extend(r for r in iter_dispatch_requests(data, 0, base, check_crc=False,
+                                                            delay_levels=commit_log.delay_levels) if r.msg_size > 0)
+        pos, stop = 0, 1
+        while stop == 1 and pos < len(data):
+            got, pos, stop = read_dispatch_requests(data, pos, base + pos, max_count=7,
+                                                    delay_levels=commit_log.delay_levels)
+            bulk.extend(got)
+    assert len(bulk) > 150 and bulk == one_by_one
+    assert any(r.topic == "SCHEDULE_TOPIC_XXXX" and r.tags_code > 10**12 for r in bulk)
+    assert any(r.properties.get(MessageConst.TAGS) for r in bulk)
+    # a damaged record stops the bulk reader where the one-record reader stops
+    data = commit_log.get_data(0)
+    assert data is not None
+    damaged = bytearray(data)
+    damaged[bulk[5].commit_log_offset + 4] ^= 0xFF
+    got, pos, stop = read_dispatch_requests(damaged, 0, 0, max_count=1000)
+    assert (len(got), pos, stop) == (5, bulk[5].commit_log_offset, -1)

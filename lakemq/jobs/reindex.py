@@ -267,7 +267,7 @@ def reindex(spark: SparkSession, settings: ReindexSettings, *, progress: Progres
     if plan.corrupt and not settings.skip_corrupt:
         a, b = plan.corrupt[0]
         raise CorruptSegmentError(f"corrupt CommitLog bytes at offset {a} (up to {b}): reindex stopped, nothing "
-                                  "changed (skip_corrupt steps over them)", a)
+                                  "changed (--skip-corrupt steps over them)", a)
     cq_staging, index_staging = root / ("consumequeue" + STAGING), root / ("index" + STAGING)
     clock = _StoreClock()
     cq_store = ConsumeQueueStore(cq_staging, config.mapped_file_size_consume_queue, lambda _o, _s: -1)
@@ -293,7 +293,7 @@ def reindex(spark: SparkSession, settings: ReindexSettings, *, progress: Progres
                     if not settings.skip_corrupt:
                         raise CorruptSegmentError(
                             f"corrupt CommitLog record at offset {bad[0]}: reindex stopped, nothing changed "
-                            "(skip_corrupt steps over it)", bad[0])
+                            "(--skip-corrupt steps over it)", bad[0])
                     log.error("skipped corrupt CommitLog record at [%d, %d)", *bad)
                     corrupt.append(bad)
                     continue

@@ -1,13 +1,20 @@
-"""Lake tier throughput, side by side with a single-process baseline, in one run.
+"""Lake tier throughput beside a single-process baseline, and key look-ups over a large lake.
 
-    python bench/lake_bench.py [--messages N] [--write-md]
+    python bench/lake_bench.py [--messages N] [--rounds R] [--lookup-messages M] [--write-md]
 
 1. A CommitLog of N messages (1 KiB bodies, 64 MiB files) is written with lakemq.store.
-2. compact: Spark local[2] reads the sealed segments through the ``commitlog`` data source,
-   decodes them, writes Parquet and commits each range to the Delta table ``messages``.
-3. baseline: one process, no Spark: the same vectorized decoder (lakemq.jobs.decode) and
-   pyarrow writing the same partitioned Parquet. No Delta commit, so it is the floor.
-4. key look-up over the lake with Spark SQL (lakemq.jobs.sql.lookup_key), median of 5 keys.
+2. R rounds, interleaved so both sides see the same machine load:
+   - compact: seal, then Spark local[2] tasks read the sealed byte ranges, decode them, write
+     Parquet and the driver commits each range to the Delta table ``messages`` (a fresh lake
+     and fresh seals every round);
+   - baseline: one process, no Spark: the same vectorized decoder (lakemq.jobs.decode) and
+     pyarrow writing the same partitioned Parquet with the same writer options. No sealing,
+     no digests, no Delta commit, so it is the floor.
+3. Key look-ups with ``lakemq.jobs.message_lookup.find_messages`` (what ``lakemq admin message
+   query --lake`` runs): 5 keys and 5 unique keys over the N-message lake, or, with
+   ``--lookup-messages M``, over a lake of M small messages: CommitLog files written with the
+   store's record encoder (lakemq.common.record.encode_record, 16-byte bodies), sealed and
+   compacted by ``compact`` like any other (that compaction is reported too), deleted after.
 
 Figures are MB/s of CommitLog bytes in. The machine is shared by everything running on it.
 """
@@ -19,26 +26,31 @@ import os
 import platform
 import shutil
 import statistics
+import struct
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # bench/ is a folder of scripts beside the package
     sys.path.insert(0, str(ROOT))
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from bench.markdown import replace_section  # noqa: E402
-from lakemq.common.message import MessageConst, MessageExtBrokerInner  # noqa: E402
-from lakemq.store.commit_log import CommitLog  # noqa: E402
-from lakemq.store.config import StoreConfig  # noqa: E402
+from bench.markdown import replace_section
+from lakemq.common.message import MessageConst, MessageExtBrokerInner
+from lakemq.common.record import BLANK_MAGIC_CODE, encode_host, encode_record
+from lakemq.store.commit_log import CommitLog
+from lakemq.store.config import StoreConfig
 
 SECTION = "## Lake (bench/lake_bench.py)"
 FILE_SIZE = 64 << 20
 BODY = 1024
+SMALL_BODY = 16
+TOPICS = 4
 
 
 def write_commitlog(store_dir: Path, count: int) -> int:
@@ -52,10 +64,10 @@ def write_commitlog(store_dir: Path, count: int) -> int:
         for start in range(0, count, 64):
             batch = [
                 MessageExtBrokerInner(
-                    topic=f"Topic{i % 4}", body=body, queue_id=i % 8, born_timestamp=int(time.time() * 1000),
+                    topic=f"Topic{i % TOPICS}", body=body, queue_id=i % 8, born_timestamp=int(time.time() * 1000),
                     born_host="127.0.0.1:40000",
                     properties={MessageConst.KEYS: f"order-{i}", MessageConst.TAGS: f"tag{i % 3}",
-                                MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"U{i:012d}"},
+                                MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq_key(i)},
                 )
                 for i in range(start, min(start + 64, count))
             ]
@@ -67,17 +79,67 @@ def write_commitlog(store_dir: Path, count: int) -> int:
         log.shutdown()
 
 
-def bench_compact(spark: object, store_dir: Path, lake: Path) -> tuple[float, int, int]:
+def uniq_key(i: int) -> str:
+    """A unique key shaped like a producer's (host, pid, then a growing counter): 32 hex digits."""
+    return f"7F0000010F2A4C3E{i:016X}"
+
+
+def write_small_commitlog(store_dir: Path, count: int, progress: bool = True) -> int:
+    """``count`` small messages as 64 MiB CommitLog files, encoded record by record with the
+    store's encoder (the layout a broker writes: full files end in a blank record)."""
+    directory = store_dir / "commitlog"
+    directory.mkdir(parents=True, exist_ok=True)
+    store_host, born_host = encode_host("127.0.0.1:10911"), encode_host("127.0.0.1:40000")
+    topics = [f"Topic{t}".encode() for t in range(TOPICS)]
+    queue_offsets = [0] * (TOPICS * 8)
+    first_ms = int(time.time() * 1000) - count // 100
+    file_start, buf = 0, bytearray()
+
+    def flush(full: bool) -> None:
+        if full:
+            buf.extend(struct.pack(">iI", FILE_SIZE - len(buf), BLANK_MAGIC_CODE))
+            buf.extend(bytes(FILE_SIZE - len(buf)))
+        (directory / f"{file_start:020d}").write_bytes(buf)
+
+    for i in range(count):
+        t, q = i % TOPICS, i % 8
+        ts = first_ms + i // 100
+        props = f"KEYS\x01order-{i}\x02TAGS\x01tag{i % 3}\x02UNIQ_KEY\x01{uniq_key(i)}\x02".encode()
+        body = f"m{i:015d}".encode()
+        while True:
+            record = encode_record(
+                topic=topics[t], queue_id=q, body=body, flag=0, properties=props, sys_flag=0, born_timestamp=ts,
+                born_host=born_host, store_host=store_host, queue_offset=queue_offsets[t * 8 + q],
+                physical_offset=file_start + len(buf), store_timestamp=ts,
+            )
+            if len(buf) + len(record) + 8 <= FILE_SIZE:  # room left for the blank record
+                break
+            flush(full=True)
+            file_start += FILE_SIZE
+            buf = bytearray()
+        buf += record
+        queue_offsets[t * 8 + q] += 1
+        if progress and i and i % 1_000_000 == 0:
+            print(f"  {i:,} messages encoded", flush=True)
+    flush(full=False)
+    old = time.time() - 3600  # idle, so sealing takes the last file too
+    for f in directory.iterdir():
+        os.utime(f, (old, old))
+    return file_start + len(buf)
+
+
+def bench_compact(spark: Any, store_dir: Path, lake: Path) -> tuple[float, int, int]:
     from lakemq.jobs.compact import compact
 
     began = time.perf_counter()
-    result = compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name="bench", seal_idle_ms=1)  # type: ignore[arg-type]
+    result = compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name="bench", seal_idle_ms=1)
     return time.perf_counter() - began, result.bytes_in, result.rows
 
 
 def bench_baseline(store_dir: Path, out: Path) -> tuple[float, int, int]:
     """The same decode and Parquet write in one process, file by file."""
     from lakemq.jobs.decode import decode_range
+    from lakemq.jobs.lake_writer import PARQUET_OPTIONS
     from lakemq.tiering.seal import load_seals
 
     began = time.perf_counter()
@@ -86,36 +148,61 @@ def bench_baseline(store_dir: Path, out: Path) -> tuple[float, int, int]:
         with open(store_dir / "commitlog" / seal.file_name, "rb") as f:
             f.seek(seal.range_start - seal.file_start)
             data = f.read(seal.data_end - seal.range_start)
-        batch, _ = decode_range(data, seal.range_start, skip_corrupt=False)
+        # As compaction: CRCs were checked when the segment was sealed.
+        batch, _ = decode_range(data, seal.range_start, skip_corrupt=False, check_crc=False)
         pq.write_to_dataset(pa.Table.from_batches([batch]), str(out), partition_cols=["topic", "store_date"],
-                            compression="zstd", basename_template=f"{seal.range_start}-{{i}}.parquet")
+                            basename_template=f"{seal.range_start}-{{i}}.parquet", **PARQUET_OPTIONS)
         rows += batch.num_rows
         bytes_in += len(data)
     return time.perf_counter() - began, bytes_in, rows
 
 
-def bench_lookup(spark: object, lake: Path, count: int) -> list[float]:
-    from lakemq.jobs.sql import lookup_key
+def bench_lookups(spark: Any, lake: Path, count: int) -> dict[str, list[float]]:
+    from lakemq.jobs.message_lookup import find_messages
 
-    times = []
+    times: dict[str, list[float]] = {"key": [], "unique key": []}
+    find_messages(spark, str(lake), topic="Topic0", key="order-0")  # Python workers started once
     for i in (1, count // 3, count // 2, 2 * count // 3, count - 1):
-        began = time.perf_counter()
-        rows = lookup_key(spark, str(lake), topic=f"Topic{i % 4}", key=f"order-{i}").collect()  # type: ignore[arg-type]
-        times.append(time.perf_counter() - began)
-        if len(rows) != 1:
-            raise RuntimeError(f"key order-{i} found {len(rows)} times")
+        for kind, kw in (("key", {"key": f"order-{i}"}), ("unique key", {"unique_key": uniq_key(i)})):
+            began = time.perf_counter()
+            found = find_messages(spark, str(lake), topic=f"Topic{i % TOPICS}", **kw)
+            times[kind].append(time.perf_counter() - began)
+            if [m.uniq_key for m in found] != [uniq_key(i)]:
+                raise RuntimeError(f"{kind} of message {i} found {len(found)} messages")
     return times
+
+
+def _lookup_rows(times: dict[str, list[float]], count: int) -> list[str]:
+    return [
+        f"| look-up by {kind} over {count:,} messages, median of 5 | {statistics.median(t):.2f} s "
+        f"(max {max(t):.2f} s) | | | <= 5 s |"
+        for kind, t in times.items()
+    ]
+
+
+def _reset(store: Path, *dirs: Path) -> None:
+    shutil.rmtree(store / "tiering", ignore_errors=True)  # seals: every round seals again
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved compact/baseline rounds")
+    ap.add_argument("--lookup-messages", type=int, default=0,
+                    help="build a lake of this many small messages for the look-ups (0: use the --messages lake)")
     ap.add_argument("--write-md", action="store_true", help="write the results into BENCHMARKS.md")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from lakemq.jobs.session import build_session
 
     work = Path(tempfile.mkdtemp(prefix="lakemq-lake-bench-"))
+    compacts: list[tuple[float, int, int]] = []
+    baselines: list[tuple[float, int, int]] = []
+    loads: list[float] = []
+    small: tuple[float, int, int] | None = None
+    small_bytes = 0
     try:
         store = work / "store"
         print(f"writing {args.messages:,} messages ...", flush=True)
@@ -123,40 +210,83 @@ def main() -> None:
         spark = build_session(master="local[2]", app_name="lake-bench", ui_enabled=False,
                               conf={"spark.sql.shuffle.partitions": "2"})
         try:
-            c_s, c_bytes, c_rows = bench_compact(spark, store, work / "lake")
-            b_s, b_bytes, b_rows = bench_baseline(store, work / "baseline")
-            lookups = bench_lookup(spark, work / "lake", args.messages)
+            for r in range(args.rounds):
+                _reset(store, work / "lake", work / "baseline")
+                loads.append(os.getloadavg()[0])
+                compacts.append(bench_compact(spark, store, work / "lake"))
+                baselines.append(bench_baseline(store, work / "baseline"))
+                print(f"round {r + 1}: compact {compacts[-1][0]:.2f} s, baseline {baselines[-1][0]:.2f} s, "
+                      f"load {loads[-1]:.1f}", flush=True)
+            if args.lookup_messages:
+                shutil.rmtree(work / "baseline", ignore_errors=True)
+                shutil.rmtree(store, ignore_errors=True)
+                big = work / "small-store"
+                print(f"encoding {args.lookup_messages:,} small messages ...", flush=True)
+                small_bytes = write_small_commitlog(big, args.lookup_messages)
+                shutil.rmtree(work / "lake", ignore_errors=True)
+                small = bench_compact(spark, big, work / "lake")
+                print(f"compacted {small[2]:,} messages in {small[0]:.1f} s", flush=True)
+                shutil.rmtree(big, ignore_errors=True)
+                lookups = bench_lookups(spark, work / "lake", args.lookup_messages)
+                lookup_count = args.lookup_messages
+            else:
+                lookups = bench_lookups(spark, work / "lake", args.messages)
+                lookup_count = args.messages
         finally:
             spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if c_rows != args.messages or b_rows != args.messages:
-        raise SystemExit(f"row counts differ: compact {c_rows}, baseline {b_rows}, written {args.messages}")
-    c_mbs, b_mbs = c_bytes / c_s / 1e6, b_bytes / b_s / 1e6
-    lookup_median = statistics.median(lookups)
-    table = "\n".join([
+    for c, b in zip(compacts, baselines):
+        if c[2] != args.messages or b[2] != args.messages:
+            raise SystemExit(f"row counts differ: compact {c[2]}, baseline {b[2]}, written {args.messages}")
+    if small is not None and small[2] != args.lookup_messages:
+        raise SystemExit(f"small-message lake holds {small[2]} rows, not {args.lookup_messages}")
+    c_mbs = [c[1] / c[0] / 1e6 for c in compacts]
+    b_mbs = [b[1] / b[0] / 1e6 for b in baselines]
+    ratios = [c / b for c, b in zip(c_mbs, b_mbs)]
+    c_med, b_med = statistics.median(c_mbs), statistics.median(b_mbs)
+    rows = [
         "| measure | lakemq | baseline | ratio (lakemq / baseline) | target |",
         "|---|---:|---:|---:|---|",
-        f"| compaction, MB/s of CommitLog | {c_mbs:,.1f} ({c_s:.1f} s) | {b_mbs:,.1f} ({b_s:.1f} s) | "
-        f"{c_mbs / b_mbs:.2f}x | >= 100 MB/s, within 1.5x of baseline |",
-        f"| key look-up over {args.messages:,} messages, median of 5 | {lookup_median:.2f} s "
-        f"(max {max(lookups):.2f} s) | | | <= 5 s |",
-    ])
+        (f"| compaction, MB/s of CommitLog, median of {args.rounds} | {c_med:,.1f} "
+        f"({statistics.median(c[0] for c in compacts):.2f} s) | {b_med:,.1f} "
+        f"({statistics.median(b[0] for b in baselines):.2f} s) | {statistics.median(ratios):.2f}x | "
+        ">= 100 MB/s, within 1.5x of baseline |"),
+        (f"| compaction, each round (MB/s) | {', '.join(f'{v:,.0f}' for v in c_mbs)} | "
+        f"{', '.join(f'{v:,.0f}' for v in b_mbs)} | {', '.join(f'{v:.2f}x' for v in ratios)} | |"),
+    ]
+    if small is not None:
+        rows.append(
+            f"| compaction of the {args.lookup_messages:,} small messages ({small_bytes / 1e6:,.0f} MB) | "
+            f"{small[1] / small[0] / 1e6:,.1f} MB/s, {small[2] / small[0]:,.0f} msg/s ({small[0]:.1f} s) | | | |")
+    rows += _lookup_rows(lookups, lookup_count)
+    table = "\n".join(rows)
     print(table)
-    print(f"CommitLog bytes: {total:,}")
+    print(f"CommitLog bytes: {total:,}; 1-minute load average at each round: {', '.join(f'{v:.1f}' for v in loads)}")
     if args.write_md:
-        command = f"python bench/lake_bench.py --messages {args.messages} --write-md"
+        command = f"python bench/lake_bench.py --messages {args.messages} --rounds {args.rounds}"
+        if args.lookup_messages:
+            command += f" --lookup-messages {args.lookup_messages}"
+        lookup_text = (
+            f"Look-ups: a second lake of {args.lookup_messages:,} messages ({SMALL_BODY}-byte bodies, a key "
+            "`order-<n>`, a tag and a unique key each, 4 topics), its CommitLog files encoded with the store's "
+            "record encoder and then sealed and compacted by `compact` (the small-message compaction row)."
+            if small is not None else f"Look-ups over the {args.messages:,}-message lake above."
+        )
         replace_section(
-            f"{SECTION}\n\nMeasured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with:\n\n```\n{command}\n```\n\n"
+            f"{SECTION}\n\nMeasured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with:\n\n```\n{command} "
+            f"--write-md\n```\n\n"
             f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}; "
-            "other work shared the machine, so treat the figures as noisy.\n\n"
+            f"1-minute load average {', '.join(f'{v:.1f}' for v in loads)} at the start of each round (other work "
+            "shared the machine), so treat the figures as noisy.\n\n"
             f"Workload: {args.messages:,} messages with {BODY}-byte bodies, keys, tags and a unique key, in "
-            f"{FILE_SIZE >> 20} MiB CommitLog files ({total / 1e6:,.0f} MB). lakemq = `compact` on Spark local[2] "
-            "(commitlog data source, vectorized decode, Parquet written by the Spark tasks, one Delta commit per "
-            "segment range through deltalake). Baseline = one process running the same decoder and "
-            "`pyarrow.parquet.write_to_dataset`, with no Spark and no Delta commit.\n\n"
-            f"{table}\n\n"
-            "Replay rate (`lakemq replay`, which needs a running broker) is not measured by this script yet.\n"
+            f"{FILE_SIZE >> 20} MiB CommitLog files ({total / 1e6:,.0f} MB). lakemq = `compact` on Spark local[2]: "
+            "sealing (CRC check and digest of every record), Spark tasks that read byte ranges of the store, "
+            "decode and write Parquet into the table, and one Delta commit per segment range through deltalake. "
+            "Baseline = one process running the same decoder and `pyarrow.parquet.write_to_dataset` with the same "
+            "Parquet options, with no sealing, no Spark and no Delta commit. Rounds alternate compact and baseline."
+            f" {lookup_text} Each look-up runs `find_messages` on the same Spark session, after one warm-up.\n\n"
+            f"{table}\n"
         )
 
 

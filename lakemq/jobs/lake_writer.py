@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakemq.jobs.decode import decode_range, offsets_data
-from lakemq.tiering.digest import body_crc32c, digest_of
+from lakemq.tiering.digest import crc32c_slices, digest_of
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import SealedSegment
 from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE
@@ -185,8 +185,7 @@ class _PartFile:
 def _body_crcs(body: pa.Array) -> np.ndarray:
     """CRC32C of every body, read in place from the array's buffers (a null body counts as empty)."""
     offsets, data = offsets_data(body)
-    view = memoryview(data)  # type: ignore[arg-type]
-    return body_crc32c(view[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
+    return crc32c_slices(memoryview(data), offsets[:-1], offsets[1:])  # type: ignore[arg-type]
 
 
 def _groups(batch: pa.RecordBatch) -> Iterator[tuple[str, str, pa.RecordBatch, np.ndarray]]:

@@ -186,8 +186,9 @@ def _day(ms: int) -> str:
     return (datetime.date(1970, 1, 1) + datetime.timedelta(days=ms // _DAY_MS)).isoformat()
 
 
-def plan_lookup(lake: LakeLocation, match: _Match, topic: str, *, group_bytes: int = _GROUP_BYTES) -> LookupPlan:
-    """Candidate files from the Delta log's partition values and statistics."""
+def plan_lookup(lake: LakeLocation, match: _Match, topic: str, *, parallelism: int = 1) -> LookupPlan:
+    """Candidate files from the Delta log's partition values and statistics, in groups of up to
+    256 MiB, and at least two groups per core when there are files enough."""
     from deltalake import DeltaTable
 
     uri = lake.table_uri(MESSAGES_TABLE)
@@ -211,6 +212,7 @@ def plan_lookup(lake: LakeLocation, match: _Match, topic: str, *, group_bytes: i
         holds = pc.and_(pc.less_equal(lo, match.value), pc.greater_equal(hi, match.value))
         keep = pc.and_(keep, pc.fill_null(holds, True))
     picked = actions.filter(pc.fill_null(keep, False)).select(["path", "size_bytes"]).to_pylist()
+    group_bytes = min(_GROUP_BYTES, max(1, sum(int(a["size_bytes"]) for a in picked) // (2 * max(1, parallelism))))
     groups: list[tuple[str, ...]] = []
     current: list[str] = []
     size = 0
@@ -237,7 +239,7 @@ def find_messages(
         raise ValueError("give exactly one of key and unique_key")
     lake = LakeLocation.of(lake_uri, storage_options)
     match = _Match(unique_key if unique_key is not None else str(key), unique_key is not None, begin_ms, end_ms)
-    plan = plan_lookup(lake, match, topic)
+    plan = plan_lookup(lake, match, topic, parallelism=spark.sparkContext.defaultParallelism)
     if not plan.groups or limit <= 0:
         return []
     scanner = _Scanner(lake, plan.groups, match, limit)

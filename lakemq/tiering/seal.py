@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from lakemq.common.record import BODY_POS, HEAD
-from lakemq.tiering.digest import body_crc32c, digest_of
+from lakemq.tiering.digest import crc32c_slices, digest_of
 from lakemq.tiering.walk import Walk, gather, walk_records
 
 __all__ = ["CommitLogFile", "SealedSegment", "commitlog_files", "seal_dir", "load_seals", "seal_segments"]
@@ -127,7 +127,7 @@ def _digest(buf: mmap.mmap, base: int, starts: np.ndarray) -> int:
     body_len = gather(raw, starts + HEAD.size, 4).view(">i4").reshape(-1).astype(np.int64)
     view = memoryview(buf)
     try:
-        crcs = body_crc32c(view[p : p + n] for p, n in zip((starts + BODY_POS).tolist(), body_len.tolist()))
+        crcs = crc32c_slices(view, starts + BODY_POS, starts + BODY_POS + body_len)
     finally:
         view.release()
     return digest_of(starts + base, crcs)

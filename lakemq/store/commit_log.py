@@ -13,7 +13,6 @@ import logging
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
@@ -23,10 +22,13 @@ from lakemq.common.record import (
     BLANK_MAGIC_CODE,
     HEAD_BODY_LEN,
     MESSAGE_MAGIC_CODE,
+    PHYSICAL_OFFSET_POS,
     PROPS_LEN,
+    QUEUE_OFFSET_POS,
     RECORD_FIXED_SIZE,
     STORE_TIMESTAMP_POS,
     check_record,
+    crc32,
     create_message_id,
     encode_host,
 )
@@ -55,12 +57,14 @@ END_FILE_MIN_BLANK_LENGTH = 8
 _BLANK = struct.Struct(">iI")
 _FIRST_RECORD = struct.Struct(">iI")
 _LONG = struct.Struct(">q")
+_PHYSICAL_OFFSET = _LONG
 _TRANSACTION_MASK = 0xC
 _NOT_IN_QUEUE = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 _DELAY = MessageConst.DELAY_TIME_LEVEL
 # The fixed 88 bytes before the body, packed once per record with its final offsets and time.
 _HEAD_PACK = HEAD_BODY_LEN.pack
 _PROPS_LEN_PACK = PROPS_LEN.pack
+_MAX_QUEUE_ID = 0x7FFFFFFF
 _MAX_PROPERTIES_LEN = 0x7FFF  # the record's properties length is a signed short
 _TOPIC_LEN = tuple(bytes([n]) for n in range(256))
 # (size, body CRC, born ip, born port, body, topic with its length byte, properties length, properties)
@@ -252,97 +256,118 @@ class CommitLog:
         return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
 
     def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
-        """Everything but the three appender-only fields is worked out before the lock; under
-        it each record's fixed part is packed once, with its final offsets and store time,
-        and the whole batch is joined into one buffer and copied into the file at once."""
+        """One pass under the lock: each message is checked, its fixed part packed with its
+        final offsets and store time, and the whole batch joined into one buffer and copied
+        into the file at once. A batch is laid out for the current file first; in the rare
+        case it does not fit there, the file is sealed and the offsets in the buffer moved."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        with self._put_lock:
+            now = time.time_ns() // 1_000_000
+            self._lock_begin_ms = now
+            try:
+                return self._append_batch_locked(msgs, now)
+            finally:
+                self._lock_begin_ms = 0
+
+    def _append_batch_locked(self, msgs: Sequence[MessageExtBrokerInner], now: int) -> PutMessageResult:
+        if self._append_stall_s:
+            time.sleep(self._append_stall_s)
+        mf = self._writable_file(0) if self._running else None
+        if mf is None:
+            return self._not_writable()
         valid_topics = self._valid_topics
         topic_parts = self._topic_parts
         born_hosts = self._born_hosts
         max_body = self.config.max_message_size
         max_props = min(self.config.max_properties_size, _MAX_PROPERTIES_LEN)
         max_size = self.file_size - END_FILE_MIN_BLANK_LENGTH
-        crc32 = zlib.crc32
-        prepared: list[tuple[MessageExtBrokerInner, _Parts]] = []
-        total = 0
-        # _encode inlined: a batch pays it per message. Anything off the common path (a new
-        # topic or born host, a size over a limit) goes through _encode for its exact answer.
-        for msg in msgs:
-            sys_flag = msg.sys_flag
-            if msg.topic not in valid_topics or sys_flag & ~MessageSysFlag.KNOWN_MASK:
-                refused = self._check(msg)
-                if refused is not None:
-                    return refused
-            if sys_flag & _TRANSACTION_MASK or (_DELAY in msg.properties and msg.delay_time_level > 0):
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        remark="batch messages cannot be delayed or transactional")
-            body = msg.body
-            properties = (msg.properties_string or properties_to_string(msg.properties)).encode()
-            born = born_hosts.get(msg.born_host)
-            topic_part = topic_parts.get(msg.topic)
-            parts: _Parts | PutMessageResult | None = None
-            if (born is not None and topic_part is not None and len(body) <= max_body
-                    and len(properties) <= max_props and 0 <= msg.queue_id < 1 << 31 and self._running):
-                size = RECORD_FIXED_SIZE - 1 + len(body) + len(topic_part) + len(properties)
-                if size <= max_size:
-                    parts = (size, crc32(body) & 0x7FFFFFFF, born[0], born[1], body, topic_part,
-                             _PROPS_LEN_PACK(len(properties)), properties)
-            if parts is None:
-                parts = self._encode(msg)
-            if isinstance(parts, PutMessageResult):
-                return parts
-            prepared.append((msg, parts))
-            total += parts[0]
-        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch of {total} bytes exceeds a CommitLog file")
+        pack = _HEAD_PACK
+        refused_bits = ~MessageSysFlag.KNOWN_MASK | _TRANSACTION_MASK
+        store_ip, store_port = self._store_ip, self._store_port
+        table = self._topic_queue_table
+        next_queue_offsets: dict[tuple[str, int], int] = {}
         pieces: list[bytes] = []
         add = pieces.extend
         starts: list[int] = []
-        pack = _HEAD_PACK
-        store_ip, store_port = self._store_ip, self._store_port
-        with self._put_lock:
-            now = time.time_ns() // 1_000_000
-            self._lock_begin_ms = now
-            if self._append_stall_s:
-                time.sleep(self._append_stall_s)
-            mf = self._writable_file(total) if self._running else None
+        base = record_offset = mf.file_from_offset + mf.wrote_position
+        try:
+            for msg in msgs:
+                sys_flag = msg.sys_flag
+                topic = msg.topic
+                if topic not in valid_topics or sys_flag & refused_bits or _DELAY in msg.properties:
+                    refused = self._check_batch_member(msg)
+                    if refused is not None:
+                        return refused
+                body = msg.body
+                properties = (msg.properties_string or properties_to_string(msg.properties)).encode()
+                born = born_hosts.get(msg.born_host)
+                topic_part = topic_parts.get(topic)
+                queue_id = msg.queue_id
+                body_len = len(body)
+                props_len = len(properties)
+                size = 0
+                if (born is not None and topic_part is not None and body_len <= max_body
+                        and props_len <= max_props and 0 <= queue_id <= _MAX_QUEUE_ID):
+                    size = RECORD_FIXED_SIZE - 1 + body_len + len(topic_part) + props_len
+                    if size <= max_size:
+                        crc, born_ip, born_port, props_len_bytes = (crc32(body) & 0x7FFFFFFF, born[0], born[1],
+                                                                    _PROPS_LEN_PACK(props_len))
+                    else:
+                        size = 0
+                if not size:  # _encode has the exact answer off the common path (a new born host, a limit)
+                    parts = self._encode(msg)
+                    if isinstance(parts, PutMessageResult):
+                        return parts
+                    size, crc, born_ip, born_port, body, topic_part, props_len_bytes, properties = parts
+                    body_len = len(body)
+                key = (topic, queue_id)
+                queue_offset = next_queue_offsets.get(key)
+                if queue_offset is None:
+                    queue_offset = table.get(key, 0)
+                next_queue_offsets[key] = queue_offset + 1
+                add((pack(size, MESSAGE_MAGIC_CODE, crc, queue_id, msg.flag, queue_offset, record_offset, sys_flag,
+                          msg.born_timestamp, born_ip, born_port, now, store_ip, store_port, msg.reconsume_times,
+                          msg.prepared_transaction_offset, body_len),
+                     body, topic_part, props_len_bytes, properties))
+                starts.append(record_offset)
+                record_offset += size
+        except struct.error as exc:  # a field outside its int32/int64 slot: nothing written
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
+        total = record_offset - base
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"batch of {total} bytes exceeds a CommitLog file")
+        batch: bytes | bytearray = b"".join(pieces)
+        if total + END_FILE_MIN_BLANK_LENGTH > mf.remaining():
+            mf = self._writable_file(total)  # seals this file
             if mf is None:
-                self._lock_begin_ms = 0
                 return self._not_writable()
-            table = self._topic_queue_table
-            next_queue_offsets: dict[tuple[str, int], int] = {}
-            offset = mf.file_from_offset + mf.wrote_position
-            record_offset = offset
-            first_queue_offset = -1
-            try:
-                for msg, (size, crc, born_ip, born_port, body, topic_part, props_len, props) in prepared:
-                    key = (msg.topic, msg.queue_id)
-                    queue_offset = next_queue_offsets.get(key)
-                    if queue_offset is None:
-                        queue_offset = table.get(key, 0)
-                    next_queue_offsets[key] = queue_offset + 1
-                    if first_queue_offset < 0:
-                        first_queue_offset = queue_offset
-                    add((pack(size, MESSAGE_MAGIC_CODE, crc, key[1], msg.flag, queue_offset, record_offset,
-                              msg.sys_flag, msg.born_timestamp, born_ip, born_port, now, store_ip, store_port,
-                              msg.reconsume_times, msg.prepared_transaction_offset, len(body)),
-                         body, topic_part, props_len, props))
-                    starts.append(record_offset)
-                    record_offset += size
-            except struct.error as exc:  # a field outside its int32/int64 slot: nothing written
-                self._lock_begin_ms = 0
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
-            mf.append(b"".join(pieces))
-            table.update(next_queue_offsets)
-            mf.store_timestamp = now
-            self._lock_begin_ms = 0
+            moved = mf.file_from_offset + mf.wrote_position
+            batch = bytearray(batch)
+            starts = [start - base + moved for start in starts]
+            for start in starts:
+                _PHYSICAL_OFFSET.pack_into(batch, start - moved + PHYSICAL_OFFSET_POS, start)
+            base = moved
+        mf.append(batch)
+        table.update(next_queue_offsets)
+        mf.store_timestamp = now
         prefix = self._msg_id_prefix
         msg_ids = ",".join([f"{prefix}{start:016X}" for start in starts])
-        result = AppendMessageResult(AppendMessageStatus.PUT_OK, offset, total, msg_ids, now,
+        first_queue_offset = _LONG.unpack_from(batch, QUEUE_OFFSET_POS)[0]
+        result = AppendMessageResult(AppendMessageStatus.PUT_OK, base, total, msg_ids, now,
                                      first_queue_offset, len(msgs))
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    def _check_batch_member(self, msg: MessageExtBrokerInner) -> PutMessageResult | None:
+        """_check, and batches may not hold delayed or transactional messages (as RocketMQ)."""
+        refused = self._check(msg)
+        if refused is not None:
+            return refused
+        if msg.sys_flag & _TRANSACTION_MASK or msg.delay_time_level > 0:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark="batch messages cannot be delayed or transactional")
+        return None
 
     def _not_writable(self) -> PutMessageResult:
         if not self._running:
@@ -405,7 +430,7 @@ class CommitLog:
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"record of {size} bytes exceeds a CommitLog file")
-        return (size, zlib.crc32(body) & 0x7FFFFFFF, born[0], born[1], body, topic_part,
+        return (size, crc32(body) & 0x7FFFFFFF, born[0], born[1], body, topic_part,
                 _PROPS_LEN_PACK(props_len), properties)
 
     def _writable_file(self, size: int) -> MappedFile | None:

@@ -4,13 +4,15 @@ IndexFile files from batched and one-by-one dispatch (gaps, replays and file rol
 
 from __future__ import annotations
 
+import random
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from lakemq.common.message import MessageConst, MessageSysFlag
-from lakemq.common.record import decode_record, encode_host, encode_record
+from lakemq.common.record import body_crc, crc32, decode_record, encode_host, encode_record
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.commit_log_scan import (
     DispatchRequest,
@@ -41,6 +43,15 @@ def test_index_key_hashes_match_the_scalar_hash() -> None:
     assert index_key_hashes(keys) == [index_key_hash(k) for k in keys]
     assert index_key_hashes(keys[:3]) == [index_key_hash(k) for k in keys[:3]]  # below the vector cut-off
     assert index_key_hashes([]) == []
+
+
+def test_body_crc_is_zlibs_crc32() -> None:
+    """The record CRC (ISA-L's) is RocketMQ's: zlib's CRC-32 with the sign bit cleared."""
+    rng = random.Random(7)
+    for size in (0, 1, 15, 16, 17, 100, 1024, 4095, 65_537):
+        body = rng.randbytes(size)
+        assert body_crc(body) == zlib.crc32(body) & 0x7FFFFFFF
+        assert crc32(memoryview(body)[1:]) == zlib.crc32(body[1:])
 
 
 def _expected_record(cl: CommitLog, raw: bytes) -> bytes:

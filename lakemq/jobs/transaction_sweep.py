@@ -89,6 +89,9 @@ TRANSACTIONS_SCHEMA: Final = pa.schema([
     pa.field("swept_at", pa.int64(), nullable=False),  # when this row was last written
 ])
 _COMPARED: Final = [f.name for f in TRANSACTIONS_SCHEMA if f.name != "swept_at"]
+# Columns taken from the lake as they are (state and checks merge with the table's, see _row).
+_FROM_LAKE: Final = ("half_offset", "msg_id", "uniq_key", "topic", "keys", "tags", "producer_group",
+                     "born_timestamp", "store_timestamp", "copies", "commit_offset", "resolved_at")
 
 # (broker address, half message records) -> one verdict dict per record (Admin.resume_half_messages).
 HandBack = Callable[[str, bytes], list[dict[str, Any]]]
@@ -207,14 +210,21 @@ def _candidates(spark: SparkSession, lake: LakeLocation) -> DataFrame:
     lake_tx.createOrReplaceTempView(f"lake_tx{s}")
     existing.createOrReplaceTempView(f"tx_table{s}")
     final = ", ".join(f"'{x}'" for x in _FINAL)
+    # Only rows that are new, may change or must be asked leave Spark: in a steady state that
+    # is a handful, however long the history (Python still compares each one exactly).
+    same = " AND ".join(f"l.{c} <=> e.{c}" for c in _FROM_LAKE)
     return spark.sql(f"""
-    SELECT l.*, e.state AS e_state, e.checks AS e_checks, e.handed_back_checks AS e_handed_back_checks,
-           e.handed_back_at AS e_handed_back_at, e.broker_verdict AS e_broker_verdict,
-           to_json(struct(e.*)) AS e_row,
-           l.lake_state = 'PENDING' AND COALESCE(e.state NOT IN ({final}), TRUE)
-             AND NOT COALESCE(e.handed_back_checks >= l.lake_checks, FALSE) AS ask
-    FROM lake_tx{s} l LEFT JOIN tx_table{s} e
-      ON e.store_host = l.store_host AND e.half_queue_offset = l.half_queue_offset
+    SELECT * FROM (
+      SELECT l.*, e.state AS e_state, e.checks AS e_checks, e.handed_back_checks AS e_handed_back_checks,
+             e.handed_back_at AS e_handed_back_at, e.broker_verdict AS e_broker_verdict,
+             to_json(struct(e.*)) AS e_row,
+             l.lake_state = 'PENDING' AND COALESCE(e.state NOT IN ({final}), TRUE)
+               AND NOT COALESCE(e.handed_back_checks >= l.lake_checks, FALSE) AS ask,
+             e.state IS NULL OR NOT ({same}) OR GREATEST(l.lake_checks, e.checks) <> e.checks
+               OR (l.lake_state IN ({final}) AND l.lake_state <> e.state) AS may_change
+      FROM lake_tx{s} l LEFT JOIN tx_table{s} e
+        ON e.store_host = l.store_host AND e.half_queue_offset = l.half_queue_offset
+    ) WHERE ask OR may_change
     """)
 
 
@@ -442,9 +452,11 @@ def run_transaction_sweep(values: Mapping[str, Any], *, progress: Progress | Non
 
     admin = asyncio.run_coroutine_threadsafe(make(), loop).result()
     owned = SparkSession.getActiveSession() is None
-    spark = build_session(master=values.get("master") or None, app_name="lakemq-transaction-sweep")
+    spark = None
     try:
+        # The cluster first: a name server that cannot be reached fails the run before Spark starts.
         brokers = set(asyncio.run_coroutine_threadsafe(admin.masters(), loop).result(60).values())
+        spark = build_session(master=values.get("master") or None, app_name="lakemq-transaction-sweep")
 
         def hand_back(addr: str, records: bytes) -> list[dict[str, Any]]:
             return asyncio.run_coroutine_threadsafe(admin.resume_half_messages(addr, records), loop).result(120)
@@ -461,7 +473,7 @@ def run_transaction_sweep(values: Mapping[str, Any], *, progress: Progress | Non
         )
     finally:
         asyncio.run_coroutine_threadsafe(admin.__aexit__(None, None, None), loop).result(30)
-        if owned:
+        if owned and spark is not None:
             spark.stop()
     return {
         "counts": report.counts,

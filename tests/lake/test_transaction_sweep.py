@@ -194,6 +194,13 @@ def test_sweep_settles_lake_only_transactions(spark: Any, tmp_path: Path) -> Non
             row = by_body[body]
             assert (row["checks"], row["handed_back_checks"], row["producer_group"]) == (1, 0, GROUP)
             assert row["commit_offset"] is not None and row["resolved_at"] is not None
+        # Pinned to a version of `messages`, `transactions` is the view derived from it (a row per copy).
+        from deltalake import DeltaTable
+
+        pinned = DeltaTable(str(lake / "messages")).version()
+        copies = run_sql(spark, str(lake), "SELECT count(*) FROM transactions_half").collect()[0][0]
+        assert run_sql(spark, str(lake), "SELECT count(*) FROM transactions", version=pinned).collect()[0][0] == copies
+        assert copies > 8
         old = _states(spark, lake, f"SELECT * FROM transactions VERSION AS OF {after_first}")
         assert sorted(r["state"] for r in old.values()) == sorted(["COMMIT"] * 2 + ["ROLLBACK"] * 3 + ["PENDING"] * 3)
 

@@ -183,28 +183,29 @@ def read_dispatch_requests(
     end = len(buf)
     base = physical_offset - pos
     unpack_head = HEAD_BODY_LEN.unpack_from
-    unpack_props_len = _PROPS_LEN.unpack_from
     topic_names = _topic_names
     tags_codes = _tags_codes
-    while len(requests) < max_count:
-        if pos + 8 > end:
-            return requests, pos, 1
-        size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    head_size = HEAD_BODY_LEN.size
+    for _ in range(max_count):
+        if pos + head_size > end:  # too short for a message: a blank record, or the data's end
+            if pos + 8 > end:
+                return requests, pos, 1
+            size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+            return requests, pos, 0 if magic == BLANK_MAGIC_CODE and size > 0 else -1
+        (size, magic, _, queue_id, _, queue_offset, phy, sys_flag, born_ts, _, _, store_ts, _, _, _, prepared,
+         body_len) = unpack_head(buf, pos)
         if magic != MESSAGE_MAGIC_CODE:
             return requests, pos, 0 if magic == BLANK_MAGIC_CODE and size > 0 else -1
         record_end = pos + size
-        if size < RECORD_FIXED_SIZE or record_end > end:
-            return requests, pos, -1
-        (_, _, _, queue_id, _, queue_offset, phy, sys_flag, born_ts, _, _, store_ts, _, _, _, prepared,
-         body_len) = unpack_head(buf, pos)
         topic_pos = pos + BODY_POS + body_len
-        if body_len < 0 or topic_pos + 3 > record_end or phy != base + pos:
+        if (size < RECORD_FIXED_SIZE or record_end > end or body_len < 0 or topic_pos + 3 > record_end
+                or phy != base + pos):
             return requests, pos, -1
         props_pos = topic_pos + 1 + buf[topic_pos]
         if props_pos + 2 > record_end:
             return requests, pos, -1
-        (props_len,) = unpack_props_len(buf, props_pos)
-        if props_len < 0 or props_pos + 2 + props_len != record_end:
+        props_len = buf[props_pos] << 8 | buf[props_pos + 1]  # a signed short: >= 0x8000 is negative
+        if props_len >= 0x8000 or props_pos + 2 + props_len != record_end:
             return requests, pos, -1
         raw_topic = bytes(buf[topic_pos + 1 : props_pos])
         topic = topic_names.get(raw_topic)

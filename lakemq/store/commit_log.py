@@ -222,7 +222,11 @@ class CommitLog:
             self._lock_begin_ms = now
             if self._append_stall_s:
                 time.sleep(self._append_stall_s)
-            mf = self._writable_file(size) if self._running else None
+            files = self.mapped_file_queue.mapped_files
+            mf = files[-1] if files and self._running else None
+            # _writable_file only when the record does not fit (or there is no file yet)
+            if self._running and (mf is None or mf.file_size - mf.wrote_position < size + END_FILE_MIN_BLANK_LENGTH):
+                mf = self._writable_file(size)
             if mf is None:
                 self._lock_begin_ms = 0
                 return self._not_writable()

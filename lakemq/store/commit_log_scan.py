@@ -25,6 +25,7 @@ from lakemq.common.record import (
     MESSAGE_MAGIC_CODE,
     RECORD_FIXED_SIZE,
     check_record,
+    crc32,
 )
 from lakemq.store.delay_levels import SCHEDULE_TOPIC, DelayLevels
 
@@ -39,6 +40,8 @@ __all__ = [
 _BODY_LEN = struct.Struct(">i")
 _PROPS_LEN = struct.Struct(">h")
 _SIZE_MAGIC = struct.Struct(">iI")
+# What recovery checks of a record: TOTALSIZE, MAGICCODE, BODYCRC, PHYSICALOFFSET, BODYLEN.
+_SCAN_FIELDS = struct.Struct(">iIi16xq48xi")
 _TAGS = MessageConst.TAGS
 _KEYS = MessageConst.KEYS
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
@@ -145,14 +148,35 @@ def iter_dispatch_requests(
 
 def scan_valid_end(buf: bytes | bytearray | memoryview, start: int, base_offset: int, *, check_crc: bool) -> tuple[int, bool]:
     """Fast walk for recovery: returns (position after the last good record, reached a blank
-    record). Checks structure, position and (optionally) CRC; decodes nothing."""
+    record). Checks exactly what check_record checks (structure, position, optionally CRC),
+    inlined: one unpack of the fields it needs per record; decodes nothing."""
     pos = start
-    check = check_record
+    end = len(buf)
+    unpack = _SCAN_FIELDS.unpack_from
+    head_size = _SCAN_FIELDS.size
     while True:
-        size = check(buf, pos, check_crc=check_crc, physical_offset=base_offset + pos)
-        if size <= 0:
-            return pos, size == 0
-        pos += size
+        if pos + head_size > end:  # too short for a message: a blank record or the end
+            if pos + 8 > end:
+                return pos, False
+            size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+            return pos, magic == BLANK_MAGIC_CODE and size > 0
+        size, magic, crc, phy, body_len = unpack(buf, pos)
+        if magic != MESSAGE_MAGIC_CODE:
+            return pos, magic == BLANK_MAGIC_CODE and size > 0
+        record_end = pos + size
+        topic_pos = pos + BODY_POS + body_len
+        if (size < RECORD_FIXED_SIZE or record_end > end or body_len < 0 or topic_pos + 3 > record_end
+                or phy != base_offset + pos):
+            return pos, False
+        props_pos = topic_pos + 1 + buf[topic_pos]
+        if props_pos + 2 > record_end:
+            return pos, False
+        props_len = buf[props_pos] << 8 | buf[props_pos + 1]
+        if props_len >= 0x8000 or props_pos + 2 + props_len != record_end:
+            return pos, False
+        if check_crc and crc32(buf[pos + BODY_POS : topic_pos]) & 0x7FFFFFFF != crc:
+            return pos, False
+        pos = record_end
 
 
 def _tags_code(tags: str | None) -> int:

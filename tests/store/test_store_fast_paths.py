@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from lakemq.common.message import MessageConst, MessageSysFlag
-from lakemq.common.record import body_crc, crc32, decode_record, encode_host, encode_record
+from lakemq.common.record import body_crc, check_record, crc32, decode_record, encode_host, encode_record
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.commit_log_scan import (
     DispatchRequest,
     iter_dispatch_requests,
     read_dispatch_requests,
+    scan_valid_end,
 )
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.dispatch import CommitLogDispatcher, ReputMessageService
@@ -177,3 +178,28 @@ def test_bulk_reader_matches_the_one_record_reader(commit_log: CommitLog) -> Non
     damaged[bulk[5].commit_log_offset + 4] ^= 0xFF
     got, pos, stop = read_dispatch_requests(damaged, 0, 0, max_count=1000)
     assert (len(got), pos, stop) == (5, bulk[5].commit_log_offset, -1)
+
+
+def _reference_scan(buf: bytes, base: int, check_crc: bool) -> tuple[int, bool]:
+    pos = 0
+    while True:
+        size = check_record(buf, pos, check_crc=check_crc, physical_offset=base + pos)
+        if size <= 0:
+            return pos, size == 0
+        pos += size
+
+
+def test_recovery_scan_stops_where_check_record_stops(commit_log: CommitLog) -> None:
+    _fill(commit_log)
+    mf = commit_log.mapped_file_queue.mapped_files[0]
+    clean = bytes(mf.raw_view())
+    assert scan_valid_end(clean, 0, 0, check_crc=True) == _reference_scan(clean, 0, True)
+    assert scan_valid_end(clean, 0, 0, check_crc=True)[1]  # a sealed file ends in a blank record
+    rng = random.Random(3)
+    for _ in range(300):
+        damaged = bytearray(clean)
+        damaged[rng.randrange(0, mf.wrote_position)] ^= 1 << rng.randrange(8)
+        for check_crc in (True, False):
+            assert scan_valid_end(damaged, 0, 0, check_crc=check_crc) == _reference_scan(bytes(damaged), 0, check_crc)
+    assert scan_valid_end(clean, 0, 4096, check_crc=False) == (0, False)  # records at other offsets: bad
+    assert scan_valid_end(clean[:50], 0, 0, check_crc=False) == _reference_scan(clean[:50], 0, False)

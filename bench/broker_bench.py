@@ -311,11 +311,15 @@ def main() -> None:
                 cpu = cpu_seconds(pid)
                 results[key] = sync_send(broker, topic, producers, batch, s)
                 results[key]["cpu_us"] = (cpu_seconds(pid) - cpu) / max(results[key]["messages"], 1) * 1e6
-                print(f"{key}: {results[key]['rate']:,.0f} msg/s ({results[key]['errors']:.0f} errors)", flush=True)
+                print(f"{key}: {results[key]['rate']:,.0f} msg/s, broker CPU {results[key]['cpu_us']:.0f} us/msg "
+                      f"({results[key]['errors']:.0f} errors)", flush=True)
             if args.only == "latency":
                 print(latency(broker, "BenchLatency1", s.rate, s))
             if args.only == "consume":
-                print(consume(broker, "BenchBatch"))
+                cpu = cpu_seconds(pid)
+                result = consume(broker, "BenchBatch")
+                print(f"consume: {result['rate']:,.0f} msg/s, broker CPU "
+                      f"{(cpu_seconds(pid) - cpu) / max(result['messages'], 1) * 1e6:.0f} us/msg", flush=True)
             if args.only:
                 return
             cpu = cpu_seconds(pid)

@@ -116,6 +116,10 @@ class SubscriptionGroupManager:
     def persist(self) -> None:
         save_json(self.path, self.encode())
 
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config if it exists; never creates one (no file write)."""
+        return self._table.get(group)
+
     def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config; auto-created (and persisted) when enabled and the name is valid."""
         existing = self._table.get(group)

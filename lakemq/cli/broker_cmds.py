@@ -16,6 +16,7 @@ from lakemq.broker.config import BrokerConfig, apply_key_aliases
 from lakemq.cli import main
 from lakemq.common.config import bind, check_unknown_keys, read_properties
 from lakemq.common.logs import setup_logging
+from lakemq.remoting import event_loop
 from lakemq.store.config import StoreConfig
 
 __all__ = ["broker", "load_broker_configs"]
@@ -96,4 +97,4 @@ def broker(
     )
     log.info("starting broker with %s and %s", broker_config, store_config)
     click.echo(f"logging to {log_path}")
-    asyncio.run(_serve(BrokerController(broker_config, store_config)))
+    event_loop.run(_serve(BrokerController(broker_config, store_config)))

@@ -23,6 +23,7 @@ from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.push_consumer import PushConsumer
 from lakemq.client.results import PullResult, SendResult
 from lakemq.common.message import Message
+from lakemq.remoting import event_loop
 
 __all__ = ["SyncProducer", "SyncPushConsumer", "SyncPullConsumer", "background_loop"]
 
@@ -37,7 +38,7 @@ def background_loop() -> asyncio.AbstractEventLoop:
     global _LOOP
     with _LOCK:
         if _LOOP is None or _LOOP.is_closed():
-            loop = asyncio.new_event_loop()
+            loop = event_loop.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="lakemq-client-loop", daemon=True)
             thread.start()
             atexit.register(loop.call_soon_threadsafe, loop.stop)

@@ -14,6 +14,7 @@ from lakemq.namesrv.kv_config import KVConfigManager
 from lakemq.namesrv.metrics import NamesrvMetrics
 from lakemq.namesrv.processor import NamesrvProcessor
 from lakemq.namesrv.route_info import RouteInfoManager
+from lakemq.remoting import event_loop
 from lakemq.remoting.server import RemotingServer
 
 __all__ = ["NamesrvController", "run_namesrv"]
@@ -89,4 +90,4 @@ def run_namesrv(config: NamesrvConfig) -> None:
         finally:
             await controller.shutdown()
 
-    asyncio.run(main())
+    event_loop.run(main())

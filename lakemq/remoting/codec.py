@@ -22,11 +22,12 @@ plain length, so it only understands type 0 (JSON), which is what it sends.
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Final
+
+import orjson
 
 from lakemq.errors import FrameError
 
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_VERSION",
     "DEFAULT_MAX_FRAME_LENGTH",
     "encode",
+    "encode_parts",
     "decode_frame",
     "FrameDecoder",
 ]
@@ -52,6 +54,9 @@ DEFAULT_MAX_FRAME_LENGTH: Final = 16 << 20
 
 _HEADER_LENGTH_MASK: Final = 0xFFFFFF
 _ROCKETMQ_FIXED = struct.Struct(">hBhii")
+_PREFIX = struct.Struct(">II")  # frame length, then serialization type << 24 | header length
+_U32 = struct.Struct(">I")
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 
 
 class SerializeType(IntEnum):
@@ -79,10 +84,14 @@ class LanguageCode(IntEnum):
     def parse(cls, value: object) -> LanguageCode:
         """A peer's language by name (JSON) or number (ROCKETMQ); unknown ones are OTHER."""
         if isinstance(value, str):
-            return cls.__members__.get(value, cls.OTHER)
+            return _LANGUAGE_BY_NAME.get(value, cls.OTHER)
         if isinstance(value, int) and value in cls._value2member_map_:
             return cls(value)
         return cls.OTHER
+
+
+_LANGUAGE_BY_NAME: Final = dict(LanguageCode.__members__)
+_LANGUAGE_NAME: Final = {language: language.name for language in LanguageCode}  # Enum.name is slow
 
 
 @dataclass(slots=True)
@@ -123,34 +132,48 @@ class RemotingCommand:
 
 def encode(command: RemotingCommand) -> bytes:
     """The whole frame, length prefix included."""
+    return b"".join(encode_parts(command))
+
+
+def encode_parts(command: RemotingCommand) -> tuple[bytes, bytes]:
+    """The frame as (length prefix + header, body): a large body is written after its head
+    as it is (``transport.writelines``), not copied into one buffer first."""
     if command.serialize_type == SerializeType.ROCKETMQ:
         header = _encode_rocketmq_header(command)
     else:
         header = _encode_json_header(command)
-    if len(header) > _HEADER_LENGTH_MASK:
-        raise FrameError(f"header of {len(header)} bytes does not fit the 3-byte length")
-    mark = (int(command.serialize_type) << 24) | len(header)
-    return struct.pack(">II", 4 + len(header) + len(command.body), mark) + header + command.body
+    length = len(header)
+    if length > _HEADER_LENGTH_MASK:
+        raise FrameError(f"header of {length} bytes does not fit the 3-byte length")
+    body = command.body
+    return _PREFIX.pack(4 + length + len(body), (command.serialize_type << 24) | length) + header, body
 
 
-def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
     """Decode one frame without its 4-byte length prefix."""
-    view = memoryview(frame)
-    if len(view) < 4:
-        raise FrameError(f"frame of {len(view)} bytes has no header length")
-    (mark,) = struct.unpack_from(">I", view)
+    if not isinstance(frame, (bytes, bytearray)):
+        frame = bytes(frame)
+    return _decode(frame, 0, len(frame))
+
+
+def _decode(buffer: bytes | bytearray, start: int, end: int) -> RemotingCommand:
+    """The frame in ``buffer[start:end]`` (after its length prefix); the body is copied out
+    once, so ``buffer`` may be reused."""
+    if end - start < 4:
+        raise FrameError(f"frame of {end - start} bytes has no header length")
+    (mark,) = _U32.unpack_from(buffer, start)
     kind, header_length = mark >> 24, mark & _HEADER_LENGTH_MASK
-    if header_length > len(view) - 4:
-        raise FrameError(f"header length {header_length} exceeds frame of {len(view)} bytes")
-    header = view[4:4 + header_length]
-    body = bytes(view[4 + header_length:])
+    header_end = start + 4 + header_length
+    if header_end > end:
+        raise FrameError(f"header length {header_length} exceeds frame of {end - start} bytes")
     if kind == SerializeType.JSON:
-        command = _decode_json_header(header)
+        command = _decode_json_header(buffer[start + 4:header_end])
     elif kind == SerializeType.ROCKETMQ:
-        command = _decode_rocketmq_header(header)
+        command = _decode_rocketmq_header(memoryview(buffer)[start + 4:header_end])
     else:
         raise FrameError(f"unknown serialization type {kind}")
-    command.body = body
+    if header_end < end:
+        command.body = buffer[header_end:end] if type(buffer) is bytes else bytes(memoryview(buffer)[header_end:end])
     return command
 
 
@@ -171,49 +194,62 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         if self._failed is not None:
             raise self._failed
-        self._buffer += data
         buffer = self._buffer
+        if buffer:
+            buffer += data
+            source: bytes | bytearray = buffer
+        else:  # nothing left over (the usual case): frames are decoded from ``data`` itself
+            source = data if isinstance(data, bytes) else bytes(data)
         commands: list[RemotingCommand] = []
+        size = len(source)
         pos = 0  # consumed bytes, cut once at the end: many frames in one read stay linear
         try:
-            while len(buffer) - pos >= 4:
-                (length,) = struct.unpack_from(">I", buffer, pos)
+            while size - pos >= 4:
+                (length,) = _U32.unpack_from(source, pos)
                 if length < 4:
                     raise FrameError(f"frame length {length} is shorter than its header length")
                 if length + 4 > self.max_frame_length:
                     raise FrameError(f"frame of {length + 4} bytes exceeds the limit of "
                                      f"{self.max_frame_length}")
-                if len(buffer) - pos < 4 + length:
+                if size - pos < 4 + length:
                     break
-                commands.append(decode_frame(bytes(buffer[pos + 4:pos + 4 + length])))
+                commands.append(_decode(source, pos + 4, pos + 4 + length))
                 pos += 4 + length
         except FrameError as exc:
             self._failed = exc
             buffer.clear()
             raise
-        del buffer[:pos]
+        if source is buffer:
+            del buffer[:pos]
+        elif pos < size:
+            buffer += memoryview(source)[pos:]
         return commands
 
 
 def _encode_json_header(command: RemotingCommand) -> bytes:
+    # Keys in fastjson's (sorted) order; orjson keeps insertion order and, like fastjson,
+    # writes non-ASCII text as UTF-8 and control characters as \u escapes.
     header: dict[str, Any] = {"code": command.code}
     if command.ext_fields:
         header["extFields"] = command.ext_fields
     header["flag"] = command.flag
-    header["language"] = command.language.name
+    header["language"] = _LANGUAGE_NAME[command.language]
     header["opaque"] = command.opaque
     if command.remark is not None:
         header["remark"] = command.remark
     header["serializeTypeCurrentRPC"] = "JSON"
     header["version"] = command.version
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    try:
+        return orjson.dumps(header)
+    except TypeError as exc:  # a lone surrogate, a value that is not text
+        raise FrameError(f"header not encodable as JSON: {exc}") from exc
 
 
 def _int_field(header: dict[str, Any], name: str, default: int | None = None) -> int:
     value = header.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int):
         raise FrameError(f"header field {name} must be an integer, got {value!r}")
-    if not -(1 << 31) <= value < (1 << 31):
+    if not _INT_MIN <= value <= _INT_MAX:
         raise FrameError(f"header field {name}={value} is out of the int range")
     return value
 
@@ -229,17 +265,29 @@ def _ext_value(value: Any) -> str:
     raise FrameError(f"extFields value {value!r} is not a string")
 
 
-def _decode_json_header(data: memoryview) -> RemotingCommand:
+def _decode_json_header(data: bytes | bytearray) -> RemotingCommand:
     try:
-        header = json.loads(bytes(data).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        header = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
         raise FrameError(f"bad JSON header: {exc}") from exc
-    if not isinstance(header, dict):
+    if type(header) is not dict:
         raise FrameError("JSON header is not an object")
+    code, flag, opaque = header.get("code"), header.get("flag", 0), header.get("opaque", 0)
+    version, ext = header.get("version", 0), header.get("extFields")
     remark = header.get("remark")
+    # The fast path takes what Java, C++ and lakemq write (ints in range, string extFields);
+    # anything else is checked field by field below, with an error naming the field.
+    if (type(code) is int and type(flag) is int and type(opaque) is int and type(version) is int
+            and _INT_MIN <= code <= _INT_MAX and _INT_MIN <= opaque <= _INT_MAX
+            and _INT_MIN <= flag <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
+            and (remark is None or type(remark) is str)
+            and (ext is None or (type(ext) is dict and (not ext or set(map(type, ext.values())) == {str})))):
+        language = header.get("language")
+        return RemotingCommand(
+            code, _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER) if type(language) is str
+            else LanguageCode.parse(language), version, opaque, flag, remark, {} if ext is None else ext)
     if remark is not None and not isinstance(remark, str):
         raise FrameError(f"header field remark must be a string, got {remark!r}")
-    ext = header.get("extFields")
     ext = {} if ext is None else ext
     if not isinstance(ext, dict):
         raise FrameError("header field extFields must be an object")

@@ -95,11 +95,14 @@ class Dispatcher:
         if entry is not None and entry[1] is None:
             # A loop processor that answers at once (a plain result, not an awaitable) is
             # answered here: no task, no extra turns of the loop on the hot send path.
-            result = self._call(entry[0], RequestContext(connection), request)
-            if not inspect.isawaitable(result):
+            ctx = connection.context
+            if ctx is None:
+                ctx = connection.context = RequestContext(connection)
+            result = self._call(entry[0], ctx, request)
+            if type(result) is not RemotingCommand and inspect.isawaitable(result):
+                self._spawn(self._finish(connection, request, result))
+            else:
                 self._respond(connection, request, result)
-                return
-            self._spawn(self._finish(connection, request, result))
             return
         self._spawn(self._handle(connection, request, entry))
 
@@ -140,7 +143,10 @@ class Dispatcher:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 f"request code {request.code} ({_code_name(request.code)}) not supported")
         else:
-            response = await self._run(entry, RequestContext(connection), request)
+            ctx = connection.context
+            if ctx is None:
+                ctx = connection.context = RequestContext(connection)
+            response = await self._run(entry, ctx, request)
         self._respond(connection, request, response)
 
     @staticmethod

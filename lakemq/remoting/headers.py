@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -61,6 +61,7 @@ class _Field(typing.NamedTuple):
     wire: str
     required: bool
     kind: type  # bool, int or str: how the string on the wire is read
+    default: Any
 
 
 @functools.cache
@@ -73,48 +74,103 @@ def _plan(cls: type) -> tuple[_Field, ...]:
         if typing.get_origin(hint) in (typing.Union, types.UnionType):
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        plan.append(_Field(f.name, _wire_name(f.name), required, hint if hint in (bool, int) else str))
+        kind = hint if hint in (bool, int) else str
+        plan.append(_Field(f.name, _wire_name(f.name), required, kind, None if required else f.default))
     return tuple(plan)
 
 
-def _convert(name: str, raw: str, kind: type) -> Any:
-    if kind is bool:
-        # Java reads Boolean.parseBoolean (anything but "true" is false); the C++ client
-        # writes "0"/"1", so "1" counts as true too.
-        return raw.strip().lower() in ("true", "1")
-    if kind is int:
-        try:
-            return int(raw)
-        except ValueError:
-            raise RemotingCommandError(f"header field {name}: expected a number, got {raw!r}") from None
-    return raw
+def _to_bool(raw: str) -> bool:
+    # Java reads Boolean.parseBoolean (anything but "true" is false); the C++ client
+    # writes "0"/"1", so "1" counts as true too.
+    return raw == "true" or raw.strip().lower() in ("true", "1")
+
+
+def _to_int(wire: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise RemotingCommandError(f"header field {wire}: expected a number, got {raw!r}") from None
+
+
+def _text(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _missing(wire: str) -> RemotingCommandError:
+    return RemotingCommandError(f"the custom field <{wire}> is null")
+
+
+_Decoder = Callable[[Mapping[str, str]], Any]
+_DECODERS: dict[tuple[type, tuple[tuple[str, str], ...]], _Decoder] = {}
+_ENCODERS: dict[type, Callable[[Any], dict[str, str]]] = {}
+
+
+def _decoder(cls: type, wire_names: tuple[tuple[str, str], ...] = ()) -> _Decoder:
+    decoder = _DECODERS.get((cls, wire_names))
+    if decoder is None:
+        decoder = _DECODERS[(cls, wire_names)] = _make_decoder(cls, wire_names)
+    return decoder
+
+
+def _encoder(cls: type) -> Callable[[Any], dict[str, str]]:
+    encoder = _ENCODERS.get(cls)
+    if encoder is None:
+        encoder = _ENCODERS[cls] = _make_encoder(cls)
+    return encoder
+
+
+def _make_decoder(cls: type, wire_names: tuple[tuple[str, str], ...]) -> _Decoder:
+    """A function reading header ``cls`` from extFields, generated once per class (as
+    dataclasses generates ``__init__``): one ``get`` per field, no loop or reflection per
+    request. ``wire_names`` renames fields on the wire (SendMessageRequestHeaderV2's letters)."""
+    renamed = dict(wire_names)
+    lines = ["def decode(fields):"]
+    args = []
+    env: dict[str, Any] = {"cls": cls, "_to_int": _to_int, "_to_bool": _to_bool, "_missing": _missing}
+    for i, f in enumerate(_plan(cls)):
+        wire = renamed.get(f.wire, f.wire)
+        lines.append(f"    v{i} = fields.get({wire!r})")
+        if f.kind is int:
+            value = f"_to_int({f.wire!r}, v{i})"
+        elif f.kind is bool:
+            value = f"_to_bool(v{i})"
+        else:
+            value = f"v{i}"
+        if f.required:
+            lines.append(f"    if v{i} is None: raise _missing({f.wire!r})")
+            args.append(f"{f.name}={value}")
+        else:
+            env[f"d{i}"] = f.default
+            args.append(f"{f.name}=d{i} if v{i} is None else {value}")
+    lines.append(f"    return cls({', '.join(args)})")
+    exec("\n".join(lines), env)  # noqa: S102 - source built above from the dataclass's own fields
+    return env["decode"]  # type: ignore[no-any-return]
+
+
+def _make_encoder(cls: type) -> Callable[[Any], dict[str, str]]:
+    """The extFields writer for header ``cls``, generated once per class like the decoder."""
+    lines = ["def encode(h):", "    out = {}"]
+    for f in _plan(cls):
+        lines.append(f"    v = h.{f.name}")
+        lines.append("    if v is not None:")
+        lines.append(f"        out[{f.wire!r}] = v if type(v) is str else _text(v)")
+    lines.append("    return out")
+    env: dict[str, Any] = {"_text": _text}
+    exec("\n".join(lines), env)  # noqa: S102 - source built above from the dataclass's own fields
+    return env["encode"]  # type: ignore[no-any-return]
 
 
 def decode_header(cls: type[H], fields: Mapping[str, str] | RemotingCommand | None) -> H:
     """Build header ``cls`` from extFields (or straight from a command)."""
     if isinstance(fields, RemotingCommand):
         fields = fields.ext_fields
-    fields = fields or {}
-    values: dict[str, Any] = {}
-    for f in _plan(cls):
-        raw = fields.get(f.wire)
-        if raw is None:
-            if f.required:
-                raise RemotingCommandError(f"the custom field <{f.wire}> is null")
-            continue
-        values[f.name] = raw if f.kind is str else _convert(f.wire, raw, f.kind)
-    return cls(**values)
+    header: H = _decoder(cls)(fields or {})
+    return header
 
 
 def encode_header(header: object) -> dict[str, str]:
     """The extFields for a header; None fields are left out."""
-    out: dict[str, str] = {}
-    for f in _plan(type(header)):
-        value = getattr(header, f.name)
-        if value is None:
-            continue
-        out[f.wire] = ("true" if value else "false") if isinstance(value, bool) else str(value)
-    return out
+    return _encoder(type(header))(header)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +197,7 @@ _V2_NAMES = dict(zip("abcdefghijklmn", (
     "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes",
     "batch", "brokerName")))
 _V2_SHORT = {long: short for short, long in _V2_NAMES.items()}
+_V2_WIRE = tuple(_V2_SHORT.items())
 _V2_CODES = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
 
@@ -150,10 +207,9 @@ def encode_send_header_v2(header: SendMessageRequestHeader) -> dict[str, str]:
 
 def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
     """The send header of SEND_MESSAGE (long names) or SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE."""
-    fields = request.ext_fields
-    if request.code in _V2_CODES:
-        fields = {_V2_NAMES[short]: value for short, value in fields.items() if short in _V2_NAMES}
-    return decode_header(SendMessageRequestHeader, fields)
+    header: SendMessageRequestHeader = _decoder(
+        SendMessageRequestHeader, _V2_WIRE if request.code in _V2_CODES else ())(request.ext_fields)
+    return header
 
 
 @dataclass(frozen=True, slots=True)

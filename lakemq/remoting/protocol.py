@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from lakemq.common.codes import ResponseCode
 from lakemq.errors import FrameError, RemotingConnectError, RemotingTimeoutError
@@ -20,6 +21,7 @@ from lakemq.remoting.codec import (
     FrameDecoder,
     RemotingCommand,
     encode,
+    encode_parts,
 )
 
 __all__ = ["RemotingConnection", "RequestCallback"]
@@ -27,6 +29,10 @@ __all__ = ["RemotingConnection", "RequestCallback"]
 log = logging.getLogger(__name__)
 
 RequestCallback = Callable[["RemotingConnection", RemotingCommand], None]
+
+# A body at least this large is handed to the transport after its header as it is
+# (writelines), not copied into one buffer with it first.
+_SEPARATE_BODY = 16 * 1024
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -50,12 +56,14 @@ class RemotingConnection(asyncio.Protocol):
         self._writable.set()
         self.remote_addr = ""
         self.loop = asyncio.get_running_loop()
+        # The dispatcher's per-connection RequestContext, made once instead of per request.
+        self.context: Any = None
 
     # asyncio.Protocol callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses; both have write/writelines.
+        self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         if peer:
             self.remote_addr = f"{peer[0]}:{peer[1]}"
@@ -74,7 +82,7 @@ class RemotingConnection(asyncio.Protocol):
             self.close()
             return
         for command in commands:
-            if command.is_response:
+            if command.flag & FLAG_RESPONSE:
                 future = self._pending.pop(command.opaque, None)
                 if future is None:
                     log.warning("response from %s for unknown opaque %d (code %d): %s",
@@ -137,7 +145,11 @@ class RemotingConnection(asyncio.Protocol):
             log.info("dropping response %d to closed %s", response.opaque, self.remote_addr)
             return
         assert self._transport is not None
-        self._transport.write(encode(response))
+        head, body = encode_parts(response)
+        if len(body) >= _SEPARATE_BODY:
+            self._transport.writelines((head, body))
+        else:
+            self._transport.write(head + body)
 
     def send_response_threadsafe(self, response: RemotingCommand) -> None:
         self.loop.call_soon_threadsafe(self.send_response, response)
@@ -150,9 +162,13 @@ class RemotingConnection(asyncio.Protocol):
         await asyncio.shield(self._closed)
 
     async def _write(self, command: RemotingCommand) -> None:
-        frame = encode(command)
-        await self._writable.wait()
+        head, body = encode_parts(command)
+        if not self._writable.is_set():
+            await self._writable.wait()
         if not self.is_open:
             raise RemotingConnectError(f"connection to {self.remote_addr} is closed")
         assert self._transport is not None
-        self._transport.write(frame)
+        if len(body) >= _SEPARATE_BODY:
+            self._transport.writelines((head, body))
+        else:
+            self._transport.write(head + body)

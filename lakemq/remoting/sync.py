@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from lakemq.remoting.client import ClientConfig, RemotingClient
 from lakemq.remoting.codec import RemotingCommand
+from lakemq.remoting.event_loop import new_event_loop
 
 __all__ = ["SyncRemotingClient"]
 
@@ -19,7 +20,7 @@ T = TypeVar("T")
 class SyncRemotingClient:
     def __init__(self, config: ClientConfig = ClientConfig(),
                  namesrv_addrs: Sequence[str] | str = ()) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="lakemq-remoting",
                                         daemon=True)
         self._thread.start()

@@ -11,20 +11,22 @@ awaits the hold service (up to ``suspendTimeoutMillis`` with long polling, else
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Final
 
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import MASTER_ID, BrokerConfig, PermName
 from lakemq.broker.consumer_manager import ConsumerManager
-from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.filter import (
     EXPRESSION_TYPE_TAG,
     SubscriptionData,
     SubscriptionParseError,
-    message_filter_for,
     build_subscription_data,
+    message_filter_for,
 )
+from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager
@@ -82,29 +84,74 @@ class PullMessageProcessor:
         self._offsets = offsets
         self._hold = hold_service
         self._pool = pool
+        self._hot_bytes = _physical_memory() * store.config.access_message_in_memory_max_ratio // 100
 
     def reject_request(self) -> bool:
         return False
 
-    async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def process_request(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = decode_header(PullMessageRequestHeader, request.ext_fields)
-        # Checks may create the group's config (a file write) and reads block: both in the pool.
+        if self._reads_hot(header):
+            # Nothing to create and what is read sits in the page cache: done on the loop, as a
+            # pool hop (two thread switches and GIL hand-offs) costs more than the read.
+            message_filter, response = self._check_and_pull(ctx, request, header)
+            if response.code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
+                return self._hold_and_pull(ctx, request, header, message_filter, response)
+            return response
+        return self._pooled(ctx, request, header)
+
+    async def _pooled(
+        self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> RemotingCommand:
+        # Checks may create the group's config (a file write) and reads may fault pages in from
+        # disk: both in the pool.
         message_filter, response = await self._pool.run(lambda: self._check_and_pull(ctx, request, header))
         if response.code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
-            timeout_ms = (
-                header.suspend_timeout_millis
-                if self._config.long_polling_enable
-                else self._config.short_polling_time_mills
-            )
-            await self._hold.hold(
-                header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter
-            )
-            if not ctx.is_open:
-                return response  # the client went away while held; the answer is dropped anyway
-            # Woken by an arrival: what it reads was just dispatched and sits in the page cache,
-            # so the read is done here rather than after another hop through the pull pool.
-            response = self._pull(request, header, message_filter)
+            return await self._hold_and_pull(ctx, request, header, message_filter, response)
         return response
+
+    async def _hold_and_pull(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        message_filter: MessageFilter,
+        response: RemotingCommand,
+    ) -> RemotingCommand:
+        timeout_ms = (
+            header.suspend_timeout_millis
+            if self._config.long_polling_enable
+            else self._config.short_polling_time_mills
+        )
+        await self._hold.hold(
+            header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter
+        )
+        if not ctx.is_open:
+            return response  # the client went away while held; the answer is dropped anyway
+        # Woken by an arrival: what it reads was just dispatched and sits in the page cache,
+        # so the read is done here rather than after another hop through the pull pool.
+        return self._pull(request, header, message_filter)
+
+    def _reads_hot(self, header: PullMessageRequestHeader) -> bool:
+        """True when the pull can run on the loop: its group exists (no auto-creation) and the
+        first record it reads lies within the CommitLog's most recent bytes, which RocketMQ
+        counts as in memory (accessMessageInMemoryMaxRatio of RAM), or it reads nothing."""
+        if self._groups.get(header.consumer_group) is None:
+            return False
+        try:
+            cq = self._store.consume_queues.find(header.topic, header.queue_id)
+        except ValueError:  # a bad topic or queue id: refused with its reason by the pool path
+            return False
+        if cq is None:
+            return True
+        if header.queue_offset >= cq.get_max_offset_in_queue():
+            return True  # nothing to read yet: answered or held without touching the CommitLog
+        unit = cq.get_unit(header.queue_offset)
+        if unit is None:
+            return False  # below the min offset: moved, or read from the lake
+        return self._store.commit_log.get_max_offset() - unit.commit_log_offset < self._hot_bytes
 
     def _check_and_pull(
         self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader
@@ -227,6 +274,13 @@ class PullMessageProcessor:
             self._metrics.get_messages.labels(*labels).inc(result.msg_count)
             self._metrics.get_bytes.labels(*labels).inc(len(body))
         return request.reply(code, remark, fields, body)
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
 
 
 def _map_status(result: GetMessageResult, requested_offset: int) -> tuple[int, str]:

@@ -32,7 +32,9 @@ def delay_sweep(settings: str, interval_end_ms: str) -> dict:
 
 @task.external_python(python=PROJECT_PYTHON, expect_airflow=False, trigger_rule="all_done")
 def transaction_sweep(settings: str) -> dict:
-    """The transaction sweep in the project's interpreter; returns the counts by state."""
+    """The transaction sweep in the project's interpreter; returns its report (counts by state,
+    the oldest pending transactions, the brokers' answers). Against brokers with ACL, set
+    LAKEMQ_ACCESS_KEY / LAKEMQ_SECRET_KEY (an admin account) in the workers' environment."""
     import json
 
     from lakemq.jobs.transaction_sweep import run_transaction_sweep

@@ -424,9 +424,10 @@ def _iter_rows(df: DataFrame) -> Iterator[dict[str, Any]]:
 def run_transaction_sweep(values: Mapping[str, Any], *, progress: Progress | None = None) -> dict[str, Any]:
     """The sweep for schedulers and the CLI, with settings as a mapping: ``lake_uri``,
     ``namesrv``, ``broker_conf`` / ``conf`` (transactionSweepBatch), ``storage_options``,
-    ``master``, ``access_key`` / ``secret_key`` (an admin account when the brokers run ACL),
-    ``report_limit``."""
+    ``master``, ``access_key`` / ``secret_key`` (an admin account when the brokers run ACL;
+    default $LAKEMQ_ACCESS_KEY / $LAKEMQ_SECRET_KEY), ``report_limit``."""
     import asyncio
+    import os
 
     from pyspark.sql import SparkSession
 
@@ -447,8 +448,9 @@ def run_transaction_sweep(values: Mapping[str, Any], *, progress: Progress | Non
     loop = background_loop()
 
     async def make() -> Admin:
-        return Admin(values["namesrv"], access_key=values.get("access_key") or "",
-                     secret_key=values.get("secret_key") or "")
+        return Admin(values["namesrv"],
+                     access_key=values.get("access_key") or os.environ.get("LAKEMQ_ACCESS_KEY", ""),
+                     secret_key=values.get("secret_key") or os.environ.get("LAKEMQ_SECRET_KEY", ""))
 
     admin = asyncio.run_coroutine_threadsafe(make(), loop).result()
     owned = SparkSession.getActiveSession() is None

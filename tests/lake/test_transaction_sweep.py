@@ -25,7 +25,7 @@ from lakemq.client.config import ClientConfig
 from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
 from lakemq.jobs.sql import run_sql
 from lakemq.jobs.tier_run import tier_run
-from lakemq.jobs.transaction_sweep import run_transaction_sweep
+from lakemq.jobs.transaction_sweep import run_transaction_sweep, sweep_transactions
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.seal import commitlog_files
 from tests.cluster import lakemq_command, start_cluster
@@ -152,6 +152,18 @@ def test_sweep_settles_lake_only_transactions(spark: Any, tmp_path: Path) -> Non
 
         derived = _states(spark, lake)  # no table yet: the view derived from the messages table
         assert {derived[k]["state"] for k in derived} == {"COMMIT", "ROLLBACK", "PENDING"}
+
+        # A sweep that cannot reach the half messages' broker (not a master of the cluster it
+        # sees) marks them UNKNOWN, puts nothing anywhere, and the next run asks again.
+        def unreachable(addr: str, records: bytes) -> list[dict[str, Any]]:
+            raise AssertionError(f"no broker may be asked, got {addr}")
+
+        blind = sweep_transactions(spark, lake_uri=str(lake), hand_back=unreachable, brokers=set())
+        assert (blind.asked, blind.verdicts) == (4, {"unreachable": 4})
+        assert blind.counts == {"COMMIT": 2, "ROLLBACK": 2, "UNKNOWN": 4}
+        assert {r["broker_verdict"] for r in blind.pending} == {
+            f"unreachable: broker {broker} is not a master of the cluster"}
+        assert queue_max_offset(broker, HALF) == half_end
 
         listener = _CommitOnCheck()
         client = ClientConfig(namesrv_addr=ns, instance_name="sweep-takeover")

@@ -36,22 +36,38 @@ NOTES = """\
 Reading the table:
 - "raw mmap copy" copies the very same record bytes into a fresh preallocated mapped file
   (best of 3): one slice assignment per record is CPython's floor per message, one memcpy
-  the memory floor. The put path does that copy plus building each record (codec and CRC,
-  about 1.5 us), checks and result objects (about 1 us) and the interpreter's call overhead.
-- The async target (300k msg/s, 3.3 us per message all in) is beyond one CPython thread
-  putting one message per call; batches (SEND_BATCH_MESSAGE) come closest. Page faults on a
-  fresh file cost 1-4 us per KiB on this VM; WarmMappedFileService pre-faults ahead of the
-  writer off the GIL, which helps when the second core is free.
-- SYNC_FLUSH with 64 writer threads on 2 cores: one fdatasync (about 0.3 ms here) covers
-  about 25 puts, and every acknowledged put costs an OS thread wake-up plus a GIL hand-off.
-  That hand-off, not the disk, is the limit. put_message_async (a future completed by the
-  group-commit thread, so no thread parks per put; the next row: one thread submitting,
-  then waiting for every acknowledgement) removes the hand-off; what is left is CPU per put
-  (append, future, completion) shared under the GIL with the group-commit thread, and it
-  gains 1.2-1.6x here, short of the target.
-- The MessageStore rows include the reput service building ConsumeQueue and IndexFile
-  entries in the same process (competing for the GIL); "drained" is when they caught up.
-- This VM is shared with other jobs: figures move by about +-30% between runs."""
+  the memory floor. "CPU us/msg" is the CPU time of the putting thread alone
+  (time.thread_time): on this shared VM wall time also measures the neighbours, CPU time
+  is what the code costs.
+- The put path now packs each record's fixed 88 bytes once, under the lock, with its final
+  offsets and store time (no build-then-patch); a batch is checked, packed and joined in
+  one pass and copied into the file with one slice assignment; the body CRC (zlib's CRC-32,
+  as RocketMQ) comes from ISA-L (isal): about 0.2 instead of 0.7 us for 1 KiB, the largest
+  single cost; ASYNC_FLUSH puts skip the flusher round trip.
+- What is left per batched message is about 35 interpreter operations (attribute loads,
+  checks, queue offset, one 17-field struct pack, CRC call, join) plus the copy with its
+  page faults, which is the raw per-record row. A numpy-vectorized encoder was tried for
+  64-message batches and lost (1.4 vs 0.9 us/msg for the encoding alone): gathering eleven
+  fields from 64 Python objects costs more than it saves. Closing the rest of the gap to
+  3x needs the encoder in C. One put_message per call adds the call layers and result
+  objects (2-3x the batched CPU per message).
+- Dispatch (ConsumeQueue and IndexFile) reads records in bulk (up to 1024 per step, one
+  unpack per record), packs each queue's run of 20-byte entries into one write, hashes all
+  index keys of a step at once (numpy; Java's String.hashCode) and writes the IndexFile
+  header once per step. It still costs several us of CPU per record (header, properties,
+  the request object, a CQ entry, an index entry per key) and shares the GIL with the put
+  thread, so with dispatch on a message costs put + dispatch CPU: that, not the disk,
+  bounds the MessageStore rows.
+- SYNC_FLUSH with 64 blocking writer threads: every acknowledged put is an OS thread
+  wake-up plus a GIL hand-off. Profiled here, the writers spend over 95% of their time
+  parked and their Python work is about 12 us per put; an fdatasync took about 3 ms while
+  the neighbours loaded the disk (0.3 ms on an idle VM). The group-commit thread now
+  flushes back to back while data is pending and puts wake it only when it sleeps.
+  put_message_async avoids the per-put hand-off; its cost is the concurrent.futures.Future
+  (create, set_result, result: about 9 us together) kept for API compatibility.
+- Recovery walks records with one unpack each and the ISA-L CRC.
+- This VM is shared with other jobs: figures move by about +-30% between runs, more while
+  neighbours run test suites (load average 5-12 during this work)."""
 
 
 def make_messages(n: int, body_size: int, queues: int = 8) -> list[MessageExtBrokerInner]:

@@ -1,9 +1,10 @@
 """CommitLog: the one append-only log of every message of a broker.
 
-One appender at a time (the put lock). A record is fully built, CRC included, outside the
-lock by the codec (:mod:`lakemq.common.record`); under the lock the appender only assigns
-the queue offset, physical offset and store time, patches them in, and copies the bytes into
-the mapped file. A record that does not fit (with 8 bytes to spare) seals the file with a blank
+One appender at a time (the put lock). The record layout is :mod:`lakemq.common.record`'s.
+Under the lock the appender assigns the queue offset, physical offset and store time and packs
+each record's fixed 88 bytes once with them (no build-then-patch), joins the pieces and copies
+them into the mapped file with one slice assignment; a batch is checked, packed and copied in
+one pass. A record that does not fit (with 8 bytes to spare) seals the file with a blank
 record and goes to the next one. Flushing happens after the lock is released.
 """
 

@@ -32,24 +32,26 @@ class BatchEntry:
 
 def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchEntry]:
     """All entries of a batch body; MessageIllegalError if any length is inconsistent."""
-    buf = memoryview(data)
+    # Slicing bytes copies once; a memoryview slice would need a second copy into bytes.
+    buf = data if isinstance(data, bytes) else bytes(data)
+    size = len(buf)
     entries: list[BatchEntry] = []
     pos = 0
-    while pos < len(buf):
-        if len(buf) - pos < _FIXED:
-            raise MessageIllegalError(f"batch entry at {pos}: {len(buf) - pos} trailing bytes")
+    while pos < size:
+        if size - pos < _FIXED:
+            raise MessageIllegalError(f"batch entry at {pos}: {size - pos} trailing bytes")
         total, _magic, _crc, flag, body_len = _HEAD.unpack_from(buf, pos)
-        if total < _FIXED or pos + total > len(buf) or body_len < 0 or _HEAD.size + body_len + 2 > total:
+        if total < _FIXED or pos + total > size or body_len < 0 or _HEAD.size + body_len + 2 > total:
             raise MessageIllegalError(f"batch entry at {pos}: bad sizes (total {total}, body {body_len})")
         p = pos + _HEAD.size
-        body = bytes(buf[p : p + body_len])
+        body = buf[p : p + body_len]
         p += body_len
         (props_len,) = _PROPS_LEN.unpack_from(buf, p)
         p += 2
         if props_len < 0 or p + props_len != pos + total:
             raise MessageIllegalError(f"batch entry at {pos}: lengths do not add up to {total}")
         try:
-            properties = bytes(buf[p : p + props_len]).decode("utf-8")
+            properties = buf[p : p + props_len].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise MessageIllegalError(f"batch entry at {pos}: properties are not UTF-8") from exc
         entries.append(BatchEntry(flag, body, properties))

@@ -102,7 +102,7 @@ def _missing(wire: str) -> RemotingCommandError:
 
 _Decoder = Callable[[Mapping[str, str]], Any]
 _DECODERS: dict[tuple[type, tuple[tuple[str, str], ...]], _Decoder] = {}
-_ENCODERS: dict[type, Callable[[Any], dict[str, str]]] = {}
+_ENCODERS: dict[tuple[type, tuple[tuple[str, str], ...]], Callable[[Any], dict[str, str]]] = {}
 
 
 def _decoder(cls: type, wire_names: tuple[tuple[str, str], ...] = ()) -> _Decoder:
@@ -112,10 +112,10 @@ def _decoder(cls: type, wire_names: tuple[tuple[str, str], ...] = ()) -> _Decode
     return decoder
 
 
-def _encoder(cls: type) -> Callable[[Any], dict[str, str]]:
-    encoder = _ENCODERS.get(cls)
+def _encoder(cls: type, wire_names: tuple[tuple[str, str], ...] = ()) -> Callable[[Any], dict[str, str]]:
+    encoder = _ENCODERS.get((cls, wire_names))
     if encoder is None:
-        encoder = _ENCODERS[cls] = _make_encoder(cls)
+        encoder = _ENCODERS[(cls, wire_names)] = _make_encoder(cls, wire_names)
     return encoder
 
 
@@ -147,13 +147,14 @@ def _make_decoder(cls: type, wire_names: tuple[tuple[str, str], ...]) -> _Decode
     return env["decode"]  # type: ignore[no-any-return]
 
 
-def _make_encoder(cls: type) -> Callable[[Any], dict[str, str]]:
+def _make_encoder(cls: type, wire_names: tuple[tuple[str, str], ...]) -> Callable[[Any], dict[str, str]]:
     """The extFields writer for header ``cls``, generated once per class like the decoder."""
+    renamed = dict(wire_names)
     lines = ["def encode(h):", "    out = {}"]
     for f in _plan(cls):
         lines.append(f"    v = h.{f.name}")
         lines.append("    if v is not None:")
-        lines.append(f"        out[{f.wire!r}] = v if type(v) is str else _text(v)")
+        lines.append(f"        out[{renamed.get(f.wire, f.wire)!r}] = v if type(v) is str else _text(v)")
     lines.append("    return out")
     env: dict[str, Any] = {"_text": _text}
     exec("\n".join(lines), env)  # noqa: S102 - source built above from the dataclass's own fields
@@ -202,7 +203,7 @@ _V2_CODES = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
 
 def encode_send_header_v2(header: SendMessageRequestHeader) -> dict[str, str]:
-    return {_V2_SHORT[name]: value for name, value in encode_header(header).items()}
+    return _encoder(SendMessageRequestHeader, _V2_WIRE)(header)
 
 
 def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:

@@ -253,14 +253,15 @@ class SendMessageProcessor:
 
     def _base(
         self,
-        ctx: RequestContext,
         header: SendMessageRequestHeader,
         queue_id: int,
         body: bytes,
         flag: int,
         properties: str,
+        born_host: str,
     ) -> MessageExtBrokerInner:
         props = string_to_properties(properties)
+        cluster = self._config.broker_cluster_name
         msg = MessageExtBrokerInner(
             topic=header.topic,
             body=body,
@@ -269,7 +270,7 @@ class SendMessageProcessor:
             queue_id=queue_id,
             sys_flag=header.sys_flag,
             born_timestamp=header.born_timestamp,
-            born_host=ctx.remote_addr,
+            born_host=born_host,
             store_host=self._store.store_host,
             reconsume_times=header.reconsume_times or 0,
         )
@@ -278,10 +279,10 @@ class SendMessageProcessor:
                 properties[-1] == PROPERTY_SEPARATOR and properties.count(PROPERTY_SEPARATOR) == count
                 and properties.count(NAME_VALUE_SEPARATOR) == count)):
             # The client's text is already what properties_to_string would write: append to it.
-            props[PROPERTY_CLUSTER] = self._config.broker_cluster_name
+            props[PROPERTY_CLUSTER] = cluster
             msg.properties_string = properties + self._cluster_property
         else:
-            msg.set_property(PROPERTY_CLUSTER, self._config.broker_cluster_name)
+            msg.set_property(PROPERTY_CLUSTER, cluster)
         tags = props.get(MessageConst.TAGS)
         msg.tags_code = tags_hash_code(tags) if tags else 0
         return msg
@@ -290,7 +291,7 @@ class SendMessageProcessor:
         self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig, body: bytes
     ) -> MessageExtBrokerInner:
         msg = self._base(
-            ctx, header, self._queue_id(header, topic_config), body, header.flag, header.properties or ""
+            header, self._queue_id(header, topic_config), body, header.flag, header.properties or "", ctx.remote_addr
         )
         self._retry_or_dlq(header, msg)
         if is_transactional(msg):
@@ -310,7 +311,8 @@ class SendMessageProcessor:
             )
         queue_id = self._queue_id(header, topic_config)
         # A malformed batch raises MessageIllegalError, answered MESSAGE_ILLEGAL.
-        return [self._base(ctx, header, queue_id, e.body, e.flag, e.properties) for e in decode_batch(body)]
+        born_host, base = ctx.remote_addr, self._base
+        return [base(header, queue_id, e.body, e.flag, e.properties, born_host) for e in decode_batch(body)]
 
     # -- reply -------------------------------------------------------------------------
 

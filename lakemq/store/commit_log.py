@@ -205,11 +205,15 @@ class CommitLog:
         return future
 
     def _append_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        if msg.topic not in self._valid_topics or msg.sys_flag & ~MessageSysFlag.KNOWN_MASK:
+        if not self._running or msg.topic not in self._valid_topics or msg.sys_flag & ~MessageSysFlag.KNOWN_MASK:
             refused = self._check(msg)
             if refused is not None:
                 return refused
-        if _DELAY in msg.properties and 0 <= msg.queue_id < 1 << 31:
+        if _DELAY in msg.properties:
+            # A refused message is left as it came: the size checks go before the rewrite.
+            refused = self._encode(msg)
+            if isinstance(refused, PutMessageResult):
+                return refused
             rewrite_delayed_message(msg, self.delay_levels)
         parts = self._encode(msg)
         if isinstance(parts, PutMessageResult):

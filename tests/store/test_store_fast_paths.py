@@ -203,3 +203,13 @@ def test_recovery_scan_stops_where_check_record_stops(commit_log: CommitLog) -> 
             assert scan_valid_end(damaged, 0, 0, check_crc=check_crc) == _reference_scan(bytes(damaged), 0, check_crc)
     assert scan_valid_end(clean, 0, 4096, check_crc=False) == (0, False)  # records at other offsets: bad
     assert scan_valid_end(clean[:50], 0, 0, check_crc=False) == _reference_scan(clean[:50], 0, False)
+
+
+def test_refused_delayed_message_is_left_as_it_came(commit_log: CommitLog) -> None:
+    too_big = make_msg("TopicA", b"x" * (commit_log.config.max_message_size + 1), delay=1)
+    assert commit_log.put_message(too_big).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert too_big.topic == "TopicA" and MessageConst.REAL_TOPIC not in too_big.properties
+    commit_log.shutdown()
+    stopped = make_msg("TopicA", b"x", delay=1)
+    assert commit_log.put_message(stopped).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert stopped.topic == "TopicA"

@@ -36,7 +36,7 @@ from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FILE_INFO_DDL", "PARQUET_OPTIONS", "SegmentWriter", "WriteTask", "partition_dir", "plan_tasks",
+__all__ = ["FILE_INFO_DDL", "PARQUET_OPTIONS", "ByteRange", "SegmentWriter", "WriteTask", "partition_dir", "plan_tasks",
            "write_task"]
 
 FILE_INFO_DDL = (
@@ -56,7 +56,7 @@ _STRING_STATS_MAX = 32
 _NULLABLE = ("uniq_key", "tags", "keys", "properties", "body")
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 _ROW_GROUP_ROWS = 128 * 1024
-_ROW_GROUP_BYTES = 64 << 20
+_ROW_GROUP_BYTES = 32 << 20
 
 # Shared with the benchmark's baseline, so both write the same files.
 PARQUET_OPTIONS: dict[str, Any] = {
@@ -73,36 +73,48 @@ def partition_dir(topic: str, store_date: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class WriteTask:
-    """One Spark task: consecutive byte ranges of one sealed segment range."""
+class ByteRange:
+    """CommitLog offsets [start, end) of one sealed segment range, starting on a record."""
 
     range_start: int  # the sealed range the rows belong to (one Delta commit)
     file_uri: str  # the CommitLog file in the store
     file_start: int
-    byte_ranges: tuple[tuple[int, int], ...]  # CommitLog offsets, each starting on a record
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTask:
+    """One Spark task: consecutive byte ranges, of one or more sealed segment ranges."""
+
+    pieces: tuple[ByteRange, ...]
 
     @property
     def size(self) -> int:
-        return sum(b - a for a, b in self.byte_ranges)
+        return sum(p.end - p.start for p in self.pieces)
 
 
 def plan_tasks(store: LakeLocation, segments: Sequence[SealedSegment], *, parallelism: int,
-               max_task_bytes: int = 128 << 20) -> list[WriteTask]:
-    """Split the segments' byte ranges into tasks: big enough that per-task costs and small
-    files stay few, small enough that every core gets about two tasks."""
-    total = sum(b - a for s in segments for a, b in s.byte_ranges())
-    target = max(1, min(max_task_bytes, -(-total // max(1, 2 * parallelism))))
-    tasks = []
-    for seal in segments:
-        uri = store.join("commitlog", seal.file_name)
-        current: list[tuple[int, int]] = []
-        for a, b in seal.byte_ranges():
-            if current and (b - current[0][0]) > target:
-                tasks.append(WriteTask(seal.range_start, uri, seal.file_start, tuple(current)))
-                current = []
-            current.append((a, b))
-        if current:
-            tasks.append(WriteTask(seal.range_start, uri, seal.file_start, tuple(current)))
+               max_task_bytes: int = 256 << 20) -> list[WriteTask]:
+    """Cut the segments' byte ranges, in CommitLog order, into one task per core of about equal
+    size (more when a task would exceed ``max_task_bytes``): every task costs a Python worker
+    round trip and its own files, so one wave of even tasks is the cheapest plan."""
+    pieces = [ByteRange(s.range_start, store.join("commitlog", s.file_name), s.file_start, a, b)
+              for s in segments for a, b in s.byte_ranges()]
+    total = sum(p.end - p.start for p in pieces)
+    count = max(1, parallelism, -(-total // max_task_bytes))
+    tasks: list[WriteTask] = []
+    current: list[ByteRange] = []
+    done = 0
+    for i, piece in enumerate(pieces):
+        current.append(piece)
+        done += piece.end - piece.start
+        # Cut once the next task's share is reached; the last task takes the rest.
+        if done * count >= total * (len(tasks) + 1) and i < len(pieces) - 1:
+            tasks.append(WriteTask(tuple(current)))
+            current = []
+    if current:
+        tasks.append(WriteTask(tuple(current)))
     return tasks
 
 
@@ -212,27 +224,27 @@ def _groups(batch: pa.RecordBatch) -> Iterator[tuple[str, str, pa.RecordBatch, n
 def write_task(store: LakeLocation, lake: LakeLocation, task: WriteTask, run_id: str, *,
                skip_corrupt: bool) -> list[dict[str, Any]]:
     """Read, decode and write one task; returns the file descriptions (FILE_INFO_DDL)."""
-    files: dict[tuple[str, str], _PartFile] = {}
+    files: dict[tuple[int, str, str], _PartFile] = {}
     try:
-        for a, b in task.byte_ranges:
-            data = store.read_range(task.file_uri, a - task.file_start, b - task.file_start)
+        for piece in task.pieces:
+            data = store.read_range(piece.file_uri, piece.start - piece.file_start, piece.end - piece.file_start)
             # Sealing checked every body CRC and keeps a digest of the bodies, which the written
             # rows must match before anything is committed; checking the CRCs again adds nothing.
-            batch, skipped = decode_range(data, a, skip_corrupt=skip_corrupt, check_crc=False)
+            batch, skipped = decode_range(data, piece.start, skip_corrupt=skip_corrupt, check_crc=False)
             for lo, hi in skipped:
-                log.warning("skipped corrupt CommitLog bytes [%d, %d) of %s", lo, hi, task.file_uri)
+                log.warning("skipped corrupt CommitLog bytes [%d, %d) of %s", lo, hi, piece.file_uri)
             if not batch.num_rows:
                 continue
             offsets = batch.column("commitlog_offset").to_numpy()
             crcs = _body_crcs(batch.column("body"))
             for topic, day, rows, positions in _groups(batch):
-                part = files.get((topic, day))
+                part = files.get((piece.range_start, topic, day))
                 if part is None:
-                    rel = (f"{partition_dir(topic, day)}/part-{run_id}-{task.range_start:020d}-"
+                    rel = (f"{partition_dir(topic, day)}/part-{run_id}-{piece.range_start:020d}-"
                            f"{uuid.uuid4().hex[:12]}.zstd.parquet")
-                    part = files[(topic, day)] = _PartFile(lake, rel, topic, day)
+                    part = files[(piece.range_start, topic, day)] = _PartFile(lake, rel, topic, day)
                 part.add(rows, digest_of(offsets[positions], crcs[positions]))
-        return [part.close(task.range_start) for part in files.values()]
+        return [part.close(range_start) for (range_start, _, _), part in files.items()]
     except BaseException:
         for part in files.values():
             part.abort()

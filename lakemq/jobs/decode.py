@@ -37,7 +37,7 @@ from lakemq.errors import CorruptSegmentError
 from lakemq.tiering.tables import KIND_NORMAL, MESSAGES_SCHEMA, SYSTEM_TOPIC_KINDS
 from lakemq.tiering.walk import HEADER_DTYPE, Walk, gather, record_layout, walk_records
 
-__all__ = ["HEADER_DTYPE", "Decoded", "binary_slices", "decode_range", "decode_records", "offsets_data"]
+__all__ = ["HEADER_DTYPE", "Decoded", "binary_slices", "decode_range", "decode_records", "offsets_data", "partition_order"]
 
 _HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint8).reshape(256, 2)
 _DAY_MS = 86_400_000
@@ -186,19 +186,40 @@ def decode_records(buf: bytes | memoryview, base_offset: int, starts: np.ndarray
     return Decoded(batch, bad)
 
 
+def partition_order(raw: np.ndarray, starts: np.ndarray, base_offset: int) -> np.ndarray:
+    """An order of ``starts`` that puts the records of each partition (topic, store day)
+    together, CommitLog order kept within each: decoding in this order spares the writer a
+    reordering copy of every column. The identity when the records are in such an order
+    already, or when one does not check out (decoding reports it)."""
+    same = np.arange(len(starts))
+    if len(starts) < 2:
+        return same
+    layout = record_layout(raw, starts, base_offset, check_crc=False)
+    if not layout.ok.all():
+        return same
+    topics = pc.dictionary_encode(binary_slices(raw, layout.topic_len_pos + 1, layout.topic_len))
+    days = layout.header["store_ts"].astype(np.int64) // _DAY_MS
+    key = topics.indices.to_numpy().astype(np.int64) * (int(days.max() - days.min()) + 1) + (days - days.min())
+    return same if (np.diff(key) >= 0).all() else np.argsort(key, kind="stable")
+
+
 def decode_range(
-    buf: bytes, base_offset: int, *, skip_corrupt: bool, check_crc: bool = True
+    buf: bytes, base_offset: int, *, skip_corrupt: bool, check_crc: bool = True, grouped: bool = False
 ) -> tuple[pa.RecordBatch, tuple[tuple[int, int], ...]]:
     """Decode every record in ``buf`` (a byte range starting on a record at CommitLog offset
     ``base_offset``). A bad record raises CorruptSegmentError with its offset; with
-    ``skip_corrupt`` bad byte ranges are left out and returned as CommitLog offset ranges."""
+    ``skip_corrupt`` bad byte ranges are left out and returned as CommitLog offset ranges.
+    ``grouped`` returns the rows of each partition together (:func:`partition_order`)."""
     if skip_corrupt:
         walk: Walk = walk_records(buf, base_offset, 0, len(buf), verify=True, on_bad="resync")
     else:
         walk = walk_records(buf, base_offset, 0, len(buf), verify=False, on_bad="raise")
-    decoded = decode_records(buf, base_offset, walk.starts, check_crc=check_crc and not skip_corrupt)
+    starts = walk.starts
+    if grouped:
+        starts = starts[partition_order(np.frombuffer(buf, dtype=np.uint8), starts, base_offset)]
+    decoded = decode_records(buf, base_offset, starts, check_crc=check_crc and not skip_corrupt)
     if len(decoded.bad_offsets):
-        first = int(decoded.bad_offsets[0])
+        first = int(decoded.bad_offsets.min())
         raise CorruptSegmentError(f"corrupt CommitLog record at offset {first}", first)
     skipped = tuple((a + base_offset, b + base_offset) for a, b in walk.corrupt)
     return decoded.batch, skipped

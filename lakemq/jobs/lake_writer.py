@@ -163,7 +163,9 @@ class _PartFile:
         if self.writer is None:
             self.handle = self.lake.open_write(self.uri)
             self.writer = pq.ParquetWriter(self.handle, DATA_SCHEMA, **PARQUET_OPTIONS)
-        table = pa.Table.from_batches(self.pending).cast(DATA_SCHEMA)
+        table = pa.Table.from_batches(self.pending)
+        if table.schema != DATA_SCHEMA:
+            table = table.cast(DATA_SCHEMA)
         self.writer.write_table(table, row_group_size=table.num_rows)
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
 
@@ -206,9 +208,9 @@ def _groups(batch: pa.RecordBatch) -> Iterator[tuple[str, str, pa.RecordBatch, n
     days = batch.column("store_date").cast(pa.int32()).to_numpy()
     first_day = int(days.min())
     code = topics.indices.to_numpy().astype(np.int64) * (int(days.max()) - first_day + 1) + (days - first_day)
-    if (code == code[0]).all():
+    if (np.diff(code) >= 0).all():  # grouped already (decode_range(grouped=True))
         order = np.arange(batch.num_rows)
-        bounds = [0, batch.num_rows]
+        bounds = [0, *(np.flatnonzero(np.diff(code)) + 1).tolist(), batch.num_rows]
     else:
         order = np.argsort(code, kind="stable")
         sorted_code = code[order]
@@ -230,7 +232,8 @@ def write_task(store: LakeLocation, lake: LakeLocation, task: WriteTask, run_id:
             data = store.read_range(piece.file_uri, piece.start - piece.file_start, piece.end - piece.file_start)
             # Sealing checked every body CRC and keeps a digest of the bodies, which the written
             # rows must match before anything is committed; checking the CRCs again adds nothing.
-            batch, skipped = decode_range(data, piece.start, skip_corrupt=skip_corrupt, check_crc=False)
+            batch, skipped = decode_range(data, piece.start, skip_corrupt=skip_corrupt, check_crc=False,
+                                         grouped=True)
             for lo, hi in skipped:
                 log.warning("skipped corrupt CommitLog bytes [%d, %d) of %s", lo, hi, piece.file_uri)
             if not batch.num_rows:

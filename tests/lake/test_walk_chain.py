@@ -80,3 +80,24 @@ def test_clean_ranges_take_the_vectorized_path() -> None:
     raw = np.frombuffer(buf, dtype=np.uint8)
     layout = walk_module.record_layout(raw, chain.starts, BASE, check_crc=True)
     assert layout.ok.all() and (layout.header["queue_offset"] == np.arange(200)).all()
+
+
+def test_grouped_decode_puts_each_partition_together_in_commitlog_order() -> None:
+    from lakemq.jobs.decode import decode_range
+
+    buf = bytearray()
+    for i in range(60):
+        buf += encode_record(
+            topic=f"T{i % 3}".encode(), queue_id=0, body=b"b%d" % i, flag=0, properties=b"", sys_flag=0,
+            born_timestamp=1, born_host=encode_host("10.0.0.1:1"), store_host=encode_host("10.0.0.2:2"),
+            queue_offset=i, physical_offset=BASE + len(buf), store_timestamp=(i % 2) * 86_400_000 + i,
+        )
+    plain, _ = decode_range(bytes(buf), BASE, skip_corrupt=False)
+    grouped, _ = decode_range(bytes(buf), BASE, skip_corrupt=False, grouped=True)
+    assert sorted(grouped.to_pylist(), key=lambda r: r["commitlog_offset"]) == plain.to_pylist()
+    keys = [(r["topic"], r["store_date"]) for r in grouped.to_pylist()]
+    runs = [k for j, k in enumerate(keys) if j == 0 or keys[j - 1] != k]
+    assert len(runs) == len(set(keys)) == 6  # every partition is one run
+    for run in runs:
+        offsets = [r["commitlog_offset"] for r in grouped.to_pylist() if (r["topic"], r["store_date"]) == run]
+        assert offsets == sorted(offsets)

@@ -98,7 +98,7 @@ def write_segment_files(
 def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, files: list[dict[str, Any]]) -> ManifestEntry | None:
     from deltalake import DeltaTable, Schema
     from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import AddAction, CommitProperties, Transaction
+    from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
     rows = sum(int(f["rows"]) for f in files)
     digest = combine(int(f["digest"]) for f in files)
@@ -111,7 +111,7 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, files:
     table = DeltaTable(uri, storage_options=lake.delta_options())
     if (table.transaction_version(broker) or -1) >= seal.range_end:
         return None
-    actions = [
+    actions: list[AddAction | RemoveAction] = [
         AddAction(path=f["path"], size=int(f["size"]),
                   partition_values={"topic": f["topic"], "store_date": f["store_date"]},
                   modification_time=int(f["modification_time"]), data_change=True, stats=f["stats"])

@@ -10,7 +10,7 @@ reads as little Parquet as it can:
    covers a narrow span of them);
 2. one Spark task per group of candidate files; in each file the row groups are pruned the same
    way by their Parquet statistics, and only the match columns (``keys`` or ``uniq_key``, and
-   ``store_timestamp``) are read;
+   ``store_timestamp`` when a time range is given) are read;
 3. the rest of the columns are read only for row groups holding a match, and only the matching
    rows (at most ``limit`` per task, oldest first) travel back.
 
@@ -112,8 +112,17 @@ class _Match:
             return True
         return bool(lo <= self.value <= hi)
 
+    @property
+    def timed(self) -> bool:
+        return self.begin_ms > 0 or self.end_ms is not None
+
+    @property
+    def columns(self) -> list[str]:
+        """What deciding a match reads: the key column, and store times only for a time range."""
+        return [self.column, "store_timestamp"] if self.timed else [self.column]
+
     def rows(self, table: pa.Table) -> pa.ChunkedArray:
-        """The mask of matching rows of a table holding the match column and store_timestamp."""
+        """The mask of matching rows of a table holding :attr:`columns`."""
         col = table.column(self.column)
         if self.by_unique_key:
             mask = pc.equal(col, self.value)
@@ -123,10 +132,11 @@ class _Match:
             v = self.value
             mask = pc.or_(pc.or_(pc.equal(col, v), pc.starts_with(col, f"{v} ")),
                           pc.or_(pc.ends_with(col, f" {v}"), pc.match_substring(col, f" {v} ")))
-        ts = table.column("store_timestamp")
-        mask = pc.and_(mask, pc.greater_equal(ts, self.begin_ms))
-        if self.end_ms is not None:
-            mask = pc.and_(mask, pc.less_equal(ts, self.end_ms))
+        if self.timed:
+            ts = table.column("store_timestamp")
+            mask = pc.and_(mask, pc.greater_equal(ts, self.begin_ms))
+            if self.end_ms is not None:
+                mask = pc.and_(mask, pc.less_equal(ts, self.end_ms))
         return pc.fill_null(mask, False)
 
 
@@ -147,7 +157,7 @@ def _scan_file(fh: Any, match: _Match, limit: int) -> pa.Table | None:
     for g in range(pf.metadata.num_row_groups):
         if not _row_group_may_match(pf.metadata.row_group(g), names, match):
             continue
-        mask = match.rows(pf.read_row_group(g, columns=[match.column, "store_timestamp"]))
+        mask = match.rows(pf.read_row_group(g, columns=match.columns))
         if not pc.any(mask).as_py():
             continue
         rows = pf.read_row_group(g, columns=list(_DATA_COLUMNS)).filter(mask)

@@ -173,7 +173,10 @@ def _decode(buffer: bytes | bytearray, start: int, end: int) -> RemotingCommand:
     else:
         raise FrameError(f"unknown serialization type {kind}")
     if header_end < end:
-        command.body = buffer[header_end:end] if type(buffer) is bytes else bytes(memoryview(buffer)[header_end:end])
+        if type(buffer) is bytes:
+            command.body = buffer[header_end:end]
+        else:
+            command.body = bytes(memoryview(buffer)[header_end:end])
     return command
 
 

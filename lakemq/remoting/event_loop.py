@@ -14,7 +14,7 @@ import os
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["new_event_loop", "run", "loop_name"]
+__all__ = ["loop_name", "new_event_loop", "run"]
 
 T = TypeVar("T")
 

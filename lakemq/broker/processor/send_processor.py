@@ -128,7 +128,9 @@ class SendMessageProcessor:
         # Per topic (put_messages, put_bytes) counters: labels() takes a lock and builds a key
         # on every call, too much to do per message.
         self._topic_counters: dict[str, tuple[Any, Any]] = {}
-        self._cluster_property = f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
+        self._cluster_property = (
+            f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
+        )
 
     def reject_request(self) -> bool:
         busy = self._store.commit_log.is_os_page_cache_busy()
@@ -291,7 +293,8 @@ class SendMessageProcessor:
         self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig, body: bytes
     ) -> MessageExtBrokerInner:
         msg = self._base(
-            header, self._queue_id(header, topic_config), body, header.flag, header.properties or "", ctx.remote_addr
+            header, self._queue_id(header, topic_config), body, header.flag, header.properties or "",
+            ctx.remote_addr,
         )
         self._retry_or_dlq(header, msg)
         if is_transactional(msg):
@@ -335,9 +338,11 @@ class SendMessageProcessor:
             return request.reply(code, remark)
         append = result.append_result
         # A half message answers with the queue the producer asked for, as RocketMQ does.
-        queue_id = int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first) else first.queue_id
+        queue_id = (int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first)
+                    else first.queue_id)
         # SendMessageResponseHeader's fields, written out: this runs for every send.
         fields = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                   MessageConst.MSG_REGION: DEFAULT_REGION, MessageConst.TRACE_SWITCH: "true"}
-        return RemotingCommand(code, opaque=request.opaque, flag=FLAG_RESPONSE, remark=remark, ext_fields=fields,
+        return RemotingCommand(code, opaque=request.opaque, flag=FLAG_RESPONSE, remark=remark,
+                               ext_fields=fields,
                                serialize_type=request.serialize_type)

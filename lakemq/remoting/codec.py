@@ -169,7 +169,9 @@ def _decode(buffer: bytes | bytearray, start: int, end: int) -> RemotingCommand:
     if kind == SerializeType.JSON:
         command = _decode_json_header(buffer[start + 4:header_end])
     elif kind == SerializeType.ROCKETMQ:
-        command = _decode_rocketmq_header(memoryview(buffer)[start + 4:header_end])
+        # A sliced copy: a view into the decoder's bytearray would pin it (a resize raises
+        # BufferError) for as long as an error's traceback holds the view.
+        command = _decode_rocketmq_header(memoryview(buffer[start + 4:header_end]))
     else:
         raise FrameError(f"unknown serialization type {kind}")
     if header_end < end:

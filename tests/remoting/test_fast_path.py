@@ -22,7 +22,7 @@ from lakemq.remoting import (
     ServerConfig,
     event_loop,
 )
-from lakemq.remoting.codec import FrameDecoder, LanguageCode, encode, encode_parts
+from lakemq.remoting.codec import FrameDecoder, LanguageCode, SerializeType, encode, encode_parts
 from lakemq.remoting.headers import (
     RegisterBrokerRequestHeader,
     SendMessageRequestHeader,
@@ -78,6 +78,18 @@ def test_frames_split_and_coalesced_decode_the_same() -> None:
     assert decoder.feed(wire[len(encode(cmds[0])) + 5:]) == cmds[1:]
     # Bodies are independent bytes, not views into the read buffer.
     assert all(type(c.body) is bytes for c in got)
+
+
+def test_bad_rocketmq_header_split_over_reads_is_a_frame_error() -> None:
+    wire = bytearray(encode(RemotingCommand(code=1, serialize_type=SerializeType.ROCKETMQ,
+                                            ext_fields={"a": "b"})))
+    wire[-3] = 0xFF  # the extFields value length now overruns the header
+    decoder = FrameDecoder()
+    assert decoder.feed(bytes(wire[:5])) == []
+    with pytest.raises(FrameError, match="truncated"):
+        decoder.feed(bytes(wire[5:]))
+    with pytest.raises(FrameError):  # the stream stays failed
+        decoder.feed(b"\0")
 
 
 def test_odd_but_valid_json_headers_take_the_checked_path() -> None:

@@ -6,6 +6,11 @@ own subscription, and whether class filtering is on. Found records are returned 
 in the CommitLog, concatenated, as the body. A pull that finds nothing and may be suspended
 awaits the hold service (up to ``suspendTimeoutMillis`` with long polling, else
 ``shortPollingTimeMills``) and is then run again without suspension.
+
+Where a pull runs: on the event loop when its group already exists (nothing to create and
+persist) and it reads nothing or starts within the CommitLog's most recent
+``accessMessageInMemoryMaxRatio`` of RAM (in the page cache, as RocketMQ judges it); otherwise,
+and for reads from the lake, in the pull pool, where a page fault or a file write blocks no one.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from lakemq.store.message_store import MessageStore
 if TYPE_CHECKING:  # the lake reader (Delta, pyarrow) is imported only by brokers with a lakeUri
     from lakemq.broker.cold_read import ColdPuller
 
-__all__ = ["PullSysFlag", "PullMessageProcessor"]
+__all__ = ["PullMessageProcessor", "PullSysFlag"]
 
 log = logging.getLogger(__name__)
 

@@ -211,9 +211,9 @@ class CommitLog:
                 return refused
         if _DELAY in msg.properties:
             # A refused message is left as it came: the size checks go before the rewrite.
-            refused = self._encode(msg)
-            if isinstance(refused, PutMessageResult):
-                return refused
+            checked = self._encode(msg)
+            if isinstance(checked, PutMessageResult):
+                return checked
             rewrite_delayed_message(msg, self.delay_levels)
         parts = self._encode(msg)
         if isinstance(parts, PutMessageResult):
@@ -311,7 +311,7 @@ class CommitLog:
                 body = msg.body
                 properties = (msg.properties_string or properties_to_string(msg.properties)).encode()
                 born = born_hosts.get(msg.born_host)
-                topic_part = topic_parts.get(topic)
+                topic_part: bytes | None = topic_parts.get(topic)
                 queue_id = msg.queue_id
                 body_len = len(body)
                 props_len = len(properties)
@@ -330,6 +330,7 @@ class CommitLog:
                         return parts
                     size, crc, born_ip, born_port, body, topic_part, props_len_bytes, properties = parts
                     body_len = len(body)
+                assert topic_part is not None  # set on the common path, by _encode otherwise
                 key = (topic, queue_id)
                 queue_offset = next_queue_offsets.get(key)
                 if queue_offset is None:

@@ -103,8 +103,9 @@ class _Run:
         arrived: dict[str, float] = {}
         deadline = time.monotonic() + timeout
         while set(arrived) != keys and time.monotonic() < deadline:
-            now = time.monotonic()
-            for msg in self.read_all():
+            found = self.read_all()
+            now = time.monotonic()  # after the read: a message seen in it arrived no later than this
+            for msg in found:
                 (key,) = msg.keys
                 if key in keys and key not in arrived:
                     arrived[key] = now - self.delayed_sent[key][1]

@@ -41,7 +41,8 @@ class ServiceThread(ABC):
             log.exception("%s stopped by an error", self.name)
 
     def wakeup(self) -> None:
-        self._wake_event.set()
+        if not self._wake_event.is_set():  # set() takes the event's lock even when already set
+            self._wake_event.set()
 
     def wait_for_running(self, interval_s: float) -> None:
         self._wake_event.wait(interval_s)

@@ -55,6 +55,10 @@ class BusinessPool:
     def queue_size(self) -> int:
         return len(self._pending)
 
+    @property
+    def threads(self) -> int:
+        return self._threads
+
     def start(self) -> None:
         if self._max_wait_s is not None:
             self._cleaner = asyncio.get_running_loop().create_task(

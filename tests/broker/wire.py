@@ -3,18 +3,27 @@ exactly as a producer or consumer puts them on the wire."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
+import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 
+from lakemq.broker.broker_controller import BrokerController
+from lakemq.broker.business_pool import BusinessPool
+from lakemq.cli.broker_cmds import load_broker_configs
 from lakemq.common.codes import RequestCode
 from lakemq.common.message import MessageConst, properties_to_string
-from lakemq.remoting import RemotingCommand
+from lakemq.remoting import RemotingClient, RemotingCommand
 from lakemq.remoting.headers import (
     PullMessageRequestHeader,
     SendMessageRequestHeader,
     encode_header,
     encode_send_header_v2,
 )
+from tests.cluster import SMALL_STORE
 
 PULL_COMMIT_OFFSET, PULL_SUSPEND, PULL_SUBSCRIPTION = 0x1, 0x2, 0x4
 
@@ -109,3 +118,37 @@ def pull_request(
 
 def request(code: int, header: object | None = None, body: bytes = b"") -> RemotingCommand:
     return RemotingCommand.request(code, encode_header(header) if header is not None else {}, body)
+
+
+@asynccontextmanager
+async def in_process_broker(
+    tmp_path: Path, **conf: str
+) -> AsyncIterator[tuple[BrokerController, RemotingClient]]:
+    """A broker on the test's own event loop (small store; no NameServer, so it registers
+    nowhere) and a client for it; both shut down at the end."""
+    conf_file = tmp_path / "broker.conf"
+    conf_file.write_text("".join(f"{k}={v}\n" for k, v in {**SMALL_STORE, **conf}.items()))
+    configs = load_broker_configs(str(conf_file), data_dir=str(tmp_path / "store"), port=0,
+                                  namesrv="127.0.0.1:1")
+    controller = BrokerController(*configs)
+    await controller.start()
+    client = RemotingClient()
+    try:
+        yield controller, client
+    finally:
+        await client.shutdown()
+        await controller.shutdown()
+
+
+@asynccontextmanager
+async def pool_held_busy(pool: BusinessPool) -> AsyncIterator[threading.Event]:
+    """Every thread of POOL blocked until the yielded event is set (at the latest when the block
+    ends): only work done on the event loop is answered meanwhile."""
+    release = threading.Event()
+    blockers = [asyncio.create_task(pool.run(release.wait)) for _ in range(pool.threads)]
+    await asyncio.sleep(0.1)
+    try:
+        yield release
+    finally:
+        release.set()
+        await asyncio.gather(*blockers, return_exceptions=True)

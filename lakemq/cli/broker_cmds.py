@@ -18,6 +18,7 @@ from lakemq.common.config import bind, check_unknown_keys, read_properties
 from lakemq.common.logs import setup_logging
 from lakemq.remoting import event_loop
 from lakemq.store.config import StoreConfig
+from lakemq.tiering.config import LAKE_JOB_CONFIGS
 
 __all__ = ["broker", "load_broker_configs"]
 
@@ -37,7 +38,7 @@ def load_broker_configs(
     command line's overrides. Without a conf or ``--data-dir`` the store lives in
     ``~/lakemq-data``; an explicit ``storePathRootDir`` in the conf is kept."""
     props = apply_key_aliases(read_properties(config_path)) if config_path else {}
-    check_unknown_keys(props, (BrokerConfig, StoreConfig))
+    check_unknown_keys(props, (BrokerConfig, StoreConfig, *LAKE_JOB_CONFIGS))  # one conf for broker and jobs
     broker_overrides: dict[str, object] = {}
     if port is not None:
         broker_overrides["listen_port"] = port

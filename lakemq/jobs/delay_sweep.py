@@ -38,6 +38,7 @@ from lakemq.jobs.broker_lookup import FoundAtBroker, broker_lookup
 from lakemq.jobs.sql import register_views
 from lakemq.store.config import StoreConfig
 from lakemq.store.delay_levels import DelayLevels
+from lakemq.tiering.config import DelaySweepConfig
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import MESSAGES_TABLE
 
@@ -74,16 +75,6 @@ _DROP = {
 }
 
 SendBatch = Callable[[Sequence[Message]], object]
-
-
-@dataclass(frozen=True, slots=True)
-class DelaySweepConfig:
-    delay_sweep_grace_ms: int = 10 * 60_000
-    delay_sweep_batch: int = 32
-
-    def __post_init__(self) -> None:
-        if self.delay_sweep_grace_ms < 0 or self.delay_sweep_batch <= 0:
-            raise ConfigError("delaySweepGraceMs must be >= 0 and delaySweepBatch > 0")
 
 
 @dataclass(frozen=True, slots=True)

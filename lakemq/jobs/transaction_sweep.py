@@ -44,6 +44,7 @@ from lakemq.common.message import MessageConst, properties_to_string
 from lakemq.common.record import encode_host, encode_record
 from lakemq.errors import ConfigError, LakeMQError
 from lakemq.jobs.sql import TRANSACTIONS_TABLE, register_views
+from lakemq.tiering.config import TransactionSweepConfig
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import MESSAGES_TABLE
 
@@ -149,15 +150,6 @@ FROM tx
 LEFT JOIN cm ON cm.store_host = tx.store_host AND cm.origin = tx.origin
 LEFT JOIN op ON op.store_host = tx.store_host AND op.origin = tx.origin
 """
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionSweepConfig:
-    transaction_sweep_batch: int = 256  # half messages per request to a broker
-
-    def __post_init__(self) -> None:
-        if not 0 < self.transaction_sweep_batch <= 1024:
-            raise ConfigError("transactionSweepBatch must be within 1..1024")
 
 
 @dataclass(frozen=True, slots=True)

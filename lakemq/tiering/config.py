@@ -1,4 +1,6 @@
-"""The tiering part of broker.conf (camelCase keys, bound with lakemq.common.config.bind)."""
+"""The lake jobs' parts of broker.conf (camelCase keys, bound with lakemq.common.config.bind):
+tiering, the delay sweep and the transaction sweep. One broker.conf serves the broker and the
+jobs, so the broker accepts these keys (LAKE_JOB_CONFIGS) and the jobs read the broker's."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from dataclasses import dataclass
 
 from lakemq.errors import ConfigError
 
-__all__ = ["TieringConfig"]
+__all__ = ["LAKE_JOB_CONFIGS", "DelaySweepConfig", "TieringConfig", "TransactionSweepConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,3 +30,25 @@ class TieringConfig:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.tier_vacuum_retention_hours < 0:
             raise ConfigError("tier_vacuum_retention_hours must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class DelaySweepConfig:
+    delay_sweep_grace_ms: int = 10 * 60_000
+    delay_sweep_batch: int = 32
+
+    def __post_init__(self) -> None:
+        if self.delay_sweep_grace_ms < 0 or self.delay_sweep_batch <= 0:
+            raise ConfigError("delaySweepGraceMs must be >= 0 and delaySweepBatch > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionSweepConfig:
+    transaction_sweep_batch: int = 256  # half messages per request to a broker
+
+    def __post_init__(self) -> None:
+        if not 0 < self.transaction_sweep_batch <= 1024:
+            raise ConfigError("transactionSweepBatch must be within 1..1024")
+
+
+LAKE_JOB_CONFIGS = (TieringConfig, DelaySweepConfig, TransactionSweepConfig)

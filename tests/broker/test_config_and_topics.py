@@ -13,8 +13,10 @@ from lakemq.broker.topic_config_manager import (
     TopicConfig,
     TopicConfigManager,
 )
-from lakemq.common.config import bind
+from lakemq.cli.broker_cmds import load_broker_configs
+from lakemq.common.config import bind, read_properties
 from lakemq.errors import ConfigError, CorruptFileError, InvalidNameError
+from lakemq.tiering.config import DelaySweepConfig, TieringConfig, TransactionSweepConfig
 
 
 def test_bind_from_rocketmq_keys() -> None:
@@ -112,3 +114,18 @@ def test_corrupt_file_falls_back_to_backup(tmp_path) -> None:
     (tmp_path / "topics.json.bak").write_text("")
     with pytest.raises(CorruptFileError):
         TopicConfigManager(BrokerConfig(), tmp_path).load()
+
+
+def test_one_broker_conf_serves_the_broker_and_the_lake_jobs(tmp_path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-j\nlakeUri=/lake\ntierSealIdleMs=5000\ndelaySweepBatch=8\n"
+                    "transactionSweepBatch=16\n")
+    broker, _ = load_broker_configs(str(conf), data_dir=str(tmp_path / "store"))
+    props = read_properties(conf)
+    assert (broker.broker_name, broker.lake_uri) == ("broker-j", "/lake")
+    assert bind(TieringConfig, props).tier_seal_idle_ms == 5000
+    assert bind(DelaySweepConfig, props).delay_sweep_batch == 8
+    assert bind(TransactionSweepConfig, props).transaction_sweep_batch == 16
+    conf.write_text("brokerName=broker-j\ntierSealIdleMz=5000\n")
+    with pytest.raises(ConfigError, match="unknown config keys: tierSealIdleMz"):
+        load_broker_configs(str(conf), data_dir=str(tmp_path / "store"))

@@ -144,12 +144,7 @@ class RemotingConnection(asyncio.Protocol):
         if not self.is_open:
             log.info("dropping response %d to closed %s", response.opaque, self.remote_addr)
             return
-        assert self._transport is not None
-        head, body = encode_parts(response)
-        if len(body) >= _SEPARATE_BODY:
-            self._transport.writelines((head, body))
-        else:
-            self._transport.write(head + body)
+        self._send_frame(response)
 
     def send_response_threadsafe(self, response: RemotingCommand) -> None:
         self.loop.call_soon_threadsafe(self.send_response, response)
@@ -162,12 +157,15 @@ class RemotingConnection(asyncio.Protocol):
         await asyncio.shield(self._closed)
 
     async def _write(self, command: RemotingCommand) -> None:
-        head, body = encode_parts(command)
         if not self._writable.is_set():
             await self._writable.wait()
         if not self.is_open:
             raise RemotingConnectError(f"connection to {self.remote_addr} is closed")
+        self._send_frame(command)
+
+    def _send_frame(self, command: RemotingCommand) -> None:
         assert self._transport is not None
+        head, body = encode_parts(command)
         if len(body) >= _SEPARATE_BODY:
             self._transport.writelines((head, body))
         else:

@@ -40,13 +40,12 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 
 from lakemq.common.config import bind, read_properties
-from lakemq.common.message import MessageConst, properties_to_string
-from lakemq.common.record import encode_host, encode_record
+from lakemq.common.message import MessageConst
 from lakemq.errors import ConfigError, LakeMQError
 from lakemq.jobs.sql import TRANSACTIONS_TABLE, register_views
 from lakemq.tiering.config import TransactionSweepConfig
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.tables import MESSAGES_TABLE
+from lakemq.tiering.tables import MESSAGES_TABLE, encode_row
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -257,23 +256,7 @@ def _row(c: Mapping[str, Any], now: int) -> dict[str, Any]:
 
 def _record(latest: Mapping[str, Any], store_host: str) -> bytes:
     """The newest lake copy as the CommitLog record it was (offsets and store time kept)."""
-    return bytes(encode_record(
-        topic=_HALF_TOPIC,
-        queue_id=latest["queue_id"],
-        body=bytes(latest["body"] or b""),
-        flag=latest["flag"],
-        properties=properties_to_string(dict(latest["properties"] or {})).encode("utf-8"),
-        sys_flag=latest["sys_flag"],
-        born_timestamp=latest["born_timestamp"],
-        born_host=encode_host(latest["born_host"]),
-        store_host=encode_host(store_host),
-        reconsume_times=latest["reconsume_times"],
-        prepared_transaction_offset=latest["prepared_transaction_offset"],
-        queue_offset=latest["queue_offset"],
-        physical_offset=latest["commitlog_offset"],
-        store_timestamp=latest["store_timestamp"],
-        crc=latest["body_crc"],
-    ))
+    return encode_row(_HALF_TOPIC, latest, dict(latest["properties"] or {}), store_host)
 
 
 def _apply(row: dict[str, Any], lake_checks: int, verdict: Mapping[str, Any], now: int) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,10 +21,8 @@ import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-from lakemq.common.message import properties_to_string
-from lakemq.common.record import encode_host, encode_record
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE
+from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE, encode_row
 
 __all__ = ["ColdRecord", "ColdReader", "ColdReadStats"]
 
@@ -108,23 +107,7 @@ class ColdReader:
         return {row["queue_offset"]: _encode(topic_bytes, row) for row in rows}
 
 
-def _encode(topic: bytes, row: dict) -> ColdRecord:
+def _encode(topic: bytes, row: dict[str, Any]) -> ColdRecord:
     properties = dict(row["properties"] or [])
-    record = encode_record(
-        topic=topic,
-        queue_id=row["queue_id"],
-        body=row["body"] or b"",
-        flag=row["flag"],
-        properties=properties_to_string(properties).encode(),
-        sys_flag=row["sys_flag"],
-        born_timestamp=row["born_timestamp"],
-        born_host=encode_host(row["born_host"]),
-        store_host=encode_host(row["store_host"]),
-        reconsume_times=row["reconsume_times"],
-        prepared_transaction_offset=row["prepared_transaction_offset"],
-        queue_offset=row["queue_offset"],
-        physical_offset=row["commitlog_offset"],
-        store_timestamp=row["store_timestamp"],
-        crc=row["body_crc"],
-    )
-    return ColdRecord(row["queue_offset"], row["tags"], properties, bytes(record))
+    record = encode_row(topic, row, properties, row["store_host"])
+    return ColdRecord(row["queue_offset"], row["tags"], properties, record)

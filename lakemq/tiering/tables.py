@@ -9,14 +9,19 @@ epoch milliseconds; ``body`` is the stored body (compressed when ``sys_flag`` sa
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import pyarrow as pa
+
+from lakemq.common.message import properties_to_string
+from lakemq.common.record import encode_host, encode_record
 
 __all__ = [
     "MESSAGES_TABLE", "PARTITION_COLUMNS", "MESSAGES_SCHEMA", "DATA_SCHEMA", "SPARK_DDL", "SPARK_ARROW_SCHEMA",
     "KIND_NORMAL", "KIND_SCHEDULE", "KIND_TRANS_HALF", "KIND_TRANS_OP", "SYSTEM_TOPIC_KINDS",
     "META_BROKER", "META_RANGE_START", "META_RANGE_END", "META_ROWS", "META_DIGEST", "META_SEGMENT",
+    "encode_row",
 ]
 
 MESSAGES_TABLE: Final = "messages"
@@ -75,3 +80,26 @@ META_RANGE_END: Final = "lakemq.rangeEnd"
 META_ROWS: Final = "lakemq.rows"
 META_DIGEST: Final = "lakemq.digest"
 META_SEGMENT: Final = "lakemq.segment"
+
+
+def encode_row(topic: bytes, row: Mapping[str, Any], properties: dict[str, str], store_host: str) -> bytes:
+    """A ``messages`` row as the CommitLog record it was: offsets, times, flags and the stored
+    body and CRC kept. ``properties`` is the row's map as a dict; the lake does not keep their
+    order, so the record may lay them out differently from the original."""
+    return bytes(encode_record(
+        topic=topic,
+        queue_id=row["queue_id"],
+        body=bytes(row["body"] or b""),
+        flag=row["flag"],
+        properties=properties_to_string(properties).encode(),
+        sys_flag=row["sys_flag"],
+        born_timestamp=row["born_timestamp"],
+        born_host=encode_host(row["born_host"]),
+        store_host=encode_host(store_host),
+        reconsume_times=row["reconsume_times"],
+        prepared_transaction_offset=row["prepared_transaction_offset"],
+        queue_offset=row["queue_offset"],
+        physical_offset=row["commitlog_offset"],
+        store_timestamp=row["store_timestamp"],
+        crc=row["body_crc"],
+    ))

@@ -169,14 +169,18 @@ class OrderlyConsumeService(_Service):
         _prepare(self.core.group, msgs)
         ctx = ConsumeOrderlyContext(mq)
         status = await _call(self.listener, msgs, ctx, self.slots, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
-        if pq.dropped:
+        suspend = status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        if pq.dropped and suspend:
             return None  # not committed: the queue's next owner consumes this batch again
-        if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT and not await self._give_up(msgs, mq):
+        if suspend and not await self._give_up(msgs, mq):
             for m in msgs:
                 m.reconsume_times += 1
             pq.make_message_to_consume_again(msgs)
             wait = ctx.suspend_current_queue_time_millis
             return wait if wait >= 0 else self.core.config.suspend_current_queue_time_millis
+        # Committed even when the queue was dropped meanwhile: the rebalancer persists the
+        # offset only after this batch releases the consume lock, and only then unlocks the
+        # queue at the broker, so the next owner starts after this batch.
         offset = pq.commit()
         if offset >= 0:
             self.core.offset_store.update_offset(mq, offset)

@@ -120,23 +120,27 @@ class Rebalancer:
         if pq is None:
             return
         pq.dropped = True
-        store = self.core.offset_store
-        try:
-            await store.persist(mq)
-        except (RemotingError, BrokerError) as exc:
-            log.warning("persisting the offset of dropped %s failed: %s", mq, exc)
-        store.remove_offset(mq)
+        holds_consume_lock = False
         if self.orderly and self.core.config.message_model is MessageModel.CLUSTERING:
+            # Wait for a batch still in the listener, so the offset it commits is persisted below.
             try:
                 await asyncio.wait_for(pq.consume_lock.acquire(), CONSUME_LOCK_WAIT)
+                holds_consume_lock = True
             except asyncio.TimeoutError:
-                # A batch is still in the listener: keep the broker lock (it expires on its
-                # own) so no other consumer starts this queue while we are mid-batch.
+                # Keep the broker lock (it expires on its own) so no other consumer starts
+                # this queue while we are mid-batch.
                 log.warning("%s is still being consumed; leaving its broker lock to expire", mq)
-                return
+        try:
+            store = self.core.offset_store
             try:
+                await store.persist(mq)
+            except (RemotingError, BrokerError) as exc:
+                log.warning("persisting the offset of dropped %s failed: %s", mq, exc)
+            store.remove_offset(mq)
+            if holds_consume_lock:
                 await self.unlock([mq])
-            finally:
+        finally:
+            if holds_consume_lock:
                 pq.consume_lock.release()
 
     async def drop_all(self) -> None:

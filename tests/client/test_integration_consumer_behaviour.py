@@ -12,6 +12,8 @@ from lakemq.client import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
     ConsumerConfig,
     Message,
     MessageExt,
@@ -90,6 +92,51 @@ async def test_reconsume_later_delivers_again(cluster: Cluster) -> None:
     assert sorted(b for b, _, _ in deliveries) == [b"r0", b"r1", b"r1", b"r2"]
     again = [d for d in deliveries if d[0] == b"r1"]
     assert again == [(b"r1", topic, 0), (b"r1", topic, 1)]  # the original topic, one more attempt
+
+
+async def test_orderly_queue_dropped_mid_batch_keeps_that_batch_committed(cluster: Cluster) -> None:
+    """A rebalance that takes an orderly queue away while a batch is in the listener waits for
+    it: the batch's offset reaches the broker before the queue is unlocked, so the next owner
+    (or this consumer, getting the queue back) does not consume it again."""
+    ns, topic, group = cluster.namesrv_addr, unique("OrderDrop"), unique("odg")
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, queue_nums=1, order=True)
+    async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+        await producer.send_batch([Message(topic, f"d{i}".encode()) for i in range(3)])
+    entered, gate = asyncio.Event(), asyncio.Event()
+    consumed: list[bytes] = []
+    consumer = PushConsumer(group, config=ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                                         consume_message_batch_max_size=3),
+                            client_config=client_config(ns, "odrop"))
+    consumer.subscribe(topic)
+
+    async def listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        entered.set()
+        await gate.wait()
+        consumed.extend(m.body for m in msgs)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer.register_message_listener_orderly(listener)
+    await consumer.start()
+    try:
+        await asyncio.wait_for(entered.wait(), 20)
+        (mq,) = [q for q in consumer.owned_queues() if q.topic == topic]
+        assert consumer._rebalancer is not None
+        drop = asyncio.ensure_future(consumer._rebalancer.drop(mq))
+        await asyncio.sleep(0.2)
+        assert not drop.done()  # waiting for the batch in the listener
+        gate.set()
+        await asyncio.wait_for(drop, 5)
+        async with Admin(ns) as admin:
+            (progress,) = [p for p in await admin.consumer_progress(group, topic) if p.mq == mq]
+            addr = (await admin.masters())[mq.broker_name]
+            locked = await admin.api.lock_batch_mq(addr, unique("other"), "other@1", [mq])
+        assert progress.consumer_offset == 3
+        assert consumed == [b"d0", b"d1", b"d2"]
+        assert mq in locked  # unlocked at the broker once the batch was done
+    finally:
+        gate.set()
+        await consumer.shutdown()
 
 
 def test_blocking_facades(cluster: Cluster) -> None:

@@ -8,8 +8,21 @@ from pathlib import Path
 
 from lakemq.launcher import SMALL_STORE, Cluster, ServerProcess, lakemq_command, spawn, start_cluster
 
-__all__ = ["SMALL_STORE", "Cluster", "ServerProcess", "lakemq_command", "spawn", "start_cluster",
-           "tier_run_process"]
+__all__ = ["SMALL_STORE", "Cluster", "ServerProcess", "cold_read_broker_conf", "lakemq_command", "spawn",
+           "start_cluster", "tier_run_process"]
+
+
+def cold_read_broker_conf(lake: Path, **extra: str) -> dict[str, str]:
+    """A broker that reads its lake (``lakeUri``) below the hot tier, on 64 KiB CommitLog files
+    that its clean-up deletes as soon as they are sealed and tiered (any hour, no reserve)."""
+    return {
+        "mappedFileSizeCommitLog": str(64 << 10),
+        "fileReservedTime": "0",
+        "deleteWhen": ";".join(f"{h:02d}" for h in range(24)),
+        "cleanResourceInterval": "300",
+        "lakeUri": str(lake),
+        **extra,
+    }
 
 
 def tier_run_process(root: Path, store: Path, lake: Path, broker: str, *options: str,

@@ -14,7 +14,7 @@ import pytest
 from lakemq.client import PullConsumer
 from lakemq.client.admin import Admin
 from lakemq.tiering.seal import commitlog_files
-from tests.cluster import start_cluster, tier_run_process
+from tests.cluster import cold_read_broker_conf, start_cluster, tier_run_process
 from tests.compat.cpp_client import CppClient
 
 pytest.importorskip("rocketmq.client")
@@ -22,16 +22,6 @@ pytestmark = [pytest.mark.compat, pytest.mark.slow, pytest.mark.timeout(300)]
 
 BROKER, TOPIC, GROUP = "broker-a", "CppColdOrders", "CppColdGroup"
 COUNT = 120
-
-
-def _conf(lake: Path) -> dict[str, str]:
-    return {
-        "mappedFileSizeCommitLog": str(64 << 10),
-        "fileReservedTime": "0",
-        "deleteWhen": ";".join(f"{h:02d}" for h in range(24)),
-        "cleanResourceInterval": "300",
-        "lakeUri": str(lake),
-    }
 
 
 def _spec(i: int) -> dict[str, object]:
@@ -57,7 +47,7 @@ async def _start_group_at_zero(namesrv: str) -> None:
 
 async def test_cpp_push_consumer_reads_lake_then_hot_once(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=_conf(lake)) as cluster:
+    with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=cold_read_broker_conf(lake)) as cluster:
         namesrv = cluster.namesrv_addr
         store = tmp_path / BROKER / "store"
         async with Admin(namesrv) as admin:

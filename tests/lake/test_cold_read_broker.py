@@ -18,7 +18,7 @@ from lakemq.common.message import Message
 from lakemq.tiering.cold_read import ColdReader
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import commitlog_files
-from tests.cluster import start_cluster, tier_run_process
+from tests.cluster import cold_read_broker_conf, start_cluster, tier_run_process
 
 BROKER = "broker-a"
 TOPIC = "cold_orders"
@@ -27,14 +27,8 @@ BODY_PAD = 900
 
 
 def _broker_conf(lake: Path) -> dict[str, str]:
-    return {
-        "mappedFileSizeCommitLog": str(64 << 10),
-        "mappedFileSizeConsumeQueue": str(20 * 40),
-        "fileReservedTime": "0",
-        "deleteWhen": ";".join(f"{h:02d}" for h in range(24)),
-        "cleanResourceInterval": "300",
-        "lakeUri": str(lake),
-    }
+    # Small ConsumeQueue files too, so their clean-up follows the CommitLog's.
+    return cold_read_broker_conf(lake, mappedFileSizeConsumeQueue=str(20 * 40))
 
 
 async def _produce(namesrv: str) -> dict[str, tuple[bytes, str | None, dict[str, str]]]:

@@ -28,7 +28,7 @@ from lakemq.jobs.tier_run import tier_run
 from lakemq.jobs.transaction_sweep import run_transaction_sweep, sweep_transactions
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.seal import commitlog_files
-from tests.cluster import lakemq_command, start_cluster
+from tests.cluster import cold_read_broker_conf, lakemq_command, start_cluster
 from tests.transaction.helpers import Receiver, queue_max_offset, wait_until
 
 TOPIC, GROUP, BROKER = "TxSwept", "SweptTxProducer", "broker-a"
@@ -91,20 +91,6 @@ class _CommitOnCheck:
         return LocalTransactionState.COMMIT_MESSAGE
 
 
-def _broker_conf(lake: Path) -> dict[str, str]:
-    return {
-        "mappedFileSizeCommitLog": str(64 << 10),
-        "mappedFileSizeConsumeQueue": str(20 * 40),
-        "fileReservedTime": "0",
-        "deleteWhen": ";".join(f"{h:02d}" for h in range(24)),
-        "cleanResourceInterval": "300",
-        "lakeUri": str(lake),
-        "transactionTimeOut": "1000",
-        "transactionCheckInterval": "400",
-        "transactionCheckMax": "40",
-    }
-
-
 def _tier(spark: Any, store: Path, lake: Path) -> None:
     tier_run(spark, store_dir=store, broker_name=BROKER, config=TieringConfig(lake_uri=str(lake), tier_seal_idle_ms=1),
              retention=False, upkeep=False)
@@ -119,7 +105,9 @@ def _states(spark: Any, lake: Path, query: str = "SELECT * FROM transactions") -
 def test_sweep_settles_lake_only_transactions(spark: Any, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     store = tmp_path / BROKER / "store"
-    with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=_broker_conf(lake)) as cluster:
+    with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=cold_read_broker_conf(
+            lake, mappedFileSizeConsumeQueue=str(20 * 40), transactionTimeOut="1000",
+            transactionCheckInterval="400", transactionCheckMax="40")) as cluster:
         ns, broker = cluster.namesrv_addr, cluster.broker_addr()
         first = subprocess.Popen([sys.executable, "-c", _FIRST_PRODUCER, ns, TOPIC, GROUP], cwd=ROOT, text=True,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -136,7 +136,7 @@ def consume(namesrv: str, topic: str, group: str, expression: str, count: int | 
             while not done.is_set():
                 try:
                     await asyncio.wait_for(done.wait(), 0.2)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if idle_timeout is not None and time.monotonic() - last_message > idle_timeout:
                         break
         finally:

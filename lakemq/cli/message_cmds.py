@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from lakemq.cli.client_cmds import log_to_file, admin, namesrv_option
+from lakemq.cli.client_cmds import admin, log_to_file, namesrv_option
 from lakemq.client.admin import Admin
 from lakemq.common.message import MessageExt
 from lakemq.common.timeparse import parse_millis
@@ -38,7 +38,7 @@ def _hot_row(m: MessageExt) -> tuple[str, ...]:
                 m.keys, m.body)
 
 
-def _lake_row(m: "LakeMessage") -> tuple[str, ...]:
+def _lake_row(m: LakeMessage) -> tuple[str, ...]:
     return _row("lake", m.msg_id, m.uniq_key, m.topic, m.queue_id, m.queue_offset, m.store_timestamp, m.tags,
                 m.keys, m.body)
 

@@ -100,6 +100,19 @@ def sweep() -> None:
     """Deliver from the lake what the hot tier can no longer deliver."""
 
 
+def sweep_settings(namesrv: str, lake: str, config: str | None, storage_option: tuple[str, ...],
+                   master: str | None) -> dict[str, Any]:
+    """The settings every sweep job takes from its command line (the job's own keys come from
+    the broker.conf named by ``--config``)."""
+    return {
+        "lake_uri": lake,
+        "namesrv": namesrv,
+        "broker_conf": config,
+        "storage_options": parse_storage_options(storage_option),
+        "master": master,
+    }
+
+
 @sweep.command("delay")
 @namesrv_option
 @click.option("--lake", required=True, help="lake URI")
@@ -124,14 +137,8 @@ def sweep_delay_cmd(
     from lakemq.jobs.delay_sweep import run_sweep
 
     log_to_file()
-    values = {
-        "lake_uri": lake,
-        "namesrv": namesrv,
-        "broker_conf": config,
-        "storage_options": parse_storage_options(storage_option),
-        "master": master,
-    }
-    result = run_sweep(values, now_ms=parse_millis(now, 0) or None)
+    result = run_sweep(sweep_settings(namesrv, lake, config, storage_option, master),
+                       now_ms=parse_millis(now, 0) or None)
     click.echo(
         f"delivered {result['sent']} due delayed message(s) in {result['seconds']:.1f}s; "
         f"{result['found']} were already at the broker (recorded, not sent again)"

@@ -10,8 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import parse_storage_options
-from lakemq.cli.replay_cmds import sweep
+from lakemq.cli.replay_cmds import sweep, sweep_settings
 from lakemq.errors import LakeError
 
 
@@ -45,11 +44,7 @@ def sweep_transactions_cmd(
 
     log_to_file()
     values = {
-        "lake_uri": lake,
-        "namesrv": namesrv,
-        "broker_conf": config,
-        "storage_options": parse_storage_options(storage_option),
-        "master": master,
+        **sweep_settings(namesrv, lake, config, storage_option, master),
         "access_key": access_key,
         "secret_key": secret_key,
         "report_limit": max(show, 1),

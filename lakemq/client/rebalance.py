@@ -126,7 +126,7 @@ class Rebalancer:
             try:
                 await asyncio.wait_for(pq.consume_lock.acquire(), CONSUME_LOCK_WAIT)
                 holds_consume_lock = True
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 # Keep the broker lock (it expires on its own) so no other consumer starts
                 # this queue while we are mid-batch.
                 log.warning("%s is still being consumed; leaving its broker lock to expire", mq)

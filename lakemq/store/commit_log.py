@@ -39,7 +39,7 @@ from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log_scan import DispatchRequest, iter_dispatch_requests, scan_valid_end
 from lakemq.store.config import FlushDiskType, StoreConfig
 from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
-from lakemq.store.flush import FlushCommitLogService, FlushRealTimeService, GroupCommitService
+from lakemq.store.flush import AckSink, FlushCommitLogService, FlushRealTimeService, GroupCommitService
 from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
 from lakemq.store.results import (
@@ -72,6 +72,16 @@ _TOPIC_LEN = tuple(bytes([n]) for n in range(256))
 _Parts = tuple[int, int, bytes, int, bytes, bytes, bytes, bytes]
 
 _MAX_BORN_HOSTS = 65_536
+
+
+_FutureToken = tuple[Future[PutMessageResult], PutMessageResult]
+
+
+def _complete_futures(acks: list[tuple[_FutureToken, PutMessageStatus]]) -> None:
+    """put_message_async's sink: a commit's futures completed in one pass on the flush thread."""
+    for (future, result), status in acks:
+        future.set_result(result if status is PutMessageStatus.PUT_OK
+                          else PutMessageResult(status, result.append_result))
 
 
 class PutMessageSpinLock:
@@ -192,16 +202,34 @@ class CommitLog:
     def put_messages_async(self, msgs: Sequence[MessageExtBrokerInner]) -> Future[PutMessageResult]:
         return self._complete_async(self._append_messages(msgs), all(m.wait_store_msg_ok for m in msgs))
 
-    def _complete_async(self, result: PutMessageResult, wait: bool) -> Future[PutMessageResult]:
-        future: Future[PutMessageResult] = Future()
+    def put_message_acked(self, msg: MessageExtBrokerInner, sink: AckSink,
+                          token: object) -> tuple[PutMessageResult, bool]:
+        """Append one message now. Returns (result, pending): if pending, the put waits for
+        the group commit and ``sink`` receives ``(token, status)`` on the flush thread, in
+        one list with every other put of that sink the same fdatasync covered (status
+        PUT_OK or FLUSH_DISK_TIMEOUT); otherwise ``result`` is already final."""
+        return self._ack_later(self._append_message(msg), msg.wait_store_msg_ok, sink, token)
+
+    def put_messages_acked(self, msgs: Sequence[MessageExtBrokerInner], sink: AckSink,
+                           token: object) -> tuple[PutMessageResult, bool]:
+        wait = all(m.wait_store_msg_ok for m in msgs)
+        return self._ack_later(self._append_messages(msgs), wait, sink, token)
+
+    def _ack_later(self, result: PutMessageResult, wait: bool, sink: AckSink,
+                   token: object) -> tuple[PutMessageResult, bool]:
         ar = result.append_result
         if ar is None or self._acks_at_once:
-            future.set_result(result)
-        else:
-            def complete(status: PutMessageStatus) -> None:
-                future.set_result(result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar))
+            return result, False
+        status = self.flush_service.on_put_acked(ar.next_offset, wait, sink, token)
+        if status is None:
+            return result, True
+        return (result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)), False
 
-            self.flush_service.on_put_async(ar.next_offset, wait, complete)
+    def _complete_async(self, result: PutMessageResult, wait: bool) -> Future[PutMessageResult]:
+        future: Future[PutMessageResult] = Future()
+        final, pending = self._ack_later(result, wait, _complete_futures, (future, result))
+        if not pending:
+            future.set_result(final)
         return future
 
     def _append_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:

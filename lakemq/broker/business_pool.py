@@ -1,8 +1,9 @@
 """A processor family's business pool: a bounded queue in front of worker threads, with
 RocketMQ's broker fast failure.
 
-Store calls block (mmap writes, SYNC_FLUSH waits for the group commit), so they run in
-threads, one pool per request family. Waiting requests sit in a queue owned by the event
+Store calls that may block (creating a topic's or a DLQ's config file, reading messages) run
+in threads, one pool per request family; a SYNC_FLUSH send waits for the group commit on the
+event loop, not here (lakemq.broker.loop_acks). Waiting requests sit in a queue owned by the event
 loop; a request that waited longer than ``max_wait_ms`` at the head of the queue is answered
 SYSTEM_BUSY at once (the seeds' waitTimeMillsInSendQueue, checked every 10 ms), and a full
 queue refuses new work, so a slow disk turns into quick refusals a producer can route around

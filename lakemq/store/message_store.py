@@ -29,7 +29,7 @@ from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.dispatch import CommitLogDispatcher, MessageArrivingListener, ReputMessageService, dispatch_to
 from lakemq.store.filter import MessageFilter
-from lakemq.store.flush import FlushListener
+from lakemq.store.flush import AckSink, FlushListener
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult
 from lakemq.store.index_service import IndexService
 from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService
@@ -183,6 +183,26 @@ class MessageStore:
         if result.is_ok:
             self.reput.wakeup()
         return result
+
+    def put_message_acked(self, msg: MessageExtBrokerInner, sink: AckSink,
+                          token: object) -> tuple[PutMessageResult, bool]:
+        """put_message without blocking (CommitLog.put_message_acked): dispatch starts at the
+        append; a SYNC_FLUSH acknowledgement comes later through ``sink``."""
+        if not self._running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running"), False
+        result, pending = self.commit_log.put_message_acked(msg, sink, token)
+        if result.is_ok:
+            self.reput.wakeup()
+        return result, pending
+
+    def put_messages_acked(self, msgs: list[MessageExtBrokerInner], sink: AckSink,
+                           token: object) -> tuple[PutMessageResult, bool]:
+        if not self._running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running"), False
+        result, pending = self.commit_log.put_messages_acked(msgs, sink, token)
+        if result.is_ok:
+            self.reput.wakeup()
+        return result, pending
 
     # -- pull --------------------------------------------------------------------------------
 

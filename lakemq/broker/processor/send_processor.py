@@ -6,21 +6,26 @@ Checks (broker and topic permissions, system topics, queue id), creates a missin
 the producer's default topic (TBW102) when auto-creation is on, routes retry messages past
 their group's max reconsume times to the group's DLQ, stores a TRAN_MSG=true send as a half
 message (lakemq.broker.transaction), then puts and maps the store's
-PutMessageStatus to a response code. The put runs in the send pool where it may block (the
-group commit under SYNC_FLUSH, a topic or DLQ config written); under ASYNC_FLUSH a put to a
-known topic is a copy into the mapped CommitLog and is done on the event loop.
+PutMessageStatus to a response code. A put to a known topic is a copy into the mapped
+CommitLog and is done on the event loop; a put that writes files (a topic or a DLQ config
+created) runs in the send pool. Under SYNC_FLUSH no thread waits for the disk: the put
+appends, and the reply waits on the loop for the group commit, which hands each fdatasync's
+acknowledgements to the loop at once (lakemq.broker.loop_acks; docs/STORE.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.loop_acks import LoopAcks
 from lakemq.broker.message_batch import decode_batch
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
@@ -106,6 +111,18 @@ _STORED: Final = frozenset(
 )
 
 
+@dataclass(slots=True)
+class _Appended:
+    """A put in the CommitLog whose reply waits for the group commit."""
+
+    ctx: RequestContext
+    request: RemotingCommand
+    header: SendMessageRequestHeader
+    msgs: list[MessageExtBrokerInner]
+    result: PutMessageResult
+    started: float
+
+
 class SendMessageProcessor:
     def __init__(
         self,
@@ -124,7 +141,8 @@ class SendMessageProcessor:
         self._metrics = metrics
         self._put_latency = metrics.put_latency_seconds.labels(config.broker_name)
         self._page_cache_busy = metrics.flow_control_rejections.labels(config.broker_name, "page_cache_busy")
-        self._inline_puts = store.config.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+        self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._acks: LoopAcks | None = None  # made on the loop by the first SYNC_FLUSH send
         # Per topic (put_messages, put_bytes) counters: labels() takes a lock and builds a key
         # on every call, too much to do per message.
         self._topic_counters: dict[str, tuple[Any, Any]] = {}
@@ -142,29 +160,79 @@ class SendMessageProcessor:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = decode_send_header(request)
-        # Under ASYNC_FLUSH a put to a known topic only copies into the mapped CommitLog, so it
-        # is done right here on the loop: two thread hops cost more than the put. A put that
-        # may wait (SYNC_FLUSH's group commit) or write files (creating a topic, a retry
-        # group's DLQ) runs in the send pool, with its queue-time fast failure.
+        ack = self._ack_future()
+        # A put to a known topic only copies into the mapped CommitLog, so it is done right
+        # here on the loop: two thread hops cost more than the put. A put that writes files
+        # (creating a topic, a retry group's DLQ) runs in the send pool, with its queue-time
+        # fast failure. Either way a SYNC_FLUSH reply then waits for the group commit on the
+        # loop, holding no thread.
         if (
-            self._inline_puts
-            and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
             and self._topics.select_topic_config(header.topic) is not None
         ):
-            return self._send(ctx, request, header)
-        return self._pool.run(lambda: self._send(ctx, request, header))
+            sent = self._send(ctx, request, header, ack)
+            if isinstance(sent, _Appended):
+                assert ack is not None
+                return self._acked(sent, ack)
+            return sent
+        return self._send_pooled(ctx, request, header, ack)
+
+    def _ack_future(self) -> asyncio.Future[PutMessageStatus] | None:
+        """Under SYNC_FLUSH, the future the group commit completes for this send (on the loop)."""
+        if not self._sync_flush:
+            return None
+        acks = self._acks
+        if acks is None:
+            acks = self._acks = LoopAcks(asyncio.get_running_loop())
+        return acks.future()
+
+    async def _send_pooled(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
+        ack: asyncio.Future[PutMessageStatus] | None,
+    ) -> RemotingCommand:
+        sent = await self._pool.run(lambda: self._send(ctx, request, header, ack))
+        if isinstance(sent, _Appended):
+            assert ack is not None
+            return await self._acked(sent, ack)
+        return sent
+
+    async def _acked(self, appended: _Appended, ack: asyncio.Future[PutMessageStatus]) -> RemotingCommand:
+        status = await ack
+        result = appended.result
+        if status is not PutMessageStatus.PUT_OK:  # FLUSH_DISK_TIMEOUT: stored, not yet on disk
+            result = PutMessageResult(status, result.append_result)
+        a = appended
+        return self._done(a.ctx, a.request, a.header, a.msgs, result, a.started)
 
     def _send(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand:
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
+        ack: asyncio.Future[PutMessageStatus] | None,
+    ) -> RemotingCommand | _Appended:
+        """Check, build and append; with ``ack`` (SYNC_FLUSH) a put that waits for the group
+        commit comes back as _Appended and ``ack`` completes with its flush status."""
         topic_config = self._msg_check(ctx, header)
         started = time.perf_counter()
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        if batch:
             msgs = self._batch_messages(ctx, header, topic_config, request.body)
-            result = self._store.put_messages(msgs)
         else:
             msgs = [self._message(ctx, header, topic_config, request.body)]
-            result = self._store.put_message(msgs[0])
+        store = self._store
+        if ack is None:
+            result = store.put_messages(msgs) if batch else store.put_message(msgs[0])
+        else:
+            acks = self._acks
+            assert acks is not None
+            result, pending = (store.put_messages_acked(msgs, acks, ack) if batch
+                               else store.put_message_acked(msgs[0], acks, ack))
+            if pending:
+                return _Appended(ctx, request, header, msgs, result, started)
+        return self._done(ctx, request, header, msgs, result, started)
+
+    def _done(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
+        msgs: list[MessageExtBrokerInner], result: PutMessageResult, started: float,
+    ) -> RemotingCommand:
         status = result.status
         if status is PutMessageStatus.PUT_OK or status in _STORED:  # `is` first: Enum hashing is slow
             self._put_latency.observe(time.perf_counter() - started)

@@ -1,11 +1,11 @@
 """CommitLog: the one append-only log of every message of a broker.
 
 One appender at a time (the put lock). The record layout is :mod:`lakemq.common.record`'s.
-Under the lock the appender assigns the queue offset, physical offset and store time and packs
-each record's fixed 88 bytes once with them (no build-then-patch), joins the pieces and copies
-them into the mapped file with one slice assignment; a batch is checked, packed and copied in
-one pass. A record that does not fit (with 8 bytes to spare) seals the file with a blank
-record and goes to the next one. Flushing happens after the lock is released.
+The compiled encoder (:mod:`lakemq.store._native`, docs/NATIVE.md) checks and measures the
+messages (body CRC included); under the lock it packs every record with its queue offset,
+physical offset and store time straight into the mapped file. A record that does not fit
+(with 8 bytes to spare) seals the file with a blank record and goes to the next one. Flushing
+happens after the lock is released.
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ from lakemq.common.faults import append_stall_seconds
 from lakemq.common.message import MessageConst, MessageExtBrokerInner, MessageSysFlag, properties_to_string
 from lakemq.common.record import (
     BLANK_MAGIC_CODE,
-    HEAD_BODY_LEN,
     MESSAGE_MAGIC_CODE,
-    PHYSICAL_OFFSET_POS,
     PROPS_LEN,
-    QUEUE_OFFSET_POS,
     RECORD_FIXED_SIZE,
     STORE_TIMESTAMP_POS,
     check_record,
@@ -35,6 +32,7 @@ from lakemq.common.record import (
 )
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import StoreError
+from lakemq.store._native import RecordEncoder, Records
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log_scan import DispatchRequest, iter_dispatch_requests, scan_valid_end
 from lakemq.store.config import FlushDiskType, StoreConfig
@@ -58,14 +56,13 @@ END_FILE_MIN_BLANK_LENGTH = 8
 _BLANK = struct.Struct(">iI")
 _FIRST_RECORD = struct.Struct(">iI")
 _LONG = struct.Struct(">q")
-_PHYSICAL_OFFSET = _LONG
 _TRANSACTION_MASK = 0xC
-_NOT_IN_QUEUE = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 _DELAY = MessageConst.DELAY_TIME_LEVEL
-# The fixed 88 bytes before the body, packed once per record with its final offsets and time.
-_HEAD_PACK = HEAD_BODY_LEN.pack
 _PROPS_LEN_PACK = PROPS_LEN.pack
-_MAX_QUEUE_ID = 0x7FFFFFFF
+# Sys flag bits that send a message off the encoder's common path: unknown bits (refused by
+# _check), and in a batch also the transaction bits (batches may not be transactional).
+_UNKNOWN_BITS = ~MessageSysFlag.KNOWN_MASK
+_REFUSED_IN_BATCH = ~MessageSysFlag.KNOWN_MASK | _TRANSACTION_MASK
 _MAX_PROPERTIES_LEN = 0x7FFF  # the record's properties length is a signed short
 _TOPIC_LEN = tuple(bytes([n]) for n in range(256))
 # (size, body CRC, born ip, born port, body, topic with its length byte, properties length, properties)
@@ -120,7 +117,7 @@ class CommitLog:
         self.store_host = store_host
         self._store_ip, self._store_port = encode_host(store_host)
         # The 16-byte offset message id is host + offset: the host half is fixed per store.
-        self._msg_id_prefix = create_message_id(self._store_ip, self._store_port, 0)[:16]
+        self._msg_id_prefix = create_message_id(self._store_ip, self._store_port, 0)[:16].encode()
         self._put_lock = PutMessageSpinLock()
         self._lock_begin_ms = 0
         self._append_stall_s = append_stall_seconds()  # fault injection only; 0 in production
@@ -131,6 +128,11 @@ class CommitLog:
         self._valid_topics: set[str] = set()
         self._topic_parts: dict[str, bytes] = {}
         self._born_hosts: dict[str, tuple[bytes, int]] = {}  # "ip:port" -> encoded, for every put
+        # The compiled record packer (lakemq/store/_native.pyx) shares these tables.
+        self._encoder = RecordEncoder(
+            self._valid_topics, self._topic_parts, self._born_hosts, config.max_message_size,
+            min(config.max_properties_size, _MAX_PROPERTIES_LEN), self.file_size - END_FILE_MIN_BLANK_LENGTH,
+            properties_to_string)
         self.flush_service: FlushCommitLogService
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.flush_service = GroupCommitService(self.mapped_file_queue, config.sync_flush_timeout, checkpoint)
@@ -243,13 +245,13 @@ class CommitLog:
             if isinstance(checked, PutMessageResult):
                 return checked
             rewrite_delayed_message(msg, self.delay_levels)
-        parts = self._encode(msg)
-        if isinstance(parts, PutMessageResult):
-            return parts
-        size, crc, born_ip, born_port, body, topic_part, props_len, props = parts
-        key = (msg.topic, msg.queue_id)
-        sys_flag = msg.sys_flag
-        in_queue = sys_flag & _TRANSACTION_MASK not in _NOT_IN_QUEUE
+        try:
+            records = self._encoder.gather((msg,), self._encode, _UNKNOWN_BITS, False)
+        except OverflowError as exc:  # a field outside its int32/int64 slot: nothing written
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
+        if not isinstance(records, Records):
+            return records
+        size = records.total
         with self._put_lock:
             now = time.time_ns() // 1_000_000
             self._lock_begin_ms = now
@@ -263,24 +265,13 @@ class CommitLog:
             if mf is None:
                 self._lock_begin_ms = 0
                 return self._not_writable()
-            table = self._topic_queue_table
-            queue_offset = table.get(key, 0) if in_queue else 0
             offset = mf.file_from_offset + mf.wrote_position
-            try:
-                head = _HEAD_PACK(size, MESSAGE_MAGIC_CODE, crc, key[1], msg.flag, queue_offset, offset,
-                                  sys_flag, msg.born_timestamp, born_ip, born_port, now, self._store_ip,
-                                  self._store_port, msg.reconsume_times, msg.prepared_transaction_offset,
-                                  len(body))
-            except struct.error as exc:  # a field outside its int32/int64 slot: nothing written
-                self._lock_begin_ms = 0
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
-            mf.append(b"".join((head, body, topic_part, props_len, props)))
+            mf.append_packed(size, records.write, offset, now, self._store_ip, self._store_port, self._topic_queue_table)
             mf.store_timestamp = now
-            if in_queue:
-                table[key] = queue_offset + 1
             self._lock_begin_ms = 0
         return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
-            AppendMessageStatus.PUT_OK, offset, size, f"{self._msg_id_prefix}{offset:016X}", now, queue_offset))
+            AppendMessageStatus.PUT_OK, offset, size, records.msg_ids(self._msg_id_prefix, offset), now,
+            records.first_queue_offset))
 
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
         """Append a batch contiguously in one file, with consecutive queue offsets per queue,
@@ -293,10 +284,9 @@ class CommitLog:
         return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
 
     def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
-        """One pass under the lock: each message is checked, its fixed part packed with its
-        final offsets and store time, and the whole batch joined into one buffer and copied
-        into the file at once. A batch is laid out for the current file first; in the rare
-        case it does not fit there, the file is sealed and the offsets in the buffer moved."""
+        """Under the lock: every message is checked and measured (the compiled encoder), the
+        file chosen for the whole batch (sealing the current one if it does not fit), then
+        every record packed with its final offsets and store time straight into the file."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         with self._put_lock:
@@ -310,92 +300,32 @@ class CommitLog:
     def _append_batch_locked(self, msgs: Sequence[MessageExtBrokerInner], now: int) -> PutMessageResult:
         if self._append_stall_s:
             time.sleep(self._append_stall_s)
-        mf = self._writable_file(0) if self._running else None
-        if mf is None:
+        if not self._running:
             return self._not_writable()
-        valid_topics = self._valid_topics
-        topic_parts = self._topic_parts
-        born_hosts = self._born_hosts
-        max_body = self.config.max_message_size
-        max_props = min(self.config.max_properties_size, _MAX_PROPERTIES_LEN)
-        max_size = self.file_size - END_FILE_MIN_BLANK_LENGTH
-        pack = _HEAD_PACK
-        refused_bits = ~MessageSysFlag.KNOWN_MASK | _TRANSACTION_MASK
-        store_ip, store_port = self._store_ip, self._store_port
-        table = self._topic_queue_table
-        next_queue_offsets: dict[tuple[str, int], int] = {}
-        pieces: list[bytes] = []
-        add = pieces.extend
-        starts: list[int] = []
-        base = record_offset = mf.file_from_offset + mf.wrote_position
         try:
-            for msg in msgs:
-                sys_flag = msg.sys_flag
-                topic = msg.topic
-                if topic not in valid_topics or sys_flag & refused_bits or _DELAY in msg.properties:
-                    refused = self._check_batch_member(msg)
-                    if refused is not None:
-                        return refused
-                body = msg.body
-                properties = (msg.properties_string or properties_to_string(msg.properties)).encode()
-                born = born_hosts.get(msg.born_host)
-                topic_part: bytes | None = topic_parts.get(topic)
-                queue_id = msg.queue_id
-                body_len = len(body)
-                props_len = len(properties)
-                size = 0
-                if (born is not None and topic_part is not None and body_len <= max_body
-                        and props_len <= max_props and 0 <= queue_id <= _MAX_QUEUE_ID):
-                    size = RECORD_FIXED_SIZE - 1 + body_len + len(topic_part) + props_len
-                    if size <= max_size:
-                        crc, born_ip, born_port, props_len_bytes = (crc32(body) & 0x7FFFFFFF, born[0], born[1],
-                                                                    _PROPS_LEN_PACK(props_len))
-                    else:
-                        size = 0
-                if not size:  # _encode has the exact answer off the common path (a new born host, a limit)
-                    parts = self._encode(msg)
-                    if isinstance(parts, PutMessageResult):
-                        return parts
-                    size, crc, born_ip, born_port, body, topic_part, props_len_bytes, properties = parts
-                    body_len = len(body)
-                assert topic_part is not None  # set on the common path, by _encode otherwise
-                key = (topic, queue_id)
-                queue_offset = next_queue_offsets.get(key)
-                if queue_offset is None:
-                    queue_offset = table.get(key, 0)
-                next_queue_offsets[key] = queue_offset + 1
-                add((pack(size, MESSAGE_MAGIC_CODE, crc, queue_id, msg.flag, queue_offset, record_offset, sys_flag,
-                          msg.born_timestamp, born_ip, born_port, now, store_ip, store_port, msg.reconsume_times,
-                          msg.prepared_transaction_offset, body_len),
-                     body, topic_part, props_len_bytes, properties))
-                starts.append(record_offset)
-                record_offset += size
-        except struct.error as exc:  # a field outside its int32/int64 slot: nothing written
+            records = self._encoder.gather(msgs, self._encode_batch_member, _REFUSED_IN_BATCH, True)
+        except OverflowError as exc:  # a field outside its int32/int64 slot: nothing written
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
-        total = record_offset - base
+        if not isinstance(records, Records):
+            return records
+        total = records.total
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"batch of {total} bytes exceeds a CommitLog file")
-        batch: bytes | bytearray = b"".join(pieces)
-        if total + END_FILE_MIN_BLANK_LENGTH > mf.remaining():
-            mf = self._writable_file(total)  # seals this file
-            if mf is None:
-                return self._not_writable()
-            moved = mf.file_from_offset + mf.wrote_position
-            batch = bytearray(batch)
-            starts = [start - base + moved for start in starts]
-            for start in starts:
-                _PHYSICAL_OFFSET.pack_into(batch, start - moved + PHYSICAL_OFFSET_POS, start)
-            base = moved
-        mf.append(batch)
-        table.update(next_queue_offsets)
+        mf = self._writable_file(total)  # seals the current file when the batch does not fit
+        if mf is None:
+            return self._not_writable()
+        base = mf.file_from_offset + mf.wrote_position
+        mf.append_packed(total, records.write, base, now, self._store_ip, self._store_port, self._topic_queue_table)
         mf.store_timestamp = now
-        prefix = self._msg_id_prefix
-        msg_ids = ",".join([f"{prefix}{start:016X}" for start in starts])
-        first_queue_offset = _LONG.unpack_from(batch, QUEUE_OFFSET_POS)[0]
-        result = AppendMessageResult(AppendMessageStatus.PUT_OK, base, total, msg_ids, now,
-                                     first_queue_offset, len(msgs))
+        result = AppendMessageResult(AppendMessageStatus.PUT_OK, base, total,
+                                     records.msg_ids(self._msg_id_prefix, base), now, records.first_queue_offset,
+                                     len(msgs))
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    def _encode_batch_member(self, msg: MessageExtBrokerInner) -> _Parts | PutMessageResult:
+        refused = self._check_batch_member(msg)
+        return refused if refused is not None else self._encode(msg)
 
     def _check_batch_member(self, msg: MessageExtBrokerInner) -> PutMessageResult | None:
         """_check, and batches may not hold delayed or transactional messages (as RocketMQ)."""

@@ -191,34 +191,27 @@ class ConsumeQueue:
         mf.append(_UNIT.pack(commit_log_offset, size, tags_code))
         self.max_physic_offset = commit_log_offset + size
 
-    def put_message_position_infos(self, entries: list[tuple[int, int, int, int]]) -> None:
-        """put_message_position_info for many (commit log offset, size, tags code, queue
-        offset) in CommitLog order: a run of entries that follow on from the queue's end
-        and fit in its last file is packed and copied in one go; anything else (a gap, a
-        replayed entry, a file boundary) takes the one-entry path."""
-        pack = _UNIT.pack
-        i, n = 0, len(entries)
+    def put_message_position_infos(self, cq_offset: int, units: bytes) -> None:
+        """put_message_position_info for the packed entries ``units`` (20 bytes each, rising
+        CommitLog offsets) of queue offsets ``cq_offset``, ``cq_offset + 1``, ...: the part
+        that follows on from the queue's end is copied in one go per file; anything else (a
+        gap, a replayed entry) takes the one-entry path."""
+        view = memoryview(units)
+        n = len(units) // CQ_STORE_UNIT_SIZE
+        i = 0
         while i < n:
-            offset, size, tags_code, cq_offset = entries[i]
+            offset, size, tags_code = _UNIT.unpack_from(units, i * CQ_STORE_UNIT_SIZE)
             mf = self.mapped_file_queue.get_last_mapped_file(need_create=False)
-            expect = cq_offset * CQ_STORE_UNIT_SIZE
             if (mf is None or offset + size <= self.max_physic_offset or mf.remaining() < CQ_STORE_UNIT_SIZE
-                    or mf.file_from_offset + mf.wrote_position != expect):
-                self.put_message_position_info(offset, size, tags_code, cq_offset)
+                    or mf.file_from_offset + mf.wrote_position != (cq_offset + i) * CQ_STORE_UNIT_SIZE):
+                self.put_message_position_info(offset, size, tags_code, cq_offset + i)
                 i += 1
                 continue
-            j = i + 1
-            limit = min(n, i + mf.remaining() // CQ_STORE_UNIT_SIZE)
-            last_cq, last_end = cq_offset, offset + size
-            while j < limit:
-                offset, size, _tags, next_cq = entries[j]
-                if next_cq != last_cq + 1 or offset + size <= last_end:
-                    break
-                last_cq, last_end = next_cq, offset + size
-                j += 1
-            mf.append(b"".join([pack(o, s, t) for o, s, t, _q in entries[i:j]]))
-            self.max_physic_offset = last_end
-            i = j
+            count = min(n - i, mf.remaining() // CQ_STORE_UNIT_SIZE)
+            mf.append(view[i * CQ_STORE_UNIT_SIZE : (i + count) * CQ_STORE_UNIT_SIZE])
+            last_offset, last_size, _ = _UNIT.unpack_from(units, (i + count - 1) * CQ_STORE_UNIT_SIZE)
+            self.max_physic_offset = last_offset + last_size
+            i += count
 
     def _writable_file(self, offset: int) -> MappedFile:
         mf = self.mapped_file_queue.get_last_mapped_file(offset)

@@ -12,19 +12,14 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from lakemq.common.message import MessageSysFlag
 from lakemq.common.validation import check_topic, is_valid_name
-from lakemq.store.commit_log_scan import DispatchRequest
+from lakemq.store.commit_log_scan import DispatchBatch, DispatchRequest
 from lakemq.store.consume_queue import MAX_QUEUE_ID, ConsumeQueue, check_queue_id
 from lakemq.store.dispatch import gets_consume_queue_entry
 
 __all__ = ["ConsumeQueueStore"]
 
 log = logging.getLogger(__name__)
-
-# gets_consume_queue_entry inlined for dispatch_batch: the transaction bits that get an entry.
-_TRANSACTION_MASK = 0xC
-_QUEUED = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 
 
 class ConsumeQueueStore:
@@ -120,29 +115,19 @@ class ConsumeQueueStore:
         )
         self.last_dispatched_timestamp = request.store_timestamp
 
-    def dispatch_batch(self, requests: list[DispatchRequest]) -> None:
-        """dispatch for consecutive records: each queue's entries are written together."""
-        by_queue: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
-        last = None
-        for request in requests:
-            if request.sys_flag & _TRANSACTION_MASK not in _QUEUED:
-                continue
-            key = (request.topic, request.queue_id)
-            entries = by_queue.get(key)
-            if entries is None:
-                entries = by_queue[key] = []
-            entries.append((request.commit_log_offset, request.msg_size, request.tags_code,
-                            request.consume_queue_offset))
-            last = request
-        for (topic, queue_id), entries in by_queue.items():
+    def dispatch_batch(self, batch: DispatchBatch) -> None:
+        """dispatch for consecutive records: each queue's run of entries (packed in C) is
+        written together."""
+        runs, last_timestamp = batch.consume_queue_runs()
+        for topic, queue_id, first_queue_offset, units in runs:
             try:
                 cq = self.find_or_create(topic, queue_id)
             except ValueError as exc:  # a record the put path would have refused: never a directory
-                log.error("records from %d not queued: %s", entries[0][0], exc)
+                log.error("records of %r queue %d not queued: %s", topic, queue_id, exc)
                 continue
-            cq.put_message_position_infos(entries)
-        if last is not None:
-            self.last_dispatched_timestamp = last.store_timestamp
+            cq.put_message_position_infos(first_queue_offset, units)
+        if last_timestamp is not None:
+            self.last_dispatched_timestamp = last_timestamp
 
     # -- expiry, flush, lifecycle ------------------------------------------------------------
 

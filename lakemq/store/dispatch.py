@@ -1,5 +1,6 @@
-"""Dispatch: the CommitLog read forward, one DispatchRequest per record, handed to every
-CommitLogDispatcher (ConsumeQueue builder, IndexFile builder), then long polling woken.
+"""Dispatch: the CommitLog read forward in batches of records (parsed in C into columns),
+handed to every CommitLogDispatcher (ConsumeQueue builder, IndexFile builder), then long
+polling woken.
 
 ReputMessageService runs the loop in a thread. It never spins: when it has caught up it
 waits on an event the put path sets (:meth:`ReputMessageService.wakeup`), with a short
@@ -14,7 +15,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from lakemq.common.message import MessageSysFlag
-from lakemq.store.commit_log_scan import DispatchRequest, read_dispatch_requests
+from lakemq.store._native import scan_records
+from lakemq.store.commit_log_scan import DispatchBatch, DispatchRequest, delay_tags_code, requests_of
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.service_thread import ServiceThread
 
@@ -44,7 +46,7 @@ MessageArrivingListener = Callable[[str, int, int, int, int, "dict[str, str] | N
 
 class CommitLogDispatcher(Protocol):
     """Builds something from every record. A dispatcher may also offer
-    ``dispatch_batch(requests)``, the same for many consecutive records at once."""
+    ``dispatch_batch(batch)``, the same for a DispatchBatch of consecutive records at once."""
 
     def dispatch(self, request: DispatchRequest) -> None: ...
 
@@ -94,7 +96,7 @@ class ReputMessageService(ServiceThread):
         self.listeners = listeners if listeners is not None else []
         self.reput_from_offset = reput_from_offset
         self._stuck_at = -1
-        self._delay_levels = delay_levels
+        self._delay_tags_code = delay_tags_code(delay_levels) if delay_levels is not None else None
         self._wait_interval_s = wait_interval_s
         self._lock = threading.Lock()  # one pass at a time (thread, recovery, shutdown drain)
 
@@ -120,11 +122,12 @@ class ReputMessageService(ServiceThread):
             stop = 1
             while pos < len(data) and stop == 1:
                 # In bulk: one pass reads many records, each dispatcher takes them at once.
-                requests, pos, stop = read_dispatch_requests(
-                    data, pos, self.reput_from_offset + pos, max_count=_BATCH, delay_levels=self._delay_levels)
-                if requests:
-                    self._dispatch_batch(requests)
-                    done += len(requests)
+                batch = scan_records(data, pos, self.reput_from_offset + pos, _BATCH,
+                                     delay_tags_code=self._delay_tags_code)
+                pos, stop = batch.end_pos, batch.stop
+                if len(batch):
+                    self._dispatch_batch(batch)
+                    done += len(batch)
             self.reput_from_offset += pos
             if stop == 0:  # blank tail: on to the next file
                 self.reput_from_offset = self._commit_log.roll_next_file(self.reput_from_offset)
@@ -136,16 +139,19 @@ class ReputMessageService(ServiceThread):
                 break
         return done
 
-    def _dispatch_batch(self, requests: list[DispatchRequest]) -> None:
+    def _dispatch_batch(self, batch: DispatchBatch) -> None:
+        requests: list[DispatchRequest] | None = None  # made once, only when someone takes them one by one
         for dispatcher in self.dispatchers:
             dispatch_batch = getattr(dispatcher, "dispatch_batch", None)
             if dispatch_batch is not None:
-                dispatch_batch(requests)
-            else:
-                for request in requests:
-                    dispatcher.dispatch(request)
-        if self.listeners:
+                dispatch_batch(batch)
+                continue
+            if requests is None:
+                requests = requests_of(batch)
             for request in requests:
+                dispatcher.dispatch(request)
+        if self.listeners:
+            for request in requests if requests is not None else requests_of(batch):
                 self._notify(request)
 
     def _notify(self, request: DispatchRequest) -> None:

@@ -30,14 +30,11 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-import numpy as np
-
-from lakemq.common.message import tags_hash_code
 from lakemq.errors import CorruptFileError, StoreError
+from lakemq.store._native import IndexKeys, java_hash, put_index_keys
 from lakemq.store.mapped_file import preallocate
 
 __all__ = [
@@ -47,7 +44,6 @@ __all__ = [
     "IndexFile",
     "index_file_size",
     "index_key_hash",
-    "index_key_hashes",
 ]
 
 HEADER_SIZE: Final = 40
@@ -63,54 +59,8 @@ _INT_MAX: Final = 0x7FFFFFFF
 
 def index_key_hash(key: str) -> int:
     """RocketMQ's indexKeyHashMethod: ``Math.abs(key.hashCode())``, 0 for Integer.MIN_VALUE."""
-    h = tags_hash_code(key)
+    h = java_hash(key)
     return 0 if h == -0x80000000 else abs(h)
-
-
-# Below this many keys the per-call cost of numpy outweighs the per-character loop.
-_VECTOR_MIN_KEYS: Final = 16
-_powers_of_31 = np.ones(1, dtype=np.uint64)  # 31**i mod 2**32, grown on demand
-
-
-def _powers(n: int) -> np.ndarray:
-    global _powers_of_31
-    if len(_powers_of_31) < n:
-        size = max(n, 2 * len(_powers_of_31))
-        powers, value = [], 1
-        for _ in range(size):
-            powers.append(value)
-            value = value * 31 & 0xFFFFFFFF
-        _powers_of_31 = np.array(powers, dtype=np.uint64)
-    return _powers_of_31
-
-
-def index_key_hashes(keys: Sequence[str]) -> list[int]:
-    """index_key_hash of every key, vectorized: Java's hashCode is the sum of each UTF-16
-    code unit times 31**(units after it), mod 2**32; every key's terms are summed at once."""
-    if len(keys) < _VECTOR_MIN_KEYS:
-        return [index_key_hash(k) for k in keys]
-    joined = "".join(keys)
-    if joined.isascii():
-        units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
-        lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
-    else:
-        encoded = [k.encode("utf-16-be") for k in keys]  # a code point past U+FFFF is two units
-        units = np.frombuffer(b"".join(encoded), dtype=">u2")
-        lengths = np.fromiter((len(e) // 2 for e in encoded), dtype=np.int64, count=len(keys))
-    if len(units) == 0:
-        return [0] * len(keys)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    exponents = np.repeat(ends - 1, lengths) - np.arange(len(units))
-    # each term < 2**16 * 2**32; the uint64 sums wrap mod 2**64, which keeps them right mod 2**32
-    terms = units.astype(np.uint64) * _powers(int(lengths.max()))[exponents]
-    sums = np.add.reduceat(terms, np.minimum(starts, len(units) - 1)) & np.uint64(0xFFFFFFFF)
-    sums[lengths == 0] = 0
-    signed = sums.astype(np.int64)
-    signed[signed >= 0x80000000] -= 0x100000000
-    # Math.abs, with Integer.MIN_VALUE mapped to 0 as in index_key_hash
-    hashes: list[int] = np.where(signed == -0x80000000, 0, np.abs(signed)).tolist()
-    return hashes
 
 
 def index_file_size(hash_slot_num: int, index_num: int) -> int:
@@ -194,61 +144,23 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add ``key`` -> ``phy_offset``; False when the file is full."""
-        if self.is_write_full():
-            return False
-        key_hash = index_key_hash(key)
-        slot_pos = self._slot_pos(key_hash)
-        (slot_value,) = _SLOT.unpack_from(self._mm, slot_pos)
-        if slot_value <= INVALID_INDEX or slot_value >= self.index_count:
-            slot_value = INVALID_INDEX
-        if self.begin_timestamp <= 0:
-            time_diff = 0
-        else:
-            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
-        index = self.index_count
-        _ENTRY.pack_into(self._mm, self._entry_pos(index), key_hash, phy_offset, time_diff, slot_value)
-        _SLOT.pack_into(self._mm, slot_pos, index)
-        if index <= 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        if slot_value == INVALID_INDEX:
-            self.hash_slot_count += 1
-        self.index_count = index + 1
-        self.end_phy_offset = phy_offset
-        self.end_timestamp = store_timestamp
-        self._write_header()
-        return True
+        return self.put_keys(IndexKeys.of([key], [phy_offset], [store_timestamp])) == 1
 
-    def put_keys(self, key_hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int]) -> int:
-        """put_key for many keys already hashed (index_key_hashes), in CommitLog order, with
-        the header written once; returns how many fit (the rest belong in the next file)."""
-        mm = self._mm
-        index = self.index_count
-        count = min(len(key_hashes), self.index_num - index)
+    def put_keys(self, keys: IndexKeys, start: int = 0) -> int:
+        """Add ``keys[start:]`` (in CommitLog order; the entries are written in C) as far as
+        they fit, with the header written once; returns how many fit (the rest belong in the
+        next file)."""
+        count, new_slots, begin_timestamp, begin_phy_offset = put_index_keys(
+            self._mm, self.hash_slot_num, self.index_num, self.index_count, self.begin_timestamp, keys, start)
         if count <= 0:
             return 0
-        slots = self.hash_slot_num
-        unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
-        entries_pos = HEADER_SIZE + slots * SLOT_SIZE
-        begin = self.begin_timestamp
-        new_slots = 0
-        for key_hash, phy_offset, store_timestamp in zip(key_hashes[:count], phy_offsets, store_timestamps):
-            slot_pos = HEADER_SIZE + (key_hash % slots) * SLOT_SIZE
-            (slot_value,) = unpack_slot(mm, slot_pos)
-            if slot_value <= INVALID_INDEX or slot_value >= index:
-                slot_value = INVALID_INDEX
-                new_slots += 1
-            time_diff = 0 if begin <= 0 else min(max((store_timestamp - begin) // 1000, 0), _INT_MAX)
-            pack_entry(mm, entries_pos + index * ENTRY_SIZE, key_hash, phy_offset, time_diff, slot_value)
-            pack_slot(mm, slot_pos, index)
-            if index <= 1:  # as put_key: the first entry's diff is taken before the file's begin is set
-                self.begin_phy_offset = phy_offset
-                self.begin_timestamp = begin = store_timestamp
-            index += 1
+        if begin_phy_offset is not None:  # the file's first entry
+            self.begin_phy_offset = begin_phy_offset
+            self.begin_timestamp = begin_timestamp
         self.hash_slot_count += new_slots
-        self.index_count = index
-        self.end_phy_offset = phy_offsets[count - 1]
-        self.end_timestamp = store_timestamps[count - 1]
+        self.index_count += count
+        self.end_phy_offset = keys.phy(start + count - 1)
+        self.end_timestamp = keys.timestamp(start + count - 1)
         self._write_header()
         return count
 

@@ -22,14 +22,13 @@ from pathlib import Path
 
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import StoreError
-from lakemq.store.commit_log_scan import DispatchRequest
-from lakemq.store.index_file import IndexFile, index_key_hashes
+from lakemq.store._native import IndexKeys
+from lakemq.store.commit_log_scan import DispatchBatch, DispatchRequest
+from lakemq.store.index_file import IndexFile
 
 __all__ = ["IndexService", "QueryOffsetResult", "build_key"]
 
 log = logging.getLogger(__name__)
-
-_TRANSACTION_MASK = 0xC
 
 
 def build_key(topic: str, key: str) -> str:
@@ -122,68 +121,33 @@ class IndexService:
             # A replay after recovery passes records already indexed.
             if request.commit_log_offset <= self._last_indexed_offset():
                 return
-            for key in keys:
-                self._put_key(build_key(request.topic, key), request.commit_log_offset, request.store_timestamp)
+            self._put_keys(IndexKeys.of([build_key(request.topic, key) for key in keys],
+                                        [request.commit_log_offset] * len(keys),
+                                        [request.store_timestamp] * len(keys)))
 
-    def dispatch_batch(self, requests: list[DispatchRequest]) -> None:
-        """dispatch for consecutive records: every key hashed at once, entries written per
-        file with one header update."""
-        keys: list[str] = []
-        phy_offsets: list[int] = []
-        timestamps: list[int] = []
+    def dispatch_batch(self, batch: DispatchBatch) -> None:
+        """dispatch for consecutive records: their keys (hashed in C while the records were
+        read) written per file with one header update."""
         with self._lock:
-            last_indexed = self._last_indexed_offset()
-            for request in requests:
-                if (request.sys_flag & _TRANSACTION_MASK == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-                        or request.commit_log_offset <= last_indexed):  # a replay passes indexed records
-                    continue
-                topic, phy, ts = request.topic, request.commit_log_offset, request.store_timestamp
-                if request.uniq_key:
-                    keys.append(f"{topic}#{request.uniq_key}")
-                    phy_offsets.append(phy)
-                    timestamps.append(ts)
-                if request.keys:
-                    for key in request.keys.split(" "):
-                        if key:
-                            keys.append(f"{topic}#{key}")
-                            phy_offsets.append(phy)
-                            timestamps.append(ts)
-            if keys:
-                self._put_hashed(index_key_hashes(keys), phy_offsets, timestamps)
+            keys = batch.index_keys(self._last_indexed_offset())  # a replay passes indexed records
+            if len(keys):
+                self._put_keys(keys)
 
-    def _put_hashed(self, hashes: list[int], phy_offsets: list[int], timestamps: list[int]) -> None:
+    def _put_keys(self, keys: IndexKeys) -> None:
         done = 0
-        while done < len(hashes):
+        while done < len(keys):
             try:
                 f = self._writable_file()
             except StoreError as exc:
                 # As RocketMQ: the keys go unindexed rather than hold the ConsumeQueues back.
                 if self._unindexed_from is None:
-                    log.error("indexing stopped at CommitLog offset %d: %s", phy_offsets[done], exc)
-                    self._unindexed_from = phy_offsets[done]
+                    log.error("indexing stopped at CommitLog offset %d: %s", keys.phy(done), exc)
+                    self._unindexed_from = keys.phy(done)
                 return
-            done += f.put_keys(hashes[done:], phy_offsets[done:], timestamps[done:])
+            done += f.put_keys(keys, done)
         if self._unindexed_from is not None:
             log.warning("indexing resumed at CommitLog offset %d; records in [%d, %d) are not indexed",
-                        phy_offsets[0], self._unindexed_from, phy_offsets[0])
-            self._unindexed_from = None
-
-    def _put_key(self, key: str, phy_offset: int, store_timestamp: int) -> None:
-        try:
-            f = self._writable_file()
-            if not f.put_key(key, phy_offset, store_timestamp):
-                f = self._writable_file()
-                if not f.put_key(key, phy_offset, store_timestamp):
-                    log.error("index key %s at %d not stored: new file is full", key, phy_offset)
-        except StoreError as exc:
-            # As RocketMQ: the key goes unindexed rather than hold the ConsumeQueues back.
-            if self._unindexed_from is None:
-                log.error("indexing stopped at CommitLog offset %d: %s", phy_offset, exc)
-                self._unindexed_from = phy_offset
-            return
-        if self._unindexed_from is not None:
-            log.warning("indexing resumed at CommitLog offset %d; records in [%d, %d) are not indexed",
-                        phy_offset, self._unindexed_from, phy_offset)
+                        keys.phy(0), self._unindexed_from, keys.phy(0))
             self._unindexed_from = None
 
     def _writable_file(self) -> IndexFile:

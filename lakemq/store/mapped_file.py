@@ -14,6 +14,7 @@ import errno
 import logging
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from lakemq.common.faults import slow_disk
@@ -87,6 +88,17 @@ class MappedFile:
             raise StoreError(f"{self.path.name}: {len(data)} bytes do not fit at {pos}")
         self._mm[pos:end] = data
         self.wrote_position = end
+        return pos
+
+    def append_packed(self, size: int, pack: Callable[..., object], *args: object) -> int:
+        """Let ``pack(mapping, position, *args)`` write ``size`` bytes at the current end (the
+        compiled CommitLog encoder packs records in place, no intermediate buffer); returns
+        the position they were written at."""
+        pos = self.wrote_position
+        if pos + size > self.file_size:
+            raise StoreError(f"{self.path.name}: {size} bytes do not fit at {pos}")
+        pack(self._mm, pos, *args)
+        self.wrote_position = pos + size
         return pos
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:

@@ -1,6 +1,8 @@
-"""The put and dispatch fast paths against the straightforward ones they replace: records the
-codec would build byte for byte, the same DispatchRequests, and byte-identical ConsumeQueue and
-IndexFile files from batched and one-by-one dispatch (gaps, replays and file rolls included)."""
+"""The put and dispatch fast paths (compiled: lakemq/store/_native.pyx) against independent
+expectations: records the Python codec would build byte for byte, the DispatchRequests the
+Python decoder reads back, Java's hashCode as the pure-Python one computes it, and
+byte-identical ConsumeQueue and IndexFile files from batched and one-by-one dispatch (gaps,
+replays and file rolls included)."""
 
 from __future__ import annotations
 
@@ -10,19 +12,24 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from lakemq.common.message import MessageConst, MessageSysFlag
+from lakemq.common.message import MessageConst, MessageSysFlag, tags_hash_code
 from lakemq.common.record import body_crc, check_record, crc32, decode_record, encode_host, encode_record
+from lakemq.store import _native
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.commit_log_scan import (
     DispatchRequest,
     iter_dispatch_requests,
     read_dispatch_requests,
+    requests_of,
     scan_valid_end,
 )
 from lakemq.store.consume_queue_store import ConsumeQueueStore
+from lakemq.store.delay_levels import SCHEDULE_TOPIC
 from lakemq.store.dispatch import CommitLogDispatcher, ReputMessageService
-from lakemq.store.index_file import index_key_hash, index_key_hashes
+from lakemq.store.index_file import index_key_hash
 from lakemq.store.index_service import IndexService
 from lakemq.store.results import PutMessageStatus
 from tests.store.store_helpers import make_msg, small_config
@@ -37,13 +44,33 @@ def commit_log(tmp_path: Path) -> Iterator[CommitLog]:
     cl.shutdown()
 
 
-def test_index_key_hashes_match_the_scalar_hash() -> None:
+def test_the_compiled_extension_is_in_use() -> None:
+    """The store imports the compiled module (no Python stand-in exists)."""
+    assert _native.__file__ is not None and _native.__file__.endswith(".so")
+    from lakemq.store import commit_log, consume_queue_store, dispatch, index_file
+    assert commit_log.RecordEncoder is _native.RecordEncoder
+    assert dispatch.scan_records is _native.scan_records
+    assert index_file.put_index_keys is _native.put_index_keys
+    assert consume_queue_store.DispatchBatch is _native.DispatchBatch
+
+
+def _index_hash(key: str) -> int:
+    h = tags_hash_code(key)  # the pure-Python String.hashCode over UTF-16 code units
+    return 0 if h == -0x80000000 else abs(h)
+
+
+def test_java_hash_matches_the_python_hash_code() -> None:
     keys = [f"Topic#{i:032X}" for i in range(300)]
     keys += ["polygenelubricants", "", "T#", "T#ключ", "T#\U0001f600emoji", "x" * 500, "T#a b"]
     keys += [chr(0xFFFF) * 7, "Aa", "BB"]  # "Aa" and "BB" collide in Java
-    assert index_key_hashes(keys) == [index_key_hash(k) for k in keys]
-    assert index_key_hashes(keys[:3]) == [index_key_hash(k) for k in keys[:3]]  # below the vector cut-off
-    assert index_key_hashes([]) == []
+    assert [_native.java_hash(k) for k in keys] == [tags_hash_code(k) for k in keys]
+    assert [index_key_hash(k) for k in keys] == [_index_hash(k) for k in keys]
+    assert _native.java_hash("polygenelubricants") == -0x80000000 and index_key_hash("polygenelubricants") == 0
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=("Cs",))))
+def test_java_hash_of_any_text(text: str) -> None:
+    assert _native.java_hash(text) == tags_hash_code(text)
 
 
 def test_body_crc_is_zlibs_crc32() -> None:
@@ -155,29 +182,56 @@ def test_batched_dispatch_builds_the_same_files(commit_log: CommitLog, tmp_path:
     assert _build(commit_log, tmp_path / "batched", lambda d: d) == _build(commit_log, tmp_path / "single", OneByOne)
 
 
-def test_bulk_reader_matches_the_one_record_reader(commit_log: CommitLog) -> None:
+def _decoded_requests(cl: CommitLog) -> list[DispatchRequest]:
+    """What dispatch must see, read with the Python decoder (lakemq.common.record)."""
+    out = []
+    for mf in cl.mapped_file_queue.mapped_files:
+        data, pos = bytes(mf.select(0)), 0
+        while (size := check_record(data, pos, check_crc=True)) > 0:
+            m = decode_record(data, pos)
+            props = m.properties
+            tags_code = tags_hash_code(props.get(MessageConst.TAGS))
+            if m.topic == SCHEDULE_TOPIC and int(props.get(MessageConst.DELAY_TIME_LEVEL, "0")) > 0:
+                tags_code = cl.delay_levels.deliver_timestamp(int(props[MessageConst.DELAY_TIME_LEVEL]), m.store_timestamp)
+            out.append(DispatchRequest(size, True, m.topic, m.queue_id, m.commit_log_offset, tags_code,
+                                       m.store_timestamp, m.queue_offset, props.get(MessageConst.KEYS, ""),
+                                       props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), m.sys_flag,
+                                       m.prepared_transaction_offset, m.born_timestamp, props))
+            pos += size
+    return out
+
+
+def test_compiled_reader_matches_the_python_decoder(commit_log: CommitLog) -> None:
     _fill(commit_log)
     bulk: list[DispatchRequest] = []
     one_by_one: list[DispatchRequest] = []
     for mf in commit_log.mapped_file_queue.mapped_files:
         data, base = mf.select(0), mf.file_from_offset
-        one_by_one.extend(r for r in iter_dispatch_requests(data, 0, base, check_crc=False,
+        one_by_one.extend(r for r in iter_dispatch_requests(data, 0, base, check_crc=True,
                                                             delay_levels=commit_log.delay_levels) if r.msg_size > 0)
         pos, stop = 0, 1
         while stop == 1 and pos < len(data):
-            got, pos, stop = read_dispatch_requests(data, pos, base + pos, max_count=7,
-                                                    delay_levels=commit_log.delay_levels)
-            bulk.extend(got)
-    assert len(bulk) > 150 and bulk == one_by_one
+            batch = read_dispatch_requests(data, pos, base + pos, max_count=7, delay_levels=commit_log.delay_levels)
+            pos, stop = batch.end_pos, batch.stop
+            bulk.extend(requests_of(batch))
+    expected = _decoded_requests(commit_log)
+    assert len(bulk) > 150 and bulk == expected and one_by_one == expected
     assert any(r.topic == "SCHEDULE_TOPIC_XXXX" and r.tags_code > 10**12 for r in bulk)
     assert any(r.properties.get(MessageConst.TAGS) for r in bulk)
-    # a damaged record stops the bulk reader where the one-record reader stops
+    # a damaged record stops the reader where the Python check stops
     data = commit_log.get_data(0)
     assert data is not None
     damaged = bytearray(data)
     damaged[bulk[5].commit_log_offset + 4] ^= 0xFF
-    got, pos, stop = read_dispatch_requests(damaged, 0, 0, max_count=1000)
-    assert (len(got), pos, stop) == (5, bulk[5].commit_log_offset, -1)
+    batch = read_dispatch_requests(damaged, 0, 0, max_count=1000)
+    assert (len(batch), batch.end_pos, batch.stop) == (5, bulk[5].commit_log_offset, -1)
+    # with the CRC checked, a flipped body bit is a bad record too
+    damaged = bytearray(data)
+    damaged[bulk[3].commit_log_offset + 88] ^= 0x01
+    assert check_record(damaged, bulk[3].commit_log_offset, check_crc=True) == -1
+    batch = read_dispatch_requests(damaged, 0, 0, max_count=1000, check_crc=True)
+    assert (len(batch), batch.stop) == (3, -1)
+    assert len(read_dispatch_requests(damaged, 0, 0, max_count=1000)) > 3  # unchecked: read on
 
 
 def _reference_scan(buf: bytes, base: int, check_crc: bool) -> tuple[int, bool]:

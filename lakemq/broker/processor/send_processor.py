@@ -183,7 +183,8 @@ class SendMessageProcessor:
             return None
         acks = self._acks
         if acks is None:
-            acks = self._acks = LoopAcks(asyncio.get_running_loop())
+            timeout_s = self._store.config.sync_flush_timeout / 1000
+            acks = self._acks = LoopAcks(asyncio.get_running_loop(), timeout_s)
         return acks.future()
 
     async def _send_pooled(
@@ -197,6 +198,8 @@ class SendMessageProcessor:
         return sent
 
     async def _acked(self, appended: _Appended, ack: asyncio.Future[PutMessageStatus]) -> RemotingCommand:
+        assert self._acks is not None
+        self._acks.watch(ack)
         status = await ack
         result = appended.result
         if status is not PutMessageStatus.PUT_OK:  # FLUSH_DISK_TIMEOUT: stored, not yet on disk

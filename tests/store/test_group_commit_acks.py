@@ -35,7 +35,7 @@ class RecordingSink:
             self.calls.append((flushed, acks))
             self.done.notify_all()
 
-    def acked(self) -> dict[int, tuple[PutMessageStatus, int]]:
+    def acked(self) -> dict[Any, tuple[PutMessageStatus, int]]:
         """token -> (status, flushed position at its acknowledgement)."""
         with self._lock:
             return {token: (status, flushed) for flushed, acks in self.calls for token, status in acks}

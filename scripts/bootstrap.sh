@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepare a fresh Debian machine with Python 3.11: Java 17 when missing, a virtualenv in .venv
-# with the pinned packages, lakemq installed in it. Safe to run again; it skips what is done.
+# Prepare a fresh Debian machine with Python 3.11: Java 17 when missing, a C compiler and
+# Python's headers when missing, a virtualenv in .venv with the pinned packages, lakemq installed
+# (and its store extension compiled) in it. Safe to run again; it skips what is done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -25,6 +26,14 @@ if [ -n "${LAKEMQ_APT_PACKAGES:-}" ]; then
   if [ ${#missing[@]} -gt 0 ]; then echo "bootstrap: installing ${missing[*]}"; apt_install "${missing[@]}"; fi
 fi
 
+# The store's compiled loops (lakemq/store/_native.pyx) are built on install: a C compiler and
+# Python's headers must be there.
+has_python_h() { "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }
+if ! command -v cc >/dev/null 2>&1 || ! has_python_h; then
+  echo "bootstrap: installing a C compiler and Python headers (the store's compiled module)"
+  apt_install gcc libc6-dev python3-dev
+fi
+
 if [ ! -x .venv/bin/python ]; then
   if ! "$PY" -m venv .venv 2>/dev/null; then
     apt_install python3-venv
@@ -33,7 +42,8 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 stamp=.venv/.lakemq-installed
-want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+# A changed .pyx (or its build script) also means a rebuild: pip install -e compiles it again.
+want=$(cat pyproject.toml constraints.txt setup.py lakemq/store/*.pyx | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing pinned Python packages into .venv"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null

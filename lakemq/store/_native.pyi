@@ -11,6 +11,10 @@ _R = TypeVar("_R")
 
 def java_hash(text: str) -> int: ...
 
+class PutMessageSpinLock:
+    def __enter__(self) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
+
 class Records:
     count: int
     total: int

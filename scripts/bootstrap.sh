@@ -28,7 +28,10 @@ fi
 
 # The store's compiled loops (lakemq/store/_native.pyx) are built on install: a C compiler and
 # Python's headers must be there.
-has_python_h() { "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }
+has_python_h() {
+  "$PY" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'
+}
 if ! command -v cc >/dev/null 2>&1 || ! has_python_h; then
   echo "bootstrap: installing a C compiler and Python headers (the store's compiled module)"
   apt_install gcc libc6-dev python3-dev

@@ -187,8 +187,8 @@ cdef class Records:
     def __dealloc__(self):
         PyMem_Free(self.recs)
 
-    def write(self, mm, Py_ssize_t pos, long long physical_offset, long long now, bytes store_ip, int store_port,
-              dict table):
+    def write(self, mm, Py_ssize_t pos, long long physical_offset, long long now, bytes store_ip,
+              int store_port, dict table):
         """Pack every record into ``mm[pos:]`` (CommitLog offset ``physical_offset``) with its queue
         offset from ``table`` ((topic, queue id) -> next offset, advanced here) and store time ``now``."""
         cdef Py_buffer view
@@ -326,7 +326,8 @@ cdef class RecordEncoder:
                 topic_part = self.topic_parts.get(topic)
                 if (born is not None and topic_part is not None and PyBytes_GET_SIZE(body) <= self.max_body
                         and props_len <= self.max_props and 0 <= queue_id <= INT32_MAX):
-                    size = RECORD_FIXED - 1 + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(topic_part) + props_len
+                    size = (RECORD_FIXED - 1 + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(topic_part)
+                            + props_len)
                     if size > self.max_size:
                         size = 0
             if size:
@@ -447,7 +448,8 @@ cdef struct Prop:
     Py_ssize_t length
 
 
-cdef inline bint _name_is(const uint8_t *p, Py_ssize_t n, const char *name, Py_ssize_t name_len) noexcept nogil:
+cdef inline bint _name_is(const uint8_t *p, Py_ssize_t n, const char *name,
+                          Py_ssize_t name_len) noexcept nogil:
     return n == name_len and memcmp(p, name, n) == 0
 
 
@@ -597,8 +599,8 @@ cdef inline int _blank_or_bad(const uint8_t *p) noexcept nogil:
     return 0 if _get32(p + 4) == BLANK_MAGIC and <int32_t>_get32(p) > 0 else -1
 
 
-def scan_records(buf, Py_ssize_t pos, long long physical_offset, Py_ssize_t max_count, *, bint check_crc=False,
-                 delay_tags_code=None):
+def scan_records(buf, Py_ssize_t pos, long long physical_offset, Py_ssize_t max_count, *,
+                 bint check_crc=False, delay_tags_code=None):
     """Up to ``max_count`` consecutive good records from ``buf[pos]`` (at CommitLog offset
     ``physical_offset``), checked as :func:`lakemq.common.record.check_record` checks them.
     ``delay_tags_code(level, store_timestamp)`` gives the tags code of a SCHEDULE_TOPIC_XXXX
@@ -668,7 +670,8 @@ def scan_records(buf, Py_ssize_t pos, long long physical_offset, Py_ssize_t max_
                 out.recs = <Parsed *>grown
             r = &out.recs[out.count]
             # the topic: its index among this batch's topics (decoded once per batch)
-            if last_topic == NULL or topic_len != last_topic_len or memcmp(last_topic, b + topic_pos + 1, topic_len):
+            if (last_topic == NULL or topic_len != last_topic_len
+                    or memcmp(last_topic, b + topic_pos + 1, topic_len)):
                 raw = PyBytes_FromStringAndSize(<const char *>b + topic_pos + 1, topic_len)
                 idx = topic_index.get(raw)
                 if idx is None:
@@ -676,8 +679,8 @@ def scan_records(buf, Py_ssize_t pos, long long physical_offset, Py_ssize_t max_
                     if topic is None:
                         if len(_topic_cache) > _CACHE_MAX:
                             _topic_cache.clear()
-                        topic = _topic_cache[raw] = PyUnicode_DecodeUTF8(<const char *>b + topic_pos + 1, topic_len,
-                                                                         "replace")
+                        topic = PyUnicode_DecodeUTF8(<const char *>b + topic_pos + 1, topic_len, "replace")
+                        _topic_cache[raw] = topic
                     idx = topic_index[raw] = len(out.topics)
                     out.topics.append(topic)
                     topic_hashes.append(_hash_units(_hash_units(0, topic), "#"))
@@ -716,9 +719,10 @@ def scan_records(buf, Py_ssize_t pos, long long physical_offset, Py_ssize_t max_
                         delay.pos, delay.length = sep + 1, stop_at - sep - 1
                 item = stop_at + 1
             r.tags_code = (<int32_t>_hash_utf8(0, b + tags.pos, tags.length)) if tags.pos >= 0 else 0
-            if delay.pos >= 0 and delay_tags_code is not None and out.topics[r.topic] == "SCHEDULE_TOPIC_XXXX":
-                code = delay_tags_code(PyUnicode_DecodeUTF8(<const char *>b + delay.pos, delay.length, "replace"),
-                                       r.store_ts)
+            if (delay.pos >= 0 and delay_tags_code is not None
+                    and out.topics[r.topic] == "SCHEDULE_TOPIC_XXXX"):
+                code = delay_tags_code(
+                    PyUnicode_DecodeUTF8(<const char *>b + delay.pos, delay.length, "replace"), r.store_ts)
                 if code is not None:
                     r.tags_code = code
             r.keys_pos, r.keys_len = keys.pos, keys.length

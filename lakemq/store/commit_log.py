@@ -248,7 +248,8 @@ class CommitLog:
                 self._lock_begin_ms = 0
                 return self._not_writable()
             offset = mf.file_from_offset + mf.wrote_position
-            mf.append_packed(size, records.write, offset, now, self._store_ip, self._store_port, self._topic_queue_table)
+            mf.append_packed(size, records.write, offset, now, self._store_ip, self._store_port,
+                             self._topic_queue_table)
             mf.store_timestamp = now
             self._lock_begin_ms = 0
         return _new_tuple(PutMessageResult, (_PUT_OK, _new_tuple(AppendMessageResult, (
@@ -298,11 +299,12 @@ class CommitLog:
         if mf is None:
             return self._not_writable()
         base = mf.file_from_offset + mf.wrote_position
-        mf.append_packed(total, records.write, base, now, self._store_ip, self._store_port, self._topic_queue_table)
+        mf.append_packed(total, records.write, base, now, self._store_ip, self._store_port,
+                         self._topic_queue_table)
         mf.store_timestamp = now
         result = AppendMessageResult(AppendMessageStatus.PUT_OK, base, total,
-                                     records.msg_ids(self._msg_id_prefix, base), now, records.first_queue_offset,
-                                     len(msgs))
+                                     records.msg_ids(self._msg_id_prefix, base), now,
+                                     records.first_queue_offset, len(msgs))
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def _encode_batch_member(self, msg: MessageExtBrokerInner) -> _Parts | PutMessageResult:

@@ -122,8 +122,8 @@ def iter_dispatch_requests(
     and including the first blank or bad one, which ends the walk."""
     pos = start
     while True:
-        batch = read_dispatch_requests(buf, pos, base_offset + pos, max_count=_ITER_BATCH, check_crc=check_crc,
-                                       delay_levels=delay_levels)
+        batch = read_dispatch_requests(buf, pos, base_offset + pos, max_count=_ITER_BATCH,
+                                       check_crc=check_crc, delay_levels=delay_levels)
         yield from requests_of(batch)
         pos = batch.end_pos
         if batch.stop == 0:

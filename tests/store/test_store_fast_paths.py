@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakemq.common.message import MessageConst, MessageSysFlag, tags_hash_code
+from lakemq.common.message import MessageConst, MessageSysFlag, string_to_properties, tags_hash_code
 from lakemq.common.record import body_crc, check_record, crc32, decode_record, encode_host, encode_record
 from lakemq.store import _native
 from lakemq.store.commit_log import CommitLog
@@ -65,7 +65,8 @@ def test_java_hash_matches_the_python_hash_code() -> None:
     keys += [chr(0xFFFF) * 7, "Aa", "BB"]  # "Aa" and "BB" collide in Java
     assert [_native.java_hash(k) for k in keys] == [tags_hash_code(k) for k in keys]
     assert [index_key_hash(k) for k in keys] == [_index_hash(k) for k in keys]
-    assert _native.java_hash("polygenelubricants") == -0x80000000 and index_key_hash("polygenelubricants") == 0
+    assert _native.java_hash("polygenelubricants") == -0x80000000
+    assert index_key_hash("polygenelubricants") == 0
 
 
 @given(st.text(alphabet=st.characters(exclude_categories=("Cs",))))
@@ -192,7 +193,8 @@ def _decoded_requests(cl: CommitLog) -> list[DispatchRequest]:
             props = m.properties
             tags_code = tags_hash_code(props.get(MessageConst.TAGS))
             if m.topic == SCHEDULE_TOPIC and int(props.get(MessageConst.DELAY_TIME_LEVEL, "0")) > 0:
-                tags_code = cl.delay_levels.deliver_timestamp(int(props[MessageConst.DELAY_TIME_LEVEL]), m.store_timestamp)
+                level = int(props[MessageConst.DELAY_TIME_LEVEL])
+                tags_code = cl.delay_levels.deliver_timestamp(level, m.store_timestamp)
             out.append(DispatchRequest(size, True, m.topic, m.queue_id, m.commit_log_offset, tags_code,
                                        m.store_timestamp, m.queue_offset, props.get(MessageConst.KEYS, ""),
                                        props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), m.sys_flag,
@@ -211,7 +213,8 @@ def test_compiled_reader_matches_the_python_decoder(commit_log: CommitLog) -> No
                                                             delay_levels=commit_log.delay_levels) if r.msg_size > 0)
         pos, stop = 0, 1
         while stop == 1 and pos < len(data):
-            batch = read_dispatch_requests(data, pos, base + pos, max_count=7, delay_levels=commit_log.delay_levels)
+            batch = read_dispatch_requests(data, pos, base + pos, max_count=7,
+                                           delay_levels=commit_log.delay_levels)
             pos, stop = batch.end_pos, batch.stop
             bulk.extend(requests_of(batch))
     expected = _decoded_requests(commit_log)
@@ -267,3 +270,124 @@ def test_refused_delayed_message_is_left_as_it_came(commit_log: CommitLog) -> No
     stopped = make_msg("TopicA", b"x", delay=1)
     assert commit_log.put_message(stopped).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert stopped.topic == "TopicA"
+
+
+# -- fuzzing the compiled encoder and reader against the Python codec ------------------------
+
+_key_text = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters="\x01\x02 "),
+                    max_size=12)
+
+
+@given(st.lists(st.tuples(st.binary(max_size=300), st.integers(0, 5), st.integers(-(2**31), 2**31 - 1),
+                          st.sampled_from([0, 1, 2, 3, 4, 8, 9, 12]), st.integers(-(2**63), 2**63 - 1),
+                          st.integers(0, 2**31 - 1),
+                          st.dictionaries(_key_text.filter(bool), _key_text, max_size=4),
+                          st.booleans()),
+                min_size=1, max_size=12))
+def test_encoder_writes_what_the_codec_builds(
+        tmp_path_factory: pytest.TempPathFactory,
+        fields: list[tuple[bytes, int, int, int, int, int, dict[str, str], bool]]) -> None:
+    """Any field values (the int32/int64 extremes, non-ASCII properties, a bytearray body),
+    one by one and in a batch: every record is what encode_record builds from the same fields."""
+    root = tmp_path_factory.mktemp("enc")
+    cl = CommitLog(small_config(root, mapped_file_size_commit_log=64 * 1024), store_host="10.0.0.9:10911")
+    cl.load()
+    cl.start()
+    try:
+        msgs = []
+        for body, queue_id, flag, sys_flag, born_ts, reconsume, props, as_bytearray in fields:
+            msg = make_msg(f"T{queue_id % 2}", bytes(body), queue_id=queue_id, sys_flag=sys_flag)
+            msg.body = bytearray(body) if as_bytearray else body
+            msg.flag, msg.born_timestamp, msg.reconsume_times = flag, born_ts, reconsume
+            msg.prepared_transaction_offset = born_ts // 3
+            msg.properties.update(props)
+            msgs.append(msg)
+        single = [cl.put_message(m) for m in msgs]
+        assert all(r.is_ok for r in single), single
+        plain = [m for m in msgs if not m.sys_flag & 0xC]
+        if plain:
+            assert cl.put_messages(plain).is_ok
+        data = commit_log_bytes(cl)
+        pos = 0
+        for msg, result in zip(msgs + plain, single + [None] * len(plain)):
+            size = check_record(data, pos, check_crc=True, physical_offset=pos)
+            assert size > 0
+            raw = bytes(data[pos : pos + size])
+            m = decode_record(raw)
+            assert raw == bytes(encode_record(
+                topic=msg.topic.encode(), queue_id=msg.queue_id, body=bytes(msg.body), flag=msg.flag,
+                properties=msg.encoded_properties(), sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
+                born_host=encode_host(msg.born_host), store_host=encode_host(cl.store_host),
+                reconsume_times=msg.reconsume_times,
+                prepared_transaction_offset=msg.prepared_transaction_offset,
+                queue_offset=m.queue_offset, physical_offset=pos, store_timestamp=m.store_timestamp))
+            if result is not None:
+                assert result.append_result is not None and result.append_result.wrote_offset == pos
+                assert result.append_result.logics_offset == m.queue_offset
+            pos += size
+    finally:
+        cl.shutdown()
+
+
+def commit_log_bytes(cl: CommitLog) -> bytes:
+    files = cl.mapped_file_queue.mapped_files
+    assert len(files) == 1
+    return bytes(files[0].select(0))
+
+
+def _reference_request(raw: bytes, pos: int) -> tuple[DispatchRequest, list[str]]:
+    """A record read with the Python decoder, and its IndexFile keys."""
+    m = decode_record(raw, pos)
+    props_raw = _props_bytes(raw[pos : pos + m.store_size])
+    props = string_to_properties(props_raw.decode("utf-8", "replace"))
+    uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    keys = [uniq] if uniq else []
+    keys += [k for k in props.get(MessageConst.KEYS, "").split(" ") if k]
+    request = DispatchRequest(m.store_size, True, m.topic, m.queue_id, m.commit_log_offset,
+                              tags_hash_code(props.get(MessageConst.TAGS)), m.store_timestamp, m.queue_offset,
+                              props.get(MessageConst.KEYS, ""), uniq,
+                              m.sys_flag, m.prepared_transaction_offset, m.born_timestamp, props)
+    return request, [f"{m.topic}#{k}" for k in keys]
+
+
+_prop_value = st.one_of(_key_text, st.lists(_key_text, max_size=4).map(" ".join))
+
+
+@given(st.lists(st.tuples(st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "X"]), _prop_value),
+                          st.booleans(), st.sampled_from([0, 4, 8, 12])), min_size=1, max_size=10))
+def test_reader_reads_what_the_python_decoder_reads(
+        tmp_path_factory: pytest.TempPathFactory, records: list[tuple[dict[str, str], bool, int]]) -> None:
+    """Any properties (non-ASCII, duplicates, empty keys, bytes that are not UTF-8): the same
+    DispatchRequests as the Python decoder, and every index key found again by a query."""
+    buf = bytearray()
+    for i, (props, mangle, sys_flag) in enumerate(records):
+        text = "".join(f"{k}\x01{v}\x02" for k, v in props.items())
+        if i % 3 == 2:
+            text += "TAGS\x01dup\x02"  # a later duplicate wins, as in a dict
+        raw = text.encode()
+        if mangle:
+            raw += b"X\x01\xff\xc3(\xe2\x82\x02"  # invalid UTF-8: decoded with replacement characters
+        buf += encode_record(topic="Topicé".encode(), queue_id=i % 3, body=b"b" * i, flag=0, properties=raw,
+                             sys_flag=sys_flag, born_timestamp=1, born_host=encode_host("1.2.3.4:5"),
+                             store_host=encode_host("1.2.3.4:6"), queue_offset=i, physical_offset=len(buf),
+                             store_timestamp=1_700_000_000_000 + i)
+    batch = read_dispatch_requests(buf, 0, 0, max_count=100, check_crc=True)
+    assert (len(batch), batch.end_pos, batch.stop) == (len(records), len(buf), 1)
+    expected, pos, keys = [], 0, []
+    while pos < len(buf):
+        request, record_keys = _reference_request(bytes(buf), pos)
+        expected.append(request)
+        if request.sys_flag & 0xC != 0xC:
+            keys += [(k, request.commit_log_offset) for k in record_keys]
+        pos += request.msg_size
+    assert requests_of(batch) == expected
+    index_keys = batch.index_keys(-1)
+    assert len(index_keys) == len(keys)
+    root = tmp_path_factory.mktemp("idx")
+    index = IndexService(root, hash_slot_num=7, index_num=200)
+    index.load(True, 0)
+    index.dispatch_batch(batch)
+    for key, phy in keys:
+        topic, _, name = key.partition("#")
+        assert phy in index.query_offset(topic, name, 1000, 0, 2**62).phy_offsets
+    index.destroy()

@@ -10,7 +10,7 @@ PutMessageStatus to a response code. A put to a known topic is a copy into the m
 CommitLog and is done on the event loop; a put that writes files (a topic or a DLQ config
 created) runs in the send pool. Under SYNC_FLUSH no thread waits for the disk: the put
 appends, and the reply waits on the loop for the group commit, which hands each fdatasync's
-acknowledgements to the loop at once (lakemq.broker.loop_acks; docs/STORE.md).
+acknowledgements to the loop at once (lakemq.broker.loop_acks; docs/SYNC_FLUSH.md).
 """
 
 from __future__ import annotations

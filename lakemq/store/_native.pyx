@@ -71,6 +71,13 @@ cdef inline int64_t _get64(const uint8_t *p) noexcept nogil:
     return <int64_t>((<uint64_t>_get32(p) << 32) | <uint64_t>_get32(p + 4))
 
 
+cdef int _copy_ip(uint8_t *to, bytes ip) except -1:
+    if len(ip) != 4:
+        raise ValueError(f"an IPv4 address is 4 bytes, not {len(ip)}")
+    memcpy(to, PyBytes_AS_STRING(ip), 4)
+    return 0
+
+
 cdef int32_t _int32(object value, str name) except? -1:
     cdef long long v = value
     if v < -0x80000000 or v > INT32_MAX:
@@ -161,7 +168,7 @@ cdef struct Rec:
     Py_ssize_t topic_part_len
     const uint8_t *props
     Py_ssize_t props_len
-    const uint8_t *born_ip
+    uint8_t born_ip[4]
     int32_t born_port
     int32_t crc
     int32_t size
@@ -171,7 +178,47 @@ cdef struct Rec:
     int64_t born_ts
     int32_t reconsume
     int64_t prepared
-    bint in_queue
+    int64_t queue_offset  # set by Records.write
+
+
+# A batch this large is packed with the GIL released (dispatch runs meanwhile on the other
+# core); a single record is not worth the hand-off.
+cdef Py_ssize_t _NOGIL_BYTES = 16 * 1024
+
+
+cdef void _pack(uint8_t *p, const Rec *recs, Py_ssize_t n, int64_t phy, int64_t now, const uint8_t *store_ip,
+                int32_t store_port) noexcept nogil:
+    cdef const Rec *r
+    cdef Py_ssize_t i
+    for i in range(n):
+        r = &recs[i]
+        _put32(p, <uint32_t>r.size)
+        _put32(p + 4, MESSAGE_MAGIC)
+        _put32(p + 8, <uint32_t>r.crc)
+        _put32(p + 12, <uint32_t>r.queue_id)
+        _put32(p + 16, <uint32_t>r.flag)
+        _put64(p + 20, <uint64_t>r.queue_offset)
+        _put64(p + 28, <uint64_t>phy)
+        _put32(p + 36, <uint32_t>r.sys_flag)
+        _put64(p + 40, <uint64_t>r.born_ts)
+        memcpy(p + 48, r.born_ip, 4)
+        _put32(p + 52, <uint32_t>r.born_port)
+        _put64(p + 56, <uint64_t>now)
+        memcpy(p + 64, store_ip, 4)
+        _put32(p + 68, <uint32_t>store_port)
+        _put32(p + 72, <uint32_t>r.reconsume)
+        _put64(p + 76, <uint64_t>r.prepared)
+        _put32(p + 84, <uint32_t>r.body_len)
+        p += HEAD_BODY_LEN
+        memcpy(p, r.body, r.body_len)
+        p += r.body_len
+        memcpy(p, r.topic_part, r.topic_part_len)
+        p += r.topic_part_len
+        p[0] = <uint8_t>(r.props_len >> 8)
+        p[1] = <uint8_t>r.props_len
+        memcpy(p + 2, r.props, r.props_len)
+        p += 2 + r.props_len
+        phy += r.size
 
 
 cdef class Records:
@@ -182,7 +229,7 @@ cdef class Records:
     cdef readonly Py_ssize_t total  # bytes of all records
     cdef readonly long long first_queue_offset
     cdef list refs  # keeps every buffer a Rec points into alive
-    cdef object msgs
+    cdef list keys  # (topic, queue id) per record, None for a record without a queue offset
 
     def __dealloc__(self):
         PyMem_Free(self.recs)
@@ -192,25 +239,23 @@ cdef class Records:
         """Pack every record into ``mm[pos:]`` (CommitLog offset ``physical_offset``) with its queue
         offset from ``table`` ((topic, queue id) -> next offset, advanced here) and store time ``now``."""
         cdef Py_buffer view
-        cdef Rec *r
         cdef uint8_t *p
+        cdef uint8_t ip[4]
         cdef Py_ssize_t i
-        cdef long long queue_offset, phy = physical_offset
-        cdef object key = None, last_key = None, msg
+        cdef long long queue_offset
+        cdef object key, last_key = None
         cdef long long last_next = 0
         if len(store_ip) != 4:
             raise ValueError("store ip must be 4 bytes")
+        memcpy(ip, PyBytes_AS_STRING(store_ip), 4)
         PyObject_GetBuffer(mm, &view, PyBUF_WRITABLE)
         try:
             if pos < 0 or pos + self.total > view.len:
                 raise ValueError(f"{self.total} bytes do not fit at {pos} of {view.len}")
-            p = <uint8_t *>view.buf + pos
-            for i in range(self.count):
-                r = &self.recs[i]
+            for i in range(self.count):  # queue offsets: consecutive per queue from the table
+                key = self.keys[i]
                 queue_offset = 0
-                if r.in_queue:
-                    msg = self.msgs[i]
-                    key = (msg.topic, r.queue_id)
+                if key is not None:
                     if last_key is not None and key == last_key:
                         queue_offset = last_next
                     else:
@@ -218,37 +263,16 @@ cdef class Records:
                             table[last_key] = last_next
                         queue_offset = table.get(key, 0)
                     last_key, last_next = key, queue_offset + 1
-                if i == 0:
-                    self.first_queue_offset = queue_offset
-                _put32(p, <uint32_t>r.size)
-                _put32(p + 4, MESSAGE_MAGIC)
-                _put32(p + 8, <uint32_t>r.crc)
-                _put32(p + 12, <uint32_t>r.queue_id)
-                _put32(p + 16, <uint32_t>r.flag)
-                _put64(p + 20, <uint64_t>queue_offset)
-                _put64(p + 28, <uint64_t>phy)
-                _put32(p + 36, <uint32_t>r.sys_flag)
-                _put64(p + 40, <uint64_t>r.born_ts)
-                memcpy(p + 48, r.born_ip, 4)
-                _put32(p + 52, <uint32_t>r.born_port)
-                _put64(p + 56, <uint64_t>now)
-                memcpy(p + 64, PyBytes_AS_STRING(store_ip), 4)
-                _put32(p + 68, <uint32_t>store_port)
-                _put32(p + 72, <uint32_t>r.reconsume)
-                _put64(p + 76, <uint64_t>r.prepared)
-                _put32(p + 84, <uint32_t>r.body_len)
-                p += HEAD_BODY_LEN
-                memcpy(p, r.body, r.body_len)
-                p += r.body_len
-                memcpy(p, r.topic_part, r.topic_part_len)
-                p += r.topic_part_len
-                p[0] = <uint8_t>(r.props_len >> 8)
-                p[1] = <uint8_t>r.props_len
-                memcpy(p + 2, r.props, r.props_len)
-                p += 2 + r.props_len
-                phy += r.size
+                self.recs[i].queue_offset = queue_offset
             if last_key is not None:
                 table[last_key] = last_next
+            self.first_queue_offset = self.recs[0].queue_offset if self.count else 0
+            p = <uint8_t *>view.buf + pos
+            if self.total >= _NOGIL_BYTES:
+                with nogil:
+                    _pack(p, self.recs, self.count, physical_offset, now, ip, store_port)
+            else:
+                _pack(p, self.recs, self.count, physical_offset, now, ip, store_port)
         finally:
             PyBuffer_Release(&view)
 
@@ -303,8 +327,8 @@ cdef class RecordEncoder:
         cdef Py_ssize_t props_len, size
         cdef object queue_id
         cdef int sys_flag
-        out.msgs = msgs
         out.refs = []
+        out.keys = []
         out.recs = <Rec *>PyMem_Malloc(max(n, 1) * sizeof(Rec))
         if out.recs == NULL:
             raise MemoryError()
@@ -332,17 +356,17 @@ cdef class RecordEncoder:
                         size = 0
             if size:
                 r.crc = <int32_t>(<uint32_t>_crc32(body) & INT32_MAX)
-                r.born_ip = <const uint8_t *>PyBytes_AS_STRING(born[0])
+                _copy_ip(r.born_ip, born[0])
                 r.born_port = _int32(born[1], "born port")
                 out.refs.append(props)
-                out.refs.append(born)
+                out.refs.append(body)
             else:  # the exact answer off the common path (a new topic or born host, a limit)
                 parts = slow(msg)
                 if type(parts) is not tuple:  # a refusal (PutMessageResult, a NamedTuple)
                     return parts
                 size = parts[0]
                 r.crc = parts[1]
-                r.born_ip = <const uint8_t *>PyBytes_AS_STRING(parts[2])
+                _copy_ip(r.born_ip, parts[2])
                 r.born_port = _int32(parts[3], "born port")
                 body, topic_part, props = parts[4], parts[5], parts[7]
                 if not PyBytes_CheckExact(body):
@@ -368,7 +392,7 @@ cdef class RecordEncoder:
             r.reconsume = _int32(msg.reconsume_times, "reconsume times")
             r.prepared = msg.prepared_transaction_offset
             # prepared and rollback records take no queue offset (they get no ConsumeQueue entry)
-            r.in_queue = (sys_flag & 0xC) != 0x4 and (sys_flag & 0xC) != 0xC
+            out.keys.append((topic, queue_id) if (sys_flag & 0xC) != 0x4 and (sys_flag & 0xC) != 0xC else None)
             out.total += size
         return out
 
@@ -404,7 +428,7 @@ cdef class IndexKeys:
             raise ValueError("keys, offsets and timestamps differ in length")
         out._reserve(n)
         for i in range(n):
-            out.hashes[i] = _index_hash(_hash_units(0, <str>keys[i]))
+            out.hashes[i] = _index_hash(_hash_units(0, <str?>keys[i]))
             out.phys[i] = phys[i]
             out.timestamps[i] = timestamps[i]
         out.count = n
@@ -446,6 +470,21 @@ cdef struct Parsed:
 cdef struct Prop:
     Py_ssize_t pos
     Py_ssize_t length
+
+
+cdef struct Group:  # one queue's state while its ConsumeQueue runs are formed
+    uint64_t key
+    Py_ssize_t run
+    int64_t last_queue_offset
+    int64_t last_end
+
+
+cdef struct Run:
+    Py_ssize_t topic
+    int32_t queue_id
+    int64_t first_queue_offset
+    Py_ssize_t count
+    uint8_t *cursor
 
 
 cdef inline bint _name_is(const uint8_t *p, Py_ssize_t n, const char *name,
@@ -495,60 +534,73 @@ cdef class DispatchBatch:
         back), as runs: (topic, queue id, first queue offset, packed 20-byte entries), each
         run one queue's entries with consecutive queue offsets and rising CommitLog offsets,
         in CommitLog order within a queue. Also the store time of the last such record (None: none)."""
-        cdef Py_ssize_t i, run, n_runs = 0
+        cdef Py_ssize_t i, g, run, n_runs = 0, n_groups = 0, mask = 1
         cdef Parsed *r
-        cdef dict groups = {}
-        cdef object gkey, g
+        cdef uint64_t key
+        cdef Group *grp
+        cdef list out = [], packed = []
+        cdef Py_ssize_t last = -1  # the last record given an entry
+        while mask < 2 * self.count:
+            mask <<= 1
+        cdef Py_ssize_t *slots = <Py_ssize_t *>PyMem_Malloc(mask * sizeof(Py_ssize_t))
+        cdef Group *groups = <Group *>PyMem_Malloc(max(self.count, 1) * sizeof(Group))
+        cdef Run *runs = <Run *>PyMem_Malloc(max(self.count, 1) * sizeof(Run))
         cdef Py_ssize_t *rec_run = <Py_ssize_t *>PyMem_Malloc(max(self.count, 1) * sizeof(Py_ssize_t))
-        cdef list runs = [], out = []
-        cdef list counts = []
-        cdef object last_ts = None
-        cdef bytearray packed
-        cdef uint8_t *p
-        cdef list cursors
-        if rec_run == NULL:
-            raise MemoryError()
+        mask -= 1
         try:
+            if slots == NULL or groups == NULL or runs == NULL or rec_run == NULL:
+                raise MemoryError()
+            for i in range(mask + 1):
+                slots[i] = -1
             for i in range(self.count):
                 r = &self.recs[i]
                 rec_run[i] = -1
                 if (r.sys_flag & 0xC) == 0x4 or (r.sys_flag & 0xC) == 0xC:
                     continue
-                last_ts = r.store_ts
-                gkey = (r.topic << 32) | r.queue_id
-                g = groups.get(gkey)
-                # g: [run index, last queue offset, last end]
-                if g is None or r.queue_offset != g[1] + 1 or r.phy + r.size <= g[2]:
-                    runs.append((r.topic, r.queue_id, r.queue_offset))
-                    counts.append(0)
-                    g = [n_runs, r.queue_offset, r.phy + r.size]
-                    groups[gkey] = g
+                last = i
+                # the record's queue: open addressing over (topic index, queue id)
+                key = (<uint64_t>r.topic << 32) | <uint32_t>r.queue_id  # a damaged record's id may be < 0
+                g = <Py_ssize_t>((key * 0x9E3779B97F4A7C15) >> 40) & mask
+                while slots[g] >= 0 and groups[slots[g]].key != key:
+                    g = (g + 1) & mask
+                if slots[g] < 0:
+                    slots[g] = n_groups
+                    groups[n_groups].key = key
+                    groups[n_groups].run = -1
+                    n_groups += 1
+                grp = &groups[slots[g]]
+                if grp.run < 0 or r.queue_offset != grp.last_queue_offset + 1 or r.phy + r.size <= grp.last_end:
+                    grp.run = n_runs
+                    runs[n_runs].topic = r.topic
+                    runs[n_runs].queue_id = r.queue_id
+                    runs[n_runs].first_queue_offset = r.queue_offset
+                    runs[n_runs].count = 0
                     n_runs += 1
-                else:
-                    g[1] = r.queue_offset
-                    g[2] = r.phy + r.size
-                run = g[0]
-                rec_run[i] = run
-                counts[run] = counts[run] + 1
-            bufs = [bytearray(c * CQ_UNIT) for c in counts]
-            cursors = [0] * n_runs
+                grp.last_queue_offset = r.queue_offset
+                grp.last_end = r.phy + r.size
+                rec_run[i] = grp.run
+                runs[grp.run].count += 1
+            for run in range(n_runs):
+                units = PyBytes_FromStringAndSize(NULL, runs[run].count * CQ_UNIT)
+                packed.append(units)
+                runs[run].cursor = <uint8_t *>PyBytes_AS_STRING(units)
             for i in range(self.count):
                 run = rec_run[i]
-                if run < 0:
-                    continue
-                r = &self.recs[i]
-                packed = bufs[run]
-                p = <uint8_t *>(<char *>packed) + <Py_ssize_t>cursors[run]
-                _put64(p, <uint64_t>r.phy)
-                _put32(p + 8, <uint32_t>r.size)
-                _put64(p + 12, <uint64_t>r.tags_code)
-                cursors[run] = cursors[run] + CQ_UNIT
+                if run >= 0:
+                    r = &self.recs[i]
+                    _put64(runs[run].cursor, <uint64_t>r.phy)
+                    _put32(runs[run].cursor + 8, <uint32_t>r.size)
+                    _put64(runs[run].cursor + 12, <uint64_t>r.tags_code)
+                    runs[run].cursor += CQ_UNIT
             for run in range(n_runs):
-                t, q, first = runs[run]
-                out.append((self.topics[t], q, first, bytes(bufs[run])))
+                out.append((self.topics[runs[run].topic], runs[run].queue_id, runs[run].first_queue_offset,
+                            packed[run]))
         finally:
+            PyMem_Free(slots)
+            PyMem_Free(groups)
+            PyMem_Free(runs)
             PyMem_Free(rec_run)
-        return out, last_ts
+        return out, self.recs[last].store_ts if last >= 0 else None
 
     def index_keys(self, long long last_indexed):
         """The IndexFile keys (UNIQ_KEY first, then each of KEYS) of the records after
@@ -750,48 +802,61 @@ def scan_records(buf, Py_ssize_t pos, long long physical_offset, Py_ssize_t max_
 
 # -- IndexFile -------------------------------------------------------------------------------
 
+cdef long long _put_index_entries(uint8_t *b, long long hash_slot_num, long long index, long long *begin,
+                                  long long *first_phy, bint *has_first, const int32_t *hashes,
+                                  const int64_t *phys, const int64_t *timestamps, Py_ssize_t start,
+                                  Py_ssize_t count) noexcept nogil:
+    """The IndexFile entries and slots of keys[start:start + count]; returns the slots newly used."""
+    cdef Py_ssize_t i
+    cdef long long new_slots = 0, entries_pos = INDEX_HEADER + hash_slot_num * 4, slot_pos, diff
+    cdef int32_t slot_value, h
+    cdef uint8_t *e
+    for i in range(start, start + count):
+        h = hashes[i]
+        slot_pos = INDEX_HEADER + (h % hash_slot_num) * 4
+        slot_value = <int32_t>_get32(b + slot_pos)
+        if slot_value <= 0 or slot_value >= index:
+            slot_value = 0
+            new_slots += 1
+        if begin[0] <= 0:
+            diff = 0
+        else:
+            diff = (timestamps[i] - begin[0]) // 1000
+            diff = 0 if diff < 0 else (INT32_MAX if diff > INT32_MAX else diff)
+        e = b + entries_pos + index * INDEX_ENTRY
+        _put32(e, <uint32_t>h)
+        _put64(e + 4, <uint64_t>phys[i])
+        _put32(e + 12, <uint32_t>diff)
+        _put32(e + 16, <uint32_t>slot_value)
+        _put32(b + slot_pos, <uint32_t>index)
+        if index <= 1:  # the first entry's diff is taken before the file's begin is set
+            first_phy[0] = phys[i]
+            has_first[0] = True
+            begin[0] = timestamps[i]
+        index += 1
+    return new_slots
+
+
 def put_index_keys(mm, long long hash_slot_num, long long index_num, long long index_count,
                    long long begin_timestamp, IndexKeys keys, Py_ssize_t start):
     """Add ``keys[start:]`` to an IndexFile mapping (as many as fit) after ``index_count - 1``
     entries. Returns (how many were added, slots newly used, begin timestamp, begin offset:
     the file's, set by its first entry; None when it already had one)."""
     cdef Py_buffer view
-    cdef Py_ssize_t i, count
-    cdef long long index = index_count, begin = begin_timestamp, diff
-    cdef long long new_slots = 0, entries_pos = INDEX_HEADER + hash_slot_num * 4
-    cdef long long slot_pos
-    cdef int32_t slot_value, h
-    cdef uint8_t *b
-    cdef object begin_phy = None
-    count = min(keys.count - start, index_num - index)
+    cdef Py_ssize_t count
+    cdef long long begin = begin_timestamp, new_slots, entries_pos = INDEX_HEADER + hash_slot_num * 4
+    cdef long long first_phy = 0
+    cdef bint has_first = False
+    count = min(keys.count - start, index_num - index_count)
     if count <= 0:
         return 0, 0, begin_timestamp, None
     PyObject_GetBuffer(mm, &view, PyBUF_WRITABLE)
     try:
         if view.len < entries_pos + index_num * INDEX_ENTRY or hash_slot_num <= 0:
             raise ValueError("the mapping is smaller than the index file")
-        b = <uint8_t *>view.buf
-        for i in range(start, start + count):
-            h = keys.hashes[i]
-            slot_pos = INDEX_HEADER + (h % hash_slot_num) * 4
-            slot_value = <int32_t>_get32(b + slot_pos)
-            if slot_value <= 0 or slot_value >= index:
-                slot_value = 0
-                new_slots += 1
-            if begin <= 0:
-                diff = 0
-            else:
-                diff = (keys.timestamps[i] - begin) // 1000
-                diff = 0 if diff < 0 else (INT32_MAX if diff > INT32_MAX else diff)
-            _put32(b + entries_pos + index * INDEX_ENTRY, <uint32_t>h)
-            _put64(b + entries_pos + index * INDEX_ENTRY + 4, <uint64_t>keys.phys[i])
-            _put32(b + entries_pos + index * INDEX_ENTRY + 12, <uint32_t>diff)
-            _put32(b + entries_pos + index * INDEX_ENTRY + 16, <uint32_t>slot_value)
-            _put32(b + slot_pos, <uint32_t>index)
-            if index <= 1:  # the first entry's diff is taken before the file's begin is set
-                begin_phy = keys.phys[i]
-                begin = keys.timestamps[i]
-            index += 1
+        with nogil:  # entries and slots land all over the file: page and cache misses, no Python
+            new_slots = _put_index_entries(<uint8_t *>view.buf, hash_slot_num, index_count, &begin, &first_phy,
+                                           &has_first, keys.hashes, keys.phys, keys.timestamps, start, count)
     finally:
         PyBuffer_Release(&view)
-    return count, new_slots, begin, begin_phy
+    return count, new_slots, begin, first_phy if has_first else None

@@ -204,8 +204,8 @@ class SendMessageProcessor:
         result = appended.result
         if status is not PutMessageStatus.PUT_OK:  # FLUSH_DISK_TIMEOUT: stored, not yet on disk
             result = PutMessageResult(status, result.append_result)
-        a = appended
-        return self._done(a.ctx, a.request, a.header, a.msgs, result, a.started)
+        return self._done(appended.ctx, appended.request, appended.header, appended.msgs, result,
+                          appended.started)
 
     def _send(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,

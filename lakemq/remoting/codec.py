@@ -166,7 +166,7 @@ def _decode(buffer: bytes | bytearray, start: int, end: int) -> RemotingCommand:
     header_end = start + 4 + header_length
     if header_end > end:
         raise FrameError(f"header length {header_length} exceeds frame of {end - start} bytes")
-    if kind == SerializeType.JSON:
+    if kind == 0:  # SerializeType.JSON (an enum member's lookup costs more than the test)
         command = _decode_json_header(buffer[start + 4:header_end])
     elif kind == SerializeType.ROCKETMQ:
         # A sliced copy: a view into the decoder's bytearray would pin it (a resize raises
@@ -277,20 +277,30 @@ def _decode_json_header(data: bytes | bytearray) -> RemotingCommand:
         raise FrameError(f"bad JSON header: {exc}") from exc
     if type(header) is not dict:
         raise FrameError("JSON header is not an object")
-    code, flag, opaque = header.get("code"), header.get("flag", 0), header.get("opaque", 0)
-    version, ext = header.get("version", 0), header.get("extFields")
-    remark = header.get("remark")
-    # The fast path takes what Java, C++ and lakemq write (ints in range, string extFields);
-    # anything else is checked field by field below, with an error naming the field.
+    get = header.get
+    code, flag, opaque, version = get("code"), get("flag", 0), get("opaque", 0), get("version", 0)
+    ext, remark = get("extFields"), get("remark")
+    # The fast path takes what Java, C++ and lakemq write (ints in 0 .. 2^31 - 1, string
+    # extFields); anything else is checked field by field below, with an error naming the
+    # field. ``str.join`` is the cheapest way to ask whether every extFields value is text.
     if (type(code) is int and type(flag) is int and type(opaque) is int and type(version) is int
-            and _INT_MIN <= code <= _INT_MAX and _INT_MIN <= opaque <= _INT_MAX
-            and _INT_MIN <= flag <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
-            and (remark is None or type(remark) is str)
-            and (ext is None or (type(ext) is dict and (not ext or set(map(type, ext.values())) == {str})))):
-        language = header.get("language")
-        return RemotingCommand(
-            code, _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER) if type(language) is str
-            else LanguageCode.parse(language), version, opaque, flag, remark, {} if ext is None else ext)
+            and not (code | flag | opaque | version) >> 31 and (remark is None or type(remark) is str)):
+        if ext is None:
+            ext = {}
+            texts = True
+        elif type(ext) is dict:
+            try:
+                "".join(ext.values())
+                texts = True
+            except TypeError:
+                texts = False
+        else:
+            texts = False
+        if texts:
+            language = get("language")
+            return RemotingCommand(
+                code, _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER) if type(language) is str
+                else LanguageCode.parse(language), version, opaque, flag, remark, ext)
     if remark is not None and not isinstance(remark, str):
         raise FrameError(f"header field remark must be a string, got {remark!r}")
     ext = {} if ext is None else ext

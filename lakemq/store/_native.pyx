@@ -13,8 +13,6 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
-from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from cpython.pythread cimport (
     NOWAIT_LOCK,
     PyThread_acquire_lock,
@@ -23,6 +21,8 @@ from cpython.pythread cimport (
     PyThread_release_lock,
     PyThread_type_lock,
 )
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 cdef extern from "<sched.h>" nogil:
@@ -341,7 +341,9 @@ cdef class RecordEncoder:
             sys_flag = _int32(msg.sys_flag, "sys flag")
             body = msg.body
             queue_id = msg.queue_id
-            size = 0
+            size = props_len = 0
+            props_ptr = NULL
+            props = born = topic_part = None
             if (topic in self.valid_topics and not (sys_flag & refused_bits)
                     and (not check_delay or "DELAY" not in msg.properties) and PyBytes_CheckExact(body)):
                 props = msg.properties_string or self.properties_to_string(msg.properties)
@@ -666,7 +668,7 @@ def scan_records(buf, Py_ssize_t pos, long long physical_offset, Py_ssize_t max_
     cdef long long base = physical_offset - pos
     cdef Parsed *r
     cdef Prop tags, keys, uniq, delay
-    cdef uint32_t prefix, h
+    cdef uint32_t prefix
     cdef object topic, raw, code
     cdef list topic_hashes = []  # Java hash state after "topic#", per topic index
     cdef dict topic_index = {}

@@ -48,10 +48,10 @@ def test_the_compiled_extension_is_in_use() -> None:
     """The store imports the compiled module (no Python stand-in exists)."""
     assert _native.__file__ is not None and _native.__file__.endswith(".so")
     from lakemq.store import commit_log, consume_queue_store, dispatch, index_file
-    assert commit_log.RecordEncoder is _native.RecordEncoder
-    assert dispatch.scan_records is _native.scan_records
-    assert index_file.put_index_keys is _native.put_index_keys
-    assert consume_queue_store.DispatchBatch is _native.DispatchBatch
+    assert vars(commit_log)["RecordEncoder"] is _native.RecordEncoder
+    assert vars(dispatch)["scan_records"] is _native.scan_records
+    assert vars(index_file)["put_index_keys"] is _native.put_index_keys
+    assert vars(consume_queue_store)["DispatchBatch"] is _native.DispatchBatch
 
 
 def _index_hash(key: str) -> int:
@@ -69,7 +69,7 @@ def test_java_hash_matches_the_python_hash_code() -> None:
     assert index_key_hash("polygenelubricants") == 0
 
 
-@given(st.text(alphabet=st.characters(exclude_categories=("Cs",))))
+@given(st.text(alphabet=st.characters(codec="utf-8")))  # any text a str can be encoded from
 def test_java_hash_of_any_text(text: str) -> None:
     assert _native.java_hash(text) == tags_hash_code(text)
 
@@ -222,14 +222,14 @@ def test_compiled_reader_matches_the_python_decoder(commit_log: CommitLog) -> No
     assert any(r.topic == "SCHEDULE_TOPIC_XXXX" and r.tags_code > 10**12 for r in bulk)
     assert any(r.properties.get(MessageConst.TAGS) for r in bulk)
     # a damaged record stops the reader where the Python check stops
-    data = commit_log.get_data(0)
-    assert data is not None
-    damaged = bytearray(data)
+    written = commit_log.get_data(0)
+    assert written is not None
+    damaged = bytearray(written)
     damaged[bulk[5].commit_log_offset + 4] ^= 0xFF
     batch = read_dispatch_requests(damaged, 0, 0, max_count=1000)
     assert (len(batch), batch.end_pos, batch.stop) == (5, bulk[5].commit_log_offset, -1)
     # with the CRC checked, a flipped body bit is a bad record too
-    damaged = bytearray(data)
+    damaged = bytearray(written)
     damaged[bulk[3].commit_log_offset + 88] ^= 0x01
     assert check_record(damaged, bulk[3].commit_log_offset, check_crc=True) == -1
     batch = read_dispatch_requests(damaged, 0, 0, max_count=1000, check_crc=True)
@@ -274,8 +274,7 @@ def test_refused_delayed_message_is_left_as_it_came(commit_log: CommitLog) -> No
 
 # -- fuzzing the compiled encoder and reader against the Python codec ------------------------
 
-_key_text = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters="\x01\x02 "),
-                    max_size=12)
+_key_text = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02 "), max_size=12)
 
 
 @given(st.lists(st.tuples(st.binary(max_size=300), st.integers(0, 5), st.integers(-(2**31), 2**31 - 1),
@@ -297,7 +296,7 @@ def test_encoder_writes_what_the_codec_builds(
         msgs = []
         for body, queue_id, flag, sys_flag, born_ts, reconsume, props, as_bytearray in fields:
             msg = make_msg(f"T{queue_id % 2}", bytes(body), queue_id=queue_id, sys_flag=sys_flag)
-            msg.body = bytearray(body) if as_bytearray else body
+            msg.body = bytearray(body) if as_bytearray else body  # type: ignore[assignment]  # any buffer
             msg.flag, msg.born_timestamp, msg.reconsume_times = flag, born_ts, reconsume
             msg.prepared_transaction_offset = born_ts // 3
             msg.properties.update(props)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakemq.common.message import MessageConst, MessageSysFlag, string_to_properties, tags_hash_code
@@ -277,6 +277,7 @@ def test_refused_delayed_message_is_left_as_it_came(commit_log: CommitLog) -> No
 _key_text = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02 "), max_size=12)
 
 
+@settings(deadline=None, max_examples=50)  # each example opens a CommitLog: slow on a busy machine
 @given(st.lists(st.tuples(st.binary(max_size=300), st.integers(0, 5), st.integers(-(2**31), 2**31 - 1),
                           st.sampled_from([0, 1, 2, 3, 4, 8, 9, 12]), st.integers(-(2**63), 2**63 - 1),
                           st.integers(0, 2**31 - 1),
@@ -352,6 +353,7 @@ def _reference_request(raw: bytes, pos: int) -> tuple[DispatchRequest, list[str]
 _prop_value = st.one_of(_key_text, st.lists(_key_text, max_size=4).map(" ".join))
 
 
+@settings(deadline=None, max_examples=50)  # each example builds an IndexFile
 @given(st.lists(st.tuples(st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "X"]), _prop_value),
                           st.booleans(), st.sampled_from([0, 4, 8, 12])), min_size=1, max_size=10))
 def test_reader_reads_what_the_python_decoder_reads(

@@ -230,32 +230,38 @@ def decode_record(
     available = len(buf) - pos
     if available < RECORD_FIXED_SIZE:
         raise RecordError(f"truncated record at {pos}: {available} bytes")
+    if type(buf) is not bytes:
+        # One copy of this record up front (every field below is then sliced from bytes);
+        # ``base`` keeps the error messages' positions those of the caller's buffer.
+        (claimed,) = BODY_LEN.unpack_from(buf, pos)
+        base, buf, pos = pos, bytes(buf[pos:pos + max(claimed, RECORD_FIXED_SIZE)]), 0
+    else:
+        base = 0
     (size, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
-     born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared) = HEAD.unpack_from(buf, pos)
+     born_host, store_ts, store_host, reconsume, prepared, body_len) = _DECODE_HEAD.unpack_from(buf, pos)
     if magic != MESSAGE_MAGIC_CODE:
-        raise RecordError(f"bad magic 0x{magic:08x} at {pos}")
+        raise RecordError(f"bad magic 0x{magic:08x} at {base + pos}")
+    end = pos + size
     if size < RECORD_FIXED_SIZE or size > available:
-        raise RecordError(f"bad total size {size} at {pos} ({available} bytes available)")
-    p = pos + HEAD.size
-    (body_len,) = BODY_LEN.unpack_from(buf, p)
-    p += 4
-    if body_len < 0 or p + body_len + 3 > pos + size:
-        raise RecordError(f"bad body length {body_len} at {pos}")
-    body = bytes(buf[p : p + body_len]) if read_body or check_crc else b""
+        raise RecordError(f"bad total size {size} at {base + pos} ({available} bytes available)")
+    p = pos + BODY_POS
+    if body_len < 0 or p + body_len + 3 > end:
+        raise RecordError(f"bad body length {body_len} at {base + pos}")
+    body = buf[p : p + body_len] if read_body or check_crc else b""
     p += body_len
     topic_len = buf[p]
     p += 1
-    if p + topic_len + 2 > pos + size:
-        raise RecordError(f"bad topic length {topic_len} at {pos}")
-    topic = bytes(buf[p : p + topic_len]).decode("utf-8", "replace")
+    if p + topic_len + 2 > end:
+        raise RecordError(f"bad topic length {topic_len} at {base + pos}")
+    topic = _text(buf[p : p + topic_len])
     p += topic_len
     (props_len,) = PROPS_LEN.unpack_from(buf, p)
     p += 2
-    if props_len < 0 or p + props_len != pos + size:
-        raise RecordError(f"record at {pos}: lengths do not add up to total size {size}")
-    properties = string_to_properties(bytes(buf[p : p + props_len]).decode("utf-8", "replace"))
+    if props_len < 0 or p + props_len != end:
+        raise RecordError(f"record at {base + pos}: lengths do not add up to total size {size}")
+    properties = string_to_properties(buf[p:end].decode("utf-8", "replace")) if props_len else {}
     if check_crc and body_crc(body) != crc:
-        raise RecordError(f"body CRC mismatch at {pos}")
+        raise RecordError(f"body CRC mismatch at {base + pos}")
     if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
         body = zlib.decompress(body)
     return MessageExt(
@@ -268,10 +274,10 @@ def decode_record(
         queue_offset=queue_offset,
         sys_flag=sys_flag,
         born_timestamp=born_ts,
-        born_host=decode_host(born_ip, born_port),
+        born_host=_host(born_host),
         store_timestamp=store_ts,
-        store_host=decode_host(store_ip, store_port),
-        msg_id=create_message_id(store_ip, store_port, physical_offset),
+        store_host=_host(store_host),
+        msg_id=(store_host + _LONG.pack(physical_offset)).hex().upper(),  # create_message_id's
         commit_log_offset=physical_offset,
         body_crc=crc,
         reconsume_times=reconsume,
@@ -279,16 +285,44 @@ def decode_record(
     )
 
 
+# HEAD_BODY_LEN with each host as one 8-byte field (ip + port): the key of _host's cache.
+_DECODE_HEAD: Final = struct.Struct(">iIiiiqqiq8sq8siqi")
+_HOSTS: dict[bytes, str] = {}
+_TEXTS: dict[bytes, str] = {}
+
+
+def _host(raw: bytes) -> str:
+    """``"ip:port"`` of an 8-byte host field; a pull's records mostly share two or three hosts."""
+    host = _HOSTS.get(raw)
+    if host is None:
+        if len(_HOSTS) >= 4096:  # bounded: a broker sees many producers' born hosts
+            _HOSTS.clear()
+        host = _HOSTS[raw] = decode_host(raw[:4], int.from_bytes(raw[4:], "big", signed=True))
+    return host
+
+
+def _text(raw: bytes) -> str:
+    """A topic's text; records of one pull share it."""
+    text = _TEXTS.get(raw)
+    if text is None:
+        if len(_TEXTS) >= 4096:
+            _TEXTS.clear()
+        text = _TEXTS[raw] = raw.decode("utf-8", "replace")
+    return text
+
+
 def iter_records(
     buf: bytes | bytearray | memoryview, *, check_crc: bool = False, decompress: bool = False
 ) -> Iterator[MessageExt]:
     """Decode consecutive records (a pull response body); stops at a blank record."""
+    if type(buf) is not bytes:
+        buf = bytes(buf)
     pos = 0
     end = len(buf)
+    size_magic = _SIZE_MAGIC.unpack_from
     while pos + 8 <= end:
-        header = read_header(buf, pos)
-        if header.magic == BLANK_MAGIC_CODE:
+        size, magic = size_magic(buf, pos)
+        if magic == BLANK_MAGIC_CODE:
             return
-        msg = decode_record(buf, pos, check_crc=check_crc, decompress=decompress)
-        yield msg
-        pos += header.total_size
+        yield decode_record(buf, pos, check_crc=check_crc, decompress=decompress)
+        pos += size

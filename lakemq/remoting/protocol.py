@@ -35,6 +35,11 @@ RequestCallback = Callable[["RemotingConnection", RemotingCommand], None]
 _SEPARATE_BODY = 16 * 1024
 
 
+def _expire(future: asyncio.Future[RemotingCommand], addr: str, code: int, timeout: float) -> None:
+    if not future.done():
+        future.set_exception(RemotingTimeoutError(f"no response from {addr} to code {code} in {timeout:.3f}s"))
+
+
 class RemotingConnection(asyncio.Protocol):
     """An asyncio protocol per socket. ``reply_on_frame_error`` (servers) answers a bad frame
     with a SYSTEM_ERROR response naming the problem before closing, since the peer cannot be
@@ -119,20 +124,35 @@ class RemotingConnection(asyncio.Protocol):
 
     async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``request`` (its opaque is assigned here) and wait for the response."""
-        request.opaque = next(self._opaques) & 0x7FFFFFFF
+        request.opaque = opaque = next(self._opaques) & 0x7FFFFFFF
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
-        future: asyncio.Future[RemotingCommand] = self.loop.create_future()
-        self._pending[request.opaque] = future
+        loop = self.loop
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        self._pending[opaque] = future
+        # A timer that fails the future, not asyncio.timeout: no Timeout object, no task
+        # cancellation and uncancel per request (a sync send's client path runs this each time).
+        timer = loop.call_later(timeout, _expire, future, self.remote_addr, request.code, timeout)
         try:
-            async with asyncio.timeout(timeout):
-                await self._write(request)
-                return await future
-        except TimeoutError:
-            raise RemotingTimeoutError(
-                f"no response from {self.remote_addr} to code {request.code} in {timeout:.3f}s"
-            ) from None
+            if not self._writable.is_set():
+                await self._wait_writable(future)
+            if not self.is_open:
+                raise RemotingConnectError(f"connection to {self.remote_addr} is closed")
+            self._send_frame(request)
+            return await future
         finally:
-            self._pending.pop(request.opaque, None)
+            timer.cancel()
+            self._pending.pop(opaque, None)
+
+    async def _wait_writable(self, future: asyncio.Future[RemotingCommand]) -> None:
+        """Until the transport takes writes again, or the request's future fails first (its
+        timeout, the connection lost), whose error is raised then."""
+        writable = self.loop.create_task(self._writable.wait())
+        try:
+            await asyncio.wait((writable, future), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            writable.cancel()
+        if future.done():
+            future.result()
 
     async def invoke_oneway(self, request: RemotingCommand) -> None:
         request.opaque = next(self._opaques) & 0x7FFFFFFF

@@ -28,7 +28,7 @@ from lakemq.errors import RemotingCommandError
 from lakemq.remoting.codec import RemotingCommand
 
 __all__ = [
-    "decode_header", "encode_header", "encode_send_header_v2", "decode_send_header",
+    "decode_header", "encode_header", "encode_send_header_v2", "decode_send_header", "send_header_v2_fields",
     "SendMessageRequestHeader", "SendMessageResponseHeader",
     "PullMessageRequestHeader", "PullMessageResponseHeader",
     "QueryConsumerOffsetRequestHeader", "QueryConsumerOffsetResponseHeader",
@@ -176,11 +176,26 @@ def _make_decoder(cls: type, wire_names: tuple[tuple[str, str], ...]) -> _Decode
     return env["decode"]  # type: ignore[no-any-return]
 
 
-def _make_encoder(cls: type, wire_names: tuple[tuple[str, str], ...]) -> Callable[[Any], dict[str, str]]:
-    """The extFields writer for header ``cls``, generated once per class like the decoder."""
+def _make_encoder(cls: type, wire_names: tuple[tuple[str, str], ...],
+                  from_values: bool = False) -> Callable[..., dict[str, str]]:
+    """The extFields writer for header ``cls``, generated once per class like the decoder.
+    ``from_values``: a writer taking the fields' values (in declaration order, those with a
+    default optional) instead of a header, for a hot path that need not build the header."""
     renamed = dict(wire_names)
-    lines = ["def encode(h):", "    out = {}"]
-    for f in _plan(cls):
+    plan = _plan(cls)
+    env: dict[str, Any] = {"_text": _text}
+    if from_values:
+        params = []
+        for i, f in enumerate(plan):
+            if f.required:
+                params.append(f.name)
+            else:
+                env[f"d{i}"] = f.default
+                params.append(f"{f.name}=d{i}")
+        lines = [f"def encode({', '.join(params)}):", "    out = {}"]
+    else:
+        lines = ["def encode(h):", "    out = {}"]
+    for f in plan:
         # By the declared kind: str() for an int field, true/false for a bool; _text for
         # anything else a caller put there.
         if f.kind is int:
@@ -189,11 +204,10 @@ def _make_encoder(cls: type, wire_names: tuple[tuple[str, str], ...]) -> Callabl
             value = "('true' if v else 'false') if type(v) is bool else _text(v)"
         else:
             value = "v if type(v) is str else _text(v)"
-        lines.append(f"    v = h.{f.name}")
+        lines.append(f"    v = {f.name}" if from_values else f"    v = h.{f.name}")
         lines.append("    if v is not None:")
         lines.append(f"        out[{renamed.get(f.wire, f.wire)!r}] = {value}")
     lines.append("    return out")
-    env: dict[str, Any] = {"_text": _text}
     exec("\n".join(lines), env)  # noqa: S102 - source built above from the dataclass's own fields
     return env["encode"]  # type: ignore[no-any-return]
 
@@ -243,6 +257,11 @@ _V2_CODES = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 _encode_send_v2 = _encoder(SendMessageRequestHeader, _V2_WIRE)
 _decode_send_v2 = _decoder(SendMessageRequestHeader, _V2_WIRE)
 _decode_send_v1 = _decoder(SendMessageRequestHeader)
+
+
+# SendMessageRequestHeader's fields in order -> V2 extFields; what encode_send_header_v2 writes
+# for the header with those values, without building it (a producer's send path).
+send_header_v2_fields: Callable[..., dict[str, str]] = _make_encoder(SendMessageRequestHeader, _V2_WIRE, True)
 
 
 def encode_send_header_v2(header: SendMessageRequestHeader) -> dict[str, str]:

@@ -65,3 +65,14 @@ async def test_paused_then_resumed_and_paused_until_timeout() -> None:
     finally:
         await client.shutdown()
         await server.shutdown()
+
+
+def test_send_header_fields_match_the_header_encoder() -> None:
+    """The producer's send path writes V2 extFields from values; they must be exactly what
+    the header encoder writes for the same header (defaults, bools, None left out)."""
+    from lakemq.remoting.headers import SendMessageRequestHeader, encode_send_header_v2, send_header_v2_fields
+
+    values = ("pg", "T", "TBW102", 4, 3, 0, 1795489742668, 0, "UNIQ_KEY\x01A\x02", 2, False, None, True)
+    assert send_header_v2_fields(*values) == encode_send_header_v2(SendMessageRequestHeader(*values))
+    assert send_header_v2_fields(*values[:8]) == encode_send_header_v2(SendMessageRequestHeader(*values[:8]))
+    assert send_header_v2_fields(*values)["m"] == "true" and "l" not in send_header_v2_fields(*values)

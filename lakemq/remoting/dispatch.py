@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from lakemq.common.codes import RequestCode, ResponseCode
-from lakemq.remoting.codec import FLAG_RESPONSE, RemotingCommand
+from lakemq.remoting.codec import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from lakemq.remoting.protocol import RemotingConnection
 
 __all__ = ["RequestProcessor", "RequestContext", "Dispatcher"]
@@ -151,7 +151,7 @@ class Dispatcher:
 
     @staticmethod
     def _respond(connection: RemotingConnection, request: RemotingCommand, response: RemotingCommand | None) -> None:
-        if response is not None and not request.is_oneway:
+        if response is not None and not request.flag & FLAG_ONEWAY:
             response.opaque = request.opaque
             response.flag |= FLAG_RESPONSE
             connection.send_response(response)

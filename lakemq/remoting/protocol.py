@@ -161,10 +161,17 @@ class RemotingConnection(asyncio.Protocol):
 
     def send_response(self, response: RemotingCommand) -> None:
         """Write a response from the loop thread; dropped (and logged) if the peer is gone."""
-        if not self.is_open:
+        transport = self._transport
+        if transport is None or transport.is_closing():
             log.info("dropping response %d to closed %s", response.opaque, self.remote_addr)
             return
-        self._send_frame(response)
+        head, body = encode_parts(response)
+        if body:
+            if len(body) >= _SEPARATE_BODY:
+                transport.writelines((head, body))
+                return
+            head += body
+        transport.write(head)
 
     def send_response_threadsafe(self, response: RemotingCommand) -> None:
         self.loop.call_soon_threadsafe(self.send_response, response)

@@ -93,7 +93,12 @@ class MessageSysFlag:
 
 def properties_to_string(properties: dict[str, str]) -> str:
     """Serialize as RocketMQ does: ``name\\x01value\\x02`` for every pair."""
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items())
+    if not properties:
+        return ""
+    try:  # the joins run in C; a value that is not text takes the formatting path
+        return PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, properties.items())) + PROPERTY_SEPARATOR
+    except TypeError:
+        return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items())
 
 
 def string_to_properties(text: str) -> dict[str, str]:

@@ -63,6 +63,8 @@ class RemotingConnection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         # The dispatcher's per-connection RequestContext, made once instead of per request.
         self.context: Any = None
+        # Responses held while one read's several requests are handled (see data_received).
+        self._held: list[bytes] | None = None
 
     # asyncio.Protocol callbacks
 
@@ -86,6 +88,20 @@ class RemotingConnection(asyncio.Protocol):
                 self._transport.write(encode(error))
             self.close()
             return
+        if len(commands) > 1:
+            # Pipelined requests (async producers, many pulls on one connection): the answers
+            # made while handling them are written together at the end, one syscall, not one each.
+            self._held = []
+            try:
+                self._handle(commands)
+            finally:
+                held, self._held = self._held, None
+                if held and self._transport is not None and not self._transport.is_closing():
+                    self._transport.writelines(held)
+        else:
+            self._handle(commands)
+
+    def _handle(self, commands: list[RemotingCommand]) -> None:
         for command in commands:
             if command.flag & FLAG_RESPONSE:
                 future = self._pending.pop(command.opaque, None)
@@ -166,6 +182,12 @@ class RemotingConnection(asyncio.Protocol):
             log.info("dropping response %d to closed %s", response.opaque, self.remote_addr)
             return
         head, body = encode_parts(response)
+        held = self._held
+        if held is not None:
+            held.append(head)
+            if body:
+                held.append(body)
+            return
         if body:
             if len(body) >= _SEPARATE_BODY:
                 transport.writelines((head, body))

@@ -26,13 +26,15 @@ def decode_pull_result(mq: MessageQueue, raw: RawPullResult, subscription: Subsc
             decoded = list(iter_records(raw.body, decompress=True))
         except (RecordError, ValueError, zlib.error) as exc:
             raise FrameError(f"undecodable pull response from {mq}: {exc}") from exc
+        min_offset, max_offset = str(raw.min_offset), str(raw.max_offset)
         for msg in decoded:
             if not tag_matches(subscription, msg):
                 continue
-            msg.properties[MessageConst.MIN_OFFSET] = str(raw.min_offset)
-            msg.properties[MessageConst.MAX_OFFSET] = str(raw.max_offset)
+            properties = msg.properties
+            properties[MessageConst.MIN_OFFSET] = min_offset
+            properties[MessageConst.MAX_OFFSET] = max_offset
             # Users see the producer's id (UNIQ_KEY), as with the Java client's MessageClientExt.
-            msg.msg_id = msg.unique_key or msg.msg_id
+            msg.msg_id = properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id
             msgs.append(msg)
     return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, msgs,
                       raw.suggest_which_broker_id)

@@ -111,6 +111,16 @@ class Producer:
         return self._sender
 
     def _prepare(self, msg: Message) -> PreparedMessage:
+        self._check(msg)
+        body, sys_flag = msg.body, 0
+        if len(body) >= self.config.compress_msg_body_over_howmuch:
+            body = zlib.compress(body, self.config.compress_level)
+            sys_flag |= MessageSysFlag.COMPRESSED_FLAG
+        return PreparedMessage(msg.topic, body, msg.flag, sys_flag, properties_to_string(msg.properties),
+                               msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
+
+    def _check(self, msg: Message) -> None:
+        """Refuse what the broker would, and give the message its UNIQ_KEY."""
         check_topic(msg.topic)
         if msg.topic == self.config.create_topic_key:
             raise MessageIllegalError(f"topic {msg.topic} is reserved")
@@ -121,12 +131,6 @@ class Producer:
                 f"message body is {len(msg.body)} bytes, the maximum is {self.config.max_message_size}")
         if MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in msg.properties:
             msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
-        body, sys_flag = msg.body, 0
-        if len(body) >= self.config.compress_msg_body_over_howmuch:
-            body = zlib.compress(body, self.config.compress_level)
-            sys_flag |= MessageSysFlag.COMPRESSED_FLAG
-        return PreparedMessage(msg.topic, body, msg.flag, sys_flag, properties_to_string(msg.properties),
-                               msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
 
     def _prepare_batch(self, msgs: Sequence[Message]) -> PreparedMessage:
         if not msgs:
@@ -139,7 +143,9 @@ class Producer:
                 raise MessageIllegalError("batch messages cannot be delayed")
             if m.topic.startswith("%RETRY%"):
                 raise MessageIllegalError("retry-topic messages cannot be batched")
-            self._prepare(m)
+            # Checked and stamped only: a batch's bodies go uncompressed (as in RocketMQ) and
+            # its properties are written by encode_messages.
+            self._check(m)
         body = encode_messages(msgs)
         if len(body) > self.config.max_message_size:
             raise MessageIllegalError(f"batch is {len(body)} bytes, the maximum is {self.config.max_message_size}")

@@ -162,7 +162,11 @@ def sync_send(broker: str, topic: str, producers: int, batch: int, s: Settings) 
     results = run_jobs(jobs, procs)
     messages = sum(r["messages"] for r in results)
     return {"rate": messages / s.duration, "messages": messages, "errors": sum(r["errors"] for r in results),
-            "processes": procs}
+            "processes": procs, "client_cpu_us": _client_cpu(results) / max(messages, 1) * 1e6}
+
+
+def _client_cpu(results: list[dict[str, float]]) -> float:
+    return sum(r.get("client_cpu", 0.0) for r in results)
 
 
 def consume(broker: str, topic: str, processes: int = 2) -> dict[str, float]:
@@ -172,7 +176,7 @@ def consume(broker: str, topic: str, processes: int = 2) -> dict[str, float]:
     messages = sum(r["messages"] for r in results)
     elapsed = max(r["end"] for r in results) - start
     return {"rate": messages / elapsed, "messages": messages, "mb_s": sum(r["bytes"] for r in results) / elapsed / 1e6,
-            "seconds": elapsed}
+            "seconds": elapsed, "client_cpu_us": _client_cpu(results) / max(messages, 1) * 1e6}
 
 
 def latency(broker: str, topic: str, rate: int, s: Settings, senders: int = 2) -> dict[str, float]:
@@ -223,11 +227,12 @@ def report(r: dict[str, dict[str, float]], s: Settings, command: str) -> str:
     def row(name: str, key: str, target: int, extra: str = "") -> str:
         m = r[key]
         cpu = f"{m['cpu_us']:.0f} us ({m['cpu_us'] * m['rate'] / 1e6:.2f} cores)"
-        return f"| {name} | {m['rate']:,.0f} msg/s{extra} | {cpu} | {target:,} | {_ok(m['rate'], target)} |"
+        return (f"| {name} | {m['rate']:,.0f} msg/s{extra} | {cpu} | {m['client_cpu_us']:.0f} us | {target:,} "
+                f"| {_ok(m['rate'], target)} |")
 
     lines = [
-        "| measure | result | broker CPU per msg (busy cores) | target | |",
-        "|---|---:|---:|---:|---|",
+        "| measure | result | broker CPU per msg (busy cores) | client CPU per msg | target | |",
+        "|---|---:|---:|---:|---:|---|",
         row("sync send, 1 producer", "sync_1", TARGETS["sync_1"]),
         row("sync send, 16 producers", "sync_16", TARGETS["sync_16"]),
         row("batch send, 16 producers x 32", "batch", TARGETS["batch_16x32"]),
@@ -235,7 +240,7 @@ def report(r: dict[str, dict[str, float]], s: Settings, command: str) -> str:
     ]
     for key in sorted(k for k in r if k.startswith("latency")):
         lat = r[key]
-        lines.append(f"| p99 end to end at {lat['rate']:,.0f} msg/s | {lat['p99']:.2f} ms | | {TARGETS['p99_ms']} ms "
+        lines.append(f"| p99 end to end at {lat['rate']:,.0f} msg/s | {lat['p99']:.2f} ms | | | {TARGETS['p99_ms']} ms "
                      f"| {_ok(lat['p99'], TARGETS['p99_ms'], True)} |")
     lines += ["", "| latency run | stored msg/s | refused (busy) | received | p50 ms | p90 ms | p99 ms | p99.9 ms "
               "| max ms |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -278,7 +283,8 @@ def write_md(table: str, s: Settings, command: str, quick: bool) -> None:
         "per queue) everything the batch phase stored. Latency: 2 sender processes write sends at fixed "
         "times (open loop, at most 256 in flight per connection), each body carrying its scheduled send "
         "time; one long-polling puller per queue; latency = pull response arrival - scheduled send time, "
-        "so queueing behind a saturated broker counts.\n\n" + smoke + table + "\n"
+        "so queueing behind a saturated broker counts. Client CPU per message is the client processes' "
+        "own CPU time (user + system) over the phase, divided by the messages.\n\n" + smoke + table + "\n"
     )
     replace_section(body)
 
@@ -311,21 +317,28 @@ def main() -> None:
                 cpu = cpu_seconds(pid)
                 results[key] = sync_send(broker, topic, producers, batch, s)
                 results[key]["cpu_us"] = (cpu_seconds(pid) - cpu) / max(results[key]["messages"], 1) * 1e6
-                print(f"{key}: {results[key]['rate']:,.0f} msg/s, broker CPU {results[key]['cpu_us']:.0f} us/msg "
-                      f"({results[key]['errors']:.0f} errors)", flush=True)
+                print(f"{key}: {results[key]['rate']:,.0f} msg/s, broker CPU {results[key]['cpu_us']:.1f} us/msg, "
+                      f"client CPU {results[key]['client_cpu_us']:.1f} us/msg ({results[key]['errors']:.0f} errors)",
+                      flush=True)
             if args.only == "latency":
-                print(latency(broker, "BenchLatency1", s.rate, s))
+                cpu = cpu_seconds(pid)
+                lat = latency(broker, "BenchLatency1", s.rate, s)
+                print(lat)
+                print(f"latency: broker CPU {(cpu_seconds(pid) - cpu) / max(lat['ok'], 1) * 1e6:.1f} us per stored "
+                      "message (its send and its delivery)", flush=True)
             if args.only == "consume":
                 cpu = cpu_seconds(pid)
                 result = consume(broker, "BenchBatch")
                 print(f"consume: {result['rate']:,.0f} msg/s, broker CPU "
-                      f"{(cpu_seconds(pid) - cpu) / max(result['messages'], 1) * 1e6:.0f} us/msg", flush=True)
+                      f"{(cpu_seconds(pid) - cpu) / max(result['messages'], 1) * 1e6:.1f} us/msg, client CPU "
+                      f"{result['client_cpu_us']:.1f} us/msg", flush=True)
             if args.only:
                 return
             cpu = cpu_seconds(pid)
             results["consume"] = consume(broker, "BenchBatch")
             results["consume"]["cpu_us"] = (cpu_seconds(pid) - cpu) / max(results["consume"]["messages"], 1) * 1e6
-            print(f"consume: {results['consume']['rate']:,.0f} msg/s", flush=True)
+            print(f"consume: {results['consume']['rate']:,.0f} msg/s, broker CPU {results['consume']['cpu_us']:.1f} "
+                  f"us/msg, client CPU {results['consume']['client_cpu_us']:.1f} us/msg", flush=True)
             # The asked rate; if the broker cannot hold it within the target, what it sustains
             # comfortably (half its 16-producer sync throughput) and a light 1,000 msg/s.
             rates = [s.rate]

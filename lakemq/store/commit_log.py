@@ -84,6 +84,17 @@ def _complete_futures(acks: list[tuple[_FutureToken, PutMessageStatus]]) -> None
                           else PutMessageResult(status, result.append_result))
 
 
+def _bad_delay(msg: MessageExtBrokerInner) -> PutMessageResult | None:
+    """A DELAY property that is not a number is refused (it would fail the rewrite)."""
+    raw = msg.properties.get(_DELAY)
+    if raw:
+        try:
+            int(raw)
+        except ValueError:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad DELAY property {raw!r}")
+    return None
+
+
 class CommitLog:
     def __init__(
         self,
@@ -222,8 +233,8 @@ class CommitLog:
             if refused is not None:
                 return refused
         if _DELAY in msg.properties:
-            # A refused message is left as it came: the size checks go before the rewrite.
-            checked = self._encode(msg)
+            # A refused message is left as it came: the checks go before the rewrite.
+            checked = _bad_delay(msg) or self._encode(msg)
             if isinstance(checked, PutMessageResult):
                 return checked
             rewrite_delayed_message(msg, self.delay_levels)
@@ -316,6 +327,9 @@ class CommitLog:
         refused = self._check(msg)
         if refused is not None:
             return refused
+        bad_delay = _bad_delay(msg)
+        if bad_delay is not None:
+            return bad_delay
         if msg.sys_flag & _TRANSACTION_MASK or msg.delay_time_level > 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark="batch messages cannot be delayed or transactional")

@@ -262,6 +262,15 @@ def test_recovery_scan_stops_where_check_record_stops(commit_log: CommitLog) -> 
     assert scan_valid_end(clean[:50], 0, 0, check_crc=False) == _reference_scan(clean[:50], 0, False)
 
 
+def test_a_delay_that_is_not_a_number_is_refused(commit_log: CommitLog) -> None:
+    """Found by the encoder fuzz test: DELAY ":" raised ValueError out of put_message."""
+    msg = make_msg("TopicA", b"x")
+    msg.properties[MessageConst.DELAY_TIME_LEVEL] = ":"
+    for result in (commit_log.put_message(msg), commit_log.put_messages([msg])):
+        assert result.status is PutMessageStatus.MESSAGE_ILLEGAL and "DELAY" in result.remark
+    assert msg.topic == "TopicA" and commit_log.get_max_offset() == 0
+
+
 def test_refused_delayed_message_is_left_as_it_came(commit_log: CommitLog) -> None:
     too_big = make_msg("TopicA", b"x" * (commit_log.config.max_message_size + 1), delay=1)
     assert commit_log.put_message(too_big).status is PutMessageStatus.MESSAGE_ILLEGAL

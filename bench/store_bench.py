@@ -42,25 +42,18 @@ Reading the table:
   the memory floor. "CPU us/msg" is the CPU time of the putting thread alone
   (time.thread_time): on this shared VM wall time also measures the neighbours, CPU time
   is what the code costs.
-- The put path now packs each record's fixed 88 bytes once, under the lock, with its final
-  offsets and store time (no build-then-patch); a batch is checked, packed and joined in
-  one pass and copied into the file with one slice assignment; the body CRC (zlib's CRC-32,
-  as RocketMQ) comes from ISA-L (isal): about 0.2 instead of 0.7 us for 1 KiB, the largest
-  single cost; ASYNC_FLUSH puts skip the flusher round trip.
-- What is left per batched message is about 35 interpreter operations (attribute loads,
-  checks, queue offset, one 17-field struct pack, CRC call, join) plus the copy with its
-  page faults, which is the raw per-record row. A numpy-vectorized encoder was tried for
-  64-message batches and lost (1.4 vs 0.9 us/msg for the encoding alone): gathering eleven
-  fields from 64 Python objects costs more than it saves. Closing the rest of the gap to
-  3x needs the encoder in C. One put_message per call adds the call layers and result
-  objects (2-3x the batched CPU per message).
-- Dispatch (ConsumeQueue and IndexFile) reads records in bulk (up to 1024 per step, one
-  unpack per record), packs each queue's run of 20-byte entries into one write, hashes all
-  index keys of a step at once (numpy; Java's String.hashCode) and writes the IndexFile
-  header once per step. It still costs several us of CPU per record (header, properties,
-  the request object, a CQ entry, an index entry per key) and shares the GIL with the put
-  thread, so with dispatch on a message costs put + dispatch CPU: that, not the disk,
-  bounds the MessageStore rows.
+- The per-record loops are compiled (Cython, lakemq/store/_native.pyx; docs/NATIVE.md):
+  a batch is checked and measured in C, the body CRC (zlib's CRC-32, as RocketMQ) comes
+  from ISA-L, and every record is packed straight into the mapped file with its final
+  offsets and store time; a batch of 16 KiB or more is copied with the GIL released.
+  What is left per batched message is the per-batch Python (lock, file, result) spread
+  over the batch plus the copy with its page faults, which is the raw per-record row.
+  One put_message per call adds the call layers and result objects around the same C.
+- Dispatch (ConsumeQueue and IndexFile) parses up to 1024 records per step into columns in
+  C, with the Java String.hashCode of every index key, builds each queue's run of 20-byte
+  entries in C and writes the IndexFile entries and slots with the GIL released: under a
+  microsecond of CPU per record. The "drained" rows wait until ConsumeQueue and IndexFile
+  caught up, so they count put + dispatch.
 - SYNC_FLUSH with 64 blocking writer threads: every acknowledged put is an OS thread
   wake-up plus a GIL hand-off (the writers spend over 95% of their time parked).
   The broker does not write that way: a send appends on the event loop and awaits its

@@ -125,7 +125,9 @@ class Sender:
             msg.max_reconsume_times, msg.batch)
 
     async def send_to_queue(self, msg: PreparedMessage, mq: MessageQueue, timeout_ms: int) -> SendResult:
-        addr = await self.instance.broker_addr(mq.broker_name, msg.topic)
+        # A known broker is looked up without a coroutine; broker_addr refreshes the route.
+        addr = (self.instance.find_broker_addr(mq.broker_name)
+                or await self.instance.broker_addr(mq.broker_name, msg.topic))
         return await self.instance.api.send_message(
             addr, mq, self._fields(msg, mq), msg.body, batch=msg.batch, timeout_ms=timeout_ms, uniq_id=msg.uniq_id)
 

@@ -99,11 +99,14 @@ class RemotingClient:
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``request`` to ``addr`` and wait at most ``timeout`` seconds (connect included)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        connection = await self._connection(addr, timeout)
+        connection = self._connections.get(addr)
+        if connection is None or not connection.is_open:  # connect first, within the timeout
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            connection = await self._connection(addr, timeout)
+            timeout = max(deadline - loop.time(), 0.0)
         try:
-            return await connection.invoke(request, max(deadline - loop.time(), 0.0))
+            return await connection.invoke(request, timeout)
         except RemotingConnectError:
             self._drop(addr, connection)
             raise

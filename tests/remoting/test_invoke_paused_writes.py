@@ -1,6 +1,7 @@
-"""A request waiting for a paused transport (back-pressure) over real loopback sockets: it is
-written once writes resume, and it times out - with the pending slot released - when they do
-not resume in time (the invoke's timer covers the wait for the transport too)."""
+"""The client side of a request: one waiting for a paused transport (back-pressure) over real
+loopback sockets is written once writes resume, and times out - with the pending slot
+released - when they do not resume in time (the invoke's timer covers that wait too); and the
+send header's extFields written from values match the header encoder's."""
 
 from __future__ import annotations
 

@@ -29,6 +29,11 @@ class _HeldPull:
     future: asyncio.Future[bool]
 
 
+def _time_out(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
+
+
 class PullRequestHoldService:
     def __init__(self, max_offset_in_queue: Callable[[str, int], int], check_interval_s: float = 5.0) -> None:
         self._max_offset = max_offset_in_queue
@@ -78,10 +83,13 @@ class PullRequestHoldService:
             # check is seen here, one dispatched after it finds this waiter registered.
             if self._max_offset(topic, queue_id) > pull_from_offset:
                 return True
+            # A timer answering False, not asyncio.wait_for (a second future, a done callback
+            # and a cancellation per held pull).
+            timer = loop.call_later(timeout_s, _time_out, held.future)
             try:
-                return await asyncio.wait_for(held.future, timeout_s)
-            except TimeoutError:
-                return False
+                return await held.future
+            finally:
+                timer.cancel()
         finally:
             waiters = self._held.get(key)
             if waiters is not None:

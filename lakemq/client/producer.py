@@ -111,7 +111,7 @@ class Producer:
         return self._sender
 
     def _prepare(self, msg: Message) -> PreparedMessage:
-        self._check(msg)
+        self._check_and_stamp(msg)
         body, sys_flag = msg.body, 0
         if len(body) >= self.config.compress_msg_body_over_howmuch:
             body = zlib.compress(body, self.config.compress_level)
@@ -119,7 +119,7 @@ class Producer:
         return PreparedMessage(msg.topic, body, msg.flag, sys_flag, properties_to_string(msg.properties),
                                msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
 
-    def _check(self, msg: Message) -> None:
+    def _check_and_stamp(self, msg: Message) -> None:
         """Refuse what the broker would, and give the message its UNIQ_KEY."""
         check_topic(msg.topic)
         if msg.topic == self.config.create_topic_key:
@@ -145,7 +145,7 @@ class Producer:
                 raise MessageIllegalError("retry-topic messages cannot be batched")
             # Checked and stamped only: a batch's bodies go uncompressed (as in RocketMQ) and
             # its properties are written by encode_messages.
-            self._check(m)
+            self._check_and_stamp(m)
         body = encode_messages(msgs)
         if len(body) > self.config.max_message_size:
             raise MessageIllegalError(f"batch is {len(body)} bytes, the maximum is {self.config.max_message_size}")

@@ -6,11 +6,12 @@ Checks (broker and topic permissions, system topics, queue id), creates a missin
 the producer's default topic (TBW102) when auto-creation is on, routes retry messages past
 their group's max reconsume times to the group's DLQ, stores a TRAN_MSG=true send as a half
 message (lakemq.broker.transaction), then puts and maps the store's
-PutMessageStatus to a response code. A put to a known topic is a copy into the mapped
-CommitLog and is done on the event loop; a put that writes files (a topic or a DLQ config
-created) runs in the send pool. Under SYNC_FLUSH no thread waits for the disk: the put
-appends, and the reply waits on the loop for the group commit, which hands each fdatasync's
-acknowledgements to the loop at once (lakemq.broker.loop_acks; docs/SYNC_FLUSH.md).
+PutMessageStatus to a response code. Under ASYNC_FLUSH a put to a known topic is a copy
+into the mapped CommitLog and is done on the event loop; a put that writes files (a topic or
+a DLQ config created), and every SYNC_FLUSH put, runs in the send pool with its fast
+failure. Under SYNC_FLUSH no thread waits for the disk: the pool thread appends, and the reply
+waits on the loop for the group commit, which hands each fdatasync's acknowledgements to the
+loop at once (lakemq.broker.loop_acks; docs/SYNC_FLUSH.md).
 """
 
 from __future__ import annotations
@@ -161,13 +162,15 @@ class SendMessageProcessor:
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = decode_send_header(request)
         ack = self._ack_future()
-        # A put to a known topic only copies into the mapped CommitLog, so it is done right
-        # here on the loop: two thread hops cost more than the put. A put that writes files
-        # (creating a topic, a retry group's DLQ) runs in the send pool, with its queue-time
-        # fast failure. Either way a SYNC_FLUSH reply then waits for the group commit on the
-        # loop, holding no thread.
+        # Under ASYNC_FLUSH a put to a known topic only copies into the mapped CommitLog, so
+        # it is done right here on the loop: two thread hops cost more than the put. Under
+        # SYNC_FLUSH the disk is on the send path and a put that writes files (creating a
+        # topic, a retry group's DLQ) may block: those run in the send pool, where a slow
+        # store meets the queue-time fast failure instead of stalling the loop. A SYNC_FLUSH
+        # reply then waits for the group commit on the loop, holding no thread.
         if (
-            not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            ack is None
+            and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
             and self._topics.select_topic_config(header.topic) is not None
         ):
             sent = self._send(ctx, request, header, ack)

@@ -56,8 +56,8 @@ Reading the table:
   caught up, so they count put + dispatch.
 - SYNC_FLUSH with 64 blocking writer threads: every acknowledged put is an OS thread
   wake-up plus a GIL hand-off (the writers spend over 95% of their time parked).
-  The broker does not write that way: a send appends on the event loop and awaits its
-  acknowledgement there (docs/SYNC_FLUSH.md). The group-commit
+  The broker does not wait that way: its send pool thread appends and the send awaits its
+  acknowledgement on the event loop (docs/SYNC_FLUSH.md). The group-commit
   thread hands all the puts one fdatasync covered to the loop with ONE
   call_soon_threadsafe; that is the "asyncio loop" row. The "one thread hand-off per put"
   row is the same writers through a concurrent Future per put (what put_message_async
@@ -236,7 +236,7 @@ def bench_sync_async(root: Path, msgs: list[MessageExtBrokerInner]) -> tuple[flo
 
 def bench_sync_loop(root: Path, msgs: list[MessageExtBrokerInner], writers: int,
                     per_waiter: bool = False) -> tuple[float, int, int, float]:
-    """SYNC_FLUSH as the broker drives it: ``writers`` coroutines on one asyncio loop, each
+    """SYNC_FLUSH acknowledged as the broker awaits it: ``writers`` coroutines on one asyncio loop, each
     appending a message and awaiting its acknowledgement before the next. The group-commit
     thread hands each commit's acknowledgements to the loop at once (LoopAcks). With
     ``per_waiter`` each put instead gets its own concurrent Future wrapped for the loop (one
@@ -357,7 +357,7 @@ def main() -> None:
         loop_s, loop_flushes, loop_failures, loop_cpu = bench_sync_loop(root / "sync_loop", sync_msgs,
                                                                         args.sync_threads)
         figures["sync_loop"] = sync_n / loop_s
-        label = f"SYNC_FLUSH, {args.sync_threads} concurrent writers on one asyncio loop (as the broker)"
+        label = f"SYNC_FLUSH, {args.sync_threads} concurrent writers on one asyncio loop (acks as the broker)"
         rows.append((label, f"{figures['sync_loop']:,.0f}",
                      f"{sync_n * len(records[0]) / 1e6 / loop_s:,.0f}",
                      (f"{loop_flushes} fdatasyncs, {sync_n / max(loop_flushes, 1):.0f} puts each, "
@@ -413,8 +413,8 @@ def verdict_lines(f: dict[str, float]) -> list[str]:
         f"({f['store']:,.0f} one by one, {f['store_batch']:,.0f} batched)"
     )
     sync_line = (
-        f"- sync put with group commit >= {TARGETS['sync']:,} msg/s, judged on the broker's writer model "
-        f"(64 writers on one asyncio loop, each awaiting its acknowledgement): "
+        f"- sync put with group commit >= {TARGETS['sync']:,} msg/s, judged on 64 writers "
+        f"awaiting their acknowledgements on one asyncio loop (as the broker's sends do): "
         f"{mark(f['sync_loop'] >= TARGETS['sync'])} ({f['sync_loop']:,.0f}); with 64 blocking writer threads "
         f"{mark(f['sync'] >= TARGETS['sync'])} ({f['sync']:,.0f})"
     )

@@ -17,6 +17,7 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from lakemq.common.message import MessageExt, MessageExtBrokerInner
 from lakemq.common.record import RecordError, decode_message_id, decode_record, read_header
@@ -188,18 +189,17 @@ class MessageStore:
                           token: object) -> tuple[PutMessageResult, bool]:
         """put_message without blocking (CommitLog.put_message_acked): dispatch starts at the
         append; a SYNC_FLUSH acknowledgement comes later through ``sink``."""
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running"), False
-        result, pending = self.commit_log.put_message_acked(msg, sink, token)
-        if result.is_ok:
-            self.reput.wakeup()
-        return result, pending
+        return self._put_acked(self.commit_log.put_message_acked, msg, sink, token)
 
     def put_messages_acked(self, msgs: list[MessageExtBrokerInner], sink: AckSink,
                            token: object) -> tuple[PutMessageResult, bool]:
+        return self._put_acked(self.commit_log.put_messages_acked, msgs, sink, token)
+
+    def _put_acked(self, put: Callable[[Any, AckSink, object], tuple[PutMessageResult, bool]], what: Any,
+                   sink: AckSink, token: object) -> tuple[PutMessageResult, bool]:
         if not self._running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running"), False
-        result, pending = self.commit_log.put_messages_acked(msgs, sink, token)
+        result, pending = put(what, sink, token)
         if result.is_ok:
             self.reput.wakeup()
         return result, pending

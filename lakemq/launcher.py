@@ -10,8 +10,8 @@ integration tests.
         cluster.stop_broker("broker-a"); cluster.kill_broker("broker-a"); cluster.start_broker("broker-a")
         cluster.add_broker("broker-b", {"brokerClusterName": "C2"})
 
-Every process is ``lakemq namesrv`` / ``lakemq broker`` started with port 0 (a restart reuses
-the bound port); it is ready once it prints its boot line, which carries the bound address.
+Every process is ``lakemq namesrv`` / ``lakemq broker`` on a port from :func:`reserved_port` (a
+restart reuses it); it is ready once it prints its boot line, which carries the bound address.
 Broker stores are small (SMALL_STORE: 8 MiB CommitLog files, tiny index files) and live
 under ``{root}/{broker}/store``; each process logs to ``{root}/{name}/logs`` and its stdout to
 ``{root}/{name}/{name}.out``. Leaving the ``with`` block sends SIGTERM to everything (SIGKILL
@@ -22,8 +22,10 @@ tails are printed (pytest shows them with the failure).
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ServerProcess", "Cluster", "start_cluster", "lakemq_command", "SMALL_STORE"]
+__all__ = ["ServerProcess", "Cluster", "start_cluster", "lakemq_command", "reserved_port", "SMALL_STORE"]
 
 BOOT_TIMEOUT = 60.0
 NAMESRV_READY = re.compile(r"Name Server boot success\. listening on (\S+?),")
@@ -46,6 +48,33 @@ SMALL_STORE = {
     "flushIntervalCommitLog": "200",
     "flushConsumerOffsetInterval": "1000",
 }
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def reserved_port(host: str = "127.0.0.1") -> int:
+    """A free TCP port below the kernel's ephemeral range.
+
+    A port the kernel picked (bind to 0) is an ephemeral port: once its server stops, any
+    outgoing connection may be given it, and the server's restart on the same port fails with
+    EADDRINUSE. The kernel never hands out ports below the range, so a server restarted there
+    gets its port back.
+    """
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(20000, max(low, 20001))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in 20000..{low - 1} on {host}")
 
 
 def lakemq_command(*args: str) -> list[str]:
@@ -140,7 +169,7 @@ class Cluster:
         work_dir = self.root / "namesrv"
         self.namesrv = spawn(
             "namesrv",
-            ["namesrv", "--port", "0", "--log-dir", str(work_dir / "logs")],
+            ["namesrv", "--port", str(reserved_port()), "--log-dir", str(work_dir / "logs")],
             work_dir,
             NAMESRV_READY,
         )
@@ -159,7 +188,7 @@ class Cluster:
         conf_path = work_dir / "broker.conf"
         conf_path.write_text("".join(f"{k}={v}\n" for k, v in self._confs[name].items()))
         previous = self.brokers.get(name)
-        port = previous.port if previous is not None else 0
+        port = previous.port if previous is not None else reserved_port()
         self.brokers[name] = spawn(
             name,
             [

@@ -71,6 +71,10 @@ def produce(args: argparse.Namespace) -> None:
                           else producer.send_sync(msg))
                 out = {"status": result.status.name, "msg_id": result.msg_id, "offset": result.offset}
             print(json.dumps(out), flush=True)
+        if args.mode == "oneway":
+            # Nothing answers a oneway send: shutting down right after the last one can close the
+            # transport before libevent has written it out.
+            time.sleep(1.0)
     finally:
         producer.shutdown()
 

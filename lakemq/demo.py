@@ -25,7 +25,7 @@ from lakemq.client import (
 from lakemq.errors import LakeMQError
 from lakemq.launcher import start_cluster
 
-__all__ = ["DemoResult", "run_demo", "DEMO_TOPIC", "DEMO_GROUP"]
+__all__ = ["DEMO_GROUP", "DEMO_TOPIC", "DemoResult", "run_demo"]
 
 DEMO_TOPIC = "DemoTopic"
 DEMO_GROUP = "DemoConsumerGroup"
@@ -114,10 +114,10 @@ def run_demo(work_dir: Path, *, messages: int = 5000, body_size: int = 1024, pro
         tier_run(spark, store_dir=cluster_dir / "broker-a" / "store", broker_name="broker-a",
                  config=tiering, progress=progress)
         queries = [
-            ("messages per tag", f"SELECT tags, count(*) AS messages, sum(length(body)) AS body_bytes FROM messages "
-            f"WHERE topic = '{DEMO_TOPIC}' GROUP BY tags ORDER BY tags"),
-            ("look-up by key", f"SELECT topic, queue_id, queue_offset, tags, keys, msg_id FROM messages "
-            f"WHERE topic = '{DEMO_TOPIC}' AND keys = 'order-42'"),
+            ("messages per tag", (f"SELECT tags, count(*) AS messages, sum(length(body)) AS body_bytes FROM messages "
+                                  f"WHERE topic = '{DEMO_TOPIC}' GROUP BY tags ORDER BY tags")),
+            ("look-up by key", (f"SELECT topic, queue_id, queue_offset, tags, keys, msg_id FROM messages "
+                                f"WHERE topic = '{DEMO_TOPIC}' AND keys = 'order-42'")),
         ]
         for title, query in queries:
             df = run_sql(spark, lake, query)

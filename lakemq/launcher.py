@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ServerProcess", "Cluster", "start_cluster", "lakemq_command", "reserved_port", "SMALL_STORE"]
+__all__ = ["SMALL_STORE", "Cluster", "ServerProcess", "lakemq_command", "reserved_port", "start_cluster"]
 
 BOOT_TIMEOUT = 60.0
 NAMESRV_READY = re.compile(r"Name Server boot success\. listening on (\S+?),")

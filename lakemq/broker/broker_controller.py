@@ -27,10 +27,10 @@ from lakemq.broker.acl import AclGuardedRegistry, PlainAccessValidator, Processo
 from lakemq.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI, ConsumerIdsChangeNotifier
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.metrics import BrokerMetrics
-from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
+from lakemq.broker.metrics import BrokerMetrics
+from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
 from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProcessor
 from lakemq.broker.processor.client_manage_processor import ClientManageProcessor
 from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProcessor

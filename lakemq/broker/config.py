@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import ConfigError
 
-__all__ = ["BrokerConfig", "PermName", "MASTER_ID", "KEY_ALIASES", "apply_key_aliases"]
+__all__ = ["KEY_ALIASES", "MASTER_ID", "BrokerConfig", "PermName", "apply_key_aliases"]
 
 MASTER_ID = 0
 

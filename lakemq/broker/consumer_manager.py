@@ -19,8 +19,8 @@ from lakemq.broker.filter import SubscriptionData
 
 __all__ = [
     "ClientChannelInfo",
-    "ConsumerGroupInfo",
     "ConsumerGroupEvent",
+    "ConsumerGroupInfo",
     "ConsumerIdsChangeListener",
     "ConsumerManager",
     "now_ms",

@@ -15,7 +15,7 @@ from typing import Any, Final
 from lakemq.broker.config_file import load_json, save_json
 from lakemq.errors import CorruptFileError
 
-__all__ = ["ConsumerOffsetManager", "TOPIC_GROUP_SEPARATOR"]
+__all__ = ["TOPIC_GROUP_SEPARATOR", "ConsumerOffsetManager"]
 
 log = logging.getLogger(__name__)
 

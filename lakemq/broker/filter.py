@@ -22,14 +22,14 @@ from lakemq.remoting import bodies
 from lakemq.store.filter import MessageFilter
 
 __all__ = [
-    "SUB_ALL",
-    "EXPRESSION_TYPE_TAG",
     "EXPRESSION_TYPE_SQL92",
+    "EXPRESSION_TYPE_TAG",
+    "SUB_ALL",
     "SubscriptionData",
     "SubscriptionParseError",
+    "TagMessageFilter",
     "build_subscription_data",
     "from_heartbeat",
-    "TagMessageFilter",
     "message_filter_for",
 ]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-__all__ = ["BrokerMetrics", "LATENCY_BUCKETS", "COLD_READ_BUCKETS"]
+__all__ = ["COLD_READ_BUCKETS", "LATENCY_BUCKETS", "BrokerMetrics"]
 
 # Put latency: 50 µs (page-cache append) to 5 s (a SYNC_FLUSH timeout).
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,

@@ -17,7 +17,7 @@ from lakemq.broker.config_file import DataVersion, load_json, save_json
 from lakemq.common.validation import GROUP_MAX_LENGTH, check_group, is_valid_name
 from lakemq.errors import InvalidNameError
 
-__all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager", "SYSTEM_GROUPS"]
+__all__ = ["SYSTEM_GROUPS", "SubscriptionGroupConfig", "SubscriptionGroupManager"]
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +77,11 @@ class SubscriptionGroupConfig:
                 values[snake] = data[camel]
         try:
             values["group_name"] = str(values["group_name"])
-            for key in values:
+            for key, value in values.items():
                 if key in _INT_FIELDS:
-                    values[key] = int(values[key])
+                    values[key] = int(value)
                 elif key != "group_name":
-                    values[key] = _as_bool(values[key])
+                    values[key] = _as_bool(value)
             return cls(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidNameError(f"bad subscription group config {data!r}: {exc}") from exc

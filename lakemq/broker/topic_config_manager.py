@@ -25,20 +25,20 @@ from lakemq.common.validation import check_topic
 from lakemq.errors import InvalidNameError
 
 __all__ = [
-    "TopicConfig",
-    "TopicConfigManager",
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
-    "SCHEDULE_TOPIC",
-    "TRANS_HALF_TOPIC",
-    "TRANS_OP_HALF_TOPIC",
-    "SELF_TEST_TOPIC",
     "BENCHMARK_TOPIC",
-    "OFFSET_MOVED_EVENT",
-    "RETRY_GROUP_TOPIC_PREFIX",
     "DLQ_GROUP_TOPIC_PREFIX",
     "NOT_ALLOWED_SEND_TOPICS",
-    "retry_topic",
+    "OFFSET_MOVED_EVENT",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "SCHEDULE_TOPIC",
+    "SELF_TEST_TOPIC",
+    "TRANS_HALF_TOPIC",
+    "TRANS_OP_HALF_TOPIC",
+    "TopicConfig",
+    "TopicConfigManager",
     "dlq_topic",
+    "retry_topic",
 ]
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,6 @@ from lakemq.client.message_queue import MessageQueue
 from lakemq.client.producer import MessageQueueSelector, Producer, select_by_hash
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.push_consumer import PushConsumer
-from lakemq.client.subscription import MessageSelector
 from lakemq.client.results import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -22,6 +21,7 @@ from lakemq.client.results import (
     SendResult,
     SendStatus,
 )
+from lakemq.client.subscription import MessageSelector
 from lakemq.client.sync import SyncProducer, SyncPullConsumer, SyncPushConsumer
 from lakemq.client.transaction_producer import (
     LocalTransactionState,

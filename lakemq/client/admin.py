@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from lakemq.client import fastjson
 from lakemq.client.acl import rpc_hook_for
@@ -13,15 +13,15 @@ from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.route import MASTER_ID, subscribe_queues
+from lakemq.common.codes import RequestCode
 from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_message_id
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import LakeMQError, TopicNotExistError
-from lakemq.common.codes import RequestCode
 from lakemq.remoting import RemotingClient
 from lakemq.remoting.bodies import KVTable
 
-__all__ = ["Admin", "QueueStats", "QueueProgress"]
+__all__ = ["Admin", "QueueProgress", "QueueStats"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +52,7 @@ class Admin:
         self._remoting = RemotingClient(namesrv_addrs=config.namesrv_addrs)
         self.api = MQClientAPI(self._remoting, timeout_ms, rpc_hook_for(config))
 
-    async def __aenter__(self) -> "Admin":
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

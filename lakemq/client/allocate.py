@@ -11,7 +11,7 @@ from typing import Protocol
 
 from lakemq.client.message_queue import MessageQueue
 
-__all__ = ["AllocateStrategy", "allocate_averagely", "allocate_averagely_by_circle", "STRATEGIES"]
+__all__ = ["STRATEGIES", "AllocateStrategy", "allocate_averagely", "allocate_averagely_by_circle"]
 
 
 class AllocateStrategy(Protocol):

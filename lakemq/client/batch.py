@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from lakemq.common.message import Message, properties_to_string, string_to_properties
 from lakemq.errors import MessageIllegalError
 
-__all__ = ["encode_messages", "decode_messages", "BATCH_ENTRY_FIXED_SIZE"]
+__all__ = ["BATCH_ENTRY_FIXED_SIZE", "decode_messages", "encode_messages"]
 
 _HEAD = struct.Struct(">iiiii")
 _PROPS = struct.Struct(">h")

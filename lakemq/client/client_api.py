@@ -32,8 +32,8 @@ from lakemq.remoting.headers import (
     OffsetResponseHeader,
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
-    QueryMessageRequestHeader,
     QueryConsumerOffsetResponseHeader,
+    QueryMessageRequestHeader,
     SearchOffsetRequestHeader,
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
@@ -43,7 +43,7 @@ from lakemq.remoting.headers import (
     encode_header,
 )
 
-__all__ = ["MQClientAPI", "RawPullResult", "PullSysFlag"]
+__all__ = ["MQClientAPI", "PullSysFlag", "RawPullResult"]
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 from lakemq.remoting import RemotingClient, RemotingCommand, RequestContext
 
-__all__ = ["ClientInstance", "ProducerMember", "ConsumerMember"]
+__all__ = ["ClientInstance", "ConsumerMember", "ProducerMember"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class ConsumerMember(Protocol):
 
 
 # Per event loop (an instance's connections and tasks belong to one loop), then per client id.
-_INSTANCES: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]]" = \
+_INSTANCES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -74,7 +74,7 @@ class ClientInstance:
 
     # -- sharing ----------------------------------------------------------------------
     @classmethod
-    def acquire(cls, config: ClientConfig) -> "ClientInstance":
+    def acquire(cls, config: ClientConfig) -> ClientInstance:
         instances = _INSTANCES.setdefault(asyncio.get_running_loop(), {})
         instance = instances.get(config.client_id)
         if instance is None or instance.config != config:

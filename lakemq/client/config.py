@@ -9,7 +9,7 @@ from enum import Enum
 
 from lakemq.client.message_id import local_ip
 
-__all__ = ["MessageModel", "ConsumeFromWhere", "ClientConfig", "ProducerConfig", "ConsumerConfig"]
+__all__ = ["ClientConfig", "ConsumeFromWhere", "ConsumerConfig", "MessageModel", "ProducerConfig"]
 
 
 class MessageModel(Enum):

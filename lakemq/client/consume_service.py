@@ -29,7 +29,7 @@ from lakemq.client.results import (
 )
 from lakemq.common.message import MessageConst, MessageExt
 
-__all__ = ["ConcurrentListener", "OrderlyListener", "ConcurrentConsumeService", "OrderlyConsumeService"]
+__all__ = ["ConcurrentConsumeService", "ConcurrentListener", "OrderlyConsumeService", "OrderlyListener"]
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +152,9 @@ class OrderlyConsumeService(_Service):
         clustering = self.core.config.message_model is MessageModel.CLUSTERING
         batch = max(1, self.core.config.consume_message_batch_max_size)
         while not pq.dropped:
-            if clustering and (not pq.locked or pq.is_lock_expired()):
-                if not await self.rebalancer.lock(mq):
-                    await asyncio.sleep(3.0)
-                    continue
+            if clustering and (not pq.locked or pq.is_lock_expired()) and not await self.rebalancer.lock(mq):
+                await asyncio.sleep(3.0)
+                continue
             msgs = pq.take_messages(batch)
             if not msgs:
                 return

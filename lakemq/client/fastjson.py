@@ -14,7 +14,7 @@ from typing import Any
 
 from lakemq.errors import FrameError
 
-__all__ = ["loads", "dumps"]
+__all__ = ["dumps", "loads"]
 
 _SCALARS = json.JSONDecoder()
 _WS = " \t\r\n"

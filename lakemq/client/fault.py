@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Final
 
 __all__ = [
+    "FAILURE_LATENCY_MS",
     "LATENCY_MAX",
     "NOT_AVAILABLE_DURATION",
-    "FAILURE_LATENCY_MS",
-    "not_available_duration",
     "FaultItem",
     "LatencyFaultTolerance",
+    "not_available_duration",
 ]
 
 LATENCY_MAX: Final = (50, 100, 550, 1000, 2000, 3000, 15000)

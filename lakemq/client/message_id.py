@@ -22,7 +22,7 @@ import struct
 import threading
 import time
 
-__all__ = ["MessageIdGenerator", "create_uniq_id", "ip_from_id", "pid_from_id", "time_from_id", "local_ip"]
+__all__ = ["MessageIdGenerator", "create_uniq_id", "ip_from_id", "local_ip", "pid_from_id", "time_from_id"]
 
 _FIX = struct.Struct(">4sHi")
 _TAIL = struct.Struct(">iH")

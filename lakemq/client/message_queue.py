@@ -19,7 +19,7 @@ class MessageQueue(NamedTuple):
         return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "MessageQueue":
+    def from_json(cls, obj: dict[str, Any]) -> MessageQueue:
         return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
 
     def __str__(self) -> str:

@@ -22,11 +22,11 @@ from lakemq.client.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 
 __all__ = [
-    "ReadOffsetType",
-    "OffsetStore",
-    "OffsetBroker",
-    "RemoteBrokerOffsetStore",
     "LocalFileOffsetStore",
+    "OffsetBroker",
+    "OffsetStore",
+    "ReadOffsetType",
+    "RemoteBrokerOffsetStore",
     "default_offsets_dir",
 ]
 

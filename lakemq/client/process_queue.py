@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from lakemq.common.message import MessageExt
 
-__all__ = ["ProcessQueue", "FlowControl", "REBALANCE_LOCK_MAX_LIVE_TIME_MS", "PULL_MAX_IDLE_TIME_MS"]
+__all__ = ["PULL_MAX_IDLE_TIME_MS", "REBALANCE_LOCK_MAX_LIVE_TIME_MS", "FlowControl", "ProcessQueue"]
 
 # A broker lock not renewed for this long is treated as lost (RocketMQ: 30 s).
 REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30_000

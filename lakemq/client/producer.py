@@ -16,7 +16,7 @@ import logging
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from lakemq.client.batch import encode_messages
 from lakemq.client.client_instance import ClientInstance
@@ -33,7 +33,7 @@ from lakemq.errors import LakeMQError, MessageIllegalError
 if TYPE_CHECKING:
     from lakemq.client.sync import SyncProducer
 
-__all__ = ["Producer", "MessageQueueSelector", "select_by_hash", "SendCallback"]
+__all__ = ["MessageQueueSelector", "Producer", "SendCallback", "select_by_hash"]
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +82,14 @@ class Producer:
         await instance.unregister(producer_group=self.group)
         await instance.release()
 
-    async def __aenter__(self) -> "Producer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def sync(self) -> "SyncProducer":
+    def sync(self) -> SyncProducer:
         """A blocking facade over this producer (see :mod:`lakemq.client.sync`)."""
         from lakemq.client.sync import SyncProducer
 

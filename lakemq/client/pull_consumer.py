@@ -10,7 +10,7 @@ broker every 5 s and on shutdown (to a local file in broadcasting mode).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from lakemq.client.config import ClientConfig, ConsumerConfig
 from lakemq.client.consumer_core import ConsumerCore
@@ -43,14 +43,14 @@ class PullConsumer:
             await self.persist_offsets()
             await self.core.close()
 
-    async def __aenter__(self) -> "PullConsumer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def sync(self) -> "SyncPullConsumer":
+    def sync(self) -> SyncPullConsumer:
         from lakemq.client.sync import SyncPullConsumer
 
         return SyncPullConsumer(self)

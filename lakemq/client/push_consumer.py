@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from lakemq.client.config import ClientConfig, ConsumerConfig, MessageModel
 from lakemq.client.consume_service import (
@@ -119,14 +119,14 @@ class PushConsumer:
         await self._rebalancer.drop_all()
         await self.core.close()
 
-    async def __aenter__(self) -> "PushConsumer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def sync(self) -> "SyncPushConsumer":
+    def sync(self) -> SyncPushConsumer:
         from lakemq.client.sync import SyncPushConsumer
 
         return SyncPushConsumer(self)

@@ -24,7 +24,7 @@ from lakemq.client.offset_store import ReadOffsetType
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 
-__all__ = ["Rebalancer", "plan_changes", "parse_consume_timestamp"]
+__all__ = ["Rebalancer", "parse_consume_timestamp", "plan_changes"]
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,14 @@ from lakemq.client.message_queue import MessageQueue
 from lakemq.common.message import MessageExt
 
 __all__ = [
-    "SendStatus",
-    "SendResult",
-    "PullStatus",
-    "PullResult",
-    "ConsumeConcurrentlyStatus",
-    "ConsumeOrderlyStatus",
     "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
     "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "PullResult",
+    "PullStatus",
+    "SendResult",
+    "SendStatus",
 ]
 
 

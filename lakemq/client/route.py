@@ -25,14 +25,14 @@ from lakemq.errors import FrameError
 
 __all__ = [
     "MASTER_ID",
+    "BrokerData",
     "PermName",
     "QueueData",
-    "BrokerData",
-    "TopicRouteData",
     "TopicPublishInfo",
+    "TopicRouteData",
+    "brokers_of",
     "publish_queues",
     "subscribe_queues",
-    "brokers_of",
 ]
 
 MASTER_ID: Final = 0
@@ -86,7 +86,7 @@ class TopicRouteData:
     order_topic_conf: str | None = None
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "TopicRouteData":
+    def from_json(cls, data: bytes | str) -> TopicRouteData:
         obj = fastjson.loads(data)
         try:
             queues = tuple(

@@ -27,7 +27,7 @@ from lakemq.common.codes import ResponseCode
 from lakemq.errors import BrokerError, LakeMQError, RemotingError, RemotingTimeoutError
 from lakemq.remoting.headers import send_header_v2_fields
 
-__all__ = ["RetryAction", "classify_failure", "PreparedMessage", "Sender"]
+__all__ = ["PreparedMessage", "RetryAction", "Sender", "classify_failure"]
 
 log = logging.getLogger(__name__)
 

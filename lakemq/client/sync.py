@@ -25,7 +25,7 @@ from lakemq.client.results import PullResult, SendResult
 from lakemq.common.message import Message
 from lakemq.remoting import event_loop
 
-__all__ = ["SyncProducer", "SyncPushConsumer", "SyncPullConsumer", "background_loop"]
+__all__ = ["SyncProducer", "SyncPullConsumer", "SyncPushConsumer", "background_loop"]
 
 T = TypeVar("T")
 

@@ -18,12 +18,12 @@ from typing import Final
 
 __all__ = [
     "ACCESS_KEY",
-    "SECRET_KEY",
-    "SIGNATURE",
-    "SECURITY_TOKEN",
     "ONS_CHANNEL",
-    "combine_request_content",
+    "SECRET_KEY",
+    "SECURITY_TOKEN",
+    "SIGNATURE",
     "calculate_signature",
+    "combine_request_content",
     "sign_request",
 ]
 

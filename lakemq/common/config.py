@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from lakemq.errors import ConfigError
 
-__all__ = ["read_properties", "bind", "camel_to_snake", "snake_to_camel", "check_unknown_keys"]
+__all__ = ["bind", "camel_to_snake", "check_unknown_keys", "read_properties", "snake_to_camel"]
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ import os
 import signal
 import time
 
-__all__ = ["crash_point", "slow_disk", "append_stall_seconds", "STAGES"]
+__all__ = ["STAGES", "append_stall_seconds", "crash_point", "slow_disk"]
 
 STAGES = ("before-write", "before-commit", "before-manifest", "during-retention")
 

@@ -7,7 +7,7 @@ import logging.handlers
 import os
 from pathlib import Path
 
-__all__ = ["setup_logging", "default_log_dir"]
+__all__ = ["default_log_dir", "setup_logging"]
 
 
 def default_log_dir() -> Path:

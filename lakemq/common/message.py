@@ -12,17 +12,17 @@ from dataclasses import dataclass, field
 from typing import Final
 
 __all__ = [
-    "MessageConst",
-    "MessageSysFlag",
+    "KEY_SEPARATOR",
+    "NAME_VALUE_SEPARATOR",
+    "PROPERTY_SEPARATOR",
     "Message",
+    "MessageConst",
     "MessageExt",
     "MessageExtBrokerInner",
+    "MessageSysFlag",
     "properties_to_string",
     "string_to_properties",
     "tags_hash_code",
-    "NAME_VALUE_SEPARATOR",
-    "PROPERTY_SEPARATOR",
-    "KEY_SEPARATOR",
 ]
 
 NAME_VALUE_SEPARATOR: Final = "\x01"
@@ -196,7 +196,7 @@ class MessageExt(Message):
     def to_message(self) -> Message:
         return Message(self.topic, self.body, self.flag, dict(self.properties))
 
-    def replace(self, **changes: object) -> "MessageExt":
+    def replace(self, **changes: object) -> MessageExt:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 

@@ -13,7 +13,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-__all__ = ["MetricsServer", "start_metrics_server", "metrics_port_for"]
+__all__ = ["MetricsServer", "metrics_port_for", "start_metrics_server"]
 
 log = logging.getLogger(__name__)
 

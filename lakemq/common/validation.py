@@ -12,7 +12,7 @@ from typing import Final
 
 from lakemq.errors import InvalidNameError
 
-__all__ = ["TOPIC_MAX_LENGTH", "GROUP_MAX_LENGTH", "check_topic", "check_group", "is_valid_name"]
+__all__ = ["GROUP_MAX_LENGTH", "TOPIC_MAX_LENGTH", "check_group", "check_topic", "is_valid_name"]
 
 TOPIC_MAX_LENGTH: Final = 127
 GROUP_MAX_LENGTH: Final = 255

@@ -13,7 +13,7 @@ from lakemq import __version__
 from lakemq.console.data import ConsoleData
 from lakemq.tiering.lake_fs import LakeLocation
 
-__all__ = ["ConsoleSettings", "create_app", "DATA_KEY", "JINJA_KEY", "SETTINGS_KEY"]
+__all__ = ["DATA_KEY", "JINJA_KEY", "SETTINGS_KEY", "ConsoleSettings", "create_app"]
 
 
 @dataclass(frozen=True, slots=True)

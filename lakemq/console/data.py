@@ -19,12 +19,19 @@ from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.results import PullStatus
 from lakemq.common.message import Message, MessageConst, MessageExt
 from lakemq.common.record import create_message_id, encode_host
-from lakemq.console.lake_view import BrokerTiering, DeltaVersion, LakeMessage, broker_tiering, delta_history, search_lake
+from lakemq.console.lake_view import (
+    BrokerTiering,
+    DeltaVersion,
+    LakeMessage,
+    broker_tiering,
+    delta_history,
+    search_lake,
+)
 from lakemq.console.sampler import Sampler
 from lakemq.errors import LakeMQError
 from lakemq.tiering.lake_fs import LakeLocation
 
-__all__ = ["ConsoleData", "Found", "TopicRow", "BrokerRow", "GroupRow", "RETRY_PREFIX", "DLQ_PREFIX"]
+__all__ = ["DLQ_PREFIX", "RETRY_PREFIX", "BrokerRow", "ConsoleData", "Found", "GroupRow", "TopicRow"]
 
 T = TypeVar("T")
 RETRY_PREFIX = "%RETRY%"
@@ -55,7 +62,7 @@ class Found:
     body: bytes
 
     @classmethod
-    def hot(cls, m: MessageExt) -> "Found":
+    def hot(cls, m: MessageExt) -> Found:
         # Pulled messages carry the producer's id as msg_id; the console keys rows by the
         # offset message id (store host + CommitLog offset), as the lake does.
         offset_id = create_message_id(*encode_host(str(m.store_host)), m.commit_log_offset)
@@ -64,7 +71,7 @@ class Found:
                    dict(m.properties), m.body)
 
     @classmethod
-    def lake(cls, m: LakeMessage) -> "Found":
+    def lake(cls, m: LakeMessage) -> Found:
         return cls("lake", m.topic, m.queue_id, m.queue_offset, m.msg_id, m.uniq_key or "", m.tags or "", m.keys,
                    m.store_timestamp, m.born_timestamp, m.store_host, m.reconsume_times, m.properties, m.body)
 

@@ -23,8 +23,15 @@ from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.seal import commitlog_files, load_seals
 from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE
 
-__all__ = ["LakeMessage", "DeltaVersion", "SegmentRow", "BrokerTiering", "delta_history", "broker_tiering",
-           "search_lake"]
+__all__ = [
+    "BrokerTiering",
+    "DeltaVersion",
+    "LakeMessage",
+    "SegmentRow",
+    "broker_tiering",
+    "delta_history",
+    "search_lake",
+]
 
 _COLUMNS = ["queue_id", "queue_offset", "msg_id", "uniq_key", "tags", "keys", "properties", "body",
             "store_timestamp", "born_timestamp", "store_host", "reconsume_times", "sys_flag"]

@@ -41,7 +41,7 @@ async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
     """Cluster and input errors become a readable page; the console keeps serving."""
     try:
         return await handler(request)
-    except (LakeMQError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, LakeMQError, OSError) as exc:
         log.warning("page %s failed", request.path, exc_info=True)
         unreachable = isinstance(exc, (RemotingError, OSError, asyncio.TimeoutError))
         return await render(request, "error.html", status=502 if unreachable else 400,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup, escape
 
-__all__ = ["line_chart", "bar_chart"]
+__all__ = ["bar_chart", "line_chart"]
 
 _PAD_L, _PAD_R, _PAD_T, _PAD_B = 56, 12, 12, 28
 _COLORS = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2")
@@ -15,8 +15,8 @@ _COLORS = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2")
 
 def _frame(width: int, height: int, top: float, label: str) -> list[str]:
     inner_h = height - _PAD_T - _PAD_B
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="{escape(label)}" '
-             f'viewBox="0 0 {width} {height}">',
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="{escape(label)}" '
+              f'viewBox="0 0 {width} {height}">'),
              f'<title>{escape(label)}</title>']
     for i in range(5):
         y = _PAD_T + inner_h * i / 4

@@ -13,5 +13,10 @@ from lakemq.filter.prefilter import PreFilter
 from lakemq.filter.sql92 import Sql92Expression, compile_sql92, parse_sql92
 
 __all__ = [
-    "compile_sql92", "parse_sql92", "Sql92Expression", "PreFilter", "Sql92MessageFilter", "record_properties",
+    "PreFilter",
+    "Sql92Expression",
+    "Sql92MessageFilter",
+    "compile_sql92",
+    "parse_sql92",
+    "record_properties",
 ]

@@ -25,23 +25,23 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, TypeAlias, Union
+from typing import Final, TypeAlias
 
 __all__ = [
-    "JavaLong",
-    "Value",
+    "And",
+    "Comparison",
+    "Constant",
+    "Equal",
     "EvaluationError",
     "Expression",
-    "Property",
-    "Constant",
-    "Comparison",
-    "Equal",
     "In",
+    "JavaLong",
     "Not",
-    "And",
     "Or",
-    "is_boolean",
+    "Property",
+    "Value",
     "evaluate_matches",
+    "is_boolean",
 ]
 
 
@@ -50,7 +50,7 @@ class JavaLong(int):
     64-bit longs instead of 32-bit ints."""
 
 
-Value: TypeAlias = Union[str, int, float, bool, None]
+Value: TypeAlias = str | int | float | bool | None
 Properties: TypeAlias = Mapping[str, str]
 
 

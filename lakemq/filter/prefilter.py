@@ -36,7 +36,7 @@ from lakemq.filter.expression import (
     Property,
 )
 
-__all__ = ["Atom", "PreFilter", "build_prefilter", "MAX_CLAUSES"]
+__all__ = ["MAX_CLAUSES", "Atom", "PreFilter", "build_prefilter"]
 
 # Dropping clauses only weakens the pre-filter, never makes it wrong; the cap bounds the
 # cross product an OR of ORs would build.

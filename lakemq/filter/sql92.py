@@ -85,7 +85,7 @@ _NODE_NAMES: Final[dict[type[exp.Expr], str]] = {
 class Sql92Expression:
     """A compiled filter: ``matches(properties)`` and the :class:`PreFilter` derived from it."""
 
-    __slots__ = ("text", "root", "prefilter")
+    __slots__ = ("prefilter", "root", "text")
 
     def __init__(self, text: str, root: Expression) -> None:
         self.text = text

@@ -46,14 +46,14 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "OUTCOME_SCHEMA",
+    "OUTCOME_TABLE",
     "DelaySweepConfig",
     "DueMessage",
     "SweepResult",
-    "OUTCOME_TABLE",
-    "OUTCOME_SCHEMA",
     "find_due",
-    "sweep",
     "run_sweep",
+    "sweep",
 ]
 
 OUTCOME_TABLE = "delay_sweep"
@@ -112,7 +112,7 @@ def _outcome_exists(lake: LakeLocation) -> bool:
 
 
 def _due_rows(
-    spark: "SparkSession", lake: LakeLocation, now_ms: int, grace_ms: int, levels: DelayLevels
+    spark: SparkSession, lake: LakeLocation, now_ms: int, grace_ms: int, levels: DelayLevels
 ) -> Any:
     register_views(spark, lake.uri, storage_options=lake.options, suffix="_sweep")
     delays = ", ".join(f"CAST({d} AS BIGINT)" for d in levels.delays_ms)
@@ -160,7 +160,7 @@ def _to_due(row: Any) -> DueMessage:
 
 
 def find_due(
-    spark: "SparkSession",
+    spark: SparkSession,
     lake_uri: str,
     *,
     now_ms: int,
@@ -204,7 +204,7 @@ def _record(lake: LakeLocation, done: Sequence[tuple[DueMessage, bool]]) -> None
 
 
 def sweep(
-    spark: "SparkSession",
+    spark: SparkSession,
     *,
     lake_uri: str,
     send_batch: SendBatch,

@@ -17,7 +17,7 @@ from lakemq.errors import LakeError
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import MESSAGES_TABLE
 
-__all__ = ["MaintainResult", "optimize", "vacuum", "checkpoint", "maintain"]
+__all__ = ["MaintainResult", "checkpoint", "maintain", "optimize", "vacuum"]
 
 
 @dataclass(frozen=True, slots=True)

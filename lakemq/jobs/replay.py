@@ -42,7 +42,7 @@ from lakemq.jobs.ordered_scan import ordered_pages
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ReplayResult", "Checkpoint", "replay", "replay_uniq_key", "pipelined_sender", "SYSTEM_PROPERTIES"]
+__all__ = ["SYSTEM_PROPERTIES", "Checkpoint", "ReplayResult", "pipelined_sender", "replay", "replay_uniq_key"]
 
 SYSTEM_PROPERTIES = frozenset(
     {
@@ -88,7 +88,7 @@ class Checkpoint:
     sending: Position | None = None  # last row of the batch on the wire
 
     @classmethod
-    def load(cls, path: Path) -> "Checkpoint":
+    def load(cls, path: Path) -> Checkpoint:
         if not path.exists():
             return cls()
         try:
@@ -121,7 +121,7 @@ def replay_uniq_key(target_topic: str, source_msg_id: str) -> str:
     return hashlib.sha1(f"replay:{target_topic}:{source_msg_id}".encode()).hexdigest()[:32].upper()
 
 
-def _properties(column: "pa.ChunkedArray") -> list[list[tuple[str, str]]]:
+def _properties(column: pa.ChunkedArray) -> list[list[tuple[str, str]]]:
     """The map column as (key, value) lists, from its flat key and value arrays (converting
     the map row by row is the slow part of a page)."""
     maps = column.combine_chunks()
@@ -130,7 +130,7 @@ def _properties(column: "pa.ChunkedArray") -> list[list[tuple[str, str]]]:
     return [pairs[offsets[i] : offsets[i + 1]] for i in range(len(maps))]
 
 
-def _messages(page: "pa.Table", topic: str) -> Iterator[tuple[Position, Message]]:
+def _messages(page: pa.Table, topic: str) -> Iterator[tuple[Position, Message]]:
     """The page's rows as messages to send (read column-wise: far cheaper than row objects)."""
     cols = {name: page.column(name).to_pylist() for name in page.column_names if name != "properties"}
     properties = _properties(page.column("properties"))

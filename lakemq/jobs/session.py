@@ -24,7 +24,7 @@ from lakemq.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULTS", "default_conf_file", "read_spark_defaults", "delta_jars", "session_conf", "build_session"]
+__all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "read_spark_defaults", "session_conf"]
 
 DEFAULTS: Mapping[str, str] = {
     "spark.master": "local[*]",
@@ -118,7 +118,7 @@ def build_session(
     ui_enabled: bool | None = None,
     conf: Mapping[str, str] | None = None,
     conf_file: str | Path | None = None,
-) -> "SparkSession":
+) -> SparkSession:
     """Get or create the process's SparkSession, with lakemq's data sources registered."""
     from pyspark.sql import SparkSession
 

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 __all__ = ["register_sources"]
 
 
-def register_sources(spark: "SparkSession") -> None:
+def register_sources(spark: SparkSession) -> None:
     from lakemq.jobs.commitlog_source import CommitLogDataSource
     from lakemq.jobs.delta_source import DeltaDataSource
 

@@ -36,7 +36,7 @@ class TierRunResult:
 
 
 def tier_run(
-    spark: "SparkSession", *, store_dir: str | Path, broker_name: str, config: TieringConfig,
+    spark: SparkSession, *, store_dir: str | Path, broker_name: str, config: TieringConfig,
     storage_options: Mapping[str, str] | None = None, skip_corrupt: bool = False, retention: bool = True,
     upkeep: bool = True, progress: Progress | None = None,
 ) -> TierRunResult:

@@ -25,7 +25,7 @@ from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
 
-__all__ = ["STEPS", "TierSettings", "seal", "compact", "verify", "retention", "maintain", "run_step"]
+__all__ = ["STEPS", "TierSettings", "compact", "maintain", "retention", "run_step", "seal", "verify"]
 
 STEPS = ("seal", "compact", "verify", "retention", "maintain")
 
@@ -41,7 +41,7 @@ class TierSettings:
     master: str | None = None
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "TierSettings":
+    def from_mapping(cls, values: Mapping[str, Any]) -> TierSettings:
         """Explicit values win over the broker.conf's, which win over the defaults."""
         known = {"store_dir", "broker_name", "lake_uri", "broker_conf", "conf", "storage_options", "master"}
         unknown = set(values) - known

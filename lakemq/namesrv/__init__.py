@@ -5,5 +5,11 @@ from lakemq.namesrv.controller import NamesrvController, run_namesrv
 from lakemq.namesrv.kv_config import KVConfigManager
 from lakemq.namesrv.route_info import RouteInfoManager
 
-__all__ = ["NamesrvConfig", "NamesrvController", "KVConfigManager", "RouteInfoManager",
-           "load_namesrv_config", "run_namesrv"]
+__all__ = [
+           "KVConfigManager",
+           "NamesrvConfig",
+           "NamesrvController",
+           "RouteInfoManager",
+           "load_namesrv_config",
+           "run_namesrv",
+]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lakemq.errors import ConfigError
 
-__all__ = ["KVConfigManager", "NAMESPACE_ORDER_TOPIC_CONFIG"]
+__all__ = ["NAMESPACE_ORDER_TOPIC_CONFIG", "KVConfigManager"]
 
 log = logging.getLogger(__name__)
 

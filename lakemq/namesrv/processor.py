@@ -10,6 +10,9 @@ import zlib
 from collections.abc import Awaitable, Callable
 
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from lakemq.namesrv.metrics import NamesrvMetrics
+from lakemq.namesrv.route_info import RouteInfoManager
 from lakemq.remoting.bodies import (
     DataVersion,
     KVTable,
@@ -36,9 +39,6 @@ from lakemq.remoting.headers import (
     decode_header,
     encode_header,
 )
-from lakemq.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
-from lakemq.namesrv.metrics import NamesrvMetrics
-from lakemq.namesrv.route_info import RouteInfoManager
 
 __all__ = ["NamesrvProcessor"]
 

@@ -74,10 +74,10 @@ class RouteInfoManager:
 
         key = (cluster_name, broker_addr)
         version = data_version or DataVersion(timestamp=now_millis)
-        if topic_configs is not None and broker_id == MASTER_ID:
-            if first or self.is_topic_config_changed(key, version):
-                for topic, config in topic_configs.items():
-                    self._update_queue_data(broker_name, topic, config)
+        if (topic_configs is not None and broker_id == MASTER_ID
+                and (first or self.is_topic_config_changed(key, version))):
+            for topic, config in topic_configs.items():
+                self._update_queue_data(broker_name, topic, config)
         previous = self.broker_live_table.get(key)
         self.broker_live_table[key] = BrokerLiveInfo(
             now_millis, timeout_millis or self.default_timeout_millis, version, ha_server_addr,

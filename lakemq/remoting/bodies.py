@@ -28,12 +28,23 @@ from typing import Any, TypeVar
 from lakemq.errors import RemotingCommandError
 
 __all__ = [
-    "decode_json", "encode_json",
-    "DataVersion", "RegisterBrokerBody", "KVTable",
-    "QueueData", "BrokerData", "TopicRouteData", "ClusterInfo", "TopicList",
-    "SubscriptionData", "ConsumerData", "HeartbeatData",
-    "MessageQueue", "LockBatchRequestBody", "LockBatchResponseBody",
+    "BrokerData",
+    "ClusterInfo",
+    "ConsumerData",
+    "DataVersion",
     "GetConsumerListByGroupResponseBody",
+    "HeartbeatData",
+    "KVTable",
+    "LockBatchRequestBody",
+    "LockBatchResponseBody",
+    "MessageQueue",
+    "QueueData",
+    "RegisterBrokerBody",
+    "SubscriptionData",
+    "TopicList",
+    "TopicRouteData",
+    "decode_json",
+    "encode_json",
 ]
 
 

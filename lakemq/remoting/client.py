@@ -40,9 +40,9 @@ def parse_addr(addr: str) -> tuple[str, int]:
 
 
 class RemotingClient:
-    def __init__(self, config: ClientConfig = ClientConfig(),
+    def __init__(self, config: ClientConfig | None = None,
                  namesrv_addrs: Sequence[str] | str = ()) -> None:
-        self.config = config
+        self.config = config if config is not None else ClientConfig()
         self._dispatcher = Dispatcher()
         self._connections: dict[str, RemotingConnection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}

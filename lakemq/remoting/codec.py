@@ -32,17 +32,17 @@ import orjson
 from lakemq.errors import FrameError
 
 __all__ = [
-    "SerializeType",
+    "DEFAULT_MAX_FRAME_LENGTH",
+    "DEFAULT_VERSION",
+    "FLAG_ONEWAY",
+    "FLAG_RESPONSE",
+    "FrameDecoder",
     "LanguageCode",
     "RemotingCommand",
-    "FLAG_RESPONSE",
-    "FLAG_ONEWAY",
-    "DEFAULT_VERSION",
-    "DEFAULT_MAX_FRAME_LENGTH",
+    "SerializeType",
+    "decode_frame",
     "encode",
     "encode_parts",
-    "decode_frame",
-    "FrameDecoder",
 ]
 
 FLAG_RESPONSE: Final = 1 << 0

@@ -26,7 +26,7 @@ from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.remoting.codec import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from lakemq.remoting.protocol import RemotingConnection
 
-__all__ = ["RequestProcessor", "RequestContext", "Dispatcher"]
+__all__ = ["Dispatcher", "RequestContext", "RequestProcessor"]
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class Dispatcher:
                 return request.reply(ResponseCode.SYSTEM_BUSY,
                                      "[REJECTREQUEST]system busy, start flow control for a while")
             return processor.process_request(ctx, request)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any processor failure becomes the caller's error answer
             return _error_reply(request, exc)
 
     async def _finish(self, connection: RemotingConnection, request: RemotingCommand,
@@ -132,7 +132,7 @@ class Dispatcher:
             response = await pending
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - as in _call
             response = _error_reply(request, exc)
         self._respond(connection, request, response)
 
@@ -170,7 +170,7 @@ class Dispatcher:
             return result
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - as in _call
             return _error_reply(request, exc)
 
 

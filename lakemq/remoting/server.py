@@ -15,7 +15,7 @@ from lakemq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from lakemq.remoting.dispatch import Dispatcher, RequestProcessor
 from lakemq.remoting.protocol import RemotingConnection
 
-__all__ = ["ServerConfig", "RemotingServer"]
+__all__ = ["RemotingServer", "ServerConfig"]
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from lakemq.remoting.client import ClientConfig, RemotingClient
 from lakemq.remoting.codec import RemotingCommand
@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 
 class SyncRemotingClient:
-    def __init__(self, config: ClientConfig = ClientConfig(),
+    def __init__(self, config: ClientConfig | None = None,
                  namesrv_addrs: Sequence[str] | str = ()) -> None:
         self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="lakemq-remoting",
@@ -50,7 +50,7 @@ class SyncRemotingClient:
         self._thread.join()
         self._loop.close()
 
-    def __enter__(self) -> SyncRemotingClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

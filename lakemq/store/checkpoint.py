@@ -20,7 +20,7 @@ from pathlib import Path
 from lakemq.errors import StoreError
 from lakemq.store.mapped_file import preallocate
 
-__all__ = ["StoreCheckpoint", "CHECKPOINT_FILE_SIZE"]
+__all__ = ["CHECKPOINT_FILE_SIZE", "StoreCheckpoint"]
 
 CHECKPOINT_FILE_SIZE = 4096
 _LAYOUT = struct.Struct(">qqq")

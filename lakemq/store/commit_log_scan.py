@@ -21,10 +21,10 @@ __all__ = [
     "DispatchBatch",
     "DispatchRequest",
     "delay_tags_code",
-    "requests_of",
     "iter_dispatch_requests",
     "read_dispatch_request",
     "read_dispatch_requests",
+    "requests_of",
     "scan_valid_end",
 ]
 

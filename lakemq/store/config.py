@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lakemq.errors import ConfigError
 
-__all__ = ["FlushDiskType", "StoreConfig", "CONSUME_QUEUE_UNIT_SIZE"]
+__all__ = ["CONSUME_QUEUE_UNIT_SIZE", "FlushDiskType", "StoreConfig"]
 
 CONSUME_QUEUE_UNIT_SIZE = 20
 

@@ -29,7 +29,7 @@ from lakemq.errors import StoreError
 from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
 
-__all__ = ["ConsumeQueue", "CqUnit", "CQ_STORE_UNIT_SIZE", "BLANK_UNIT_SIZE", "check_queue_id"]
+__all__ = ["BLANK_UNIT_SIZE", "CQ_STORE_UNIT_SIZE", "ConsumeQueue", "CqUnit", "check_queue_id"]
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Final
 from lakemq.common.message import MessageConst, MessageExtBrokerInner, MessageSysFlag
 from lakemq.errors import ConfigError
 
-__all__ = ["SCHEDULE_TOPIC", "DelayLevels", "rewrite_delayed_message", "is_delay_candidate"]
+__all__ = ["SCHEDULE_TOPIC", "DelayLevels", "is_delay_candidate", "rewrite_delayed_message"]
 
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 

@@ -21,13 +21,13 @@ from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.service_thread import ServiceThread
 
 __all__ = [
-    "DispatchRequest",
     "CommitLogDispatcher",
     "CommitLogReader",
+    "DispatchRequest",
     "MessageArrivingListener",
     "ReputMessageService",
-    "gets_consume_queue_entry",
     "dispatch_to",
+    "gets_consume_queue_entry",
 ]
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-__all__ = ["GetMessageStatus", "GetMessageResult", "QueryMessageResult"]
+__all__ = ["GetMessageResult", "GetMessageStatus", "QueryMessageResult"]
 
 
 class GetMessageStatus(Enum):

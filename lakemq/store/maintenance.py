@@ -16,7 +16,7 @@ from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.index_service import IndexService
 from lakemq.store.service_thread import ServiceThread
 
-__all__ = ["FlushConsumeQueueService", "CleanExpiredFilesService"]
+__all__ = ["CleanExpiredFilesService", "FlushConsumeQueueService"]
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from lakemq.common.faults import slow_disk
 from lakemq.errors import StoreError
 
-__all__ = ["MappedFile", "OS_PAGE_SIZE", "offset_to_file_name", "preallocate"]
+__all__ = ["OS_PAGE_SIZE", "MappedFile", "offset_to_file_name", "preallocate"]
 
 log = logging.getLogger(__name__)
 

@@ -6,6 +6,7 @@ replaced, never mutated, so readers on other threads iterate a consistent snapsh
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import struct
@@ -16,7 +17,7 @@ from pathlib import Path
 from lakemq.errors import CorruptFileError
 from lakemq.store.mapped_file import MappedFile, offset_to_file_name
 
-__all__ = ["MappedFileQueue", "DELETE_FILES_BATCH_MAX"]
+__all__ = ["DELETE_FILES_BATCH_MAX", "MappedFileQueue"]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class MappedFileQueue:
         paths = sorted(p for p in self.store_dir.iterdir() if p.is_file() and _is_offset_name(p.name))
         starts = [int(p.name) for p in paths]
         size = self.mapped_file_size
-        if any(start % size for start in starts) or any(b - a != size for a, b in zip(starts, starts[1:])):
+        if any(start % size for start in starts) or any(b - a != size for a, b in itertools.pairwise(starts)):
             raise CorruptFileError(
                 f"files in {self.store_dir} are not spaced by the configured file size {size} "
                 f"(or a file is missing); check the mapped file size in the config"

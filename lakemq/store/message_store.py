@@ -28,7 +28,12 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, CqUnit
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
-from lakemq.store.dispatch import CommitLogDispatcher, MessageArrivingListener, ReputMessageService, dispatch_to
+from lakemq.store.dispatch import (
+    CommitLogDispatcher,
+    MessageArrivingListener,
+    ReputMessageService,
+    dispatch_to,
+)
 from lakemq.store.filter import MessageFilter
 from lakemq.store.flush import AckSink, FlushListener
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
-__all__ = ["PutMessageStatus", "AppendMessageStatus", "AppendMessageResult", "PutMessageResult"]
+__all__ = ["AppendMessageResult", "AppendMessageStatus", "PutMessageResult", "PutMessageStatus"]
 
 
 class PutMessageStatus(Enum):

@@ -24,7 +24,7 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE, encode_row
 
-__all__ = ["ColdRecord", "ColdReader", "ColdReadStats"]
+__all__ = ["ColdReadStats", "ColdReader", "ColdRecord"]
 
 _COLUMNS = [f.name for f in DATA_SCHEMA]
 

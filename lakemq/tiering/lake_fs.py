@@ -110,7 +110,7 @@ class LakeLocation:
     storage_options: tuple[tuple[str, str], ...] = field(default=())
 
     @classmethod
-    def of(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> "LakeLocation":
+    def of(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> LakeLocation:
         if "://" not in uri or uri.startswith("file://"):
             uri = os.path.abspath(uri.removeprefix("file://"))
         return cls(uri.rstrip("/"), tuple(sorted((storage_options or {}).items())))

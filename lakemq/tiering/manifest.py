@@ -20,10 +20,16 @@ from typing import Any
 from lakemq.errors import LakeError
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import (
-    MESSAGES_TABLE, META_BROKER, META_DIGEST, META_RANGE_END, META_RANGE_START, META_ROWS, META_SEGMENT,
+    MESSAGES_TABLE,
+    META_BROKER,
+    META_DIGEST,
+    META_RANGE_END,
+    META_RANGE_START,
+    META_ROWS,
+    META_SEGMENT,
 )
 
-__all__ = ["ManifestEntry", "Manifest", "manifest_path", "commit_metadata"]
+__all__ = ["Manifest", "ManifestEntry", "commit_metadata", "manifest_path"]
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +79,12 @@ class Manifest:
     def entry(self, range_start: int) -> ManifestEntry | None:
         return next((e for e in self.entries if e.range_start == range_start), None)
 
-    def with_entries(self, entries: Iterable[ManifestEntry]) -> "Manifest":
+    def with_entries(self, entries: Iterable[ManifestEntry]) -> Manifest:
         by_start = {e.range_start: e for e in self.entries}
         by_start.update({e.range_start: e for e in entries})
         return replace(self, entries=tuple(sorted(by_start.values(), key=lambda e: e.range_start)))
 
-    def mark_verified(self, range_start: int) -> "Manifest":
+    def mark_verified(self, range_start: int) -> Manifest:
         entry = self.entry(range_start)
         if entry is None:
             raise LakeError(f"no manifest entry for range starting at {range_start}")
@@ -87,7 +93,7 @@ class Manifest:
     # -- persistence ---------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, lake: LakeLocation, broker: str) -> "Manifest | None":
+    def load(cls, lake: LakeLocation, broker: str) -> Manifest | None:
         path = manifest_path(lake, broker)
         if not lake.exists(path):
             return None
@@ -105,7 +111,7 @@ class Manifest:
 
     # -- rebuilding from the Delta log ---------------------------------------------------------
 
-    def reconcile(self, lake: LakeLocation) -> "Manifest":
+    def reconcile(self, lake: LakeLocation) -> Manifest:
         """Add every segment commit of this broker the Delta history has and the manifest
         lacks (a crash after commit, before the manifest was saved; or a lost manifest)."""
         from deltalake import DeltaTable
@@ -138,7 +144,7 @@ class Manifest:
         return merged
 
     @classmethod
-    def open(cls, lake: LakeLocation, broker: str) -> "Manifest":
+    def open(cls, lake: LakeLocation, broker: str) -> Manifest:
         """The broker's manifest, brought up to date with the Delta log."""
         current = cls.load(lake, broker) or cls(broker)
         return current.reconcile(lake)

@@ -17,6 +17,7 @@ gets a seal file ``{store}/tiering/seals/{range start, 20 digits}.json`` holding
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import mmap
@@ -31,7 +32,7 @@ from lakemq.common.record import BODY_POS, HEAD
 from lakemq.tiering.digest import crc32c_slices, digest_of
 from lakemq.tiering.walk import Walk, gather, walk_records
 
-__all__ = ["CommitLogFile", "SealedSegment", "commitlog_files", "seal_dir", "load_seals", "seal_segments"]
+__all__ = ["CommitLogFile", "SealedSegment", "commitlog_files", "load_seals", "seal_dir", "seal_segments"]
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +66,13 @@ class SealedSegment:
     def byte_ranges(self) -> list[tuple[int, int]]:
         """CommitLog offset ranges, each starting on a record, covering the sealed records."""
         edges = [b for b in self.boundaries if b < self.data_end] + [self.data_end]
-        return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+        return [(a, b) for a, b in itertools.pairwise(edges) if b > a]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "SealedSegment":
+    def from_json(cls, text: str) -> SealedSegment:
         raw = json.loads(text)
         raw["boundaries"] = tuple(raw["boundaries"])
         raw["corrupt"] = tuple(tuple(c) for c in raw["corrupt"])
@@ -159,7 +160,7 @@ def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, st
             bounds = _boundaries(starts, pos, stop, stride)
             seal = SealedSegment(
                 file_name=f.path.name, file_start=f.start, file_size=f.size, range_start=from_offset,
-                range_end=range_end, data_end=data_end, full=full, rows=int(len(starts)),
+                range_end=range_end, data_end=data_end, full=full, rows=len(starts),
                 digest=_digest(buf, f.start, starts), boundaries=tuple(int(b) + f.start for b in bounds),
                 corrupt=tuple((a + f.start, b + f.start) for a, b in corrupt), sealed_at_ms=int(time.time() * 1000),
             )

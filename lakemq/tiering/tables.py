@@ -18,9 +18,23 @@ from lakemq.common.message import properties_to_string
 from lakemq.common.record import encode_host, encode_record
 
 __all__ = [
-    "MESSAGES_TABLE", "PARTITION_COLUMNS", "MESSAGES_SCHEMA", "DATA_SCHEMA", "SPARK_DDL", "SPARK_ARROW_SCHEMA",
-    "KIND_NORMAL", "KIND_SCHEDULE", "KIND_TRANS_HALF", "KIND_TRANS_OP", "SYSTEM_TOPIC_KINDS",
-    "META_BROKER", "META_RANGE_START", "META_RANGE_END", "META_ROWS", "META_DIGEST", "META_SEGMENT",
+    "DATA_SCHEMA",
+    "KIND_NORMAL",
+    "KIND_SCHEDULE",
+    "KIND_TRANS_HALF",
+    "KIND_TRANS_OP",
+    "MESSAGES_SCHEMA",
+    "MESSAGES_TABLE",
+    "META_BROKER",
+    "META_DIGEST",
+    "META_RANGE_END",
+    "META_RANGE_START",
+    "META_ROWS",
+    "META_SEGMENT",
+    "PARTITION_COLUMNS",
+    "SPARK_ARROW_SCHEMA",
+    "SPARK_DDL",
+    "SYSTEM_TOPIC_KINDS",
     "encode_row",
 ]
 

@@ -16,13 +16,13 @@ from lakemq.broker.acl.validator import (
 
 __all__ = [
     "AccessResource",
-    "parse_access_resource",
+    "AclGuardedRegistry",
+    "AclProcessor",
+    "PlainAccessValidator",
     "PlainAccount",
     "PlainAclConfig",
-    "load_plain_acl",
-    "parse_plain_acl",
-    "PlainAccessValidator",
-    "AclProcessor",
-    "AclGuardedRegistry",
     "ProcessorRegistry",
+    "load_plain_acl",
+    "parse_access_resource",
+    "parse_plain_acl",
 ]

@@ -7,7 +7,7 @@ from typing import Final
 from lakemq.common.codes import RequestCode
 from lakemq.errors import ConfigError
 
-__all__ = ["DENY", "ANY", "PUB", "SUB", "ADMIN_CODES", "parse_perm", "check_permission", "perm_name"]
+__all__ = ["ADMIN_CODES", "ANY", "DENY", "PUB", "SUB", "check_permission", "parse_perm", "perm_name"]
 
 DENY: Final = 1
 ANY: Final = 1 << 1

@@ -68,7 +68,7 @@ def load_plain_acl(path: str | Path) -> PlainAclConfig:
 
 def parse_plain_acl(text: str, source: str = "plain_acl.yml") -> PlainAclConfig:
     try:
-        data = yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506 - BaseLoader builds only str/list/dict
+        data = yaml.load(text, Loader=yaml.BaseLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
     if data is None:

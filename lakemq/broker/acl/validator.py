@@ -27,7 +27,7 @@ from lakemq.errors import LakeMQError, NoPermissionError
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import ProcessResult, RequestContext, RequestProcessor
 
-__all__ = ["PlainAccessValidator", "AclProcessor", "AclGuardedRegistry", "ProcessorRegistry"]
+__all__ = ["AclGuardedRegistry", "AclProcessor", "PlainAccessValidator", "ProcessorRegistry"]
 
 log = logging.getLogger(__name__)
 

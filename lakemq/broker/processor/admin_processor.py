@@ -44,7 +44,7 @@ from lakemq.remoting.headers import (
 )
 from lakemq.store.message_store import MessageStore
 
-__all__ = ["AdminBrokerProcessor", "ADMIN_CODES"]
+__all__ = ["ADMIN_CODES", "AdminBrokerProcessor"]
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from lakemq.remoting.headers import (
 )
 from lakemq.store.message_store import MessageStore
 
-__all__ = ["QueryMessageProcessor", "UNIQUE_MSG_QUERY_FLAG"]
+__all__ = ["UNIQUE_MSG_QUERY_FLAG", "QueryMessageProcessor"]
 
 UNIQUE_MSG_QUERY_FLAG: Final = "_UNIQUE_KEY_QUERY"  # extField of a query by UNIQ_KEY (message id)
 _DEFAULT_QUERY_MAX_NUM: Final = 32

@@ -126,7 +126,7 @@ class BrokerStateCollector(Collector):
         for key, queues in self._state.offsets.encode()["offsetTable"].items():
             topic, _, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
             for queue_id, offset in queues.items():
-                hi = max_offsets.get((topic, int(queue_id)))
-                if hi is not None:
-                    lag.add_metric([b, group, topic, str(queue_id)], max(0, hi - offset))
+                max_offset = max_offsets.get((topic, int(queue_id)))
+                if max_offset is not None:
+                    lag.add_metric([b, group, topic, str(queue_id)], max(0, max_offset - offset))
         yield lag

@@ -24,7 +24,7 @@ from lakemq.client import (
     Producer,
     PushConsumer,
 )
-from lakemq.client.admin import Admin
+from lakemq.client.admin import Admin, QueueProgress, QueueStats
 from lakemq.common.logs import setup_logging
 from lakemq.errors import LakeMQError
 
@@ -193,7 +193,7 @@ def topic_list(namesrv: str) -> None:
 @click.option("--topic", "-t", required=True)
 def topic_stats(namesrv: str, topic: str) -> None:
     log_to_file()
-    async def run() -> list:
+    async def run() -> list[QueueStats]:
         async with Admin(namesrv) as admin_api:
             return await admin_api.topic_stats(topic)
 
@@ -216,7 +216,7 @@ def consumer() -> None:
 def consumer_progress(namesrv: str, group: str, topic: str | None) -> None:
     """Per queue: broker max offset, committed offset and lag."""
     log_to_file()
-    async def run() -> list:
+    async def run() -> list[QueueProgress]:
         async with Admin(namesrv) as admin_api:
             return await admin_api.consumer_progress(group, topic)
 

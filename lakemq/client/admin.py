@@ -109,7 +109,7 @@ class Admin:
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         check_group(group)
-        rows = []
+        rows: list[QueueProgress] = []
         for addr in (await self.masters()).values():
             try:
                 table = await self.api.get_consume_stats(addr, group, topic)

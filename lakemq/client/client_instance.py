@@ -145,7 +145,8 @@ class ClientInstance:
             self.routes[topic] = route
             for broker in route.broker_datas:
                 self.brokers[broker.broker_name] = broker
-        for member in [*self.producers.values(), *self.consumers.values()]:
+        members: list[ProducerMember | ConsumerMember] = [*self.producers.values(), *self.consumers.values()]
+        for member in members:
             member.on_route(topic, route)
         return route
 

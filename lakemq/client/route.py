@@ -127,12 +127,12 @@ def publish_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     """Writable queues in RocketMQ's order: an order-topic conf wins; otherwise queue datas
     sorted by broker name, skipping brokers that are unknown or have no master."""
     if route.order_topic_conf:
-        queues = []
+        queues: list[MessageQueue] = []
         for item in route.order_topic_conf.split(";"):
             name, _, nums = item.partition(":")
             queues.extend(MessageQueue(topic, name, i) for i in range(int(nums)))
         return queues
-    result = []
+    result: list[MessageQueue] = []
     for qd in sorted(route.queue_datas):
         broker = route.broker(qd.broker_name)
         if not PermName.is_writeable(qd.perm) or broker is None or broker.master_addr is None:

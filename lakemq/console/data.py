@@ -308,9 +308,9 @@ class ConsoleData:
                     found = Found.hot(m)
                     rows[found.msg_id] = found
         if self.lake is not None:
-            for m in await self.in_thread(search_lake, self.lake, unique_key=msg.unique_key, limit=200):
-                if m.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) and m.msg_id not in rows:
-                    rows[m.msg_id] = Found.lake(m)
+            for lm in await self.in_thread(search_lake, self.lake, unique_key=msg.unique_key, limit=200):
+                if lm.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) and lm.msg_id not in rows:
+                    rows[lm.msg_id] = Found.lake(lm)
         return sorted(rows.values(), key=lambda f: (f.store_timestamp, f.msg_id))
 
     # -- dead letters ----------------------------------------------------------------------

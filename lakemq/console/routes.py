@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from lakemq.common.timeparse import parse_millis
 from lakemq.console.app import DATA_KEY, JINJA_KEY, SETTINGS_KEY
@@ -37,7 +38,7 @@ def _int(request: web.Request, name: str, default: int) -> int:
 
 
 @web.middleware
-async def errors(request: web.Request, handler: Any) -> web.StreamResponse:
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Cluster and input errors become a readable page; the console keeps serving."""
     try:
         return await handler(request)

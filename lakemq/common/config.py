@@ -98,7 +98,7 @@ def bind(cls: type[T], props: Mapping[str, str], **overrides: Any) -> T:
 def check_unknown_keys(props: Mapping[str, str], classes: Iterable[type]) -> None:
     known: set[str] = set()
     for cls in classes:
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        for f in dataclasses.fields(cls):
             known.update((f.name, snake_to_camel(f.name)))
     unknown = sorted(set(props) - known)
     if unknown:

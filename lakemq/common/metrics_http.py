@@ -36,6 +36,8 @@ class MetricsServer:
     @property
     def address(self) -> str:
         host, port = self.server.server_address[:2]
+        # A bound TCP socket names its host as str; typeshed's type also allows bind()'s bytes.
+        assert isinstance(host, str)
         return f"{host}:{port}"
 
     @property

@@ -30,6 +30,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from mmap import mmap
 from typing import Final
 
 from isal.isal_zlib import crc32
@@ -187,7 +188,7 @@ def patch_record(
 
 
 def check_record(
-    buf: bytes | bytearray | memoryview, pos: int, *, check_crc: bool, physical_offset: int | None = None
+    buf: bytes | bytearray | memoryview | mmap, pos: int, *, check_crc: bool, physical_offset: int | None = None
 ) -> int:
     """Validate the record at ``pos`` without decoding it: its size when good, 0 for a blank
     (end-of-file) record, -1 for anything else (bad magic, lengths that do not add up, a
@@ -196,6 +197,7 @@ def check_record(
     end = len(buf)
     if pos + 8 > end:  # a blank record can be as short as 8 bytes
         return -1
+    size: int
     size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic != MESSAGE_MAGIC_CODE:
         return 0 if magic == BLANK_MAGIC_CODE and size > 0 else -1

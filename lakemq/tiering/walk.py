@@ -18,7 +18,8 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from mmap import mmap
+from typing import Literal, TypeAlias
 
 import numpy as np
 
@@ -53,12 +54,8 @@ _MAGIC = struct.pack(">I", MESSAGE_MAGIC_CODE)
 _BLANK = struct.pack(">I", BLANK_MAGIC_CODE)
 
 
-class Buffer(Protocol):
-    """bytes or mmap: sliceable, ``find``-able, readable by struct."""
-
-    def __len__(self) -> int: ...
-    def __getitem__(self, item: slice | int, /) -> bytes | int: ...
-    def find(self, sub: bytes, start: int = ..., end: int = ..., /) -> int: ...
+# What the walk reads: a CommitLog file's bytes or its read-only mapping.
+Buffer: TypeAlias = bytes | mmap
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +116,7 @@ def record_layout(raw: np.ndarray, starts: np.ndarray, base_offset: int, *, chec
 
 def _chain(buf: Buffer, base_offset: int, start: int, end: int, verify: bool) -> Walk | None:
     """The records of a clean range found with numpy (see the module docstring), or None."""
-    raw = np.frombuffer(buf, dtype=np.uint8)  # type: ignore[call-overload]
+    raw = np.frombuffer(buf, dtype=np.uint8)
     if end - start < RECORD_FIXED_SIZE:
         return None
     found = []
@@ -156,13 +153,14 @@ def _record_ok(buf: Buffer, pos: int, end: int, base_offset: int, verify: bool) 
     """Size of a good record at ``pos``, 0 for a blank, -1 for bad."""
     if pos + 8 > end:
         return -1
-    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)  # type: ignore[call-overload]
+    size: int
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic == BLANK_MAGIC_CODE:
         return 0 if size >= 8 else -1
     if magic != MESSAGE_MAGIC_CODE or size < RECORD_FIXED_SIZE or pos + size > end:
         return -1
     if verify:
-        size = check_record(buf, pos, check_crc=True, physical_offset=base_offset + pos)  # type: ignore[arg-type]
+        size = check_record(buf, pos, check_crc=True, physical_offset=base_offset + pos)
         return size if size > 0 else -1
     return size
 
@@ -176,10 +174,10 @@ def _resync(buf: Buffer, pos: int, end: int, base_offset: int) -> int:
             return end
         cand = min(hits) - 4
         if buf.find(_BLANK, cand + 4, cand + 8) == cand + 4:
-            size = _SIZE_MAGIC.unpack_from(buf, cand)[0]  # type: ignore[call-overload]
+            size = _SIZE_MAGIC.unpack_from(buf, cand)[0]
             if cand + size == end:
                 return cand
-        elif check_record(buf, cand, check_crc=True, physical_offset=base_offset + cand) > 0:  # type: ignore[arg-type]
+        elif check_record(buf, cand, check_crc=True, physical_offset=base_offset + cand) > 0:
             return cand
         probe = cand + 1
     return end

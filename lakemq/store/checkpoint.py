@@ -43,6 +43,9 @@ class StoreCheckpoint:
             raise StoreError(f"cannot open checkpoint {self.path}: {exc}") from exc
         finally:
             os.close(fd)
+        self.physic_msg_timestamp: int
+        self.logics_msg_timestamp: int
+        self.index_msg_timestamp: int
         (self.physic_msg_timestamp, self.logics_msg_timestamp,
          self.index_msg_timestamp) = _LAYOUT.unpack_from(self._mm, 0)
 

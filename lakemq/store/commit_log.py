@@ -503,7 +503,7 @@ class CommitLog:
         _, magic = _FIRST_RECORD.unpack_from(view, 0)
         if magic != MESSAGE_MAGIC_CODE:
             return False
-        store_timestamp = _LONG.unpack_from(view, STORE_TIMESTAMP_POS)[0]
+        store_timestamp: int = _LONG.unpack_from(view, STORE_TIMESTAMP_POS)[0]
         return 0 < store_timestamp <= min_timestamp
 
     def _set_aside_good_files(self, later: list[MappedFile], process_offset: int) -> None:

@@ -151,6 +151,8 @@ class ConsumeQueue:
         return None
 
     def _last_entry_end(self) -> int:
+        offset: int
+        size: int
         for mf in reversed(self.mapped_file_queue.mapped_files):
             view = mf.select(0)
             for pos in range(len(view) - CQ_STORE_UNIT_SIZE, -1, -CQ_STORE_UNIT_SIZE):

@@ -104,6 +104,12 @@ class IndexFile:
             raise StoreError(f"cannot create index file {path}: {exc}") from exc
         finally:
             os.close(fd)
+        self.begin_timestamp: int
+        self.end_timestamp: int
+        self.begin_phy_offset: int
+        self.end_phy_offset: int
+        self.hash_slot_count: int
+        self.index_count: int
         if existed:
             (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
              self.hash_slot_count, self.index_count) = _HEADER.unpack_from(self._mm, 0)

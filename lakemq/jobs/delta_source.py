@@ -19,7 +19,7 @@ import json
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -43,6 +43,9 @@ from lakemq.tiering.lake_fs import LakeLocation
 __all__ = ["DeltaDataSource", "DeltaReader", "FileGroup", "snapshot_files"]
 
 _GROUP_BYTES = 64 << 20
+
+# The filters a file's partition values or min/max statistics can rule out; the reader keeps these.
+_Pruning: TypeAlias = EqualTo | In | GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual
 
 
 @dataclass
@@ -71,7 +74,7 @@ def snapshot_files(table: Any, table_uri: str) -> list[dict[str, Any]]:
     return out
 
 
-def _keeps(f: dict[str, Any], flt: Filter) -> bool:
+def _keeps(f: dict[str, Any], flt: _Pruning) -> bool:
     """False only when the file certainly holds no row passing ``flt``."""
     col = flt.attribute[0] if len(flt.attribute) == 1 else None
     if col is None:
@@ -107,7 +110,7 @@ class DeltaReader(DataSourceReader):
         self.storage_options = json.loads(options.get("storage_options") or "{}")
         self.version = _version(options)
         self.arrow_schema = arrow_schema
-        self.filters: list[Filter] = []
+        self.filters: list[_Pruning] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         for flt in filters:
@@ -115,7 +118,7 @@ class DeltaReader(DataSourceReader):
                 self.filters.append(flt)
             yield flt  # pruning is per file: Spark still filters the rows
 
-    def partitions(self) -> Sequence[InputPartition]:
+    def partitions(self) -> Sequence[FileGroup]:
         table = _open(self.path, self.storage_options, self.version)
         files = [f for f in snapshot_files(table, self.path) if all(_keeps(f, flt) for flt in self.filters)]
         groups: list[FileGroup] = []
@@ -196,5 +199,5 @@ class DeltaDataSource(DataSource):
     def schema(self) -> StructType:
         return self._schemas()[0]
 
-    def reader(self, schema: StructType) -> DataSourceReader:
+    def reader(self, schema: StructType) -> DeltaReader:
         return DeltaReader(dict(self.options), schema, self._schemas()[1])

@@ -55,7 +55,7 @@ class _Files:
             LessThanOrEqual(("store_timestamp",), end_ms),
         ]
         list(self._reader.pushFilters(filters))
-        self.files = [FileGroup([f]) for group in self._reader.partitions() for f in group.files]  # type: ignore[attr-defined]
+        self.files = [FileGroup([f]) for group in self._reader.partitions() for f in group.files]
         self._cache: OrderedDict[int, pa.Table] = OrderedDict()
         self._cache_bytes = cache_bytes
 

@@ -178,12 +178,7 @@ class BrokerController:
             self.store.get_max_offset_in_queue, c.pull_hold_check_interval_mills / 1000
         )
         self.hold_service.start()
-        hold = self.hold_service
-        self.store.message_arriving_listeners.append(
-            lambda topic, queue_id, offset, tags_code, _ts, _props: hold.notify_message_arriving(
-                topic, queue_id, offset, tags_code
-            )
-        )
+        self.store.message_arriving_listeners.append(self.hold_service.notify_messages_arriving)
         self._register_processors(registry)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.send_pool.start()

@@ -2,9 +2,9 @@
 (RocketMQ PullRequestHoldService).
 
 A held pull is a coroutine awaiting :meth:`PullRequestHoldService.hold`; the store's reput
-thread reports each dispatched message through :meth:`notify_message_arriving` (thread-safe),
-which wakes the pulls of that queue whose offset the message reaches and whose filter accepts
-its tags code. The pull processor then runs the pull again and answers. A periodic check
+thread reports each dispatched batch of messages through :meth:`notify_messages_arriving`
+(thread-safe), which wakes the pulls of their queues whose offset a message reaches and whose
+filter accepts its tags code. The pull processor then runs the pull again and answers. A periodic check
 against the queue's max offset is the safety net for a notification that found no waiter.
 """
 
@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lakemq.store.dispatch import Arrival
 from lakemq.store.filter import MessageFilter
 
 __all__ = ["PullRequestHoldService"]
@@ -100,21 +101,36 @@ class PullRequestHoldService:
     def notify_message_arriving(
         self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None
     ) -> None:
-        """Called from any thread (the store's reput) after a message is dispatched;
-        ``max_offset`` is the queue's offset after it."""
+        """One message: ``max_offset`` is its queue's offset after it. From any thread."""
+        self._notify([(topic, queue_id, max_offset, tags_code)])
+
+    def notify_messages_arriving(self, arrivals: list[Arrival]) -> None:
+        """The store's MessageArrivingListener: called on its reput thread once per dispatched
+        batch, with every message of the batch that got a ConsumeQueue entry."""
+        self._notify(arrivals)
+
+    def _notify(self, arrivals: Sequence[tuple[str, int, int, int | None] | Arrival]) -> None:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        # Most messages find no pull held on their queue: then waking the loop (a pipe write
-        # per message) is wasted. Reading the table from this thread is safe, and no waiter is
-        # missed: the queue's max offset already counts this message, and hold() checks it
-        # after registering.
-        if (topic, queue_id) not in self._held:
+        # Most messages find no pull held on their queue: then waking the loop (a pipe write)
+        # is wasted. Reading the table from this thread is safe, and no waiter is missed: the
+        # queue's max offset already counts these messages, and hold() checks it after
+        # registering. The messages that concern a held pull go to the loop in one hand-off.
+        held = self._held
+        if not held:
+            return
+        wake = [a[:4] for a in arrivals if (a[0], a[1]) in held]
+        if not wake:
             return
         try:
-            loop.call_soon_threadsafe(self._wake, topic, queue_id, max_offset, tags_code)
+            loop.call_soon_threadsafe(self._wake_each, wake)
         except RuntimeError:  # the loop closed between the check and the call: nobody waits
             pass
+
+    def _wake_each(self, arrivals: list[tuple[str, int, int, int | None]]) -> None:
+        for topic, queue_id, max_offset, tags_code in arrivals:
+            self._wake(topic, queue_id, max_offset, tags_code)
 
     def _wake(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
         for held in list(self._held.get((topic, queue_id), ())):

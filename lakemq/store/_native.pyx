@@ -623,6 +623,20 @@ cdef class DispatchBatch:
         keys.count = n
         return keys
 
+    def arrivals(self):
+        """(topic, queue id, queue offset after the record, tags code, store time) of every
+        record that gets a ConsumeQueue entry, in CommitLog order: what long polling is told,
+        with no properties parsed."""
+        cdef Py_ssize_t i
+        cdef Parsed *r
+        cdef list out = []
+        for i in range(self.count):
+            r = &self.recs[i]
+            if (r.sys_flag & 0xC) == 0x4 or (r.sys_flag & 0xC) == 0xC:
+                continue
+            out.append((self.topics[r.topic], r.queue_id, r.queue_offset + 1, r.tags_code, r.store_ts))
+        return out
+
     def requests(self, request_type, properties_of):
         """One ``request_type`` (DispatchRequest) per record, with its properties parsed by
         ``properties_of(text)``; for dispatchers that take records one at a time."""

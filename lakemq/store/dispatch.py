@@ -21,6 +21,7 @@ from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.service_thread import ServiceThread
 
 __all__ = [
+    "Arrival",
     "CommitLogDispatcher",
     "CommitLogReader",
     "DispatchRequest",
@@ -40,8 +41,13 @@ _BATCH = 1024
 # from the network loop. An idle reput is still woken at once by the first put.
 _PAUSE_AFTER_WORK_S = 0.001
 
-# (topic, queue_id, logic offset after the message, tags code, store timestamp, properties)
-MessageArrivingListener = Callable[[str, int, int, int, int, "dict[str, str] | None"], None]
+# One dispatched message that got a ConsumeQueue entry:
+# (topic, queue_id, logic offset after the message, tags code, store timestamp).
+Arrival = tuple[str, int, int, int, int]
+# Told once per dispatched batch, on the reput thread, with the batch's arrivals in CommitLog
+# order (never empty). One call per batch, not per message: a listener that hands work to
+# another thread does it once per batch, and no properties are parsed for it.
+MessageArrivingListener = Callable[[list[Arrival]], None]
 
 
 class CommitLogDispatcher(Protocol):
@@ -151,17 +157,13 @@ class ReputMessageService(ServiceThread):
             for request in requests:
                 dispatcher.dispatch(request)
         if self.listeners:
-            for request in requests if requests is not None else requests_of(batch):
-                self._notify(request)
-
-    def _notify(self, request: DispatchRequest) -> None:
-        if gets_consume_queue_entry(request.sys_flag):
-            for listener in self.listeners:
-                try:
-                    listener(request.topic, request.queue_id, request.consume_queue_offset + 1,
-                             request.tags_code, request.store_timestamp, request.properties)
-                except Exception:  # a listener bug must not stop dispatch
-                    log.exception("message arriving listener failed")
+            arrivals = batch.arrivals()
+            if arrivals:
+                for listener in self.listeners:
+                    try:
+                        listener(arrivals)
+                    except Exception:  # a listener bug must not stop dispatch
+                        log.exception("message arriving listener failed")
 
     def run(self) -> None:
         failing = False  # a failure that repeats every pass (a full disk) is logged once

@@ -79,3 +79,34 @@ def test_message_already_there_answers_at_once_and_check_catches_missed_notify()
     immediate, late, elapsed = run(main())
     assert immediate is True and late is True
     assert elapsed < 1.0
+
+
+def test_a_batch_of_arrivals_wakes_only_held_queues_in_one_hand_off() -> None:
+    """The reput's batch goes to the loop once, with just the arrivals of queues that hold a
+    pull; each held pull then sees the arrivals its offset and filter accept."""
+    async def main() -> tuple[list[bool], list[int]]:
+        svc = PullRequestHoldService(lambda t, q: 3, check_interval_s=60)
+        svc.start()
+        loop = asyncio.get_running_loop()
+        handed: list[int] = []
+        original = loop.call_soon_threadsafe
+
+        def counting(callback, *args):  # type: ignore[no-untyped-def]
+            handed.append(len(args[0]) if args else 0)
+            return original(callback, *args)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        wanted = TagMessageFilter(build_subscription_data("T", "wanted"))
+        tasks = [asyncio.create_task(svc.hold("T", 0, 3, timeout_s=0.5, message_filter=wanted)),
+                 asyncio.create_task(svc.hold("T", 1, 3, timeout_s=0.5))]
+        await asyncio.sleep(0.05)
+        arrivals = [("T", 0, 4, tags_hash_code("other"), 1), ("T", 2, 9, 0, 1), ("U", 0, 9, 0, 1),
+                    ("T", 0, 5, tags_hash_code("wanted"), 1)]
+        threading.Thread(target=svc.notify_messages_arriving, args=(arrivals,)).start()
+        woke = list(await asyncio.gather(*tasks))
+        await svc.shutdown()
+        return woke, handed
+
+    woke, handed = run(main())
+    assert woke == [True, False]  # queue 0 by its wanted message; queue 1 got nothing
+    assert handed == [2]  # one hand-off carrying queue 0's two arrivals

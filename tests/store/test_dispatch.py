@@ -15,7 +15,6 @@ from lakemq.store.commit_log import CommitLog
 from lakemq.store.commit_log_scan import DispatchRequest
 from lakemq.store.delay_levels import SCHEDULE_TOPIC
 from lakemq.store.dispatch import ReputMessageService
-
 from tests.store.store_helpers import make_msg, small_config
 
 
@@ -61,7 +60,7 @@ def test_every_record_once_across_files(commit_log: CommitLog) -> None:
     recorder = Recorder()
     arrivals: list[tuple[str, int, int, int]] = []
     reput = ReputMessageService(commit_log, [recorder], reput_from_offset=0, delay_levels=commit_log.delay_levels,
-                                listeners=[lambda t, q, off, code, ts, props: arrivals.append((t, q, off, code))])
+                                listeners=[lambda batch: arrivals.extend(a[:4] for a in batch)])
     offsets = []
     for i in range(40):
         flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE if i == 5 else 0

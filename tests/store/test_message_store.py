@@ -12,7 +12,6 @@ from lakemq.common.record import decode_record
 from lakemq.errors import InvalidNameError
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.results import PutMessageStatus
-
 from tests.store.store_helpers import make_msg, open_store, wait_dispatched
 
 
@@ -110,7 +109,7 @@ def test_lookups_queries_and_times(tmp_path: Path) -> None:
 def test_transaction_records_and_listeners(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     arrivals: list[tuple[str, int, int]] = []
-    store.message_arriving_listeners.append(lambda t, q, off, code, ts, props: arrivals.append((t, q, off)))
+    store.message_arriving_listeners.append(lambda batch: arrivals.extend((t, q, off) for t, q, off, _, _ in batch))
     try:
         store.put_message(make_msg("TopicT", b"normal"))
         store.put_message(make_msg("TopicT", b"half", keys="tx", sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE))

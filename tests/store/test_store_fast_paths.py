@@ -28,7 +28,7 @@ from lakemq.store.commit_log_scan import (
 )
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import SCHEDULE_TOPIC
-from lakemq.store.dispatch import CommitLogDispatcher, ReputMessageService
+from lakemq.store.dispatch import CommitLogDispatcher, ReputMessageService, gets_consume_queue_entry
 from lakemq.store.index_file import index_key_hash
 from lakemq.store.index_service import IndexService
 from lakemq.store.results import PutMessageStatus
@@ -393,6 +393,9 @@ def test_reader_reads_what_the_python_decoder_reads(
             keys += [(k, request.commit_log_offset) for k in record_keys]
         pos += request.msg_size
     assert requests_of(batch) == expected
+    # Long polling's view: the records that get a ConsumeQueue entry, without their properties.
+    assert batch.arrivals() == [(r.topic, r.queue_id, r.consume_queue_offset + 1, r.tags_code, r.store_timestamp)
+                                for r in expected if gets_consume_queue_entry(r.sys_flag)]
     index_keys = batch.index_keys(-1)
     assert len(index_keys) == len(keys)
     root = tmp_path_factory.mktemp("idx")

@@ -19,6 +19,7 @@ class Records:
     count: int
     total: int
     first_queue_offset: int
+    body_bytes: int
     def write(self, mm: mmap, pos: int, physical_offset: int, now: int, store_ip: bytes, store_port: int,
               table: dict[tuple[str, int], int]) -> None: ...
     def msg_ids(self, prefix: bytes, physical_offset: int) -> str: ...
@@ -29,6 +30,8 @@ class RecordEncoder:
                  properties_to_string: Callable[[dict[str, str]], str]) -> None: ...
     def gather(self, msgs: Sequence[MessageExtBrokerInner], slow: Callable[[MessageExtBrokerInner], Any],
                refused_bits: int, check_delay: bool) -> Records | PutMessageResult: ...
+    def gather_batch(self, data: bytes, topic: str, queue_id: int, sys_flag: int, born_ts: int, born_host: str,
+                     reconsume: int, suffix: bytes) -> Records | None: ...
 
 class IndexKeys:
     count: int

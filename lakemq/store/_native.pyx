@@ -228,6 +228,7 @@ cdef class Records:
     cdef readonly Py_ssize_t count
     cdef readonly Py_ssize_t total  # bytes of all records
     cdef readonly long long first_queue_offset
+    cdef readonly Py_ssize_t body_bytes  # of all messages' bodies
     cdef list refs  # keeps every buffer a Rec points into alive
     cdef list keys  # (topic, queue id) per record, None for a record without a queue offset
 
@@ -295,6 +296,50 @@ cdef class Records:
         return PyUnicode_DecodeASCII(out, len(out), NULL)
 
 
+cdef enum:
+    MAX_PAIRS = 64
+
+
+cdef bint _plain_pairs(const uint8_t *p, Py_ssize_t n, const uint8_t *suffix, Py_ssize_t suffix_key) noexcept:
+    """True when ``p[:n]`` is what properties_to_string writes for distinct names: every
+    pair ``name\\x01value\\x02`` with one \\x01, a non-empty name, none named DELAY or like
+    ``suffix[:suffix_key]``, and no WAIT=false. Then appending the suffix equals setting that property."""
+    cdef Py_ssize_t start = 0, i, k, sep, pairs = 0, key_len
+    cdef Py_ssize_t key_at[MAX_PAIRS]
+    cdef Py_ssize_t key_n[MAX_PAIRS]
+    if n == 0:
+        return True
+    if p[n - 1] != 2:
+        return False
+    while start < n:
+        sep = -1
+        i = start
+        while p[i] != 2:
+            if p[i] == 1:
+                if sep >= 0:
+                    return False  # a second \x01: not a plain pair
+                sep = i
+            i += 1
+        key_len = sep - start
+        if sep < 0 or key_len == 0 or pairs == MAX_PAIRS:
+            return False
+        if key_len == 5 and memcmp(p + start, b"DELAY", 5) == 0:
+            return False
+        # WAIT=false: the put would not wait for the flush; rare, left to the exact path
+        if key_len == 4 and i - sep == 6 and memcmp(p + start, b"WAIT\x01false", 10) == 0:
+            return False
+        if key_len == suffix_key and memcmp(p + start, suffix, suffix_key) == 0:
+            return False
+        for k in range(pairs):
+            if key_n[k] == key_len and memcmp(p + key_at[k], p + start, key_len) == 0:
+                return False
+        key_at[pairs] = start
+        key_n[pairs] = key_len
+        pairs += 1
+        start = i + 1
+    return True
+
+
 cdef class RecordEncoder:
     """Checks and measures messages for one CommitLog. The common case (known topic and born
     host, known sys flag bits, within the limits) is done here; anything else goes through
@@ -334,6 +379,7 @@ cdef class RecordEncoder:
             raise MemoryError()
         out.count = n
         out.total = 0
+        out.body_bytes = 0
         for i in range(n):
             msg = msgs[i]
             r = &out.recs[i]
@@ -396,6 +442,103 @@ cdef class RecordEncoder:
             # prepared and rollback records take no queue offset (they get no ConsumeQueue entry)
             out.keys.append((topic, queue_id) if (sys_flag & 0xC) != 0x4 and (sys_flag & 0xC) != 0xC else None)
             out.total += size
+            out.body_bytes += r.body_len
+        return out
+
+    def gather_batch(self, bytes data, str topic, int queue_id, int sys_flag, long long born_ts, str born_host,
+                     int reconsume, bytes suffix):
+        """Records straight from a SEND_BATCH_MESSAGE body as the producer encoded it
+        (MessageDecoder.encodeMessages: TOTALSIZE 4, MAGIC 4, CRC 4, FLAG 4, BODYLEN 4, BODY,
+        PROPLEN 2, PROPERTIES per message), every record's properties followed by ``suffix``
+        (one ``name\\x01value\\x02`` pair): no message objects, as RocketMQ's batch encoder.
+        Returns None for anything off the common path: an unknown topic or born host, a
+        malformed entry, a limit, properties that are not plain distinct name/value pairs in
+        UTF-8, a DELAY property, or the suffix's name already present. The caller then takes the
+        path through message objects, which refuses or handles each of those exactly."""
+        cdef const uint8_t *b = <const uint8_t *>PyBytes_AS_STRING(data)
+        cdef const uint8_t *sp = <const uint8_t *>PyBytes_AS_STRING(suffix)
+        cdef const uint8_t *pp
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(data), slen = PyBytes_GET_SIZE(suffix)
+        cdef Py_ssize_t pos = 0, n = 0, i, total, body_len, plen, rec_size
+        cdef Py_ssize_t suffix_key = 0
+        cdef Records out
+        cdef Rec *r
+        cdef object born, topic_part, props
+        if topic not in self.valid_topics:
+            return None
+        born = self.born_hosts.get(born_host)
+        topic_part = self.topic_parts.get(topic)
+        if born is None or topic_part is None or queue_id < 0:
+            return None
+        while suffix_key < slen and sp[suffix_key] != 1:
+            suffix_key += 1
+        if suffix_key == 0 or suffix_key >= slen or sp[slen - 1] != 2:
+            raise ValueError("suffix must be one name\\x01value\\x02 pair")
+        while pos < size:  # count and check the framing
+            if size - pos < 22:
+                return None
+            total = <int32_t>_get32(b + pos)
+            body_len = <int32_t>_get32(b + pos + 16)
+            if total < 22 or total > size - pos or body_len < 0 or 22 + body_len > total:
+                return None
+            plen = (b[pos + 20 + body_len] << 8) | b[pos + 21 + body_len]
+            if 22 + body_len + plen != total:  # also a negative (high bit set) length
+                return None
+            pos += total
+            n += 1
+        if n == 0:
+            return None
+        out = Records.__new__(Records)
+        out.refs = [data, topic_part]
+        out.keys = []
+        out.recs = <Rec *>PyMem_Malloc(n * sizeof(Rec))
+        if out.recs == NULL:
+            raise MemoryError()
+        out.count = n
+        out.total = 0
+        out.body_bytes = 0
+        pos = 0
+        for i in range(n):
+            r = &out.recs[i]
+            total = <int32_t>_get32(b + pos)
+            body_len = <int32_t>_get32(b + pos + 16)
+            pp = b + pos + 22 + body_len
+            plen = total - 22 - body_len
+            if body_len > self.max_body or plen + slen > self.max_props:
+                return None
+            if not _plain_pairs(pp, plen, sp, suffix_key):
+                return None
+            try:
+                PyUnicode_DecodeUTF8(<const char *>pp, plen, NULL)
+            except UnicodeDecodeError:
+                return None
+            props = PyBytes_FromStringAndSize(NULL, plen + slen)
+            memcpy(PyBytes_AS_STRING(props), pp, plen)
+            memcpy(PyBytes_AS_STRING(props) + plen, sp, slen)
+            out.refs.append(props)
+            rec_size = RECORD_FIXED - 1 + body_len + PyBytes_GET_SIZE(topic_part) + plen + slen
+            if rec_size > self.max_size:
+                return None
+            r.size = <int32_t>rec_size
+            r.body = b + pos + 20
+            r.body_len = body_len
+            r.crc = <int32_t>(<uint32_t>_crc32(PyMemoryView_FromMemory(<char *>r.body, body_len, 0x100)) & INT32_MAX)
+            r.topic_part = <const uint8_t *>PyBytes_AS_STRING(topic_part)
+            r.topic_part_len = PyBytes_GET_SIZE(topic_part)
+            r.props = <const uint8_t *>PyBytes_AS_STRING(props)
+            r.props_len = plen + slen
+            _copy_ip(r.born_ip, born[0])
+            r.born_port = _int32(born[1], "born port")
+            r.queue_id = queue_id
+            r.flag = <int32_t>_get32(b + pos + 12)
+            r.sys_flag = sys_flag
+            r.born_ts = born_ts
+            r.reconsume = reconsume
+            r.prepared = 0
+            out.keys.append((topic, queue_id))
+            out.total += rec_size
+            out.body_bytes += body_len
+            pos += total
         return out
 
 

@@ -17,7 +17,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from lakemq.common.faults import append_stall_seconds
-from lakemq.common.message import MessageConst, MessageExtBrokerInner, MessageSysFlag, properties_to_string
+from lakemq.common.message import (
+    MessageConst,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    MessageSysFlag,
+    properties_to_string,
+)
 from lakemq.common.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -302,11 +308,16 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
         if not isinstance(records, Records):
             return records
-        total = records.total
-        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+        if records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch of {total} bytes exceeds a CommitLog file")
-        mf = self._writable_file(total)  # seals the current file when the batch does not fit
+                                    remark=f"batch of {records.total} bytes exceeds a CommitLog file")
+        return self._write_locked(records, now)
+
+    def _write_locked(self, records: Records, now: int) -> PutMessageResult:
+        """Under the lock: the file for the whole batch (sealing the current one if it does
+        not fit), then every record packed into it."""
+        total = records.total
+        mf = self._writable_file(total)
         if mf is None:
             return self._not_writable()
         base = mf.file_from_offset + mf.wrote_position
@@ -315,8 +326,48 @@ class CommitLog:
         mf.store_timestamp = now
         result = AppendMessageResult(AppendMessageStatus.PUT_OK, base, total,
                                      records.msg_ids(self._msg_id_prefix, base), now,
-                                     records.first_queue_offset, len(msgs))
+                                     records.first_queue_offset, records.count)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult | None:
+        """Append a batch straight from its wire encoding (RecordEncoder.gather_batch), then
+        flush as put_messages. None when the batch is off that path (see gather_batch): the
+        caller then builds its messages and calls put_messages, which handles it exactly."""
+        result = self._append_batch_body(batch)
+        if result is None:
+            return None
+        ar = result.append_result
+        if ar is None or self._acks_at_once:
+            return result
+        status = self.flush_service.on_put(ar.next_offset, True)
+        return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
+
+    def put_message_batch_acked(self, batch: MessageExtBatch, sink: AckSink,
+                                token: object) -> tuple[PutMessageResult, bool] | None:
+        """put_message_batch acknowledged as put_messages_acked; None as put_message_batch."""
+        result = self._append_batch_body(batch)
+        return None if result is None else self._ack_later(result, True, sink, token)
+
+    def _append_batch_body(self, batch: MessageExtBatch) -> PutMessageResult | None:
+        if batch.sys_flag & _REFUSED_IN_BATCH or not self._running:
+            return None
+        with self._put_lock:
+            now = time.time_ns() // 1_000_000
+            self._lock_begin_ms = now
+            try:
+                if self._append_stall_s:
+                    time.sleep(self._append_stall_s)
+                records = self._encoder.gather_batch(
+                    batch.body, batch.topic, batch.queue_id, batch.sys_flag, batch.born_timestamp, batch.born_host,
+                    batch.reconsume_times, batch.properties_suffix.encode())
+                if records is None or records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                    return None
+                result = self._write_locked(records, now)
+            finally:
+                self._lock_begin_ms = 0
+        if result.append_result is not None:
+            batch.body_bytes = records.body_bytes
+        return result
 
     def _encode_batch_member(self, msg: MessageExtBrokerInner) -> _Parts | PutMessageResult:
         refused = self._check_batch_member(msg)

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from lakemq.common.message import MessageExt, MessageExtBrokerInner
+from lakemq.common.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
 from lakemq.common.record import RecordError, decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
 from lakemq.store.checkpoint import StoreCheckpoint
@@ -189,6 +189,25 @@ class MessageStore:
         if result.is_ok:
             self.reput.wakeup()
         return result
+
+    def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult | None:
+        """put_messages straight from a batch's wire encoding (CommitLog.put_message_batch);
+        None: build the messages and call put_messages."""
+        if not self._running:
+            return None
+        result = self.commit_log.put_message_batch(batch)
+        if result is not None and result.is_ok:
+            self.reput.wakeup()
+        return result
+
+    def put_message_batch_acked(self, batch: MessageExtBatch, sink: AckSink,
+                                token: object) -> tuple[PutMessageResult, bool] | None:
+        if not self._running:
+            return None
+        done = self.commit_log.put_message_batch_acked(batch, sink, token)
+        if done is not None and done[0].is_ok:
+            self.reput.wakeup()
+        return done
 
     def put_message_acked(self, msg: MessageExtBrokerInner, sink: AckSink,
                           token: object) -> tuple[PutMessageResult, bool]:

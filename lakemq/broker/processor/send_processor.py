@@ -44,6 +44,7 @@ from lakemq.common.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     MessageConst,
+    MessageExtBatch,
     MessageExtBrokerInner,
     string_to_properties,
     tags_hash_code,
@@ -119,7 +120,7 @@ class _Appended:
     ctx: RequestContext
     request: RemotingCommand
     header: SendMessageRequestHeader
-    msgs: list[MessageExtBrokerInner]
+    msgs: list[MessageExtBrokerInner] | MessageExtBatch
     result: PutMessageResult
     started: float
 
@@ -218,18 +219,33 @@ class SendMessageProcessor:
         commit comes back as _Appended and ``ack`` completes with its flush status."""
         topic_config = self._msg_check(ctx, header)
         started = time.perf_counter()
-        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
-        if batch:
-            msgs = self._batch_messages(ctx, header, topic_config, request.body)
+        store = self._store
+        is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        if is_batch:
+            batch = self._batch(ctx, header, topic_config, request.body)
+            # First straight from the wire encoding; the store says None for anything off its
+            # common path, which then goes through message objects and is handled exactly.
+            if ack is None:
+                stored = store.put_message_batch(batch)
+                if stored is not None:
+                    return self._done(ctx, request, header, batch, stored, started)
+            else:
+                acks = self._acks
+                assert acks is not None
+                appended = store.put_message_batch_acked(batch, acks, ack)
+                if appended is not None:
+                    if appended[1]:
+                        return _Appended(ctx, request, header, batch, appended[0], started)
+                    return self._done(ctx, request, header, batch, appended[0], started)
+            msgs = self._batch_messages(header, batch)
         else:
             msgs = [self._message(ctx, header, topic_config, request.body)]
-        store = self._store
         if ack is None:
-            result = store.put_messages(msgs) if batch else store.put_message(msgs[0])
+            result = store.put_messages(msgs) if is_batch else store.put_message(msgs[0])
         else:
             acks = self._acks
             assert acks is not None
-            result, pending = (store.put_messages_acked(msgs, acks, ack) if batch
+            result, pending = (store.put_messages_acked(msgs, acks, ack) if is_batch
                                else store.put_message_acked(msgs[0], acks, ack))
             if pending:
                 return _Appended(ctx, request, header, msgs, result, started)
@@ -237,8 +253,15 @@ class SendMessageProcessor:
 
     def _done(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
-        msgs: list[MessageExtBrokerInner], result: PutMessageResult, started: float,
+        msgs: list[MessageExtBrokerInner] | MessageExtBatch, result: PutMessageResult, started: float,
     ) -> RemotingCommand:
+        if isinstance(msgs, MessageExtBatch):
+            queue_id = msgs.queue_id
+        else:
+            first = msgs[0]
+            # A half message answers with the queue the producer asked for, as RocketMQ does.
+            queue_id = (int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first)
+                        else first.queue_id)
         status = result.status
         if status is PutMessageStatus.PUT_OK or status in _STORED:  # `is` first: Enum hashing is slow
             self._put_latency.observe(time.perf_counter() - started)
@@ -247,9 +270,14 @@ class SendMessageProcessor:
                 m, broker = self._metrics, self._config.broker_name
                 counters = self._topic_counters[header.topic] = (
                     m.put_messages.labels(broker, header.topic), m.put_bytes.labels(broker, header.topic))
-            counters[0].inc(len(msgs))
-            counters[1].inc(sum(len(msg.body) for msg in msgs) if len(msgs) > 1 else len(msgs[0].body))
-        return self._reply(ctx, request, header, msgs[0], result)
+            if isinstance(msgs, MessageExtBatch):
+                assert result.append_result is not None
+                counters[0].inc(result.append_result.msg_num)
+                counters[1].inc(msgs.body_bytes)
+            else:
+                counters[0].inc(len(msgs))
+                counters[1].inc(sum(len(msg.body) for msg in msgs) if len(msgs) > 1 else len(msgs[0].body))
+        return self._reply(ctx, request, header, queue_id, result)
 
     # -- checks ------------------------------------------------------------------------
 
@@ -375,9 +403,10 @@ class SendMessageProcessor:
             to_half_message(msg)
         return msg
 
-    def _batch_messages(
+    def _batch(
         self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig, body: bytes
-    ) -> list[MessageExtBrokerInner]:
+    ) -> MessageExtBatch:
+        """The checks every batch gets, and what its messages share."""
         if header.topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             raise for_code(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group")
         if len(body) > self._store.config.max_message_size:
@@ -386,10 +415,13 @@ class SendMessageProcessor:
                 f"batch body of {len(body)} bytes exceeds maxMessageSize "
                 f"{self._store.config.max_message_size}",
             )
-        queue_id = self._queue_id(header, topic_config)
+        return MessageExtBatch(header.topic, self._queue_id(header, topic_config), body, self._cluster_property,
+                               header.sys_flag, header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0)
+
+    def _batch_messages(self, header: SendMessageRequestHeader, batch: MessageExtBatch) -> list[MessageExtBrokerInner]:
         # A malformed batch raises MessageIllegalError, answered MESSAGE_ILLEGAL.
-        born_host, base = ctx.remote_addr, self._base
-        return [base(header, queue_id, e.body, e.flag, e.properties, born_host) for e in decode_batch(body)]
+        queue_id, born_host, base = batch.queue_id, batch.born_host, self._base
+        return [base(header, queue_id, e.body, e.flag, e.properties, born_host) for e in decode_batch(batch.body)]
 
     # -- reply -------------------------------------------------------------------------
 
@@ -398,7 +430,7 @@ class SendMessageProcessor:
         ctx: RequestContext,
         request: RemotingCommand,
         header: SendMessageRequestHeader,
-        first: MessageExtBrokerInner,
+        queue_id: int,
         result: PutMessageResult,
     ) -> RemotingCommand:
         status = result.status
@@ -411,9 +443,6 @@ class SendMessageProcessor:
             )
             return request.reply(code, remark)
         append = result.append_result
-        # A half message answers with the queue the producer asked for, as RocketMQ does.
-        queue_id = (int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first)
-                    else first.queue_id)
         # SendMessageResponseHeader's fields, written out: this runs for every send.
         fields = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                   MessageConst.MSG_REGION: DEFAULT_REGION, MessageConst.TRACE_SWITCH: "true"}

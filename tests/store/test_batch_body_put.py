@@ -1,0 +1,159 @@
+"""A batch stored straight from its wire encoding (CommitLog.put_message_batch): the same
+records, byte for byte, as the same messages put as objects; anything off the common path is
+left to the object path (None, nothing written)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakemq.client.batch import encode_messages
+from lakemq.common.message import (
+    Message,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    MessageSysFlag,
+    string_to_properties,
+)
+from lakemq.common.record import decode_record
+from lakemq.store.commit_log import CommitLog
+from lakemq.store.results import PutMessageStatus
+from tests.store.store_helpers import small_config
+
+TOPIC, QUEUE, BORN, SUFFIX = "BatchTopic", 3, "10.1.2.3:4567", "CLUSTER\x01c1\x02"
+BORN_TS, RECONSUME = 1_700_000_000_123, 0
+
+
+def _open(root: Path) -> CommitLog:
+    cl = CommitLog(small_config(root, mapped_file_size_commit_log=1 << 20), store_host="10.0.0.9:10911")
+    cl.load()
+    cl.start()
+    return cl
+
+
+@pytest.fixture
+def commit_logs(tmp_path: Path) -> Iterator[tuple[CommitLog, CommitLog]]:
+    fast, slow = _open(tmp_path / "fast"), _open(tmp_path / "slow")
+    yield fast, slow
+    fast.shutdown()
+    slow.shutdown()
+
+
+def _objects(messages: list[Message]) -> list[MessageExtBrokerInner]:
+    """What the broker builds for plain properties: the client's text with CLUSTER appended."""
+    out = []
+    for m in messages:
+        text = "".join(f"{k}\x01{v}\x02" for k, v in m.properties.items())
+        out.append(MessageExtBrokerInner(
+            topic=TOPIC, body=m.body, flag=m.flag, properties=string_to_properties(text + SUFFIX),
+            properties_string=text + SUFFIX, queue_id=QUEUE, born_timestamp=BORN_TS, born_host=BORN,
+            reconsume_times=RECONSUME))
+    return out
+
+
+def _batch(body: bytes, sys_flag: int = 0, topic: str = TOPIC, born: str = BORN) -> MessageExtBatch:
+    return MessageExtBatch(topic, QUEUE, body, SUFFIX, sys_flag, BORN_TS, born, RECONSUME)
+
+
+def _records(cl: CommitLog) -> list[bytes]:
+    """Every record, its store timestamp (bytes 56-64) zeroed: the two logs store at other times."""
+    data = bytes(cl.get_data(0) or b"")[: cl.get_max_offset()]
+    out, pos = [], 0
+    while pos < len(data):
+        size = struct.unpack_from(">i", data, pos)[0]
+        out.append(data[pos:pos + 56] + bytes(8) + data[pos + 64:pos + size])
+        pos += size
+    return out
+
+
+def _warm(fast: CommitLog, slow: CommitLog) -> None:
+    """The first put of a topic and born host goes the object way (it learns both): both logs
+    get the same first record."""
+    first = [Message(TOPIC, b"first", properties={"WAIT": "true"})]
+    assert fast.put_message_batch(_batch(encode_messages(first))) is None
+    for cl in (fast, slow):
+        assert cl.put_messages(_objects(first)).status is PutMessageStatus.PUT_OK
+
+
+_name = st.text(st.characters(blacklist_characters="\x00\x01\x02", blacklist_categories=("Cs",)), min_size=1,
+                max_size=8).filter(lambda k: k not in ("DELAY", "CLUSTER", "WAIT"))
+_value = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=12)
+_message = st.builds(lambda body, flag, props: Message(TOPIC, body, flag, props),
+                     st.binary(max_size=300), st.integers(-2**31, 2**31 - 1),
+                     st.dictionaries(_name, _value, max_size=5))
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(_message, min_size=1, max_size=12))
+def test_wire_batch_is_stored_as_the_objects_would_be(tmp_path_factory: pytest.TempPathFactory,
+                                                      messages: list[Message]) -> None:
+    root = tmp_path_factory.mktemp("batch")
+    fast, slow = _open(root / "fast"), _open(root / "slow")
+    try:
+        _warm(fast, slow)
+        batch = _batch(encode_messages(messages))
+        result = fast.put_message_batch(batch)
+        assert result is not None and result.status is PutMessageStatus.PUT_OK
+        expected = slow.put_messages(_objects(messages))
+        assert result.append_result is not None and expected.append_result is not None
+        assert result.append_result._replace(store_timestamp=0) == expected.append_result._replace(store_timestamp=0)
+        assert _records(fast) == _records(slow)
+        assert batch.body_bytes == sum(len(m.body) for m in messages)
+        stored = decode_record(_records(fast)[-1], 0)
+        assert stored.properties["CLUSTER"] == "c1"
+    finally:
+        fast.shutdown()
+        slow.shutdown()
+
+
+def _entry(body: bytes, props: bytes, flag: int = 0) -> bytes:
+    total = 22 + len(body) + len(props)
+    return struct.pack(">iiiii", total, 0, 0, flag, len(body)) + body + struct.pack(">h", len(props)) + props
+
+
+@pytest.mark.parametrize("props", [
+    b"DELAY\x013\x02",                      # batches are never delayed: the object path refuses
+    b"WAIT\x01false\x02",                   # a put that does not wait for the flush
+    b"CLUSTER\x01other\x02",                # the suffix's name already there: set, not appended
+    b"A\x01x\x02A\x01y\x02",                # a duplicate name: the later wins as a property
+    b"A\x01x\x02\x02",                      # an empty pair
+    b"A\x02",                               # a name without a value separator
+    b"A\x01x\x01y\x02",                     # two separators in one pair
+    b"A\x01x",                              # no closing separator
+    b"A\x01\xff\xfe\x02",                   # not UTF-8
+])
+def test_properties_off_the_plain_form_take_the_object_path(commit_logs: tuple[CommitLog, CommitLog],
+                                                            props: bytes) -> None:
+    fast, slow = commit_logs
+    _warm(fast, slow)
+    end = fast.get_max_offset()
+    body = _entry(b"ok", b"WAIT\x01true\x02") + _entry(b"odd", props)
+    assert fast.put_message_batch(_batch(body)) is None
+    assert fast.get_max_offset() == end
+
+
+@pytest.mark.parametrize("case", ["truncated", "bad_total", "negative_body", "empty", "unknown_topic",
+                                  "unknown_born_host", "transactional", "body_too_big"])
+def test_anything_else_off_the_common_path_writes_nothing(commit_logs: tuple[CommitLog, CommitLog],
+                                                          case: str) -> None:
+    fast, slow = commit_logs
+    _warm(fast, slow)
+    end = fast.get_max_offset()
+    good = _entry(b"ok", b"")
+    batch = {
+        "truncated": _batch(good + good[:-3]),
+        "bad_total": _batch(struct.pack(">i", 5) + good[4:]),
+        "negative_body": _batch(good[:16] + struct.pack(">i", -1) + good[20:]),
+        "empty": _batch(b""),
+        "unknown_topic": _batch(good, topic="OtherTopic"),
+        "unknown_born_host": _batch(good, born="10.9.9.9:1"),
+        "transactional": _batch(good, sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE),
+        "body_too_big": _batch(_entry(bytes(fast.config.max_message_size + 1), b"")),
+    }[case]
+    assert fast.put_message_batch(batch) is None
+    assert fast.get_max_offset() == end

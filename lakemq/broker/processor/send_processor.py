@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig, PermName
@@ -140,14 +140,10 @@ class SendMessageProcessor:
         self._topics = topics
         self._groups = groups
         self._pool = pool
-        self._metrics = metrics
-        self._put_latency = metrics.put_latency_seconds.labels(config.broker_name)
+        self._record_send = metrics.sends.record
         self._page_cache_busy = metrics.flow_control_rejections.labels(config.broker_name, "page_cache_busy")
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._acks: LoopAcks | None = None  # made on the loop by the first SYNC_FLUSH send
-        # Per topic (put_messages, put_bytes) counters: labels() takes a lock and builds a key
-        # on every call, too much to do per message.
-        self._topic_counters: dict[str, tuple[Any, Any]] = {}
         self._cluster_property = (
             f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
         )
@@ -264,19 +260,14 @@ class SendMessageProcessor:
                         else first.queue_id)
         status = result.status
         if status is PutMessageStatus.PUT_OK or status in _STORED:  # `is` first: Enum hashing is slow
-            self._put_latency.observe(time.perf_counter() - started)
-            counters = self._topic_counters.get(header.topic)
-            if counters is None:
-                m, broker = self._metrics, self._config.broker_name
-                counters = self._topic_counters[header.topic] = (
-                    m.put_messages.labels(broker, header.topic), m.put_bytes.labels(broker, header.topic))
+            seconds = time.perf_counter() - started
             if isinstance(msgs, MessageExtBatch):
                 assert result.append_result is not None
-                counters[0].inc(result.append_result.msg_num)
-                counters[1].inc(msgs.body_bytes)
+                self._record_send(header.topic, result.append_result.msg_num, msgs.body_bytes, seconds)
+            elif len(msgs) == 1:
+                self._record_send(header.topic, 1, len(msgs[0].body), seconds)
             else:
-                counters[0].inc(len(msgs))
-                counters[1].inc(sum(len(msg.body) for msg in msgs) if len(msgs) > 1 else len(msgs[0].body))
+                self._record_send(header.topic, len(msgs), sum(len(msg.body) for msg in msgs), seconds)
         return self._reply(ctx, request, header, queue_id, result)
 
     # -- checks ------------------------------------------------------------------------

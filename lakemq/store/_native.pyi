@@ -32,6 +32,9 @@ class RecordEncoder:
                refused_bits: int, check_delay: bool) -> Records | PutMessageResult: ...
     def gather_batch(self, data: bytes, topic: str, queue_id: int, sys_flag: int, born_ts: int, born_host: str,
                      reconsume: int, suffix: bytes) -> Records | None: ...
+    def gather_one(self, body: bytes, properties: str, topic: str, queue_id: int, flag: int, sys_flag: int,
+                   born_ts: int, born_host: str, reconsume: int, suffix: bytes,
+                   refused_bits: int) -> Records | None: ...
 
 class IndexKeys:
     count: int

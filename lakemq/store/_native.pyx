@@ -303,7 +303,7 @@ cdef enum:
 cdef bint _plain_pairs(const uint8_t *p, Py_ssize_t n, const uint8_t *suffix, Py_ssize_t suffix_key) noexcept:
     """True when ``p[:n]`` is what properties_to_string writes for distinct names: every
     pair ``name\\x01value\\x02`` with one \\x01, a non-empty name, none named DELAY or like
-    ``suffix[:suffix_key]``, and no WAIT=false. Then appending the suffix equals setting that property."""
+    ``suffix[:suffix_key]`` or TRAN_MSG, and no WAIT=false. Then appending the suffix equals setting that property."""
     cdef Py_ssize_t start = 0, i, k, sep, pairs = 0, key_len
     cdef Py_ssize_t key_at[MAX_PAIRS]
     cdef Py_ssize_t key_n[MAX_PAIRS]
@@ -325,6 +325,8 @@ cdef bint _plain_pairs(const uint8_t *p, Py_ssize_t n, const uint8_t *suffix, Py
             return False
         if key_len == 5 and memcmp(p + start, b"DELAY", 5) == 0:
             return False
+        if key_len == 8 and memcmp(p + start, b"TRAN_MSG", 8) == 0:
+            return False  # a transaction's half: the broker rewrites it
         # WAIT=false: the put would not wait for the flush; rare, left to the exact path
         if key_len == 4 and i - sep == 6 and memcmp(p + start, b"WAIT\x01false", 10) == 0:
             return False
@@ -338,6 +340,17 @@ cdef bint _plain_pairs(const uint8_t *p, Py_ssize_t n, const uint8_t *suffix, Py
         pairs += 1
         start = i + 1
     return True
+
+
+cdef Py_ssize_t _suffix_key(bytes suffix) except -1:
+    """The length of the name in ``suffix``, one ``name\\x01value\\x02`` pair."""
+    cdef const uint8_t *sp = <const uint8_t *>PyBytes_AS_STRING(suffix)
+    cdef Py_ssize_t n = 0, slen = PyBytes_GET_SIZE(suffix)
+    while n < slen and sp[n] != 1:
+        n += 1
+    if n == 0 or n >= slen or sp[slen - 1] != 2:
+        raise ValueError("suffix must be one name\\x01value\\x02 pair")
+    return n
 
 
 cdef class RecordEncoder:
@@ -453,27 +466,23 @@ cdef class RecordEncoder:
         (one ``name\\x01value\\x02`` pair): no message objects, as RocketMQ's batch encoder.
         Returns None for anything off the common path: an unknown topic or born host, a
         malformed entry, a limit, properties that are not plain distinct name/value pairs in
-        UTF-8, a DELAY property, or the suffix's name already present. The caller then takes the
-        path through message objects, which refuses or handles each of those exactly."""
+        UTF-8, a DELAY, TRAN_MSG or WAIT=false property, or the suffix's name already present.
+        The caller then takes the path through message objects, which refuses or handles each
+        of those exactly."""
         cdef const uint8_t *b = <const uint8_t *>PyBytes_AS_STRING(data)
-        cdef const uint8_t *sp = <const uint8_t *>PyBytes_AS_STRING(suffix)
-        cdef const uint8_t *pp
-        cdef Py_ssize_t size = PyBytes_GET_SIZE(data), slen = PyBytes_GET_SIZE(suffix)
-        cdef Py_ssize_t pos = 0, n = 0, i, total, body_len, plen, rec_size
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+        cdef Py_ssize_t pos = 0, n = 0, i, total, body_len, plen
         cdef Py_ssize_t suffix_key = 0
         cdef Records out
         cdef Rec *r
-        cdef object born, topic_part, props
+        cdef object born, topic_part
         if topic not in self.valid_topics:
             return None
         born = self.born_hosts.get(born_host)
         topic_part = self.topic_parts.get(topic)
         if born is None or topic_part is None or queue_id < 0:
             return None
-        while suffix_key < slen and sp[suffix_key] != 1:
-            suffix_key += 1
-        if suffix_key == 0 or suffix_key >= slen or sp[slen - 1] != 2:
-            raise ValueError("suffix must be one name\\x01value\\x02 pair")
+        suffix_key = _suffix_key(suffix)
         while pos < size:  # count and check the framing
             if size - pos < 22:
                 return None
@@ -502,31 +511,9 @@ cdef class RecordEncoder:
             r = &out.recs[i]
             total = <int32_t>_get32(b + pos)
             body_len = <int32_t>_get32(b + pos + 16)
-            pp = b + pos + 22 + body_len
-            plen = total - 22 - body_len
-            if body_len > self.max_body or plen + slen > self.max_props:
+            if not self._plain_record(out, r, b + pos + 20, body_len, b + pos + 22 + body_len, total - 22 - body_len,
+                                      True, suffix, suffix_key, topic_part):
                 return None
-            if not _plain_pairs(pp, plen, sp, suffix_key):
-                return None
-            try:
-                PyUnicode_DecodeUTF8(<const char *>pp, plen, NULL)
-            except UnicodeDecodeError:
-                return None
-            props = PyBytes_FromStringAndSize(NULL, plen + slen)
-            memcpy(PyBytes_AS_STRING(props), pp, plen)
-            memcpy(PyBytes_AS_STRING(props) + plen, sp, slen)
-            out.refs.append(props)
-            rec_size = RECORD_FIXED - 1 + body_len + PyBytes_GET_SIZE(topic_part) + plen + slen
-            if rec_size > self.max_size:
-                return None
-            r.size = <int32_t>rec_size
-            r.body = b + pos + 20
-            r.body_len = body_len
-            r.crc = <int32_t>(<uint32_t>_crc32(PyMemoryView_FromMemory(<char *>r.body, body_len, 0x100)) & INT32_MAX)
-            r.topic_part = <const uint8_t *>PyBytes_AS_STRING(topic_part)
-            r.topic_part_len = PyBytes_GET_SIZE(topic_part)
-            r.props = <const uint8_t *>PyBytes_AS_STRING(props)
-            r.props_len = plen + slen
             _copy_ip(r.born_ip, born[0])
             r.born_port = _int32(born[1], "born port")
             r.queue_id = queue_id
@@ -534,12 +521,90 @@ cdef class RecordEncoder:
             r.sys_flag = sys_flag
             r.born_ts = born_ts
             r.reconsume = reconsume
-            r.prepared = 0
             out.keys.append((topic, queue_id))
-            out.total += rec_size
-            out.body_bytes += body_len
             pos += total
         return out
+
+    def gather_one(self, bytes body, str properties, str topic, int queue_id, int flag, int sys_flag,
+                   long long born_ts, str born_host, int reconsume, bytes suffix, long long refused_bits):
+        """One plain message as a send request carries it (body, properties text), stored with
+        ``suffix`` appended to its properties and no message object: gather_batch's rules
+        for one message (None for anything off the common path; the caller then builds the
+        message), and None for a sys flag with any of ``refused_bits``."""
+        cdef Records out
+        cdef Py_ssize_t plen, suffix_key
+        cdef const char *pp
+        cdef object born, topic_part
+        cdef Rec *r
+        if topic not in self.valid_topics or sys_flag & refused_bits:
+            return None
+        born = self.born_hosts.get(born_host)
+        topic_part = self.topic_parts.get(topic)
+        if born is None or topic_part is None or queue_id < 0:
+            return None
+        suffix_key = _suffix_key(suffix)
+        try:
+            pp = PyUnicode_AsUTF8AndSize(properties, &plen)
+        except UnicodeEncodeError:
+            return None
+        out = Records.__new__(Records)
+        out.refs = [body, properties, topic_part]
+        out.keys = []
+        out.recs = <Rec *>PyMem_Malloc(sizeof(Rec))
+        if out.recs == NULL:
+            raise MemoryError()
+        out.count = 1
+        out.total = 0
+        out.body_bytes = 0
+        r = &out.recs[0]
+        if not self._plain_record(out, r, <const uint8_t *>PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
+                                  <const uint8_t *>pp, plen, False, suffix, suffix_key, topic_part):
+            return None
+        _copy_ip(r.born_ip, born[0])
+        r.born_port = _int32(born[1], "born port")
+        r.queue_id = queue_id
+        r.flag = flag
+        r.sys_flag = sys_flag
+        r.born_ts = born_ts
+        r.reconsume = reconsume
+        out.keys.append((topic, queue_id))
+        return out
+
+    cdef int _plain_record(self, Records out, Rec *r, const uint8_t *body, Py_ssize_t body_len,
+                           const uint8_t *pp, Py_ssize_t plen, bint check_utf8, bytes suffix,
+                           Py_ssize_t suffix_key, bytes topic_part) except -1:
+        """Fill ``r``'s size, body, CRC, topic and properties (``pp[:plen]`` + ``suffix``) and
+        add it to ``out``'s totals; 0 when the message is off the plain path."""
+        cdef Py_ssize_t slen = PyBytes_GET_SIZE(suffix), rec_size
+        cdef object props
+        if body_len > self.max_body or plen + slen > self.max_props:
+            return 0
+        if not _plain_pairs(pp, plen, <const uint8_t *>PyBytes_AS_STRING(suffix), suffix_key):
+            return 0
+        if check_utf8:
+            try:
+                PyUnicode_DecodeUTF8(<const char *>pp, plen, NULL)
+            except UnicodeDecodeError:
+                return 0
+        rec_size = RECORD_FIXED - 1 + body_len + PyBytes_GET_SIZE(topic_part) + plen + slen
+        if rec_size > self.max_size:
+            return 0
+        props = PyBytes_FromStringAndSize(NULL, plen + slen)
+        memcpy(PyBytes_AS_STRING(props), pp, plen)
+        memcpy(PyBytes_AS_STRING(props) + plen, PyBytes_AS_STRING(suffix), slen)
+        out.refs.append(props)
+        r.size = <int32_t>rec_size
+        r.body = body
+        r.body_len = body_len
+        r.crc = <int32_t>(<uint32_t>_crc32(PyMemoryView_FromMemory(<char *>body, body_len, 0x100)) & INT32_MAX)
+        r.topic_part = <const uint8_t *>PyBytes_AS_STRING(topic_part)
+        r.topic_part_len = PyBytes_GET_SIZE(topic_part)
+        r.props = <const uint8_t *>PyBytes_AS_STRING(props)
+        r.props_len = plen + slen
+        r.prepared = 0
+        out.total += rec_size
+        out.body_bytes += body_len
+        return 1
 
 
 cdef class IndexKeys:

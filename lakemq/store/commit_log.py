@@ -250,6 +250,10 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
         if not isinstance(records, Records):
             return records
+        return self._append_records(records)
+
+    def _append_records(self, records: Records) -> PutMessageResult:
+        """One record, checked and measured: into the current file (rolled if it does not fit)."""
         size = records.total
         with self._put_lock:
             now = time.time_ns() // 1_000_000
@@ -328,6 +332,41 @@ class CommitLog:
                                      records.msg_ids(self._msg_id_prefix, base), now,
                                      records.first_queue_offset, records.count)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    def put_plain_message(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int, sys_flag: int,
+                          born_timestamp: int, born_host: str, reconsume_times: int,
+                          properties_suffix: bytes) -> PutMessageResult | None:
+        """Append one message from the parts a send request carries, ``properties_suffix``
+        appended to its properties, without a message object (RecordEncoder.gather_one), then
+        flush as put_message. None when the message is off that path (see gather_batch): the
+        caller then builds it and calls put_message, which handles it exactly."""
+        result = self._append_plain(topic, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host,
+                                    reconsume_times, properties_suffix)
+        if result is None:
+            return None
+        ar = result.append_result
+        if ar is None or self._acks_at_once:
+            return result
+        status = self.flush_service.on_put(ar.next_offset, True)
+        return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
+
+    def put_plain_message_acked(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int,
+                                sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int,
+                                properties_suffix: bytes, sink: AckSink,
+                                token: object) -> tuple[PutMessageResult, bool] | None:
+        """put_plain_message acknowledged as put_message_acked; None as put_plain_message."""
+        result = self._append_plain(topic, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host,
+                                    reconsume_times, properties_suffix)
+        return None if result is None else self._ack_later(result, True, sink, token)
+
+    def _append_plain(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int, sys_flag: int,
+                      born_timestamp: int, born_host: str, reconsume_times: int,
+                      properties_suffix: bytes) -> PutMessageResult | None:
+        if not self._running:
+            return None
+        records = self._encoder.gather_one(body, properties, topic, queue_id, flag, sys_flag, born_timestamp,
+                                           born_host, reconsume_times, properties_suffix, _REFUSED_IN_BATCH)
+        return None if records is None else self._append_records(records)
 
     def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult | None:
         """Append a batch straight from its wire encoding (RecordEncoder.gather_batch), then

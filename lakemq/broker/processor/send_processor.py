@@ -115,12 +115,15 @@ _STORED: Final = frozenset(
 
 @dataclass(slots=True)
 class _Appended:
-    """A put in the CommitLog whose reply waits for the group commit."""
+    """A put in the CommitLog whose reply waits for the group commit: what the reply and the
+    send metrics need (the queue answered, the messages and their body bytes)."""
 
     ctx: RequestContext
     request: RemotingCommand
     header: SendMessageRequestHeader
-    msgs: list[MessageExtBrokerInner] | MessageExtBatch
+    queue_id: int
+    messages: int
+    body_bytes: int
     result: PutMessageResult
     started: float
 
@@ -147,6 +150,7 @@ class SendMessageProcessor:
         self._cluster_property = (
             f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
         )
+        self._cluster_suffix = self._cluster_property.encode()
 
     def reject_request(self) -> bool:
         busy = self._store.commit_log.is_os_page_cache_busy()
@@ -204,8 +208,8 @@ class SendMessageProcessor:
         result = appended.result
         if status is not PutMessageStatus.PUT_OK:  # FLUSH_DISK_TIMEOUT: stored, not yet on disk
             result = PutMessageResult(status, result.append_result)
-        return self._done(appended.ctx, appended.request, appended.header, appended.msgs, result,
-                          appended.started)
+        return self._done(appended.ctx, appended.request, appended.header, appended.queue_id, appended.messages,
+                          appended.body_bytes, result, appended.started)
 
     def _send(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
@@ -215,27 +219,30 @@ class SendMessageProcessor:
         commit comes back as _Appended and ``ack`` completes with its flush status."""
         topic_config = self._msg_check(ctx, header)
         started = time.perf_counter()
-        store = self._store
         is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        # First without message objects, from the request's own bytes: the store answers None
+        # for anything off its common path (see RecordEncoder.gather_batch), which then goes
+        # through message objects and is handled exactly.
         if is_batch:
             batch = self._batch(ctx, header, topic_config, request.body)
-            # First straight from the wire encoding; the store says None for anything off its
-            # common path, which then goes through message objects and is handled exactly.
-            if ack is None:
-                stored = store.put_message_batch(batch)
-                if stored is not None:
-                    return self._done(ctx, request, header, batch, stored, started)
-            else:
-                acks = self._acks
-                assert acks is not None
-                appended = store.put_message_batch_acked(batch, acks, ack)
-                if appended is not None:
-                    if appended[1]:
-                        return _Appended(ctx, request, header, batch, appended[0], started)
-                    return self._done(ctx, request, header, batch, appended[0], started)
+            plain = self._put_batch(batch, ack)
+            if plain is not None:
+                result, pending = plain
+                assert result.append_result is not None or not pending
+                messages = result.append_result.msg_num if result.append_result is not None else 0
+                return self._finish(ctx, request, header, batch.queue_id, messages, batch.body_bytes, result,
+                                    pending, started)
             msgs = self._batch_messages(header, batch)
         else:
-            msgs = [self._message(ctx, header, topic_config, request.body)]
+            queue_id = self._queue_id(header, topic_config)
+            if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                plain = self._put_plain(ctx, header, queue_id, request.body, ack)
+                if plain is not None:
+                    return self._finish(ctx, request, header, queue_id, 1, len(request.body), plain[0], plain[1],
+                                        started)
+            msgs = [self._message(ctx, header, queue_id, request.body)]
+        store = self._store
+        pending = False
         if ack is None:
             result = store.put_messages(msgs) if is_batch else store.put_message(msgs[0])
         else:
@@ -243,31 +250,49 @@ class SendMessageProcessor:
             assert acks is not None
             result, pending = (store.put_messages_acked(msgs, acks, ack) if is_batch
                                else store.put_message_acked(msgs[0], acks, ack))
-            if pending:
-                return _Appended(ctx, request, header, msgs, result, started)
-        return self._done(ctx, request, header, msgs, result, started)
+        first = msgs[0]
+        # A half message answers with the queue the producer asked for, as RocketMQ does.
+        answered = int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first) else first.queue_id
+        body_bytes = sum(len(msg.body) for msg in msgs) if len(msgs) > 1 else len(first.body)
+        return self._finish(ctx, request, header, answered, len(msgs), body_bytes, result, pending, started)
+
+    def _put_batch(self, batch: MessageExtBatch, ack: asyncio.Future[PutMessageStatus] | None,
+                   ) -> tuple[PutMessageResult, bool] | None:
+        if ack is None:
+            result = self._store.put_message_batch(batch)
+            return None if result is None else (result, False)
+        assert self._acks is not None
+        return self._store.put_message_batch_acked(batch, self._acks, ack)
+
+    def _put_plain(self, ctx: RequestContext, header: SendMessageRequestHeader, queue_id: int, body: bytes,
+                   ack: asyncio.Future[PutMessageStatus] | None) -> tuple[PutMessageResult, bool] | None:
+        store = self._store
+        if ack is None:
+            result = store.put_plain_message(
+                header.topic, queue_id, body, header.properties or "", header.flag, header.sys_flag,
+                header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix)
+            return None if result is None else (result, False)
+        assert self._acks is not None
+        return store.put_plain_message_acked(
+            header.topic, queue_id, body, header.properties or "", header.flag, header.sys_flag,
+            header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix,
+            self._acks, ack)
+
+    def _finish(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
+        messages: int, body_bytes: int, result: PutMessageResult, pending: bool, started: float,
+    ) -> RemotingCommand | _Appended:
+        if pending:
+            return _Appended(ctx, request, header, queue_id, messages, body_bytes, result, started)
+        return self._done(ctx, request, header, queue_id, messages, body_bytes, result, started)
 
     def _done(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
-        msgs: list[MessageExtBrokerInner] | MessageExtBatch, result: PutMessageResult, started: float,
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
+        messages: int, body_bytes: int, result: PutMessageResult, started: float,
     ) -> RemotingCommand:
-        if isinstance(msgs, MessageExtBatch):
-            queue_id = msgs.queue_id
-        else:
-            first = msgs[0]
-            # A half message answers with the queue the producer asked for, as RocketMQ does.
-            queue_id = (int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first)
-                        else first.queue_id)
         status = result.status
         if status is PutMessageStatus.PUT_OK or status in _STORED:  # `is` first: Enum hashing is slow
-            seconds = time.perf_counter() - started
-            if isinstance(msgs, MessageExtBatch):
-                assert result.append_result is not None
-                self._record_send(header.topic, result.append_result.msg_num, msgs.body_bytes, seconds)
-            elif len(msgs) == 1:
-                self._record_send(header.topic, 1, len(msgs[0].body), seconds)
-            else:
-                self._record_send(header.topic, len(msgs), sum(len(msg.body) for msg in msgs), seconds)
+            self._record_send(header.topic, messages, body_bytes, time.perf_counter() - started)
         return self._reply(ctx, request, header, queue_id, result)
 
     # -- checks ------------------------------------------------------------------------
@@ -383,12 +408,9 @@ class SendMessageProcessor:
         return msg
 
     def _message(
-        self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig, body: bytes
+        self, ctx: RequestContext, header: SendMessageRequestHeader, queue_id: int, body: bytes
     ) -> MessageExtBrokerInner:
-        msg = self._base(
-            header, self._queue_id(header, topic_config), body, header.flag, header.properties or "",
-            ctx.remote_addr,
-        )
+        msg = self._base(header, queue_id, body, header.flag, header.properties or "", ctx.remote_addr)
         self._retry_or_dlq(header, msg)
         if is_transactional(msg):
             to_half_message(msg)

@@ -364,8 +364,11 @@ class CommitLog:
                       properties_suffix: bytes) -> PutMessageResult | None:
         if not self._running:
             return None
-        records = self._encoder.gather_one(body, properties, topic, queue_id, flag, sys_flag, born_timestamp,
-                                           born_host, reconsume_times, properties_suffix, _REFUSED_IN_BATCH)
+        try:
+            records = self._encoder.gather_one(body, properties, topic, queue_id, flag, sys_flag, born_timestamp,
+                                               born_host, reconsume_times, properties_suffix, _REFUSED_IN_BATCH)
+        except OverflowError:  # a field outside its slot: the object path refuses it with the reason
+            return None
         return None if records is None else self._append_records(records)
 
     def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult | None:
@@ -396,9 +399,12 @@ class CommitLog:
             try:
                 if self._append_stall_s:
                     time.sleep(self._append_stall_s)
-                records = self._encoder.gather_batch(
-                    batch.body, batch.topic, batch.queue_id, batch.sys_flag, batch.born_timestamp, batch.born_host,
-                    batch.reconsume_times, batch.properties_suffix.encode())
+                try:
+                    records = self._encoder.gather_batch(
+                        batch.body, batch.topic, batch.queue_id, batch.sys_flag, batch.born_timestamp,
+                        batch.born_host, batch.reconsume_times, batch.properties_suffix.encode())
+                except OverflowError:  # as in _append_plain
+                    return None
                 if records is None or records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
                     return None
                 result = self._write_locked(records, now)

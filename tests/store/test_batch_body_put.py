@@ -138,7 +138,7 @@ def test_properties_off_the_plain_form_take_the_object_path(commit_logs: tuple[C
 
 
 @pytest.mark.parametrize("case", ["truncated", "bad_total", "negative_body", "empty", "unknown_topic",
-                                  "unknown_born_host", "transactional", "body_too_big"])
+                                  "unknown_born_host", "transactional", "body_too_big", "born_ts_out_of_int64"])
 def test_anything_else_off_the_common_path_writes_nothing(commit_logs: tuple[CommitLog, CommitLog],
                                                           case: str) -> None:
     fast, slow = commit_logs
@@ -154,6 +154,7 @@ def test_anything_else_off_the_common_path_writes_nothing(commit_logs: tuple[Com
         "unknown_born_host": _batch(good, born="10.9.9.9:1"),
         "transactional": _batch(good, sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE),
         "body_too_big": _batch(_entry(bytes(fast.config.max_message_size + 1), b"")),
+        "born_ts_out_of_int64": MessageExtBatch(TOPIC, QUEUE, good, SUFFIX, 0, 2**63, BORN, RECONSUME),
     }[case]
     assert fast.put_message_batch(batch) is None
     assert fast.get_max_offset() == end

@@ -108,7 +108,7 @@ def test_properties_off_the_plain_form_take_the_object_path(warm_log: CommitLog,
 
 
 @pytest.mark.parametrize("case", ["unknown_topic", "unknown_born_host", "prepared", "unknown_sys_flag_bits",
-                                  "body_too_big"])
+                                  "body_too_big", "flag_out_of_int32"])
 def test_anything_else_off_the_plain_path_writes_nothing(warm_log: CommitLog, case: str) -> None:
     end = warm_log.get_max_offset()
     result = {
@@ -117,6 +117,7 @@ def test_anything_else_off_the_plain_path_writes_nothing(warm_log: CommitLog, ca
         "prepared": lambda: _plain(warm_log, b"x", "", sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE),
         "unknown_sys_flag_bits": lambda: _plain(warm_log, b"x", "", sys_flag=0x100),
         "body_too_big": lambda: _plain(warm_log, bytes(warm_log.config.max_message_size + 1), ""),
+        "flag_out_of_int32": lambda: _plain(warm_log, b"x", "", flag=2**31),
     }[case]()
     assert result is None
     assert warm_log.get_max_offset() == end

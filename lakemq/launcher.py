@@ -29,7 +29,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +57,9 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def reserved_port(host: str = "127.0.0.1") -> int:
-    """A free TCP port below the kernel's ephemeral range.
+def reserved_port() -> int:
+    """A free TCP port below the kernel's ephemeral range, with the port two above it free too
+    (where a server's metrics listen by default: metricsPort -1).
 
     A port the kernel picked (bind to 0) is an ephemeral port: once its server stops, any
     outgoing connection may be given it, and the server's restart on the same port fails with
@@ -67,14 +68,24 @@ def reserved_port(host: str = "127.0.0.1") -> int:
     """
     low = _ephemeral_low()
     for _ in range(200):
-        port = random.randrange(20000, max(low, 20001))
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((host, port))
-            except OSError:
-                continue
+        port = random.randrange(20000, max(low - 2, 20001))
+        if all(_bindable(p) for p in (port, port + 2)):
             return port
-    raise RuntimeError(f"no free port in 20000..{low - 1} on {host}")
+    raise RuntimeError(f"no free pair of ports in 20000..{low - 1}")
+
+
+def _bindable(port: int) -> bool:
+    # On every address: a server bound to any of them would refuse ours.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+        return True
+
+
+_PORT_TAKEN = "Address already in use"
+_PORT_ATTEMPTS = 3
 
 
 def lakemq_command(*args: str) -> list[str]:
@@ -167,12 +178,9 @@ class Cluster:
 
     def start_namesrv(self) -> ServerProcess:
         work_dir = self.root / "namesrv"
-        self.namesrv = spawn(
-            "namesrv",
-            ["namesrv", "--port", str(reserved_port()), "--log-dir", str(work_dir / "logs")],
-            work_dir,
-            NAMESRV_READY,
-        )
+        self.namesrv = _on_a_free_port(lambda port: spawn(
+            "namesrv", ["namesrv", "--port", str(port), "--log-dir", str(work_dir / "logs")], work_dir,
+            NAMESRV_READY))
         return self.namesrv
 
     def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
@@ -188,25 +196,14 @@ class Cluster:
         conf_path = work_dir / "broker.conf"
         conf_path.write_text("".join(f"{k}={v}\n" for k, v in self._confs[name].items()))
         previous = self.brokers.get(name)
-        port = previous.port if previous is not None else reserved_port()
-        self.brokers[name] = spawn(
-            name,
-            [
-                "broker",
-                "-c",
-                str(conf_path),
-                "--data-dir",
-                str(work_dir / "store"),
-                "--port",
-                str(port),
-                "--namesrv",
-                self.namesrv_addr,
-                "--log-dir",
-                str(work_dir / "logs"),
-            ],
-            work_dir,
-            BROKER_READY,
-        )
+
+        def start(port: int) -> ServerProcess:
+            return spawn(name, ["broker", "-c", str(conf_path), "--data-dir", str(work_dir / "store"),
+                                "--port", str(port), "--namesrv", self.namesrv_addr,
+                                "--log-dir", str(work_dir / "logs")], work_dir, BROKER_READY)
+
+        # A restart keeps its port (clients and the NameServer know it); a first start may move.
+        self.brokers[name] = start(previous.port) if previous is not None else _on_a_free_port(start)
         return self.brokers[name]
 
     def stop_broker(self, name: str = "broker-a") -> int:
@@ -236,6 +233,17 @@ class Cluster:
     def dump_logs(self) -> None:
         for proc in [*self.brokers.values(), *([self.namesrv] if self.namesrv else [])]:
             print(proc.logs())
+
+
+def _on_a_free_port(start: Callable[[int], ServerProcess]) -> ServerProcess:
+    """``start(port)`` on a reserved port; on another one if something took it in between."""
+    for attempt in range(_PORT_ATTEMPTS):
+        try:
+            return start(reserved_port())
+        except RuntimeError as exc:
+            if _PORT_TAKEN not in str(exc) or attempt == _PORT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 @contextmanager

@@ -1,21 +1,25 @@
-"""The launcher's ports: a restarted server must get its port back."""
+"""The launcher's ports: a restarted server must get its port back, and a first start must not
+fail because something took its port in the meantime."""
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
 
-from lakemq.launcher import _ephemeral_low, reserved_port
+import pytest
+
+from lakemq.launcher import ServerProcess, _ephemeral_low, _on_a_free_port, reserved_port
 
 
-def test_reserved_port_is_free_and_below_the_ephemeral_range() -> None:
+def test_reserved_port_and_its_metrics_port_are_free_and_below_the_ephemeral_range() -> None:
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     assert _ephemeral_low() == low
     for _ in range(20):
         port = reserved_port()
-        assert 20000 <= port < low
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", port))  # free: it binds
+        assert 20000 <= port and port + 2 < low
+        for p in (port, port + 2):  # the listen port and the default metrics port (listen + 2)
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", p))
 
 
 def test_a_port_the_kernel_hands_out_is_never_reserved() -> None:
@@ -26,8 +30,33 @@ def test_a_port_the_kernel_hands_out_is_never_reserved() -> None:
         taken = {c.getsockname()[1] for c in clients}
         low = _ephemeral_low()
         assert all(port >= low for port in taken)
-        assert all(reserved_port() < low for _ in range(50))
+        assert all(reserved_port() + 2 < low for _ in range(50))
     finally:
         for c in clients:
             c.close()
         listener.close()
+
+
+def test_a_first_start_moves_to_another_port_when_its_port_was_taken() -> None:
+    tried: list[int] = []
+
+    def start(port: int) -> ServerProcess:
+        tried.append(port)
+        if len(tried) == 1:
+            raise RuntimeError("namesrv did not boot (exit 1):\nerror: [Errno 98] Address already in use")
+        return ServerProcess("namesrv", None, f"127.0.0.1:{port}", Path("."))  # type: ignore[arg-type]
+
+    server = _on_a_free_port(start)
+    assert len(tried) == 2 and server.port == tried[1]
+
+
+def test_other_boot_failures_are_not_retried() -> None:
+    tried: list[int] = []
+
+    def start(port: int) -> ServerProcess:
+        tried.append(port)
+        raise RuntimeError("broker-a did not boot (exit 1):\nerror: corrupt CommitLog")
+
+    with pytest.raises(RuntimeError, match="corrupt CommitLog"):
+        _on_a_free_port(start)
+    assert len(tried) == 1

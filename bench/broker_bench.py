@@ -96,12 +96,17 @@ def servers(work: Path, flush: str, profile: Path | None) -> Iterator[tuple[str,
         yield ns, broker, broker_proc.pid
     finally:
         for proc in reversed(procs):
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within a minute."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def run_profiled_broker(out_dir: Path, argv: list[str]) -> None:

@@ -25,8 +25,8 @@ import asyncio
 import os
 import platform
 import re
+import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
 
-from bench.broker_bench import TARGETS, Settings, _spawn, cpu_seconds, create_topics, servers, sync_send
+from bench.broker_bench import TARGETS, Settings, _spawn, cpu_seconds, create_topics, servers, stop, sync_send
 from bench.markdown import replace_section
 
 SECTION = "## Ceiling: lakemq next to a null server (bench/ceiling_bench.py)"
@@ -144,18 +144,13 @@ def main() -> None:
         try:
             null = measure(addr, proc.pid, s)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
         print("lakemq broker (ASYNC_FLUSH)", flush=True)
         with servers(work, s.flush, None) as (ns, broker, pid):
             create_topics(ns, ["BenchSync", "BenchBatch"])
             lakemq = measure(broker, pid, s)
     finally:
-        subprocess.run(["rm", "-rf", str(work)], check=False)
+        shutil.rmtree(work, ignore_errors=True)
     table = report(null, lakemq)
     print(table)
     if args.write_md:

@@ -353,6 +353,20 @@ cdef Py_ssize_t _suffix_key(bytes suffix) except -1:
     return n
 
 
+cdef Records _new_records(Py_ssize_t n, list refs):
+    """Room for ``n`` records; ``refs`` keeps the buffers they will point into alive."""
+    cdef Records out = Records.__new__(Records)
+    out.refs = refs
+    out.keys = []
+    out.recs = <Rec *>PyMem_Malloc(max(n, 1) * sizeof(Rec))
+    if out.recs == NULL:
+        raise MemoryError()
+    out.count = n
+    out.total = 0
+    out.body_bytes = 0
+    return out
+
+
 cdef class RecordEncoder:
     """Checks and measures messages for one CommitLog. The common case (known topic and born
     host, known sys flag bits, within the limits) is done here; anything else goes through
@@ -378,21 +392,13 @@ cdef class RecordEncoder:
         ``refused_bits`` in their sys flag, and with ``check_delay`` those with a DELAY
         property, go to ``slow`` too. Raises OverflowError for a field outside its slot."""
         cdef Py_ssize_t n = len(msgs), i
-        cdef Records out = Records.__new__(Records)
+        cdef Records out = _new_records(n, [])
         cdef Rec *r
         cdef object msg, topic, body, props, born, topic_part, parts
         cdef const char *props_ptr
         cdef Py_ssize_t props_len, size
         cdef object queue_id
         cdef int sys_flag
-        out.refs = []
-        out.keys = []
-        out.recs = <Rec *>PyMem_Malloc(max(n, 1) * sizeof(Rec))
-        if out.recs == NULL:
-            raise MemoryError()
-        out.count = n
-        out.total = 0
-        out.body_bytes = 0
         for i in range(n):
             msg = msgs[i]
             r = &out.recs[i]
@@ -471,16 +477,11 @@ cdef class RecordEncoder:
         of those exactly."""
         cdef const uint8_t *b = <const uint8_t *>PyBytes_AS_STRING(data)
         cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
-        cdef Py_ssize_t pos = 0, n = 0, i, total, body_len, plen
-        cdef Py_ssize_t suffix_key = 0
+        cdef Py_ssize_t pos = 0, n = 0, i, total, body_len, plen, suffix_key
         cdef Records out
-        cdef Rec *r
-        cdef object born, topic_part
-        if topic not in self.valid_topics:
-            return None
-        born = self.born_hosts.get(born_host)
-        topic_part = self.topic_parts.get(topic)
-        if born is None or topic_part is None or queue_id < 0:
+        cdef Rec head
+        cdef object topic_part = self._plain_head(topic, queue_id, sys_flag, born_ts, born_host, reconsume, &head)
+        if topic_part is None:
             return None
         suffix_key = _suffix_key(suffix)
         while pos < size:  # count and check the framing
@@ -497,31 +498,16 @@ cdef class RecordEncoder:
             n += 1
         if n == 0:
             return None
-        out = Records.__new__(Records)
-        out.refs = [data, topic_part]
-        out.keys = []
-        out.recs = <Rec *>PyMem_Malloc(n * sizeof(Rec))
-        if out.recs == NULL:
-            raise MemoryError()
-        out.count = n
-        out.total = 0
-        out.body_bytes = 0
+        out = _new_records(n, [data, topic_part])
+        key = (topic, queue_id)
         pos = 0
         for i in range(n):
-            r = &out.recs[i]
             total = <int32_t>_get32(b + pos)
             body_len = <int32_t>_get32(b + pos + 16)
-            if not self._plain_record(out, r, b + pos + 20, body_len, b + pos + 22 + body_len, total - 22 - body_len,
-                                      True, suffix, suffix_key, topic_part):
+            if not self._plain_record(out, &out.recs[i], &head, <int32_t>_get32(b + pos + 12), b + pos + 20, body_len,
+                                      b + pos + 22 + body_len, total - 22 - body_len, True, suffix, suffix_key,
+                                      topic_part, key):
                 return None
-            _copy_ip(r.born_ip, born[0])
-            r.born_port = _int32(born[1], "born port")
-            r.queue_id = queue_id
-            r.flag = <int32_t>_get32(b + pos + 12)
-            r.sys_flag = sys_flag
-            r.born_ts = born_ts
-            r.reconsume = reconsume
-            out.keys.append((topic, queue_id))
             pos += total
         return out
 
@@ -532,49 +518,50 @@ cdef class RecordEncoder:
         for one message (None for anything off the common path; the caller then builds the
         message), and None for a sys flag with any of ``refused_bits``."""
         cdef Records out
-        cdef Py_ssize_t plen, suffix_key
+        cdef Py_ssize_t plen
         cdef const char *pp
-        cdef object born, topic_part
-        cdef Rec *r
-        if topic not in self.valid_topics or sys_flag & refused_bits:
+        cdef Rec head
+        cdef object topic_part
+        if sys_flag & refused_bits:
             return None
-        born = self.born_hosts.get(born_host)
-        topic_part = self.topic_parts.get(topic)
-        if born is None or topic_part is None or queue_id < 0:
+        topic_part = self._plain_head(topic, queue_id, sys_flag, born_ts, born_host, reconsume, &head)
+        if topic_part is None:
             return None
-        suffix_key = _suffix_key(suffix)
         try:
             pp = PyUnicode_AsUTF8AndSize(properties, &plen)
         except UnicodeEncodeError:
             return None
-        out = Records.__new__(Records)
-        out.refs = [body, properties, topic_part]
-        out.keys = []
-        out.recs = <Rec *>PyMem_Malloc(sizeof(Rec))
-        if out.recs == NULL:
-            raise MemoryError()
-        out.count = 1
-        out.total = 0
-        out.body_bytes = 0
-        r = &out.recs[0]
-        if not self._plain_record(out, r, <const uint8_t *>PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
-                                  <const uint8_t *>pp, plen, False, suffix, suffix_key, topic_part):
+        out = _new_records(1, [body, properties, topic_part])
+        if not self._plain_record(out, &out.recs[0], &head, flag, <const uint8_t *>PyBytes_AS_STRING(body),
+                                  PyBytes_GET_SIZE(body), <const uint8_t *>pp, plen, False, suffix,
+                                  _suffix_key(suffix), topic_part, (topic, queue_id)):
             return None
-        _copy_ip(r.born_ip, born[0])
-        r.born_port = _int32(born[1], "born port")
-        r.queue_id = queue_id
-        r.flag = flag
-        r.sys_flag = sys_flag
-        r.born_ts = born_ts
-        r.reconsume = reconsume
-        out.keys.append((topic, queue_id))
         return out
 
-    cdef int _plain_record(self, Records out, Rec *r, const uint8_t *body, Py_ssize_t body_len,
-                           const uint8_t *pp, Py_ssize_t plen, bint check_utf8, bytes suffix,
-                           Py_ssize_t suffix_key, bytes topic_part) except -1:
-        """Fill ``r``'s size, body, CRC, topic and properties (``pp[:plen]`` + ``suffix``) and
-        add it to ``out``'s totals; 0 when the message is off the plain path."""
+    cdef object _plain_head(self, str topic, int queue_id, int sys_flag, long long born_ts, str born_host,
+                            int reconsume, Rec *head):
+        """What the messages of one request share, into ``head``; returns the topic's encoded
+        part, or None when the topic, the born host or the queue is off the plain path."""
+        if topic not in self.valid_topics or queue_id < 0:
+            return None
+        born = self.born_hosts.get(born_host)
+        topic_part = self.topic_parts.get(topic)
+        if born is None or topic_part is None:
+            return None
+        _copy_ip(head.born_ip, born[0])
+        head.born_port = _int32(born[1], "born port")
+        head.queue_id = queue_id
+        head.sys_flag = sys_flag
+        head.born_ts = born_ts
+        head.reconsume = reconsume
+        head.prepared = 0
+        return topic_part
+
+    cdef int _plain_record(self, Records out, Rec *r, const Rec *head, int32_t flag, const uint8_t *body,
+                           Py_ssize_t body_len, const uint8_t *pp, Py_ssize_t plen, bint check_utf8, bytes suffix,
+                           Py_ssize_t suffix_key, bytes topic_part, tuple key) except -1:
+        """``r`` = ``head`` with this message's flag, size, body, CRC, topic and properties
+        (``pp[:plen]`` + ``suffix``), counted in ``out``; 0 when the message is off the plain path."""
         cdef Py_ssize_t slen = PyBytes_GET_SIZE(suffix), rec_size
         cdef object props
         if body_len > self.max_body or plen + slen > self.max_props:
@@ -593,6 +580,8 @@ cdef class RecordEncoder:
         memcpy(PyBytes_AS_STRING(props), pp, plen)
         memcpy(PyBytes_AS_STRING(props) + plen, PyBytes_AS_STRING(suffix), slen)
         out.refs.append(props)
+        r[0] = head[0]
+        r.flag = flag
         r.size = <int32_t>rec_size
         r.body = body
         r.body_len = body_len
@@ -601,7 +590,7 @@ cdef class RecordEncoder:
         r.topic_part_len = PyBytes_GET_SIZE(topic_part)
         r.props = <const uint8_t *>PyBytes_AS_STRING(props)
         r.props_len = plen + slen
-        r.prepared = 0
+        out.keys.append(key)
         out.total += rec_size
         out.body_bytes += body_len
         return 1

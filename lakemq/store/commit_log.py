@@ -188,11 +188,14 @@ class CommitLog:
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Append one message; under SYNC_FLUSH block until it is on disk (or timed out)."""
-        result = self._append_message(msg)
+        return self._flushed(self._append_message(msg), self._acks_at_once or msg.wait_store_msg_ok)
+
+    def _flushed(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
+        """``result`` once the flush lets it be acknowledged (SYNC_FLUSH blocks here)."""
         ar = result.append_result
         if ar is None or self._acks_at_once:
             return result
-        status = self.flush_service.on_put(ar.next_offset, msg.wait_store_msg_ok)
+        status = self.flush_service.on_put(ar.next_offset, wait)
         return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
 
     def put_message_async(self, msg: MessageExtBrokerInner) -> Future[PutMessageResult]:
@@ -253,57 +256,44 @@ class CommitLog:
         return self._append_records(records)
 
     def _append_records(self, records: Records) -> PutMessageResult:
-        """One record, checked and measured: into the current file (rolled if it does not fit)."""
+        """Records checked and measured: into the current file (rolled if they do not fit)."""
         size = records.total
         with self._put_lock:
             now = time.time_ns() // 1_000_000
             self._lock_begin_ms = now
-            if self._append_stall_s:
-                time.sleep(self._append_stall_s)
-            files = self.mapped_file_queue.mapped_files
-            mf = files[-1] if files and self._running else None
-            # _writable_file only when the record does not fit (or there is no file yet)
-            if self._running and (mf is None or mf.file_size - mf.wrote_position < size + END_FILE_MIN_BLANK_LENGTH):
-                mf = self._writable_file(size)
-            if mf is None:
+            try:
+                if self._append_stall_s:
+                    time.sleep(self._append_stall_s)
+                files = self.mapped_file_queue.mapped_files
+                mf = files[-1] if files and self._running else None
+                # _writable_file only when the records do not fit (or there is no file yet)
+                if self._running and (mf is None
+                                      or mf.file_size - mf.wrote_position < size + END_FILE_MIN_BLANK_LENGTH):
+                    mf = self._writable_file(size)
+                if mf is None:
+                    return self._not_writable()
+                offset = mf.file_from_offset + mf.wrote_position
+                mf.append_packed(size, records.write, offset, now, self._store_ip, self._store_port,
+                                 self._topic_queue_table)
+                mf.store_timestamp = now
+            finally:
                 self._lock_begin_ms = 0
-                return self._not_writable()
-            offset = mf.file_from_offset + mf.wrote_position
-            mf.append_packed(size, records.write, offset, now, self._store_ip, self._store_port,
-                             self._topic_queue_table)
-            mf.store_timestamp = now
-            self._lock_begin_ms = 0
         return _new_tuple(PutMessageResult, (_PUT_OK, _new_tuple(AppendMessageResult, (
             _APPEND_OK, offset, size, records.msg_ids(self._msg_id_prefix, offset), now,
-            records.first_queue_offset, 1)), ""))
+            records.first_queue_offset, records.count)), ""))
 
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
         """Append a batch contiguously in one file, with consecutive queue offsets per queue,
         then flush as put_message. Batches may not be delayed or transactional (as RocketMQ)."""
         result = self._append_messages(msgs)
-        ar = result.append_result
-        if ar is None or self._acks_at_once:
-            return result
-        status = self.flush_service.on_put(ar.next_offset, all(m.wait_store_msg_ok for m in msgs))
-        return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
+        # With acks at once the wait flag is not read: skip walking the batch for it.
+        return self._flushed(result, self._acks_at_once or all(m.wait_store_msg_ok for m in msgs))
 
     def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
-        """Under the lock: every message is checked and measured (the compiled encoder), the
-        file chosen for the whole batch (sealing the current one if it does not fit), then
-        every record packed with its final offsets and store time straight into the file."""
+        """Every message checked and measured (the compiled encoder), then the whole batch
+        appended as one run of records, in one file (_append_records)."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        with self._put_lock:
-            now = time.time_ns() // 1_000_000
-            self._lock_begin_ms = now
-            try:
-                return self._append_batch_locked(msgs, now)
-            finally:
-                self._lock_begin_ms = 0
-
-    def _append_batch_locked(self, msgs: Sequence[MessageExtBrokerInner], now: int) -> PutMessageResult:
-        if self._append_stall_s:
-            time.sleep(self._append_stall_s)
         if not self._running:
             return self._not_writable()
         try:
@@ -315,53 +305,16 @@ class CommitLog:
         if records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"batch of {records.total} bytes exceeds a CommitLog file")
-        return self._write_locked(records, now)
-
-    def _write_locked(self, records: Records, now: int) -> PutMessageResult:
-        """Under the lock: the file for the whole batch (sealing the current one if it does
-        not fit), then every record packed into it."""
-        total = records.total
-        mf = self._writable_file(total)
-        if mf is None:
-            return self._not_writable()
-        base = mf.file_from_offset + mf.wrote_position
-        mf.append_packed(total, records.write, base, now, self._store_ip, self._store_port,
-                         self._topic_queue_table)
-        mf.store_timestamp = now
-        result = AppendMessageResult(AppendMessageStatus.PUT_OK, base, total,
-                                     records.msg_ids(self._msg_id_prefix, base), now,
-                                     records.first_queue_offset, records.count)
-        return PutMessageResult(PutMessageStatus.PUT_OK, result)
+        return self._append_records(records)
 
     def put_plain_message(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int, sys_flag: int,
-                          born_timestamp: int, born_host: str, reconsume_times: int,
-                          properties_suffix: bytes) -> PutMessageResult | None:
+                          born_timestamp: int, born_host: str, reconsume_times: int, properties_suffix: bytes,
+                          sink: AckSink | None = None, token: object = None) -> tuple[PutMessageResult, bool] | None:
         """Append one message from the parts a send request carries, ``properties_suffix``
-        appended to its properties, without a message object (RecordEncoder.gather_one), then
-        flush as put_message. None when the message is off that path (see gather_batch): the
-        caller then builds it and calls put_message, which handles it exactly."""
-        result = self._append_plain(topic, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host,
-                                    reconsume_times, properties_suffix)
-        if result is None:
-            return None
-        ar = result.append_result
-        if ar is None or self._acks_at_once:
-            return result
-        status = self.flush_service.on_put(ar.next_offset, True)
-        return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
-
-    def put_plain_message_acked(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int,
-                                sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int,
-                                properties_suffix: bytes, sink: AckSink,
-                                token: object) -> tuple[PutMessageResult, bool] | None:
-        """put_plain_message acknowledged as put_message_acked; None as put_plain_message."""
-        result = self._append_plain(topic, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host,
-                                    reconsume_times, properties_suffix)
-        return None if result is None else self._ack_later(result, True, sink, token)
-
-    def _append_plain(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int, sys_flag: int,
-                      born_timestamp: int, born_host: str, reconsume_times: int,
-                      properties_suffix: bytes) -> PutMessageResult | None:
+        appended to its properties, without a message object (RecordEncoder.gather_one).
+        Returns (result, pending) as put_message_acked with a ``sink``; without one the flush
+        is awaited as put_message and pending is False. None when the message is off that
+        path (see gather_batch): the caller then builds it and puts it, which handles it exactly."""
         if not self._running:
             return None
         try:
@@ -369,50 +322,31 @@ class CommitLog:
                                                born_host, reconsume_times, properties_suffix, _REFUSED_IN_BATCH)
         except OverflowError:  # a field outside its slot: the object path refuses it with the reason
             return None
-        return None if records is None else self._append_records(records)
+        return None if records is None else self._put_records(records, sink, token)
 
-    def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult | None:
-        """Append a batch straight from its wire encoding (RecordEncoder.gather_batch), then
-        flush as put_messages. None when the batch is off that path (see gather_batch): the
-        caller then builds its messages and calls put_messages, which handles it exactly."""
-        result = self._append_batch_body(batch)
-        if result is None:
-            return None
-        ar = result.append_result
-        if ar is None or self._acks_at_once:
-            return result
-        status = self.flush_service.on_put(ar.next_offset, True)
-        return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
-
-    def put_message_batch_acked(self, batch: MessageExtBatch, sink: AckSink,
-                                token: object) -> tuple[PutMessageResult, bool] | None:
-        """put_message_batch acknowledged as put_messages_acked; None as put_message_batch."""
-        result = self._append_batch_body(batch)
-        return None if result is None else self._ack_later(result, True, sink, token)
-
-    def _append_batch_body(self, batch: MessageExtBatch) -> PutMessageResult | None:
+    def put_message_batch(self, batch: MessageExtBatch, sink: AckSink | None = None,
+                          token: object = None) -> tuple[PutMessageResult, bool] | None:
+        """Append a batch straight from its wire encoding (RecordEncoder.gather_batch) and
+        set its ``body_bytes``; acknowledged and None as put_plain_message."""
         if batch.sys_flag & _REFUSED_IN_BATCH or not self._running:
             return None
-        with self._put_lock:
-            now = time.time_ns() // 1_000_000
-            self._lock_begin_ms = now
-            try:
-                if self._append_stall_s:
-                    time.sleep(self._append_stall_s)
-                try:
-                    records = self._encoder.gather_batch(
-                        batch.body, batch.topic, batch.queue_id, batch.sys_flag, batch.born_timestamp,
-                        batch.born_host, batch.reconsume_times, batch.properties_suffix.encode())
-                except OverflowError:  # as in _append_plain
-                    return None
-                if records is None or records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-                    return None
-                result = self._write_locked(records, now)
-            finally:
-                self._lock_begin_ms = 0
-        if result.append_result is not None:
-            batch.body_bytes = records.body_bytes
-        return result
+        try:
+            records = self._encoder.gather_batch(
+                batch.body, batch.topic, batch.queue_id, batch.sys_flag, batch.born_timestamp, batch.born_host,
+                batch.reconsume_times, batch.properties_suffix.encode())
+        except OverflowError:  # as in put_plain_message
+            return None
+        if records is None or records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return None
+        batch.body_bytes = records.body_bytes
+        return self._put_records(records, sink, token)
+
+    def _put_records(self, records: Records, sink: AckSink | None,
+                     token: object) -> tuple[PutMessageResult, bool]:
+        result = self._append_records(records)
+        if sink is None:
+            return self._flushed(result, True), False
+        return self._ack_later(result, True, sink, token)
 
     def _encode_batch_member(self, msg: MessageExtBrokerInner) -> _Parts | PutMessageResult:
         refused = self._check_batch_member(msg)

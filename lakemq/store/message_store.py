@@ -192,45 +192,25 @@ class MessageStore:
 
     def put_plain_message(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int,
                           sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int,
-                          properties_suffix: bytes) -> PutMessageResult | None:
-        """put_message from a send request's parts (CommitLog.put_plain_message); None: build
-        the message and call put_message."""
+                          properties_suffix: bytes, sink: AckSink | None = None,
+                          token: object = None) -> tuple[PutMessageResult, bool] | None:
+        """A put from a send request's parts (CommitLog.put_plain_message); None: build the
+        message and put it."""
         if not self._running:
             return None
-        result = self.commit_log.put_plain_message(topic, queue_id, body, properties, flag, sys_flag,
-                                                   born_timestamp, born_host, reconsume_times, properties_suffix)
-        if result is not None and result.is_ok:
-            self.reput.wakeup()
-        return result
+        return self._woken(self.commit_log.put_plain_message(
+            topic, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host, reconsume_times,
+            properties_suffix, sink, token))
 
-    def put_plain_message_acked(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int,
-                                sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int,
-                                properties_suffix: bytes, sink: AckSink,
-                                token: object) -> tuple[PutMessageResult, bool] | None:
+    def put_message_batch(self, batch: MessageExtBatch, sink: AckSink | None = None,
+                          token: object = None) -> tuple[PutMessageResult, bool] | None:
+        """A batch put from its wire encoding (CommitLog.put_message_batch); None: build the
+        messages and put them."""
         if not self._running:
             return None
-        done = self.commit_log.put_plain_message_acked(topic, queue_id, body, properties, flag, sys_flag,
-                                                       born_timestamp, born_host, reconsume_times,
-                                                       properties_suffix, sink, token)
-        if done is not None and done[0].is_ok:
-            self.reput.wakeup()
-        return done
+        return self._woken(self.commit_log.put_message_batch(batch, sink, token))
 
-    def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult | None:
-        """put_messages straight from a batch's wire encoding (CommitLog.put_message_batch);
-        None: build the messages and call put_messages."""
-        if not self._running:
-            return None
-        result = self.commit_log.put_message_batch(batch)
-        if result is not None and result.is_ok:
-            self.reput.wakeup()
-        return result
-
-    def put_message_batch_acked(self, batch: MessageExtBatch, sink: AckSink,
-                                token: object) -> tuple[PutMessageResult, bool] | None:
-        if not self._running:
-            return None
-        done = self.commit_log.put_message_batch_acked(batch, sink, token)
+    def _woken(self, done: tuple[PutMessageResult, bool] | None) -> tuple[PutMessageResult, bool] | None:
         if done is not None and done[0].is_ok:
             self.reput.wakeup()
         return done

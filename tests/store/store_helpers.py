@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import struct
 import time
 from pathlib import Path
 from typing import Any
 
 from lakemq.common.message import MessageConst, MessageExtBrokerInner, tags_hash_code
+from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
 
@@ -65,3 +67,23 @@ def wait_dispatched(store: MessageStore, timeout_s: float = 5.0) -> None:
     while store.dispatch_behind_bytes() > 0:
         assert time.monotonic() < deadline, "dispatch did not catch up"
         time.sleep(0.005)
+
+
+def open_commit_log_1m(root: Path) -> CommitLog:
+    """A started CommitLog of 1 MiB files (batches of a few KiB fit) with a fixed store host."""
+    cl = CommitLog(small_config(root, mapped_file_size_commit_log=1 << 20), store_host="10.0.0.9:10911")
+    cl.load()
+    cl.start()
+    return cl
+
+
+def records_but_store_time(cl: CommitLog) -> list[bytes]:
+    """Every record of the first file, its store timestamp (bytes 56-64) zeroed: to compare two
+    logs written at other times."""
+    data = bytes(cl.get_data(0) or b"")[: cl.get_max_offset()]
+    out, pos = [], 0
+    while pos < len(data):
+        size = struct.unpack_from(">i", data, pos)[0]
+        out.append(data[pos:pos + 56] + bytes(8) + data[pos + 64:pos + size])
+        pos += size
+    return out

@@ -23,22 +23,16 @@ from lakemq.common.message import (
 from lakemq.common.record import decode_record
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.results import PutMessageStatus
-from tests.store.store_helpers import small_config
+from tests.store.store_helpers import open_commit_log_1m, records_but_store_time
 
 TOPIC, QUEUE, BORN, SUFFIX = "BatchTopic", 3, "10.1.2.3:4567", "CLUSTER\x01c1\x02"
 BORN_TS, RECONSUME = 1_700_000_000_123, 0
 
 
-def _open(root: Path) -> CommitLog:
-    cl = CommitLog(small_config(root, mapped_file_size_commit_log=1 << 20), store_host="10.0.0.9:10911")
-    cl.load()
-    cl.start()
-    return cl
-
 
 @pytest.fixture
 def commit_logs(tmp_path: Path) -> Iterator[tuple[CommitLog, CommitLog]]:
-    fast, slow = _open(tmp_path / "fast"), _open(tmp_path / "slow")
+    fast, slow = open_commit_log_1m(tmp_path / "fast"), open_commit_log_1m(tmp_path / "slow")
     yield fast, slow
     fast.shutdown()
     slow.shutdown()
@@ -59,16 +53,6 @@ def _objects(messages: list[Message]) -> list[MessageExtBrokerInner]:
 def _batch(body: bytes, sys_flag: int = 0, topic: str = TOPIC, born: str = BORN) -> MessageExtBatch:
     return MessageExtBatch(topic, QUEUE, body, SUFFIX, sys_flag, BORN_TS, born, RECONSUME)
 
-
-def _records(cl: CommitLog) -> list[bytes]:
-    """Every record, its store timestamp (bytes 56-64) zeroed: the two logs store at other times."""
-    data = bytes(cl.get_data(0) or b"")[: cl.get_max_offset()]
-    out, pos = [], 0
-    while pos < len(data):
-        size = struct.unpack_from(">i", data, pos)[0]
-        out.append(data[pos:pos + 56] + bytes(8) + data[pos + 64:pos + size])
-        pos += size
-    return out
 
 
 def _warm(fast: CommitLog, slow: CommitLog) -> None:
@@ -93,18 +77,20 @@ _message = st.builds(lambda body, flag, props: Message(TOPIC, body, flag, props)
 def test_wire_batch_is_stored_as_the_objects_would_be(tmp_path_factory: pytest.TempPathFactory,
                                                       messages: list[Message]) -> None:
     root = tmp_path_factory.mktemp("batch")
-    fast, slow = _open(root / "fast"), _open(root / "slow")
+    fast, slow = open_commit_log_1m(root / "fast"), open_commit_log_1m(root / "slow")
     try:
         _warm(fast, slow)
         batch = _batch(encode_messages(messages))
-        result = fast.put_message_batch(batch)
-        assert result is not None and result.status is PutMessageStatus.PUT_OK
+        done = fast.put_message_batch(batch)
+        assert done is not None and done[1] is False  # no sink: the flush was waited for
+        result = done[0]
+        assert result.status is PutMessageStatus.PUT_OK
         expected = slow.put_messages(_objects(messages))
         assert result.append_result is not None and expected.append_result is not None
         assert result.append_result._replace(store_timestamp=0) == expected.append_result._replace(store_timestamp=0)
-        assert _records(fast) == _records(slow)
+        assert records_but_store_time(fast) == records_but_store_time(slow)
         assert batch.body_bytes == sum(len(m.body) for m in messages)
-        stored = decode_record(_records(fast)[-1], 0)
+        stored = decode_record(records_but_store_time(fast)[-1], 0)
         assert stored.properties["CLUSTER"] == "c1"
     finally:
         fast.shutdown()

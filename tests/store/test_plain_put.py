@@ -4,7 +4,6 @@ the object path (None, nothing written)."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,18 +14,12 @@ from hypothesis import strategies as st
 from lakemq.common.message import MessageExtBrokerInner, MessageSysFlag, string_to_properties
 from lakemq.common.record import decode_record
 from lakemq.store.commit_log import CommitLog
-from lakemq.store.results import PutMessageStatus
-from tests.store.store_helpers import small_config
+from lakemq.store.results import PutMessageResult, PutMessageStatus
+from tests.store.store_helpers import open_commit_log_1m, records_but_store_time
 
 TOPIC, QUEUE, BORN, SUFFIX = "PlainTopic", 2, "10.1.2.3:4567", "CLUSTER\x01c1\x02"
 BORN_TS = 1_700_000_000_123
 
-
-def _open(root: Path) -> CommitLog:
-    cl = CommitLog(small_config(root, mapped_file_size_commit_log=1 << 20), store_host="10.0.0.9:10911")
-    cl.load()
-    cl.start()
-    return cl
 
 
 def _object(body: bytes, text: str, flag: int = 0, reconsume: int = 0) -> MessageExtBrokerInner:
@@ -37,25 +30,20 @@ def _object(body: bytes, text: str, flag: int = 0, reconsume: int = 0) -> Messag
 
 
 def _plain(cl: CommitLog, body: bytes, text: str, *, flag: int = 0, sys_flag: int = 0, reconsume: int = 0,
-           topic: str = TOPIC, born: str = BORN):  # type: ignore[no-untyped-def]
-    return cl.put_plain_message(topic, QUEUE, body, text, flag, sys_flag, BORN_TS, born, reconsume, SUFFIX.encode())
-
-
-def _records(cl: CommitLog) -> list[bytes]:
-    """Every record, its store timestamp (bytes 56-64) zeroed: the two logs store at other times."""
-    data = bytes(cl.get_data(0) or b"")[: cl.get_max_offset()]
-    out, pos = [], 0
-    while pos < len(data):
-        size = struct.unpack_from(">i", data, pos)[0]
-        out.append(data[pos:pos + 56] + bytes(8) + data[pos + 64:pos + size])
-        pos += size
-    return out
+           topic: str = TOPIC, born: str = BORN) -> PutMessageResult | None:
+    """The plain put's result (None: off its path); without a sink it is never left pending."""
+    done = cl.put_plain_message(topic, QUEUE, body, text, flag, sys_flag, BORN_TS, born, reconsume, SUFFIX.encode())
+    if done is None:
+        return None
+    result, pending = done
+    assert not pending
+    return result
 
 
 @pytest.fixture
 def warm_log(tmp_path: Path) -> Iterator[CommitLog]:
     """A log that has seen TOPIC and BORN (the first put of each goes the object way)."""
-    cl = _open(tmp_path)
+    cl = open_commit_log_1m(tmp_path)
     assert _plain(cl, b"first", "WAIT\x01true\x02") is None
     assert cl.put_message(_object(b"first", "WAIT\x01true\x02")).status is PutMessageStatus.PUT_OK
     yield cl
@@ -73,7 +61,7 @@ _value = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_catego
 def test_plain_put_stores_what_the_object_put_stores(tmp_path_factory: pytest.TempPathFactory,
                                                      messages: list[tuple[bytes, int, dict[str, str], int]]) -> None:
     root = tmp_path_factory.mktemp("plain")
-    fast, slow = _open(root / "fast"), _open(root / "slow")
+    fast, slow = open_commit_log_1m(root / "fast"), open_commit_log_1m(root / "slow")
     try:
         for cl in (fast, slow):
             assert cl.put_message(_object(b"first", "")).status is PutMessageStatus.PUT_OK
@@ -83,8 +71,8 @@ def test_plain_put_stores_what_the_object_put_stores(tmp_path_factory: pytest.Te
             expected = slow.put_message(_object(body, text, flag, reconsume))
             assert result is not None and result.append_result is not None and expected.append_result is not None
             assert result.append_result._replace(store_timestamp=0) == expected.append_result._replace(store_timestamp=0)
-        assert _records(fast) == _records(slow)
-        assert decode_record(_records(fast)[-1], 0).properties["CLUSTER"] == "c1"
+        assert records_but_store_time(fast) == records_but_store_time(slow)
+        assert decode_record(records_but_store_time(fast)[-1], 0).properties["CLUSTER"] == "c1"
     finally:
         fast.shutdown()
         slow.shutdown()

@@ -220,15 +220,15 @@ class SendMessageProcessor:
         topic_config = self._msg_check(ctx, header)
         started = time.perf_counter()
         is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        store, acks = self._store, self._acks  # acks: the sink of SYNC_FLUSH puts (ack is not None)
         # First without message objects, from the request's own bytes: the store answers None
         # for anything off its common path (see RecordEncoder.gather_batch), which then goes
         # through message objects and is handled exactly.
         if is_batch:
             batch = self._batch(ctx, header, topic_config, request.body)
-            plain = self._put_batch(batch, ack)
+            plain = store.put_message_batch(batch, acks, ack)
             if plain is not None:
                 result, pending = plain
-                assert result.append_result is not None or not pending
                 messages = result.append_result.msg_num if result.append_result is not None else 0
                 return self._finish(ctx, request, header, batch.queue_id, messages, batch.body_bytes, result,
                                     pending, started)
@@ -236,17 +236,18 @@ class SendMessageProcessor:
         else:
             queue_id = self._queue_id(header, topic_config)
             if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                plain = self._put_plain(ctx, header, queue_id, request.body, ack)
+                plain = store.put_plain_message(
+                    header.topic, queue_id, request.body, header.properties or "", header.flag, header.sys_flag,
+                    header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix,
+                    acks, ack)
                 if plain is not None:
                     return self._finish(ctx, request, header, queue_id, 1, len(request.body), plain[0], plain[1],
                                         started)
             msgs = [self._message(ctx, header, queue_id, request.body)]
-        store = self._store
         pending = False
         if ack is None:
             result = store.put_messages(msgs) if is_batch else store.put_message(msgs[0])
         else:
-            acks = self._acks
             assert acks is not None
             result, pending = (store.put_messages_acked(msgs, acks, ack) if is_batch
                                else store.put_message_acked(msgs[0], acks, ack))
@@ -255,28 +256,6 @@ class SendMessageProcessor:
         answered = int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first) else first.queue_id
         body_bytes = sum(len(msg.body) for msg in msgs) if len(msgs) > 1 else len(first.body)
         return self._finish(ctx, request, header, answered, len(msgs), body_bytes, result, pending, started)
-
-    def _put_batch(self, batch: MessageExtBatch, ack: asyncio.Future[PutMessageStatus] | None,
-                   ) -> tuple[PutMessageResult, bool] | None:
-        if ack is None:
-            result = self._store.put_message_batch(batch)
-            return None if result is None else (result, False)
-        assert self._acks is not None
-        return self._store.put_message_batch_acked(batch, self._acks, ack)
-
-    def _put_plain(self, ctx: RequestContext, header: SendMessageRequestHeader, queue_id: int, body: bytes,
-                   ack: asyncio.Future[PutMessageStatus] | None) -> tuple[PutMessageResult, bool] | None:
-        store = self._store
-        if ack is None:
-            result = store.put_plain_message(
-                header.topic, queue_id, body, header.properties or "", header.flag, header.sys_flag,
-                header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix)
-            return None if result is None else (result, False)
-        assert self._acks is not None
-        return store.put_plain_message_acked(
-            header.topic, queue_id, body, header.properties or "", header.flag, header.sys_flag,
-            header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix,
-            self._acks, ack)
 
     def _finish(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,

@@ -111,7 +111,9 @@ class CommitLog:
     ) -> None:
         self.config = config
         self.file_size = config.mapped_file_size_commit_log
-        self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, self.file_size)
+        self.mapped_file_queue = MappedFileQueue(
+            config.commit_log_dir, self.file_size,
+            small_pages_while_appending=config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
         self.delay_levels = DelayLevels(config.message_delay_level)
         self.store_host = store_host
         self._store_ip, self._store_port = encode_host(store_host)
@@ -152,6 +154,7 @@ class CommitLog:
         return self.mapped_file_queue.load()
 
     def start(self) -> None:
+        self.mapped_file_queue.prepare_appends()
         self.flush_service.start()
         if self._warm_service is not None:
             self._warm_service.start()

@@ -26,9 +26,13 @@ _LONG = struct.Struct(">q")
 
 
 class MappedFileQueue:
-    def __init__(self, store_dir: Path, mapped_file_size: int) -> None:
+    def __init__(self, store_dir: Path, mapped_file_size: int, *, small_pages_while_appending: bool = False) -> None:
+        """``small_pages_while_appending``: the file appends go to keeps page-size folios
+        (MappedFile.set_appending), for a queue whose every append is flushed on its own
+        (SYNC_FLUSH). Others keep the kernel's large folios: fewer page faults per append."""
         self.store_dir = Path(store_dir)
         self.mapped_file_size = mapped_file_size
+        self._small_pages = small_pages_while_appending
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
         self.store_timestamp = 0  # store time of a record known to be flushed (the checkpoint's)
@@ -80,7 +84,9 @@ class MappedFileQueue:
 
     def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
         """The file to append to; with ``need_create`` a new one when there is none or the last
-        is full (the first one at ``start_offset`` rounded down to a file boundary)."""
+        is full (the first one at ``start_offset`` rounded down to a file boundary). With small
+        pages the file returned is in appending mode (MappedFile.set_appending); the one it
+        replaces no longer is."""
         files = self.mapped_files
         last = files[-1] if files else None
         if not need_create or (last is not None and not last.is_full()):
@@ -89,10 +95,19 @@ class MappedFileQueue:
             create_offset = start_offset - start_offset % self.mapped_file_size
         else:
             create_offset = last.file_from_offset + self.mapped_file_size
+            last.set_appending(False)
         mf = MappedFile(self.store_dir / offset_to_file_name(create_offset), self.mapped_file_size)
+        mf.set_appending(self._small_pages)
         with self._lock:
             self.mapped_files = [*self.mapped_files, mf]
         return mf
+
+    def prepare_appends(self) -> None:
+        """Appends are about to start (recovery is done): with small pages, the recovered
+        last file goes into appending mode unless it is full."""
+        files = self.mapped_files
+        if self._small_pages and files and not files[-1].is_full():
+            files[-1].set_appending(True)
 
     def find_mapped_file_by_offset(
         self, offset: int, return_first_on_not_found: bool = False

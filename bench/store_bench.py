@@ -248,7 +248,7 @@ def bench_sync_loop(root: Path, msgs: list[MessageExtBrokerInner], writers: int,
 
     async def run() -> float:
         loop = asyncio.get_running_loop()
-        acks = LoopAcks(loop, cl.config.sync_flush_timeout / 1000)
+        acks = LoopAcks(loop, cl.config.sync_flush_timeout / 1000, cl.open_flush_watch())
         put, put_async, ok = cl.put_message_acked, cl.put_message_async, PutMessageStatus.PUT_OK
 
         async def writer(chunk: list[MessageExtBrokerInner]) -> None:
@@ -268,7 +268,9 @@ def bench_sync_loop(root: Path, msgs: list[MessageExtBrokerInner], writers: int,
 
         cpu = time.thread_time()
         await asyncio.gather(*(writer(msgs[i * per : (i + 1) * per]) for i in range(writers)))
-        return time.thread_time() - cpu
+        cpu = time.thread_time() - cpu
+        acks.close()
+        return cpu
 
     start = time.perf_counter()
     cpu = asyncio.run(run())

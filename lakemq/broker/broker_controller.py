@@ -113,6 +113,7 @@ class BrokerController:
         self.consumer_manager: ConsumerManager | None = None
         self.hold_service: PullRequestHoldService | None = None
         self.transaction_check_service: TransactionalMessageCheckService | None = None
+        self._send_processor: SendMessageProcessor | None = None
         self.send_pool = BusinessPool(
             "SendMessageThread",
             broker_config.send_message_thread_pool_nums,
@@ -245,7 +246,7 @@ class BrokerController:
     def _register_processors(self, server: ProcessorRegistry) -> None:
         assert self.store is not None and self.consumer_manager is not None and self.hold_service is not None
         c = self.broker_config
-        send = SendMessageProcessor(
+        send = self._send_processor = SendMessageProcessor(
             c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool,
             self.metrics,
         )
@@ -337,6 +338,8 @@ class BrokerController:
             await self.hold_service.shutdown()
         await self.remoting_server.shutdown()
         await self.send_pool.shutdown()
+        if self._send_processor is not None:
+            self._send_processor.close()  # before the store: the loop stops watching its flushes
         await self.pull_pool.shutdown()
         for executor in self._executors:
             executor.shutdown(wait=True)

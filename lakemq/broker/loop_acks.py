@@ -1,17 +1,21 @@
 """Group-commit acknowledgements delivered to an asyncio event loop.
 
-Under SYNC_FLUSH the store's group-commit thread tells a sink, once per fdatasync, every put
-of that sink it covered. This sink hands the whole list to the loop with ONE
-call_soon_threadsafe (one self-pipe write, one loop wake-up), where each put's future gets
-its status: no thread parks per put, and no per-put hand-off between threads.
+Under SYNC_FLUSH the store tells a sink, once per fdatasync, every put of that sink it
+covered. With a FlushWatch (the usual case) the loop itself watches an eventfd the commit
+thread writes after each fdatasync and acknowledges on its own thread: no other thread takes
+the GIL to hand acknowledgements over. Without one, the group-commit thread hands the whole
+list to the loop with ONE call_soon_threadsafe. Either way each put's future gets its
+status; no thread parks per put.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import threading
 from typing import Any
 
+from lakemq.store.flush import FlushWatch
 from lakemq.store.results import PutMessageStatus
 
 __all__ = ["LoopAcks"]
@@ -20,11 +24,18 @@ __all__ = ["LoopAcks"]
 class LoopAcks:
     """The store's AckSink for one loop; tokens are futures made by :meth:`future`."""
 
-    __slots__ = ("_loop", "_timeout_s", "_timer", "_watched")
+    __slots__ = ("_flush_watch", "_loop", "_loop_thread", "_timeout_s", "_timer", "_watched")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float,
+                 flush_watch: FlushWatch | None = None) -> None:
+        """Made on the loop's thread. ``flush_watch`` (the store's open_flush_watch) is
+        watched by the loop until :meth:`close`."""
         self._loop = loop
+        self._loop_thread = threading.get_ident()
         self._timeout_s = timeout_s
+        self._flush_watch = flush_watch
+        if flush_watch is not None:
+            loop.add_reader(flush_watch.fd, flush_watch.on_readable)
         # (deadline, future) in deadline order: one timeout for all, so appending keeps it sorted.
         self._watched: collections.deque[tuple[float, asyncio.Future[PutMessageStatus]]] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -34,15 +45,26 @@ class LoopAcks:
 
     def watch(self, future: asyncio.Future[PutMessageStatus]) -> None:
         """Complete ``future`` with FLUSH_DISK_TIMEOUT if no acknowledgement came within the
-        timeout. The group commit times requests out too, but only between two fdatasyncs:
-        a disk stuck in one would hold every reply. Loop thread only."""
+        timeout. The group commit times requests out too, from its own thread; this timer
+        keeps the loop's replies on time even when that thread is held up. Loop thread only."""
         deadline = self._loop.time() + self._timeout_s
         self._watched.append((deadline, future))
         if self._timer is None:
             self._timer = self._loop.call_at(deadline, self._expire)
 
+    def close(self) -> None:
+        """Stop watching the store's flushes (loop thread). Puts still pending are answered
+        through the group-commit thread."""
+        watch, self._flush_watch = self._flush_watch, None
+        if watch is not None:
+            self._loop.remove_reader(watch.fd)
+            watch.close()
+
     def __call__(self, acks: list[tuple[Any, PutMessageStatus]]) -> None:
-        """Called on the group-commit thread."""
+        """Called on the loop's thread (its flush watch) or the group-commit thread."""
+        if threading.get_ident() == self._loop_thread:
+            self._resolve(acks)
+            return
         try:
             self._loop.call_soon_threadsafe(self._resolve, acks)
         except RuntimeError:  # the loop is closed: nobody awaits these any more

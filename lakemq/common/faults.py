@@ -20,7 +20,7 @@ import os
 import signal
 import time
 
-__all__ = ["STAGES", "append_stall_seconds", "crash_point", "slow_disk"]
+__all__ = ["STAGES", "append_stall_seconds", "crash_point", "slow_disk", "slow_disk_ms"]
 
 STAGES = ("before-write", "before-commit", "before-manifest", "during-retention")
 
@@ -31,9 +31,14 @@ def crash_point(stage: str) -> None:
 
 
 def slow_disk() -> None:
-    delay = os.environ.get("LAKEMQ_FAULT_FSYNC_DELAY_MS")
+    delay = slow_disk_ms()
     if delay:
-        time.sleep(int(delay) / 1000)
+        time.sleep(delay / 1000)
+
+
+def slow_disk_ms() -> int:
+    """The fsync delay in force (0: none); the SYNC_FLUSH commit thread sleeps it in C."""
+    return int(os.environ.get("LAKEMQ_FAULT_FSYNC_DELAY_MS") or 0)
 
 
 def append_stall_seconds() -> float:

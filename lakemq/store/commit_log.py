@@ -42,7 +42,13 @@ from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log_scan import DispatchRequest, iter_dispatch_requests, scan_valid_end
 from lakemq.store.config import FlushDiskType, StoreConfig
 from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
-from lakemq.store.flush import AckSink, FlushCommitLogService, FlushRealTimeService, GroupCommitService
+from lakemq.store.flush import (
+    AckSink,
+    FlushCommitLogService,
+    FlushRealTimeService,
+    FlushWatch,
+    GroupCommitService,
+)
 from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
 from lakemq.store.results import (
@@ -467,6 +473,12 @@ class CommitLog:
     @property
     def flushed_where(self) -> int:
         return self.mapped_file_queue.flushed_where
+
+    def open_flush_watch(self) -> FlushWatch | None:
+        """Under SYNC_FLUSH a FlushWatch, for an event loop that acknowledges its own puts
+        (GroupCommitService.open_watch); None under ASYNC_FLUSH."""
+        service = self.flush_service
+        return service.open_watch() if isinstance(service, GroupCommitService) else None
 
     def roll_next_file(self, offset: int) -> int:
         return self.mapped_file_queue.roll_next_file(offset)

@@ -7,22 +7,30 @@ these threads msync what has been published.
 from __future__ import annotations
 
 import logging
+import os
+import select
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from lakemq.common.faults import slow_disk_ms
+from lakemq.store._group_commit import CommitThread
 from lakemq.store.checkpoint import StoreCheckpoint
+from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
 from lakemq.store.results import PutMessageStatus
 from lakemq.store.service_thread import ServiceThread
 
-__all__ = ["AckSink", "FlushCommitLogService", "FlushListener", "FlushRealTimeService", "GroupCommitService"]
+__all__ = ["AckSink", "FlushCommitLogService", "FlushListener", "FlushRealTimeService", "FlushWatch", "GroupCommitService"]
 
 log = logging.getLogger(__name__)
 
 # A stopping flusher retries this many times so a slow disk does not lose the tail.
 _SHUTDOWN_FLUSH_RETRIES = 10
+# The group commit's thread wakes at least this often to time requests out.
+_POLL_MS = 10
 
 
 Completion = Callable[[PutMessageStatus], None]
@@ -44,6 +52,13 @@ def _call_each(acks: list[tuple[Any, PutMessageStatus]]) -> None:
     """The sink of single completion callbacks (on_put_async)."""
     for complete, status in acks:
         complete(status)
+
+
+def _close_commit(commit: CommitThread, notify_fd: int) -> None:
+    """A service dropped without a shutdown (never started, in tests): the thread stops
+    before its eventfd closes, so it never writes to a reused descriptor."""
+    commit.stop()
+    os.close(notify_fd)
 
 
 class FlushCommitLogService(Protocol):
@@ -91,32 +106,82 @@ class _Flusher(ServiceThread):
 
 
 class GroupCommitService(_Flusher):
-    """SYNC_FLUSH: a put is acknowledged once ``flushed_where`` passes its end. Each waiting
-    put leaves a request (end offset, deadline, the sink to tell and its token); one
-    fdatasync then covers everything appended so far, and the service completes exactly the
-    requests it covered, each sink once per commit with the list of its tokens: a parked
-    thread per blocking put, but one hand-off per commit for a caller that batches (the
-    broker's event loop). While there is more to flush the service goes straight on; puts
-    wake it only when it sleeps (an Event.set per put costs more than the rest of the
-    hand-off). A request still uncovered at its deadline completes with FLUSH_DISK_TIMEOUT;
-    at shutdown, after the last flush, every request still pending completes."""
+    """SYNC_FLUSH: a put is acknowledged once ``flushed_where`` passes its end.
+
+    The fdatasyncs are the compiled commit thread's (lakemq/store/_group_commit.pyx): every
+    put publishes its end to it, and it flushes whatever was published, one fdatasync after
+    another, without the GIL, so appends on the event loop and flushes overlap. This
+    service's thread hears of each finished flush on an eventfd; it moves ``flushed_where``
+    and completes exactly the requests (end offset, deadline, the sink to tell and its
+    token) that the flush covered, each sink once per wake with the list of its tokens: a
+    parked thread per blocking put, but one hand-off per commit for a caller that batches
+    (the broker's event loop). A request still uncovered at its deadline completes with
+    FLUSH_DISK_TIMEOUT; at shutdown the commit thread flushes what was published, then
+    every request still pending completes."""
 
     def __init__(self, queue: MappedFileQueue, timeout_ms: int, checkpoint: StoreCheckpoint | None = None) -> None:
         super().__init__("GroupCommitService", queue, checkpoint)
         self._timeout_s = timeout_ms / 1000
         self._requests_lock = threading.Lock()
         self._requests: list[tuple[int, float, AckSink, Any]] = []
-        self._sleeping = True  # until the loop runs, any put wakes it
         self._closed = False  # set with the last release: no request is taken after it
-        self.flush_count = 0
+        self._advance_lock = threading.Lock()
+        self._watches: list[FlushWatch] = []
+        self._notify_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._commit = CommitThread(self._notify_fd, queue.flushed_where)
+        # Not at exit: a daemon flush thread may still poll the eventfd then.
+        weakref.finalize(self, _close_commit, self._commit, self._notify_fd).atexit = False
+        # (store time, end offset) read in that order: once flushed_where passes the end,
+        # a record of that store time is durable (the checkpoint's physic timestamp).
+        self._stamp: tuple[int, int] | None = None
+
+    @property
+    def flush_count(self) -> int:
+        return self._commit.flush_count
+
+    def start(self) -> None:
+        queue = self._queue
+        for mf in queue.mapped_files:
+            if mf.file_end_offset > queue.flushed_where:
+                self._commit.add_file(mf.fileno(), mf.file_from_offset, mf.file_end_offset)
+        queue.on_file_created = self._file_created
+        super().start()
+
+    def _file_created(self, mf: MappedFile) -> None:
+        self._commit.add_file(mf.fileno(), mf.file_from_offset, mf.file_end_offset)
+
+    def open_watch(self) -> FlushWatch:
+        """For an event loop that acknowledges its own puts: a FlushWatch whose eventfd is
+        readable after every flush. While a watch is open, flushes are announced to the
+        watches only; this service's thread then wakes every 10 ms to time requests out."""
+        watch = FlushWatch(self)
+        with self._advance_lock:
+            self._watches.append(watch)
+            self._commit.set_notify_fds([w.fd for w in self._watches])
+        return watch
+
+    def _close_watch(self, watch: FlushWatch) -> None:
+        with self._advance_lock:
+            if watch in self._watches:
+                self._watches.remove(watch)
+            self._commit.set_notify_fds([w.fd for w in self._watches] or [self._notify_fd])
+
+    def release_flushed(self) -> None:
+        """Acknowledge what the commit thread has made durable, on the calling thread (a
+        watch's owner calls this when its eventfd is readable)."""
+        self._advance()
+        if self._requests:
+            self._release(final=False)
 
     def on_put(self, next_offset: int, wait: bool) -> PutMessageStatus:
-        if not wait or self._queue.flushed_where >= next_offset or self.stopped:
+        if not wait or self.stopped:
             return self._immediate(next_offset, wait)
         done = threading.Lock()
         done.acquire()
-        if self._enqueue(next_offset, _release_parked, done):
-            done.acquire(timeout=self._timeout_s)
+        status = self._enqueue(next_offset, _release_parked, done)
+        if status is not None:
+            return status
+        done.acquire(timeout=self._timeout_s)
         if self._queue.flushed_where >= next_offset:
             return PutMessageStatus.PUT_OK
         return PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -128,56 +193,82 @@ class GroupCommitService(_Flusher):
 
     def on_put_acked(self, next_offset: int, wait: bool, sink: AckSink,
                      token: Any) -> PutMessageStatus | None:
-        if not wait or self._queue.flushed_where >= next_offset or self.stopped:
+        if not wait or self.stopped:
             return self._immediate(next_offset, wait)
-        if self._enqueue(next_offset, sink, token):
-            return None
+        return self._enqueue(next_offset, sink, token)
+
+    def _immediate(self, next_offset: int, wait: bool) -> PutMessageStatus:
+        self._commit.publish(next_offset)
+        if not wait or self._queue.flushed_where >= next_offset:
+            return PutMessageStatus.PUT_OK
+        return PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+    def _enqueue(self, next_offset: int, sink: AckSink, token: Any) -> PutMessageStatus | None:
+        """None once the request is queued; otherwise its status now: flushed already, or
+        the service has completed its last requests (a put that raced the shutdown)."""
+        self._commit.publish(next_offset)
+        with self._requests_lock:
+            # Checked under the lock: the flush thread moves flushed_where before it takes
+            # the requests, so a request it would not see is answered here.
+            if self._queue.flushed_where >= next_offset:
+                return PutMessageStatus.PUT_OK
+            if not self._closed:
+                self._requests.append((next_offset, time.monotonic() + self._timeout_s, sink, token))
+                return None
         if self._queue.flushed_where >= next_offset:
             return PutMessageStatus.PUT_OK
         return PutMessageStatus.FLUSH_DISK_TIMEOUT
 
-    def _immediate(self, next_offset: int, wait: bool) -> PutMessageStatus:
-        if not wait:
-            if self._sleeping:
-                self.wakeup()
-            return PutMessageStatus.PUT_OK
-        if self._queue.flushed_where >= next_offset:
-            return PutMessageStatus.PUT_OK
-        return PutMessageStatus.SERVICE_NOT_AVAILABLE
-
-    def _enqueue(self, next_offset: int, sink: AckSink, token: Any) -> bool:
-        """False once the service has completed its last requests (a put that raced the
-        shutdown): nobody would complete this one, the caller answers it now."""
-        with self._requests_lock:
-            if self._closed:
-                return False
-            self._requests.append((next_offset, time.monotonic() + self._timeout_s, sink, token))
-        if self._sleeping:
-            self.wakeup()
-        return True
-
     def run(self) -> None:
-        queue = self._queue
-        while not self.stopped:
-            self._commit()
-            if queue.flushed_where < queue.get_max_offset():
-                continue  # appended while flushing: flush again at once
-            # Clear, announce, re-check, then wait: a put that saw _sleeping False has queued
-            # its request before the re-check; one that saw it True sets the event.
-            self._wake_event.clear()
-            self._sleeping = True
-            if queue.flushed_where >= queue.get_max_offset():
-                self._wake_event.wait(0.01)
-            self._sleeping = False
-        self._final_flush()
-        self._release(final=True)
+        commit, poller = self._commit, select.poll()
+        poller.register(self._notify_fd, select.POLLIN)
+        commit.start()
+        reported_error = 0
+        try:
+            while not self.stopped:
+                commit.delay_us = slow_disk_ms() * 1000
+                if poller.poll(_POLL_MS):
+                    os.eventfd_read(self._notify_fd)
+                self._advance()
+                if commit.error != reported_error:
+                    reported_error = commit.error
+                    if reported_error:
+                        log.error("group commit: fdatasync of the CommitLog failed: %s; retrying",
+                                  os.strerror(reported_error))
+                if self._requests:
+                    self._release(final=False)
+        finally:
+            commit.stop()  # flushes everything published first
+            for watch in list(self._watches):
+                watch.close()
+            self._advance()
+            self._final_flush()
+            self._release(final=True)
 
-    def _commit(self) -> None:
-        if self._queue.flushed_where < self._queue.get_max_offset():
-            self._flush(0)
-            self.flush_count += 1
-        if self._requests:
-            self._release(final=False)
+    def _advance(self) -> None:
+        """Take what the commit thread made durable: flushed_where, the checkpoint's store
+        time, and the flush listener."""
+        with self._advance_lock:  # the service thread and watches' owners both advance
+            self._advance_locked()
+
+    def _advance_locked(self) -> None:
+        queue = self._queue
+        queue.flushed_where = max(queue.flushed_where, self._commit.flushed)
+        stamp = self._stamp
+        if stamp is not None and queue.flushed_where >= stamp[1]:
+            queue.store_timestamp = stamp[0]
+            if self._checkpoint is not None and stamp[0]:
+                self._checkpoint.physic_msg_timestamp = stamp[0]
+            stamp = None
+        if stamp is None:
+            last = queue.get_last_mapped_file(need_create=False)
+            if last is not None and last.store_timestamp:
+                self._stamp = (last.store_timestamp, queue.get_max_offset())
+        listener = self.flush_listener
+        flushes = self._commit.take_flushes()
+        if listener is not None:
+            for seconds, flushed_bytes in flushes:
+                listener(seconds, flushed_bytes)
 
     def _release(self, *, final: bool) -> None:
         with self._requests_lock:
@@ -210,6 +301,38 @@ class GroupCommitService(_Flusher):
                 sink(acks)
             except Exception:  # one broken caller must not stop acknowledgements for the rest
                 log.exception("group commit: acknowledging %d put(s) failed", len(acks))
+
+
+class FlushWatch:
+    """An eventfd readable after every group commit (GroupCommitService.open_watch): its
+    owner, an event loop, calls :meth:`on_readable` when it is, and so acknowledges the puts
+    the commit covered on its own thread, with no hand-off from another."""
+
+    def __init__(self, service: GroupCommitService) -> None:
+        self._service = service
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._closed = False
+
+    def on_readable(self) -> None:
+        if self._closed:
+            return
+        try:
+            os.eventfd_read(self.fd)
+        except BlockingIOError:  # already read
+            return
+        self._service.release_flushed()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop watching; flushes are announced to the service's own thread again."""
+        if self._closed:
+            return
+        self._closed = True
+        self._service._close_watch(self)
+        os.close(self.fd)
 
 
 class FlushRealTimeService(_Flusher):

@@ -75,6 +75,9 @@ class MappedFile:
     def file_end_offset(self) -> int:
         return self.file_from_offset + self.file_size
 
+    def fileno(self) -> int:
+        return self._fd
+
     def remaining(self) -> int:
         return self.file_size - self.wrote_position
 

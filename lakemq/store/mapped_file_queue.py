@@ -12,6 +12,7 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from lakemq.errors import CorruptFileError
@@ -36,6 +37,9 @@ class MappedFileQueue:
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
         self.store_timestamp = 0  # store time of a record known to be flushed (the checkpoint's)
+        # Told of every file get_last_mapped_file creates, before anything is appended to it
+        # (the SYNC_FLUSH commit thread flushes it by its descriptor).
+        self.on_file_created: Callable[[MappedFile], None] | None = None
         self._lock = threading.Lock()
 
     # -- loading -----------------------------------------------------------------------------
@@ -98,6 +102,12 @@ class MappedFileQueue:
             last.set_appending(False)
         mf = MappedFile(self.store_dir / offset_to_file_name(create_offset), self.mapped_file_size)
         mf.set_appending(self._small_pages)
+        if self.on_file_created is not None:
+            try:
+                self.on_file_created(mf)
+            except BaseException:
+                mf.close()  # not in the queue: appends must not land where nobody flushes
+                raise
         with self._lock:
             self.mapped_files = [*self.mapped_files, mf]
         return mf

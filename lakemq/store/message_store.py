@@ -35,7 +35,7 @@ from lakemq.store.dispatch import (
     dispatch_to,
 )
 from lakemq.store.filter import MessageFilter
-from lakemq.store.flush import AckSink, FlushListener
+from lakemq.store.flush import AckSink, FlushListener, FlushWatch
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult
 from lakemq.store.index_service import IndexService
 from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService
@@ -437,8 +437,12 @@ class MessageStore:
 
     def set_flush_listener(self, listener: FlushListener | None) -> None:
         """``listener(seconds, bytes)`` after every CommitLog flush that wrote something, on
-        the flush thread (so it must be quick)."""
+        the flush thread or a flush watch's owner (so it must be quick and thread-safe)."""
         self.commit_log.flush_service.flush_listener = listener
+
+    def open_flush_watch(self) -> FlushWatch | None:
+        """See CommitLog.open_flush_watch."""
+        return self.commit_log.open_flush_watch()
 
     def execute_delete_files_manually(self) -> None:
         self.clean_service.trigger_manual_delete()

@@ -120,6 +120,7 @@ async def test_a_stuck_fdatasync_answers_flush_disk_timeout_at_the_deadline(
         first = await client.invoke(addr, send_request("Stuck", b"healthy"), 5.0)
         assert first.code == ResponseCode.SUCCESS, first.remark
         monkeypatch.setenv("LAKEMQ_FAULT_FSYNC_DELAY_MS", "2000")
+        await asyncio.sleep(0.05)  # the store passes the delay to its commit thread within 10 ms
         started = time.monotonic()
         late = await client.invoke(addr, send_request("Stuck", b"slow"), 5.0)
         waited = time.monotonic() - started

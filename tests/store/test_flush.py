@@ -5,7 +5,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.store.store_helpers import make_message
+import pytest
 
 from lakemq.store.checkpoint import CHECKPOINT_FILE_SIZE, StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
@@ -13,6 +13,7 @@ from lakemq.store.config import FlushDiskType
 from lakemq.store.flush import FlushRealTimeService, GroupCommitService
 from lakemq.store.mapped_file_queue import MappedFileQueue
 from lakemq.store.results import PutMessageStatus
+from tests.store.store_helpers import make_message
 
 Open = Callable[..., CommitLog]
 
@@ -114,24 +115,37 @@ def test_async_put_completes_when_flushed(open_commit_log: Open) -> None:
     assert refused.status is PutMessageStatus.MESSAGE_ILLEGAL
 
 
-def test_async_put_flushed_or_timed_out(tmp_path: Path) -> None:
+def test_async_put_flushed_or_timed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     queue = MappedFileQueue(tmp_path, 1 << 16)
     service = GroupCommitService(queue, timeout_ms=50)
-    queue.get_last_mapped_file().append(b"x" * 10)  # type: ignore[union-attr]
+    mf = queue.get_last_mapped_file()
+    assert mf is not None
+    mf.append(b"x" * 10)
     statuses: dict[str, PutMessageStatus] = {}
     service.on_put_async(10, True, lambda s: statuses.__setitem__("flushed", s))
     assert statuses == {}  # pending until the service runs
-    # An end the log never reaches (a stuck disk, as far as the waiter can tell).
-    service.on_put_async(100, True, lambda s: statuses.__setitem__("stuck", s))
     service.start()
-    deadline = time.monotonic() + 5
-    while len(statuses) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert statuses == {"flushed": PutMessageStatus.PUT_OK, "stuck": PutMessageStatus.FLUSH_DISK_TIMEOUT}
+    _wait_for(lambda: "flushed" in statuses)
+    assert statuses["flushed"] is PutMessageStatus.PUT_OK
+    # A stuck disk: the next fdatasync takes longer than the timeout.
+    monkeypatch.setenv("LAKEMQ_FAULT_FSYNC_DELAY_MS", "400")
+    time.sleep(0.05)  # the service passes the delay to its commit thread within 10 ms
+    mf.append(b"y" * 10)
+    service.on_put_async(20, True, lambda s: statuses.__setitem__("stuck", s))
+    _wait_for(lambda: "stuck" in statuses)
+    assert statuses["stuck"] is PutMessageStatus.FLUSH_DISK_TIMEOUT
+    assert queue.flushed_where < 20
     service.on_put_async(5, False, lambda s: statuses.__setitem__("no_wait", s))
     assert statuses["no_wait"] is PutMessageStatus.PUT_OK
     service.shutdown()
+    assert queue.flushed_where == 20  # the last flush still made it durable
     queue.shutdown()
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def test_flush_listener_hears_every_flushed_byte(open_commit_log: Open) -> None:

@@ -10,8 +10,8 @@ PutMessageStatus to a response code. Under ASYNC_FLUSH a put to a known topic is
 into the mapped CommitLog and is done on the event loop; a put that writes files (a topic or
 a DLQ config created), and every SYNC_FLUSH put, runs in the send pool with its fast
 failure. Under SYNC_FLUSH no thread waits for the disk: the pool thread appends, and the reply
-waits on the loop for the group commit, which hands each fdatasync's acknowledgements to the
-loop at once (lakemq.broker.loop_acks; docs/SYNC_FLUSH.md).
+waits on the loop for the group commit: the loop watches the commit thread's eventfd and
+acknowledges each fdatasync's puts itself (lakemq.broker.loop_acks; docs/SYNC_FLUSH.md).
 """
 
 from __future__ import annotations
@@ -152,6 +152,11 @@ class SendMessageProcessor:
         )
         self._cluster_suffix = self._cluster_property.encode()
 
+    def close(self) -> None:
+        """On the loop, once no send is taken any more."""
+        if self._acks is not None:
+            self._acks.close()
+
     def reject_request(self) -> bool:
         busy = self._store.commit_log.is_os_page_cache_busy()
         if busy:
@@ -188,7 +193,7 @@ class SendMessageProcessor:
         acks = self._acks
         if acks is None:
             timeout_s = self._store.config.sync_flush_timeout / 1000
-            acks = self._acks = LoopAcks(asyncio.get_running_loop(), timeout_s)
+            acks = self._acks = LoopAcks(asyncio.get_running_loop(), timeout_s, self._store.open_flush_watch())
         return acks.future()
 
     async def _send_pooled(

@@ -1,0 +1,111 @@
+"""LoopAcks with the store's FlushWatch: SYNC_FLUSH puts made on an event loop are acknowledged
+by the loop itself when the commit thread's eventfd turns readable (no other thread hands
+them over), each only once flushed; closing the watch hands acknowledgements back to the
+group-commit thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakemq.broker.loop_acks import LoopAcks
+from lakemq.common.message import MessageExtBrokerInner
+from lakemq.store.commit_log import CommitLog
+from lakemq.store.config import FlushDiskType, StoreConfig
+from lakemq.store.flush import FlushWatch
+from lakemq.store.results import PutMessageStatus
+
+
+class SpyAcks(LoopAcks):
+    """Records the thread of every delivery and the flushed position at that moment."""
+
+    def __init__(self, cl: CommitLog, watch: FlushWatch | None) -> None:
+        super().__init__(asyncio.get_running_loop(), 5.0, watch)
+        self.cl = cl
+        self.deliveries: list[tuple[int, int]] = []
+
+    def __call__(self, acks: list[tuple[Any, PutMessageStatus]]) -> None:
+        self.deliveries.append((threading.get_ident(), self.cl.flushed_where))
+        super().__call__(acks)
+
+
+@pytest.fixture
+def sync_log(tmp_path: Path) -> Iterator[CommitLog]:
+    config = StoreConfig(store_path_root_dir=str(tmp_path), flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                         mapped_file_size_commit_log=1 << 20)
+    cl = CommitLog(config)
+    cl.load()
+    cl.recover_normally()
+    cl.start()
+    yield cl
+    cl.shutdown()
+
+
+async def _put_all(cl: CommitLog, acks: LoopAcks, writers: int = 8, each: int = 20) -> list[tuple[int, PutMessageStatus]]:
+    """``writers`` coroutines each putting and awaiting ``each`` messages; (end, status) per put."""
+    out: list[tuple[int, PutMessageStatus]] = []
+
+    async def writer(n: int) -> None:
+        for i in range(each):
+            future = acks.future()
+            msg = MessageExtBrokerInner(topic="LoopAcks", body=f"{n}-{i}".encode() * 20, queue_id=n % 4)
+            result, pending = cl.put_message_acked(msg, acks, future)
+            assert result.append_result is not None
+            if pending:
+                acks.watch(future)
+                status = await future
+            else:
+                status = result.status
+            assert cl.flushed_where >= result.append_result.next_offset  # acknowledged means flushed
+            out.append((result.append_result.next_offset, status))
+
+    await asyncio.gather(*(writer(n) for n in range(writers)))
+    return out
+
+
+async def test_the_loop_acknowledges_its_own_puts(sync_log: CommitLog) -> None:
+    acks = SpyAcks(sync_log, sync_log.open_flush_watch())
+    try:
+        results = await _put_all(sync_log, acks)
+    finally:
+        acks.close()
+    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 160
+    assert acks.deliveries, "no put waited for a flush"
+    loop_thread = threading.get_ident()
+    assert {thread for thread, _ in acks.deliveries} == {loop_thread}
+
+
+async def test_closing_the_watch_hands_acknowledgements_back(sync_log: CommitLog) -> None:
+    watch = sync_log.open_flush_watch()
+    assert watch is not None
+    acks = SpyAcks(sync_log, watch)
+    acks.close()
+    watch.on_readable()  # a late wake-up after the close is ignored
+    results = await _put_all(sync_log, acks, writers=4, each=10)
+    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 40
+    assert acks.deliveries
+    assert threading.get_ident() not in {thread for thread, _ in acks.deliveries}  # the service's thread
+
+
+def test_a_watch_left_open_is_closed_by_the_store(tmp_path: Path) -> None:
+    config = StoreConfig(store_path_root_dir=str(tmp_path), flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    cl = CommitLog(config)
+    cl.load()
+    cl.recover_normally()
+    cl.start()
+    watch = cl.open_flush_watch()
+    assert watch is not None
+    cl.shutdown()
+    assert watch.closed
+    watch.on_readable()  # a loop that still watches it gets nothing, and no error
+
+
+def test_async_flush_has_no_watch(tmp_path: Path) -> None:
+    cl = CommitLog(StoreConfig(store_path_root_dir=str(tmp_path)))
+    cl.load()
+    assert cl.open_flush_watch() is None

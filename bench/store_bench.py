@@ -54,22 +54,23 @@ Reading the table:
   entries in C and writes the IndexFile entries and slots with the GIL released: under a
   microsecond of CPU per record. The "drained" rows wait until ConsumeQueue and IndexFile
   caught up, so they count put + dispatch.
-- SYNC_FLUSH with 64 blocking writer threads: every acknowledged put is an OS thread
+- SYNC_FLUSH: the fdatasyncs are a commit thread's, in C (lakemq/store/_group_commit.pyx):
+  every put publishes its end offset, and the thread flushes whatever was published, one
+  fdatasync after another, without the GIL, so appends overlap the flush in progress
+  (docs/SYNC_FLUSH.md). Each writer waits for that flush to end and then for its own, so
+  the rate is about (puts per fdatasync) / (fdatasync time), with the fdatasyncs back to
+  back. The "asyncio loop" row is the broker's way: the loop appends, watches the commit
+  thread's eventfd (FlushWatch) and acknowledges its own puts, with no other thread taking
+  the GIL to hand them over. The "one thread hand-off per put" row is the same writers
+  through a concurrent Future per put (put_message_async): one self-pipe write and loop
+  wake-up per put. With 64 blocking writer threads every acknowledged put is an OS thread
   wake-up plus a GIL hand-off (the writers spend over 95% of their time parked).
-  The broker does not wait that way: its send pool thread appends and the send awaits its
-  acknowledgement on the event loop (docs/SYNC_FLUSH.md). The group-commit
-  thread hands all the puts one fdatasync covered to the loop with ONE
-  call_soon_threadsafe; that is the "asyncio loop" row. The "one thread hand-off per put"
-  row is the same writers through a concurrent Future per put (what put_message_async
-  offers): one self-pipe write and loop wake-up per put.
-- With 64 writers at most 64 puts are in flight, so each cycle (64 appends on the loop,
-  one fdatasync, one hand-off) carries at most 64 puts: the rate is 64 / cycle time.
-  fdatasync of ~70 KB took 0.4 ms on a quiet disk and 1.3-2.5 ms while the neighbours
-  loaded it (strace -T); the loop's CPU per put (append + future + await, 11-14 us) is
-  the rest. With the store on tmpfs (fdatasync free) the same loop ran 61,000-66,000 msg/s:
-  the CPU bound of this writer model on this machine.
-  Lowering the GIL switch interval (1 ms, 0.2 ms) or yielding the GIL after waking the
-  flusher splits the cycle into more, smaller fdatasyncs and measured slower here.
+- Under SYNC_FLUSH the CommitLog file being appended to is mapped MADV_RANDOM. On this
+  kernel (Linux 6.18) readahead otherwise fills the page cache with 2 MiB folios, and a
+  folio is written back whole: once ~20 MB of a file were written, each fdatasync of 64
+  puts (70 KB) wrote 2.1 MB (4,236 sectors in /sys/block/vda/stat, 161 with MADV_RANDOM)
+  and took 1.2-1.9 ms instead of 0.35-0.4. The cost: a page fault per 4 KiB page instead
+  of per folio, about 1.6 us more CPU per 1 KiB put, so ASYNC_FLUSH keeps large folios.
 - Recovery walks records with one unpack each and the ISA-L CRC.
 - This VM is shared with other jobs: figures move by about +-30% between runs, more while
   neighbours run test suites (load average 5-12 during this work)."""

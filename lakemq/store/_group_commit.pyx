@@ -38,6 +38,13 @@ cdef extern from "<pthread.h>" nogil:
         pass
     ctypedef struct pthread_cond_t:
         pass
+    ctypedef struct pthread_condattr_t:
+        pass
+    int pthread_condattr_init(pthread_condattr_t *attr)
+    int pthread_condattr_setclock(pthread_condattr_t *attr, int clock_id)
+    int pthread_condattr_destroy(pthread_condattr_t *attr)
+    int pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex, const timespec *abstime)
+    int pthread_cond_broadcast(pthread_cond_t *cond)
     int pthread_create(pthread_t *thread, const void *attr, void *(*start)(void *) noexcept nogil, void *arg)
     int pthread_join(pthread_t thread, void **result)
     int pthread_mutex_init(pthread_mutex_t *mutex, const void *attr)
@@ -67,6 +74,8 @@ cdef struct Segment:
 cdef struct State:
     pthread_mutex_t lock
     pthread_cond_t work
+    pthread_cond_t advanced  # broadcast after every flush and when the thread ends
+    bint ended
     Segment *head
     Segment *tail
     int64_t published
@@ -149,12 +158,15 @@ cdef void *_commit_loop(void *arg) noexcept nogil:
         s.record_bytes[i] += target - s.flushed
         s.flush_count += 1
         s.flushed = target
+        pthread_cond_broadcast(&s.advanced)
         # Under the lock (an eventfd write does not block): once set_notify_fds returns,
         # a descriptor it replaced is never written again, so its owner may close it.
         for i in range(s.notify_count):
             write(s.notify_fds[i], &one, sizeof(one))
     while s.head != NULL:
         _drop_head(s)
+    s.ended = True
+    pthread_cond_broadcast(&s.advanced)
     pthread_mutex_unlock(&s.lock)
     return NULL
 
@@ -173,8 +185,14 @@ cdef class CommitThread:
         if self._s == NULL:
             raise MemoryError()
         s = self._s
+        cdef pthread_condattr_t monotonic
         pthread_mutex_init(&s.lock, NULL)
         pthread_cond_init(&s.work, NULL)
+        pthread_condattr_init(&monotonic)
+        pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC)
+        pthread_cond_init(&s.advanced, &monotonic)
+        pthread_condattr_destroy(&monotonic)
+        s.ended = False
         s.head = s.tail = NULL
         s.published = s.flushed = flushed
         s.idle = s.stopping = False
@@ -193,6 +211,7 @@ cdef class CommitThread:
         while self._s.head != NULL:
             _drop_head(self._s)
         pthread_cond_destroy(&self._s.work)
+        pthread_cond_destroy(&self._s.advanced)
         pthread_mutex_destroy(&self._s.lock)
         free(self._s)
         self._s = NULL
@@ -269,6 +288,26 @@ cdef class CommitThread:
             if s.idle:
                 pthread_cond_signal(&s.work)
         pthread_mutex_unlock(&s.lock)
+
+    def wait_flushed(self, int64_t offset, double timeout_s) -> bool:
+        """Block, without the GIL, until the log is durable up to ``offset``; False if it
+        is not within ``timeout_s`` (or the thread ended first)."""
+        cdef timespec deadline
+        cdef int64_t ns
+        cdef bint ok
+        s = self._s
+        with nogil:
+            clock_gettime(CLOCK_MONOTONIC, &deadline)
+            ns = deadline.tv_nsec + <int64_t>(timeout_s * 1e9)
+            deadline.tv_sec += ns // 1000000000
+            deadline.tv_nsec = ns % 1000000000
+            pthread_mutex_lock(&s.lock)
+            while s.flushed < offset and not s.ended:
+                if pthread_cond_timedwait(&s.advanced, &s.lock, &deadline) != 0:
+                    break  # ETIMEDOUT
+            ok = s.flushed >= offset
+            pthread_mutex_unlock(&s.lock)
+        return ok
 
     def take_flushes(self) -> list:
         """(seconds, bytes) of every fdatasync since the last call (past MAX_RECORDS, the

@@ -42,12 +42,6 @@ AckSink = Callable[[list[tuple[Any, PutMessageStatus]]], None]
 FlushListener = Callable[[float, int], None]
 
 
-def _release_parked(acks: list[tuple[Any, PutMessageStatus]]) -> None:
-    """The sink of blocking puts: each parks on a lock and reads ``flushed_where`` itself."""
-    for lock, _ in acks:
-        lock.release()
-
-
 def _call_each(acks: list[tuple[Any, PutMessageStatus]]) -> None:
     """The sink of single completion callbacks (on_put_async)."""
     for complete, status in acks:
@@ -113,9 +107,9 @@ class GroupCommitService(_Flusher):
     another, without the GIL, so appends on the event loop and flushes overlap. This
     service's thread hears of each finished flush on an eventfd; it moves ``flushed_where``
     and completes exactly the requests (end offset, deadline, the sink to tell and its
-    token) that the flush covered, each sink once per wake with the list of its tokens: a
-    parked thread per blocking put, but one hand-off per commit for a caller that batches
-    (the broker's event loop). A request still uncovered at its deadline completes with
+    token) that the flush covered, each sink once per wake with the list of its tokens (one
+    hand-off per commit for a caller that batches, such as an event loop). A blocking put
+    waits on the commit thread directly. A request still uncovered at its deadline completes with
     FLUSH_DISK_TIMEOUT; at shutdown the commit thread flushes what was published, then
     every request still pending completes."""
 
@@ -176,15 +170,15 @@ class GroupCommitService(_Flusher):
     def on_put(self, next_offset: int, wait: bool) -> PutMessageStatus:
         if not wait or self.stopped:
             return self._immediate(next_offset, wait)
-        done = threading.Lock()
-        done.acquire()
-        status = self._enqueue(next_offset, _release_parked, done)
-        if status is not None:
-            return status
-        done.acquire(timeout=self._timeout_s)
-        if self._queue.flushed_where >= next_offset:
-            return PutMessageStatus.PUT_OK
-        return PutMessageStatus.FLUSH_DISK_TIMEOUT
+        # A blocking put waits on the commit thread itself (in C, without the GIL): no
+        # request, no hand-off through this service's thread.
+        commit = self._commit
+        commit.publish(next_offset)
+        if not commit.wait_flushed(next_offset, self._timeout_s):
+            return PutMessageStatus.FLUSH_DISK_TIMEOUT
+        with self._advance_lock:
+            self._queue.flushed_where = max(self._queue.flushed_where, commit.flushed)
+        return PutMessageStatus.PUT_OK
 
     def on_put_async(self, next_offset: int, wait: bool, complete: Completion) -> None:
         status = self.on_put_acked(next_offset, wait, _call_each, complete)

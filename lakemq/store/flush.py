@@ -267,7 +267,8 @@ class GroupCommitService(_Flusher):
     def _release(self, *, final: bool) -> None:
         with self._requests_lock:
             requests, self._requests = self._requests, []
-            self._closed = final
+            if final:
+                self._closed = True
         flushed = self._queue.flushed_where
         now = time.monotonic()
         pending = []
@@ -289,7 +290,12 @@ class GroupCommitService(_Flusher):
                 acks.append((token, status))
         if pending:
             with self._requests_lock:
-                self._requests[:0] = pending
+                closed = self._closed
+                if not closed:
+                    self._requests[:0] = pending
+            if closed:  # the final release ran meanwhile (on the service's thread): answer now
+                for _, _, sink, token in pending:
+                    by_sink.setdefault(sink, []).append((token, timeout))
         for sink, acks in by_sink.items():
             try:
                 sink(acks)

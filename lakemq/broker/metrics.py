@@ -76,7 +76,8 @@ class BrokerMetrics:
             ["broker", "topic"], buckets=COLD_READ_BUCKETS, registry=r)
 
     def record_flush(self, seconds: float, flushed_bytes: int) -> None:
-        """The store's flush listener (called on its flush thread)."""
+        """The store's flush listener (called on its group-commit or flush thread, or by a
+        flush watch's owner)."""
         self.flush_latency_seconds.labels(self.broker).observe(seconds)
         self.flush_bytes.labels(self.broker).inc(flushed_bytes)
 

@@ -90,7 +90,7 @@ _FutureToken = tuple[Future[PutMessageResult], PutMessageResult]
 
 
 def _complete_futures(acks: list[tuple[_FutureToken, PutMessageStatus]]) -> None:
-    """put_message_async's sink: a commit's futures completed in one pass on the flush thread."""
+    """put_message_async's sink: a release's futures completed in one pass."""
     for (future, result), status in acks:
         future.set_result(result if status is PutMessageStatus.PUT_OK
                           else PutMessageResult(status, result.append_result))
@@ -218,9 +218,10 @@ class CommitLog:
     def put_message_acked(self, msg: MessageExtBrokerInner, sink: AckSink,
                           token: object) -> tuple[PutMessageResult, bool]:
         """Append one message now. Returns (result, pending): if pending, the put waits for
-        the group commit and ``sink`` receives ``(token, status)`` on the flush thread, in
-        one list with every other put of that sink the same fdatasync covered (status
-        PUT_OK or FLUSH_DISK_TIMEOUT); otherwise ``result`` is already final."""
+        the group commit and ``sink`` receives ``(token, status)`` on the group-commit thread
+        (or a flush watch's owner), in one list with every other put of that sink the same
+        release covered (status PUT_OK or FLUSH_DISK_TIMEOUT); otherwise ``result`` is
+        already final."""
         return self._ack_later(self._append_message(msg), msg.wait_store_msg_ok, sink, token)
 
     def put_messages_acked(self, msgs: Sequence[MessageExtBrokerInner], sink: AckSink,

@@ -34,9 +34,10 @@ _POLL_MS = 10
 
 
 Completion = Callable[[PutMessageStatus], None]
-# Takes every acknowledgement one commit produced for it at once: (token, status) pairs, on the
-# group-commit thread, so it must be quick and must not raise (an asyncio caller hands the
-# whole list to its loop with one call_soon_threadsafe).
+# Takes every acknowledgement one release produced for it at once: (token, status) pairs, on the
+# group-commit thread or a flush watch's owner, so it must be quick and must not raise (an
+# asyncio caller on another thread hands the whole list to its loop with one
+# call_soon_threadsafe).
 AckSink = Callable[[list[tuple[Any, PutMessageStatus]]], None]
 # Told after every flush that wrote something: (seconds it took, bytes it made durable).
 FlushListener = Callable[[float, int], None]
@@ -66,7 +67,7 @@ class FlushCommitLogService(Protocol):
         ...
     def on_put_async(self, next_offset: int, wait: bool, complete: Completion) -> None:
         """Like on_put without blocking: ``complete(status)`` is called exactly once, maybe
-        at once, maybe later on the flush thread (so it must be quick)."""
+        at once, maybe later on the group-commit thread (so it must be quick)."""
         ...
     def on_put_acked(self, next_offset: int, wait: bool, sink: AckSink,
                      token: Any) -> PutMessageStatus | None:
@@ -202,7 +203,7 @@ class GroupCommitService(_Flusher):
         the service has completed its last requests (a put that raced the shutdown)."""
         self._commit.publish(next_offset)
         with self._requests_lock:
-            # Checked under the lock: the flush thread moves flushed_where before it takes
+            # Checked under the lock: a release moves flushed_where before it takes
             # the requests, so a request it would not see is answered here.
             if self._queue.flushed_where >= next_offset:
                 return PutMessageStatus.PUT_OK

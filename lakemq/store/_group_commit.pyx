@@ -44,7 +44,6 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_condattr_setclock(pthread_condattr_t *attr, int clock_id)
     int pthread_condattr_destroy(pthread_condattr_t *attr)
     int pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex, const timespec *abstime)
-    int pthread_cond_broadcast(pthread_cond_t *cond)
     int pthread_create(pthread_t *thread, const void *attr, void *(*start)(void *) noexcept nogil, void *arg)
     int pthread_join(pthread_t thread, void **result)
     int pthread_mutex_init(pthread_mutex_t *mutex, const void *attr)
@@ -71,10 +70,20 @@ cdef struct Segment:
     Segment *next
 
 
+cdef struct Waiter:
+    # A blocking put's wait, on its own stack: only the flush that covers it wakes it (one
+    # condition for all would wake every parked thread after every fdatasync).
+    pthread_cond_t cond
+    int64_t offset
+    Waiter *prev
+    Waiter *next
+
+
 cdef struct State:
     pthread_mutex_t lock
     pthread_cond_t work
-    pthread_cond_t advanced  # broadcast after every flush and when the thread ends
+    pthread_condattr_t monotonic  # for the waiters' conditions (their deadlines are monotonic)
+    Waiter *waiters
     bint ended
     Segment *head
     Segment *tail
@@ -105,6 +114,15 @@ cdef void _drop_head(State *s) noexcept nogil:
         s.tail = NULL
     close(seg.fd)
     free(seg)
+
+
+cdef void _wake_waiters(State *s) noexcept nogil:
+    """Signal the waiters the flushed offset now covers (all of them once the thread ended)."""
+    cdef Waiter *w = s.waiters
+    while w != NULL:
+        if w.offset <= s.flushed or s.ended:
+            pthread_cond_signal(&w.cond)
+        w = w.next
 
 
 cdef void *_commit_loop(void *arg) noexcept nogil:
@@ -158,7 +176,7 @@ cdef void *_commit_loop(void *arg) noexcept nogil:
         s.record_bytes[i] += target - s.flushed
         s.flush_count += 1
         s.flushed = target
-        pthread_cond_broadcast(&s.advanced)
+        _wake_waiters(s)
         # Under the lock (an eventfd write does not block): once set_notify_fds returns,
         # a descriptor it replaced is never written again, so its owner may close it.
         for i in range(s.notify_count):
@@ -166,7 +184,7 @@ cdef void *_commit_loop(void *arg) noexcept nogil:
     while s.head != NULL:
         _drop_head(s)
     s.ended = True
-    pthread_cond_broadcast(&s.advanced)
+    _wake_waiters(s)
     pthread_mutex_unlock(&s.lock)
     return NULL
 
@@ -185,13 +203,11 @@ cdef class CommitThread:
         if self._s == NULL:
             raise MemoryError()
         s = self._s
-        cdef pthread_condattr_t monotonic
         pthread_mutex_init(&s.lock, NULL)
         pthread_cond_init(&s.work, NULL)
-        pthread_condattr_init(&monotonic)
-        pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC)
-        pthread_cond_init(&s.advanced, &monotonic)
-        pthread_condattr_destroy(&monotonic)
+        pthread_condattr_init(&s.monotonic)
+        pthread_condattr_setclock(&s.monotonic, CLOCK_MONOTONIC)
+        s.waiters = NULL
         s.ended = False
         s.head = s.tail = NULL
         s.published = s.flushed = flushed
@@ -211,7 +227,7 @@ cdef class CommitThread:
         while self._s.head != NULL:
             _drop_head(self._s)
         pthread_cond_destroy(&self._s.work)
-        pthread_cond_destroy(&self._s.advanced)
+        pthread_condattr_destroy(&self._s.monotonic)
         pthread_mutex_destroy(&self._s.lock)
         free(self._s)
         self._s = NULL
@@ -295,6 +311,7 @@ cdef class CommitThread:
         cdef timespec deadline
         cdef int64_t ns
         cdef bint ok
+        cdef Waiter w
         s = self._s
         with nogil:
             clock_gettime(CLOCK_MONOTONIC, &deadline)
@@ -302,9 +319,24 @@ cdef class CommitThread:
             deadline.tv_sec += ns // 1000000000
             deadline.tv_nsec = ns % 1000000000
             pthread_mutex_lock(&s.lock)
-            while s.flushed < offset and not s.ended:
-                if pthread_cond_timedwait(&s.advanced, &s.lock, &deadline) != 0:
-                    break  # ETIMEDOUT
+            if s.flushed < offset and not s.ended:
+                pthread_cond_init(&w.cond, &s.monotonic)
+                w.offset = offset
+                w.prev = NULL
+                w.next = s.waiters
+                if w.next != NULL:
+                    w.next.prev = &w
+                s.waiters = &w
+                while s.flushed < offset and not s.ended:
+                    if pthread_cond_timedwait(&w.cond, &s.lock, &deadline) != 0:
+                        break  # ETIMEDOUT
+                if w.prev != NULL:
+                    w.prev.next = w.next
+                else:
+                    s.waiters = w.next
+                if w.next != NULL:
+                    w.next.prev = w.prev
+                pthread_cond_destroy(&w.cond)
             ok = s.flushed >= offset
             pthread_mutex_unlock(&s.lock)
         return ok

@@ -1,13 +1,14 @@
 """The compiled SYNC_FLUSH commit thread (lakemq/store/_group_commit.pyx) on real files: it
 flushes what is published, file by file in order, announces every flush on its eventfds,
-waits for a file it does not know yet, reports a failing fdatasync, and flushes what was
-published before it stops."""
+wakes each blocking waiter once its offset is durable, waits for a file it does not know
+yet, reports a failing fdatasync, and flushes what was published before it stops."""
 
 from __future__ import annotations
 
 import errno
 import os
 import select
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -168,3 +169,30 @@ def test_stop_flushes_what_was_published(eventfd: int, files: Callable[[int], in
     commit.publish(20)
     commit.stop()
     assert commit.flushed == 20
+
+
+def test_waiters_wake_when_their_offset_is_flushed(eventfd: int, files: Callable[[int], int]) -> None:
+    commit = CommitThread(eventfd, 0)
+    commit.add_file(files(0), 0, FILE)
+    done: dict[int, bool] = {}
+    waiters = [threading.Thread(target=lambda n=n: done.__setitem__(n, commit.wait_flushed(n, 5.0)))
+               for n in (10, 20, 30)]
+    for w in waiters:
+        w.start()
+    commit.start()
+    try:
+        commit.publish(15)
+        assert _until(lambda: 10 in done)
+        time.sleep(0.05)
+        assert done == {10: True}  # the others still wait: their bytes are not durable
+        commit.publish(30)
+        for w in waiters:
+            w.join(5)
+        assert done == {10: True, 20: True, 30: True}
+        assert commit.wait_flushed(30, 0.0)  # already durable: at once
+        started = time.monotonic()
+        assert not commit.wait_flushed(31, 0.05)  # never published: times out
+        assert 0.04 < time.monotonic() - started < 1.0
+    finally:
+        commit.stop()
+    assert not commit.wait_flushed(31, 5.0)  # the thread ended: no waiting for it

@@ -1,7 +1,8 @@
 """Flushing the CommitLog: group commit for SYNC_FLUSH, a timed flusher for ASYNC_FLUSH.
 
 Neither ever runs under the append lock: the appender only publishes bytes and positions;
-these threads msync what has been published.
+the timed flusher, or the group commit's compiled commit thread, fdatasyncs what has been
+published.
 """
 
 from __future__ import annotations
@@ -106,13 +107,13 @@ class GroupCommitService(_Flusher):
     The fdatasyncs are the compiled commit thread's (lakemq/store/_group_commit.pyx): every
     put publishes its end to it, and it flushes whatever was published, one fdatasync after
     another, without the GIL, so appends on the event loop and flushes overlap. This
-    service's thread hears of each finished flush on an eventfd; it moves ``flushed_where``
-    and completes exactly the requests (end offset, deadline, the sink to tell and its
-    token) that the flush covered, each sink once per wake with the list of its tokens (one
-    hand-off per commit for a caller that batches, such as an event loop). A blocking put
-    waits on the commit thread directly. A request still uncovered at its deadline completes with
-    FLUSH_DISK_TIMEOUT; at shutdown the commit thread flushes what was published, then
-    every request still pending completes."""
+    service's thread (or a FlushWatch's owner) hears of each finished flush on an eventfd;
+    it moves ``flushed_where`` and completes exactly the requests (end offset, deadline, the
+    sink to tell and its token) that the flush covered, each sink once per wake with the
+    list of its tokens (one hand-off per commit for a caller that batches, such as an event
+    loop). A blocking put waits on the commit thread directly. A request still uncovered at
+    its deadline completes with FLUSH_DISK_TIMEOUT; at shutdown the commit thread flushes
+    what was published, then every request still pending completes."""
 
     def __init__(self, queue: MappedFileQueue, timeout_ms: int, checkpoint: StoreCheckpoint | None = None) -> None:
         super().__init__("GroupCommitService", queue, checkpoint)

@@ -149,7 +149,8 @@ class GroupCommitService(_Flusher):
     def open_watch(self) -> FlushWatch:
         """For an event loop that acknowledges its own puts: a FlushWatch whose eventfd is
         readable after every flush. While a watch is open, flushes are announced to the
-        watches only; this service's thread then wakes every 10 ms to time requests out."""
+        watches only, and acknowledged by their owners; this service's thread then wakes
+        every 10 ms only to complete requests whose deadline has passed."""
         watch = FlushWatch(self)
         with self._advance_lock:
             self._watches.append(watch)
@@ -223,7 +224,8 @@ class GroupCommitService(_Flusher):
         try:
             while not self.stopped:
                 commit.delay_us = slow_disk_ms() * 1000
-                if poller.poll(_POLL_MS):
+                notified = bool(poller.poll(_POLL_MS))
+                if notified:
                     os.eventfd_read(self._notify_fd)
                 self._advance()
                 if commit.error != reported_error:
@@ -232,7 +234,9 @@ class GroupCommitService(_Flusher):
                         log.error("group commit: fdatasync of the CommitLog failed: %s; retrying",
                                   os.strerror(reported_error))
                 if self._requests:
-                    self._release(final=False)
+                    # A flush announced to the watches is theirs to acknowledge; one that
+                    # reached this thread (no watch, or one opened just after it) is ours.
+                    self._release(final=False, expired_only=not notified and bool(self._watches))
         finally:
             commit.stop()  # flushes everything published first
             for watch in list(self._watches):
@@ -266,7 +270,9 @@ class GroupCommitService(_Flusher):
             for seconds, flushed_bytes in flushes:
                 listener(seconds, flushed_bytes)
 
-    def _release(self, *, final: bool) -> None:
+    def _release(self, *, final: bool, expired_only: bool = False) -> None:
+        """Complete the requests the flush covered, or whose deadline passed; with
+        ``expired_only`` only the latter, each as PUT_OK if it is covered by now."""
         with self._requests_lock:
             requests, self._requests = self._requests, []
             if final:
@@ -278,6 +284,9 @@ class GroupCommitService(_Flusher):
         ok, timeout = PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT
         for request in requests:
             next_offset, deadline, sink, token = request
+            if expired_only and now < deadline:
+                pending.append(request)
+                continue
             if next_offset <= flushed:
                 status = ok
             elif final or now >= deadline:

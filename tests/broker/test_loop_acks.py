@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,26 @@ async def test_the_loop_acknowledges_its_own_puts(sync_log: CommitLog) -> None:
     assert acks.deliveries, "no put waited for a flush"
     loop_thread = threading.get_ident()
     assert {thread for thread, _ in acks.deliveries} == {loop_thread}
+
+
+async def test_a_busy_loop_still_acknowledges_its_own_puts(sync_log: CommitLog) -> None:
+    """The service's thread wakes every 10 ms; while the loop is busy it must leave the
+    flushed puts to the loop (it completes only those past their deadline)."""
+    acks = SpyAcks(sync_log, sync_log.open_flush_watch())
+    try:
+        futures = []
+        for i in range(20):
+            future = acks.future()
+            msg = MessageExtBrokerInner(topic="LoopAcks", body=b"busy" * 30, queue_id=i % 4)
+            _, pending = sync_log.put_message_acked(msg, acks, future)
+            assert pending
+            acks.watch(future)
+            futures.append(future)
+        time.sleep(0.1)  # noqa: ASYNC251 - the loop is busy on purpose; the service wakes 10 times
+        assert await asyncio.gather(*futures) == [PutMessageStatus.PUT_OK] * 20
+    finally:
+        acks.close()
+    assert {thread for thread, _ in acks.deliveries} == {threading.get_ident()}
 
 
 async def test_closing_the_watch_hands_acknowledgements_back(sync_log: CommitLog) -> None:

@@ -249,7 +249,7 @@ def bench_sync_loop(root: Path, msgs: list[MessageExtBrokerInner], writers: int,
 
     async def run() -> float:
         loop = asyncio.get_running_loop()
-        acks = LoopAcks(loop, cl.config.sync_flush_timeout / 1000, cl.open_flush_watch())
+        acks = LoopAcks(loop, cl.config.sync_flush_timeout / 1000, cl.open_flush_watch)
         put, put_async, ok = cl.put_message_acked, cl.put_message_async, PutMessageStatus.PUT_OK
 
         async def writer(chunk: list[MessageExtBrokerInner]) -> None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from lakemq.store.flush import FlushWatch
+from lakemq.store.flush import AckSink, FlushWatch
 from lakemq.store.results import PutMessageStatus
 
 __all__ = ["LoopAcks"]
@@ -27,15 +28,15 @@ class LoopAcks:
     __slots__ = ("_flush_watch", "_loop", "_loop_thread", "_timeout_s", "_timer", "_watched")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timeout_s: float,
-                 flush_watch: FlushWatch | None = None) -> None:
-        """Made on the loop's thread. ``flush_watch`` (the store's open_flush_watch) is
-        watched by the loop until :meth:`close`."""
+                 open_flush_watch: Callable[[AckSink], FlushWatch | None] | None = None) -> None:
+        """Made on the loop's thread. ``open_flush_watch`` (the store's) opens the watch
+        for this sink that the loop watches until :meth:`close`."""
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self._timeout_s = timeout_s
-        self._flush_watch = flush_watch
-        if flush_watch is not None:
-            loop.add_reader(flush_watch.fd, flush_watch.on_readable)
+        self._flush_watch = open_flush_watch(self) if open_flush_watch is not None else None
+        if self._flush_watch is not None:
+            loop.add_reader(self._flush_watch.fd, self._flush_watch.on_readable)
         # (deadline, future) in deadline order: one timeout for all, so appending keeps it sorted.
         self._watched: collections.deque[tuple[float, asyncio.Future[PutMessageStatus]]] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None

@@ -475,11 +475,11 @@ class CommitLog:
     def flushed_where(self) -> int:
         return self.mapped_file_queue.flushed_where
 
-    def open_flush_watch(self) -> FlushWatch | None:
+    def open_flush_watch(self, sink: AckSink) -> FlushWatch | None:
         """Under SYNC_FLUSH a FlushWatch, for an event loop that acknowledges its own puts
-        (GroupCommitService.open_watch); None under ASYNC_FLUSH."""
+        made with ``sink`` (GroupCommitService.open_watch); None under ASYNC_FLUSH."""
         service = self.flush_service
-        return service.open_watch() if isinstance(service, GroupCommitService) else None
+        return service.open_watch(sink) if isinstance(service, GroupCommitService) else None
 
     def roll_next_file(self, offset: int) -> int:
         return self.mapped_file_queue.roll_next_file(offset)

@@ -146,12 +146,13 @@ class GroupCommitService(_Flusher):
     def _file_created(self, mf: MappedFile) -> None:
         self._commit.add_file(mf.fileno(), mf.file_from_offset, mf.file_end_offset)
 
-    def open_watch(self) -> FlushWatch:
-        """For an event loop that acknowledges its own puts: a FlushWatch whose eventfd is
-        readable after every flush. While a watch is open, flushes are announced to the
-        watches only, and acknowledged by their owners; this service's thread then wakes
-        every 10 ms only to complete requests whose deadline has passed."""
-        watch = FlushWatch(self)
+    def open_watch(self, sink: AckSink) -> FlushWatch:
+        """For an event loop that acknowledges its own puts (made with ``sink``): a
+        FlushWatch whose eventfd is readable after every flush. While a watch is open,
+        flushes are announced to the watches only; this service's thread wakes every 10 ms
+        and leaves the watched sinks' requests to the watches' owners until their
+        deadline, answering every other sink's as before."""
+        watch = FlushWatch(self, sink)
         with self._advance_lock:
             self._watches.append(watch)
             self._commit.set_notify_fds([w.fd for w in self._watches])
@@ -234,9 +235,9 @@ class GroupCommitService(_Flusher):
                         log.error("group commit: fdatasync of the CommitLog failed: %s; retrying",
                                   os.strerror(reported_error))
                 if self._requests:
-                    # A flush announced to the watches is theirs to acknowledge; one that
-                    # reached this thread (no watch, or one opened just after it) is ours.
-                    self._release(final=False, expired_only=not notified and bool(self._watches))
+                    # A flush announced to the watches is theirs to acknowledge for their
+                    # sinks; one that reached this thread (it raced a watch's opening) is ours.
+                    self._release(final=False, left_to_watches=not notified)
         finally:
             commit.stop()  # flushes everything published first
             for watch in list(self._watches):
@@ -270,9 +271,10 @@ class GroupCommitService(_Flusher):
             for seconds, flushed_bytes in flushes:
                 listener(seconds, flushed_bytes)
 
-    def _release(self, *, final: bool, expired_only: bool = False) -> None:
-        """Complete the requests the flush covered, or whose deadline passed; with
-        ``expired_only`` only the latter, each as PUT_OK if it is covered by now."""
+    def _release(self, *, final: bool, left_to_watches: bool = False) -> None:
+        """Complete the requests the flushes covered, or whose deadline passed; with
+        ``left_to_watches`` a watched sink's requests only once their deadline passed."""
+        watched: set[AckSink] = {w.sink for w in self._watches} if left_to_watches else set()
         with self._requests_lock:
             requests, self._requests = self._requests, []
             if final:
@@ -284,7 +286,7 @@ class GroupCommitService(_Flusher):
         ok, timeout = PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT
         for request in requests:
             next_offset, deadline, sink, token = request
-            if expired_only and now < deadline:
+            if now < deadline and sink in watched:
                 pending.append(request)
                 continue
             if next_offset <= flushed:
@@ -319,8 +321,9 @@ class FlushWatch:
     owner, an event loop, calls :meth:`on_readable` when it is, and so acknowledges the puts
     the commit covered on its own thread, with no hand-off from another."""
 
-    def __init__(self, service: GroupCommitService) -> None:
+    def __init__(self, service: GroupCommitService, sink: AckSink) -> None:
         self._service = service
+        self.sink = sink  # the requests its owner acknowledges
         self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._closed = False
 

@@ -440,9 +440,9 @@ class MessageStore:
         the flush thread or a flush watch's owner (so it must be quick and thread-safe)."""
         self.commit_log.flush_service.flush_listener = listener
 
-    def open_flush_watch(self) -> FlushWatch | None:
+    def open_flush_watch(self, sink: AckSink) -> FlushWatch | None:
         """See CommitLog.open_flush_watch."""
-        return self.commit_log.open_flush_watch()
+        return self.commit_log.open_flush_watch(sink)
 
     def execute_delete_files_manually(self) -> None:
         self.clean_service.trigger_manual_delete()

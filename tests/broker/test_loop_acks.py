@@ -18,21 +18,27 @@ from lakemq.broker.loop_acks import LoopAcks
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import FlushDiskType, StoreConfig
-from lakemq.store.flush import FlushWatch
+from lakemq.store.flush import AckSink, FlushWatch
 from lakemq.store.results import PutMessageStatus
 
 
 class SpyAcks(LoopAcks):
     """Records the thread of every delivery and the flushed position at that moment."""
 
-    def __init__(self, cl: CommitLog, watch: FlushWatch | None) -> None:
-        super().__init__(asyncio.get_running_loop(), 5.0, watch)
+    def __init__(self, cl: CommitLog) -> None:
         self.cl = cl
         self.deliveries: list[tuple[int, int]] = []
+        self.opened: list[FlushWatch | None] = []  # the watch the store opened for it
+        super().__init__(asyncio.get_running_loop(), 5.0, self._open)
 
     def __call__(self, acks: list[tuple[Any, PutMessageStatus]]) -> None:
         self.deliveries.append((threading.get_ident(), self.cl.flushed_where))
         super().__call__(acks)
+
+    def _open(self, sink: AckSink) -> FlushWatch | None:
+        watch = self.cl.open_flush_watch(sink)
+        self.opened.append(watch)
+        return watch
 
 
 @pytest.fixture
@@ -70,7 +76,7 @@ async def _put_all(cl: CommitLog, acks: LoopAcks, writers: int = 8, each: int = 
 
 
 async def test_the_loop_acknowledges_its_own_puts(sync_log: CommitLog) -> None:
-    acks = SpyAcks(sync_log, sync_log.open_flush_watch())
+    acks = SpyAcks(sync_log)
     try:
         results = await _put_all(sync_log, acks)
     finally:
@@ -83,8 +89,9 @@ async def test_the_loop_acknowledges_its_own_puts(sync_log: CommitLog) -> None:
 
 async def test_a_busy_loop_still_acknowledges_its_own_puts(sync_log: CommitLog) -> None:
     """The service's thread wakes every 10 ms; while the loop is busy it must leave the
-    flushed puts to the loop (it completes only those past their deadline)."""
-    acks = SpyAcks(sync_log, sync_log.open_flush_watch())
+    flushed puts of the watched sink to the loop (it completes only those past their
+    deadline)."""
+    acks = SpyAcks(sync_log)
     try:
         futures = []
         for i in range(20):
@@ -101,11 +108,31 @@ async def test_a_busy_loop_still_acknowledges_its_own_puts(sync_log: CommitLog) 
     assert {thread for thread, _ in acks.deliveries} == {threading.get_ident()}
 
 
+async def test_other_sinks_are_answered_while_the_loop_is_busy(sync_log: CommitLog) -> None:
+    """A watch leaves only its own sink's puts to its loop: another caller's put
+    (put_message_async) is answered by the service's thread while the loop is busy."""
+    acks = SpyAcks(sync_log)
+    try:
+        assert acks.opened[0] is not None
+        future = acks.future()
+        msg = MessageExtBrokerInner(topic="LoopAcks", body=b"loop" * 30, queue_id=0)
+        assert sync_log.put_message_acked(msg, acks, future)[1]
+        acks.watch(future)
+        other = sync_log.put_message_async(MessageExtBrokerInner(topic="LoopAcks", body=b"other", queue_id=1))
+        # The loop does not run meanwhile; the flush timeout is 5 s.
+        assert other.result(timeout=1).status is PutMessageStatus.PUT_OK
+        assert await future is PutMessageStatus.PUT_OK
+    finally:
+        acks.close()
+    assert {thread for thread, _ in acks.deliveries} == {threading.get_ident()}
+
+
 async def test_closing_the_watch_hands_acknowledgements_back(sync_log: CommitLog) -> None:
-    watch = sync_log.open_flush_watch()
+    acks = SpyAcks(sync_log)
+    watch = acks.opened[0]
     assert watch is not None
-    acks = SpyAcks(sync_log, watch)
     acks.close()
+    assert watch.closed
     watch.on_readable()  # a late wake-up after the close is ignored
     results = await _put_all(sync_log, acks, writers=4, each=10)
     assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 40
@@ -119,7 +146,7 @@ def test_a_watch_left_open_is_closed_by_the_store(tmp_path: Path) -> None:
     cl.load()
     cl.recover_normally()
     cl.start()
-    watch = cl.open_flush_watch()
+    watch = cl.open_flush_watch(lambda acks: None)
     assert watch is not None
     cl.shutdown()
     assert watch.closed
@@ -129,4 +156,4 @@ def test_a_watch_left_open_is_closed_by_the_store(tmp_path: Path) -> None:
 def test_async_flush_has_no_watch(tmp_path: Path) -> None:
     cl = CommitLog(StoreConfig(store_path_root_dir=str(tmp_path)))
     cl.load()
-    assert cl.open_flush_watch() is None
+    assert cl.open_flush_watch(lambda acks: None) is None

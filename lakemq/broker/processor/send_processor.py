@@ -193,7 +193,7 @@ class SendMessageProcessor:
         acks = self._acks
         if acks is None:
             timeout_s = self._store.config.sync_flush_timeout / 1000
-            acks = self._acks = LoopAcks(asyncio.get_running_loop(), timeout_s, self._store.open_flush_watch())
+            acks = self._acks = LoopAcks(asyncio.get_running_loop(), timeout_s, self._store.open_flush_watch)
         return acks.future()
 
     async def _send_pooled(

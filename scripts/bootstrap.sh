@@ -20,6 +20,12 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
   echo "bootstrap: installing Java 17 (Spark needs a JVM)"
   apt_install openjdk-17-jre-headless
 fi
+# Maven fetches the JVM groups named in LAKEMQ_JVM_GROUPS (scripts/jvm_deps.sh); javac builds
+# the Java test driver.
+if [ -n "${LAKEMQ_JVM_GROUPS:-}" ] && { ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; }; then
+  echo "bootstrap: installing Maven and the Java 17 compiler"
+  apt_install maven openjdk-17-jdk-headless
+fi
 if [ -n "${LAKEMQ_APT_PACKAGES:-}" ]; then
   missing=()
   for pkg in $LAKEMQ_APT_PACKAGES; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
@@ -54,3 +60,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
+if [ -n "${LAKEMQ_JVM_GROUPS:-}" ]; then
+  # shellcheck disable=SC2086  # a space-separated list of group names
+  bash scripts/jvm_deps.sh $LAKEMQ_JVM_GROUPS
+fi

@@ -5,9 +5,11 @@ Settings come, weakest first, from built-in defaults, ``conf/spark-defaults.conf
 (``LAKEMQ_SPARK_MASTER``, ``LAKEMQ_SPARK_UI``) and the caller's arguments. Python workers run
 this interpreter, so they import the same lakemq and pyarrow as the driver.
 
-Delta's own Spark extension is switched on only when its jars are on the classpath (they
-come from Maven, which these machines cannot reach); without them the lake is read and
-written through lakemq's Python data sources and ``deltalake``.
+Delta Lake's jars (delta-spark) and Hadoop's S3 connector (hadoop-aws) come from Maven
+through ``scripts/jvm_deps.sh spark-lake`` into ``build/jvm/spark-lake/lib``
+(``LAKEMQ_SPARK_LAKE_JARS`` names another directory). When they are there they go on
+``spark.jars`` and Delta's SQL extension and catalog are switched on; without them a job that
+reads the lake fails with a :class:`~lakemq.errors.ConfigError` saying how to fetch them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from lakemq.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "read_spark_defaults", "session_conf"]
+__all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "lake_jars", "read_spark_defaults",
+           "require_delta", "session_conf"]
 
 DEFAULTS: Mapping[str, str] = {
     "spark.master": "local[*]",
@@ -38,6 +41,14 @@ DEFAULTS: Mapping[str, str] = {
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+JARS_GROUP = "spark-lake"
+
+
+def lake_jars() -> list[str]:
+    """The jars ``scripts/jvm_deps.sh spark-lake`` fetched (delta-spark, hadoop-aws, AWS SDK)."""
+    named = os.environ.get("LAKEMQ_SPARK_LAKE_JARS")
+    lib = Path(named) if named else Path(__file__).resolve().parents[2] / "build" / "jvm" / JARS_GROUP / "lib"
+    return sorted(str(p) for p in lib.glob("*.jar"))
 
 
 def default_conf_file() -> Path:
@@ -105,6 +116,10 @@ def session_conf(
         merged["spark.app.name"] = app_name
     if ui_enabled is not None:
         merged["spark.ui.enabled"] = str(ui_enabled).lower()
+    jars = [j for j in merged.get("spark.jars", "").split(",") if j.strip()]
+    merged_jars = jars + [j for j in lake_jars() if j not in jars]
+    if merged_jars:
+        merged["spark.jars"] = ",".join(merged_jars)
     if delta_jars(merged):
         merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
         merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
@@ -133,3 +148,10 @@ def build_session(
     spark = builder.getOrCreate()
     register_sources(spark)
     return spark
+
+
+def require_delta(spark: SparkSession) -> None:
+    """Fail with one clear line when the session cannot read Delta tables."""
+    if DELTA_EXTENSION not in spark.conf.get("spark.sql.extensions", ""):
+        raise ConfigError("Spark has no Delta Lake jars: run `bash scripts/jvm_deps.sh spark-lake` "
+                          "(or scripts/bootstrap.sh with LAKEMQ_JVM_GROUPS=spark-lake)")

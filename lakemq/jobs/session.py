@@ -152,6 +152,6 @@ def build_session(
 
 def require_delta(spark: SparkSession) -> None:
     """Fail with one clear line when the session cannot read Delta tables."""
-    if DELTA_EXTENSION not in spark.conf.get("spark.sql.extensions", ""):
+    if DELTA_EXTENSION not in (spark.conf.get("spark.sql.extensions", "") or ""):
         raise ConfigError("Spark has no Delta Lake jars: run `bash scripts/jvm_deps.sh spark-lake` "
                           "(or scripts/bootstrap.sh with LAKEMQ_JVM_GROUPS=spark-lake)")

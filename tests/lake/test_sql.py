@@ -1,5 +1,5 @@
-"""Spark SQL over the lake: the views, time travel (option and VERSION AS OF), key look-up and
-`lakemq sql` as a user runs it."""
+"""Spark SQL over the lake through Delta's catalog: the tables and views, time travel (option,
+VERSION AS OF, TIMESTAMP AS OF), Delta's own commands, and `lakemq sql` as a user runs it."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 from lake_helpers import WriteStore, user_messages
 
 from lakemq.jobs.compact import compact
-from lakemq.jobs.sql import lookup_key, run_sql
+from lakemq.jobs.sql import run_sql
 from tests.cluster import lakemq_command
 
 
-def test_views_time_travel_and_key_lookup(spark: Any, store_dir: Path, write_store: WriteStore,
+def test_tables_views_and_time_travel(spark: Any, store_dir: Path, write_store: WriteStore,
                                           tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     write_store(user_messages(200))
@@ -32,10 +32,18 @@ def test_views_time_travel_and_key_lookup(spark: Any, store_dir: Path, write_sto
     assert count("SELECT count(*) FROM messages WHERE topic = 'TopicB'") == 100
     assert count("SELECT count(*) FROM messages", version=after_first) == 200
     assert count(f"SELECT count(*) FROM messages VERSION AS OF {after_first}") == 200
-    rows = lookup_key(spark, str(lake), topic="TopicA", key="order-7").collect()
+    assert count("SELECT count(*) FROM user_messages") == 300
+    # Delta's own SQL on the registered table, as a Spark user types it.
+    history = run_sql(spark, str(lake), "DESCRIBE HISTORY messages").collect()
+    latest = DeltaTable(str(lake / "messages")).version()
+    assert latest > after_first and [h["version"] for h in history] == list(range(latest, -1, -1))
+    first_commit = [h for h in history if h["version"] == after_first][0]["timestamp"]
+    assert count(f"SELECT count(*) FROM messages TIMESTAMP AS OF '{first_commit}'") == 200
+    detail = run_sql(spark, str(lake), "DESCRIBE DETAIL messages").collect()[0]
+    assert detail["format"] == "delta" and detail["partitionColumns"] == ["topic", "store_date"]
+    rows = run_sql(spark, str(lake), "SELECT uniq_key FROM messages WHERE topic = 'TopicA' "
+                   "AND array_contains(split(keys, ' '), 'order-7')").collect()
     assert [r["uniq_key"] for r in rows] == ["UNIQ00000007"]
-    by_uniq = lookup_key(spark, str(lake), topic="TopicA", key="UNIQ00000008").collect()
-    assert [r["keys"] for r in by_uniq] == ["order-8 k8"]
 
 
 def test_sql_command(spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path) -> None:

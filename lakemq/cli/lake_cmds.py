@@ -1,4 +1,4 @@
-"""``lakemq tier run|status`` and ``lakemq sql``: the lake tier from the command line.
+"""``lakemq tier run|status``: the lake tier from the command line (``lakemq sql`` is in sql_cmds).
 
 Settings come from a broker.conf (``storePathRootDir``, ``brokerName``, ``lakeUri``,
 ``tierSealIdleMs`` ...) and are overridden by options. Lake storage options (S3 endpoint,
@@ -147,27 +147,3 @@ def tier_status_cmd(config: str | None, store: str | None, lake: str | None, bro
     files = commitlog_files(store_dir)
     console.print(f"local CommitLog files: {len(files)}; committed to {manifest.committed_end}; "
                   f"verified to {manifest.verified_end}; manifest ranges: {len(manifest.entries)}")
-
-
-@main.command("sql")
-@click.argument("query")
-@click.option("--lake", required=True, help="lake URI")
-@click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
-@click.option("--version", "version", type=int, help="read the tables as of this Delta version")
-@click.option("--limit", type=int, default=100, show_default=True, help="rows to print")
-@click.option("--master", help="Spark master")
-def sql_cmd(query: str, lake: str, storage_option: tuple[str, ...], version: int | None, limit: int,
-            master: str | None) -> None:
-    """Run Spark SQL over the lake's views (messages, transactions, ...) and print a table."""
-    from lakemq.jobs.sql import run_sql
-
-    setup_logging("lakemq-sql")
-    with spark_session(master) as spark:
-        df = run_sql(spark, lake, query, storage_options=parse_storage_options(storage_option), version=version)
-        rows = df.limit(limit).collect()
-        columns = df.columns
-    table = Table(*columns)
-    for row in rows:
-        table.add_row(*("NULL" if v is None else str(v) for v in row))
-    Console().print(table)
-    click.echo(f"{len(rows)} row(s)")

@@ -93,14 +93,23 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
         click.echo(f"note: hot tier not searched: {exc}", err=True)
         hot = []
     rows = [(m.store_timestamp, _hot_row(m)) for m in hot]
+    lake_error: LakeMQError | None = None
     if lake:
         from lakemq.cli.lake_cmds import parse_storage_options, spark_session
         from lakemq.jobs.message_lookup import find_messages
 
         seen = {m.msg_id for m in hot}
-        with spark_session(master) as spark:
-            cold = find_messages(spark, lake, topic=topic, key=key, unique_key=unique_key, begin_ms=begin_ms,
-                                 end_ms=end_ms, limit=max_num, storage_options=parse_storage_options(storage_option))
+        try:
+            with spark_session(master) as spark:
+                cold = find_messages(spark, lake, topic=topic, key=key, unique_key=unique_key, begin_ms=begin_ms,
+                                     end_ms=end_ms, limit=max_num,
+                                     storage_options=parse_storage_options(storage_option))
+        except LakeMQError as exc:
+            if not hot:
+                raise
+            # What the hot tier found is shown; the failed lake search still fails the command.
+            logging.getLogger(__name__).warning("lake search failed", exc_info=True)
+            lake_error, cold = exc, []
         rows += [(m.store_timestamp, _lake_row(m)) for m in cold if m.msg_id not in seen]
     if not rows:
         where = " (hot tier and lake)" if lake else ""
@@ -108,6 +117,8 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
     rows.sort(key=lambda pair: pair[0])
     _show([row for _, row in rows[:max_num]])
     click.echo(f"{min(len(rows), max_num)} message(s)")
+    if lake_error is not None:
+        raise LakeMQError(f"the lake was not searched, only the hot tier is shown: {lake_error}")
 
 
 @message.command("view")

@@ -124,14 +124,15 @@ def _due_rows(
       LEFT ANTI JOIN user_messages_sweep r
         ON r.topic = s.properties['{MessageConst.REAL_TOPIC}'] AND r.born_timestamp = s.born_timestamp
        AND r.born_host = s.born_host AND r.body_crc = s.body_crc AND r.uniq_key <=> s.uniq_key
-    ) WHERE deliver_at <= :due_before
+    ) WHERE deliver_at <= {int(now_ms - grace_ms)}
     UNION ALL
     SELECT m.msg_id, 'timer' AS kind, m.topic AS target, m.body, m.sys_flag, m.flag, m.properties, m.uniq_key,
            {start} AS deliver_at
     FROM user_messages_sweep m
-    WHERE {start} > m.store_timestamp AND {start} <= :now
+    WHERE {start} > m.store_timestamp AND {start} <= {int(now_ms)}
     """
-    due = spark.sql(query, args={"due_before": now_ms - grace_ms, "now": now_ms})
+    # Plain integers: named parameters were left unbound here under Spark 4.2 with Delta's relations.
+    due = spark.sql(query)
     if _outcome_exists(lake):
         done = read_table(spark, lake, OUTCOME_TABLE)
         due = due.join(done, due.msg_id == done.source_msg_id, "left_anti")

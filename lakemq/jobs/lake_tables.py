@@ -51,9 +51,12 @@ def configure_s3a(spark: SparkSession, lake: LakeLocation) -> None:
             settings["aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
     if "AWS_REGION" in upper:
         settings["endpoint.region"] = upper["AWS_REGION"]
+    # SQL conf entries are copied into every Hadoop configuration this session builds; the
+    # SparkContext's own configuration serves the other sessions (a Spark Connect server's).
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in settings.items():
-        # SQL conf entries are copied into every Hadoop configuration Spark and Delta build.
         spark.conf.set(prefix + key, value)
+        hadoop.set(prefix + key, value)
 
 
 def table_exists(lake: LakeLocation, table: str) -> bool:

@@ -10,17 +10,23 @@ through ``scripts/jvm_deps.sh spark-lake`` into ``build/jvm/spark-lake/lib``
 (``LAKEMQ_SPARK_LAKE_JARS`` names another directory). When they are there they go on
 ``spark.jars`` and Delta's SQL extension and catalog are switched on; without them a job that
 reads the lake fails with a :class:`~lakemq.errors.ConfigError` saying how to fetch them.
+
+Logging: the driver JVM logs through ``conf/log4j2.properties`` (warnings to
+``spark-jvm.log`` in lakemq's log directory, only errors on the console), and PySpark's own
+error loggers write to the process's lakemq log file instead of printing JSON to stderr.
 """
 
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakemq.common.logs import default_log_dir
 from lakemq.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -42,12 +48,16 @@ DEFAULTS: Mapping[str, str] = {
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 JARS_GROUP = "spark-lake"
+_ROOT = Path(__file__).resolve().parents[2]
+LOG4J_CONF = _ROOT / "conf" / "log4j2.properties"
+# PySpark prints these as JSON with the whole Java stack on stderr for every failed query.
+_PYSPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
 def lake_jars() -> list[str]:
     """The jars ``scripts/jvm_deps.sh spark-lake`` fetched (delta-spark, hadoop-aws, AWS SDK)."""
     named = os.environ.get("LAKEMQ_SPARK_LAKE_JARS")
-    lib = Path(named) if named else Path(__file__).resolve().parents[2] / "build" / "jvm" / JARS_GROUP / "lib"
+    lib = Path(named) if named else _ROOT / "build" / "jvm" / JARS_GROUP / "lib"
     return sorted(str(p) for p in lib.glob("*.jar"))
 
 
@@ -55,7 +65,7 @@ def default_conf_file() -> Path:
     named = os.environ.get("LAKEMQ_SPARK_DEFAULTS")
     if named:
         return Path(named)
-    return Path(__file__).resolve().parents[2] / "conf" / "spark-defaults.conf"
+    return _ROOT / "conf" / "spark-defaults.conf"
 
 
 def read_spark_defaults(path: str | Path) -> dict[str, str]:
@@ -116,6 +126,9 @@ def session_conf(
         merged["spark.app.name"] = app_name
     if ui_enabled is not None:
         merged["spark.ui.enabled"] = str(ui_enabled).lower()
+    if LOG4J_CONF.exists():
+        merged.setdefault("spark.driver.extraJavaOptions",
+                          f"-Dlog4j2.configurationFile={LOG4J_CONF.as_uri()} -Dlakemq.log.dir={default_log_dir()}")
     jars = [j for j in merged.get("spark.jars", "").split(",") if j.strip()]
     merged_jars = jars + [j for j in lake_jars() if j not in jars]
     if merged_jars:
@@ -147,7 +160,21 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     register_sources(spark)
+    _route_pyspark_loggers()
     return spark
+
+
+def _route_pyspark_loggers() -> None:
+    """PySpark's query-error loggers to this process's lakemq log file (or nowhere)."""
+    from pyspark.logger import PySparkLogger
+
+    ours = [h for h in logging.getLogger().handlers if getattr(h, "_lakemq", False)] or [logging.NullHandler()]
+    for name in _PYSPARK_ERROR_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        for handler in ours:
+            logging.Logger.addHandler(logger, handler)  # PySparkLogger.addHandler would make it JSON
 
 
 def require_delta(spark: SparkSession) -> None:

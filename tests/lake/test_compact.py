@@ -57,10 +57,10 @@ def test_compact_reads_back_everywhere_and_rerun_changes_nothing(
     assert sorted(r["commitlog_offset"] for r in rows) == offsets
     first = decode_record(commitlog_files(store_dir)[0].path.read_bytes(), 0)
     assert next(r for r in rows if r["commitlog_offset"] == 0)["body"] == first.body
-    # Spark SQL through the views: system records never show up as user messages.
-    counts = {r["kind"]: r["n"] for r in run_sql(spark, str(lake), "SELECT kind, count(*) n FROM all_messages GROUP BY kind").collect()}
+    # Spark SQL through Delta: system records never show up as user messages.
+    counts = {r["kind"]: r["n"] for r in run_sql(spark, str(lake), "SELECT kind, count(*) n FROM messages GROUP BY kind").collect()}
     assert counts == {"normal": 600, "schedule": 1, "trans_half": 1, "trans_op": 1}
-    assert run_sql(spark, str(lake), "SELECT count(*) c FROM messages").collect()[0]["c"] == 600
+    assert run_sql(spark, str(lake), "SELECT count(*) c FROM user_messages").collect()[0]["c"] == 600
     delayed = run_sql(spark, str(lake), "SELECT properties['REAL_TOPIC'] t FROM schedule_messages").collect()
     assert [r["t"] for r in delayed] == ["TopicA"]
     # The same run again: nothing pending, no new Delta version, the manifest unchanged.

@@ -9,6 +9,7 @@ those files, not ``DeltaTable.to_pyarrow_table`` (see ARCHITECTURE.md's hazard n
 from __future__ import annotations
 
 import datetime as dt
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,7 +161,8 @@ def search_lake(lake: LakeLocation, *, topic: str | None = None, key: str | None
             day = dt.date.fromisoformat(day)
         if day is not None and not first_day <= day <= last_day:
             continue  # store_date is the UTC day of store_timestamp: outside the range
-        by_topic.setdefault(part_topic, []).append(f"{root}/{path}")
+        # Add-action paths are URI references: a topic's '%' is %25 on disk and %2525 in the log.
+        by_topic.setdefault(part_topic, []).append(f"{root}/{urllib.parse.unquote(path)}")
     cond = (pc.field("store_timestamp") >= begin_ms) & (pc.field("store_timestamp") <= end_ms)
     if msg_id:
         cond &= pc.field("msg_id") == msg_id

@@ -40,7 +40,7 @@ def test_tables_views_and_time_travel(spark: Any, store_dir: Path, write_store: 
     history = run_sql(spark, str(lake), "DESCRIBE HISTORY messages").collect()
     latest = DeltaTable(str(lake / "messages")).version()
     assert latest > after_first and [h["version"] for h in history] == list(range(latest, -1, -1))
-    first_commit = [h for h in history if h["version"] == after_first][0]["timestamp"]
+    first_commit = next(h for h in history if h["version"] == after_first)["timestamp"]
     assert count(f"SELECT count(*) FROM messages TIMESTAMP AS OF '{first_commit}'") == 200
     detail = run_sql(spark, str(lake), "DESCRIBE DETAIL messages").collect()[0]
     assert detail["format"] == "delta" and detail["partitionColumns"] == ["topic", "store_date"]
@@ -62,7 +62,7 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
     env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "LAKEMQ_LOG_DIR": str(tmp_path / "logs")}
     # One statement: a typo is one line on stderr (no Spark WARN lines, no Java stack); details in the log.
     bad = subprocess.run(lakemq_command("sql", "--lake", str(lake), "--master", "local[1]", "SELEC nonsense"),
-                         capture_output=True, text=True, timeout=300, env=env)
+                         check=False, capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 1
     assert _stderr_lines(bad.stderr) == [_stderr_lines(bad.stderr)[-1]], bad.stderr[-3000:]
     assert _stderr_lines(bad.stderr)[-1].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
@@ -71,7 +71,7 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
     shell = subprocess.run(lakemq_command("sql", "--lake", str(lake), "--master", "local[1]"),
                            input="SELECT tags, count(*) AS n FROM messages\n GROUP BY tags ORDER BY tags;\n"
                                  "SELEC oops;\nSELECT max(queue_offset) AS top FROM user_messages;\n",
-                           capture_output=True, text=True, timeout=300, env=env)
+                           check=False, capture_output=True, text=True, timeout=300, env=env)
     assert shell.returncode == 1, shell.stderr[-3000:]
     assert "tag0" in shell.stdout and "17" in shell.stdout and "3 row(s)" in shell.stdout
     assert "top" in shell.stdout and "12" in shell.stdout and "1 row(s)" in shell.stdout
@@ -85,11 +85,11 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
     try:
         remote = subprocess.run(lakemq_command("sql", "--remote", server.addr,
                                                "SELECT count(*) AS n FROM user_messages"),
-                                capture_output=True, text=True, timeout=120, env=env)
+                                check=False, capture_output=True, text=True, timeout=120, env=env)
         assert remote.returncode == 0, remote.stderr[-3000:] + server.logs()
         assert "50" in remote.stdout and "1 row(s)" in remote.stdout
         history = subprocess.run(lakemq_command("sql", "--remote", server.addr, "DESCRIBE HISTORY messages"),
-                                 capture_output=True, text=True, timeout=120, env=env)
+                                 check=False, capture_output=True, text=True, timeout=120, env=env)
         assert history.returncode == 0, history.stderr[-3000:]
         assert "operation" in history.stdout and "CREATE TABLE" in history.stdout
     finally:

@@ -285,7 +285,7 @@ class BrokerController:
                      RequestCode.CHECK_CLIENT_CONFIG):
             server.register_processor(code, client_manage, client_pool)
         consumer_manage = ConsumerManageProcessor(
-            self.store, self.consumer_manager, self.consumer_offset_manager
+            self.store, self.topic_config_manager, self.consumer_manager, self.consumer_offset_manager
         )
         consumer_pool = self._executor("ConsumerManageThread", c.consumer_manage_thread_pool_nums)
         for code in (

@@ -101,7 +101,8 @@ class BrokerController:
         self.producer_manager = ProducerManager(broker_config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager(broker_config.rebalance_lock_max_live_time)
         self.remoting_server = RemotingServer(
-            ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port)
+            ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port,
+                         backlog=broker_config.server_socket_backlog)
         )
         self.remoting_client = RemotingClient(ClientConfig())
         self.outer_api = BrokerOuterAPI(

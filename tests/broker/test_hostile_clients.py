@@ -25,8 +25,12 @@ from lakemq.remoting.bodies import (
     SubscriptionData,
 )
 from lakemq.remoting.codec import FLAG_RESPONSE
-from lakemq.remoting.headers import CreateTopicRequestHeader, UpdateConsumerOffsetRequestHeader
-from tests.broker.wire import in_process_broker, request, send_request
+from lakemq.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    CreateTopicRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from tests.broker.wire import in_process_broker, pull_request, request, send_request
 from tests.cluster import start_cluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -202,4 +206,9 @@ async def test_heartbeats_and_queue_locks_refuse_names_that_break_the_rules(tmp_
         stats = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS,
                                                                   {"consumerGroup": "a/b"}), 10)
         assert stats.code == ResponseCode.SYSTEM_ERROR and "group name" in (stats.remark or "")
+        pull = await client.invoke(addr, pull_request("../escape", "T", 0, 0), 10)
+        assert pull.code == ResponseCode.SYSTEM_ERROR and "group name" in (pull.remark or "")
+        back = await client.invoke(addr, request(RequestCode.CONSUMER_SEND_MSG_BACK,
+                                                 ConsumerSendMsgBackRequestHeader(0, "a b", 0)), 10)
+        assert back.code == ResponseCode.SYSTEM_ERROR and "group name" in (back.remark or "")
         assert "../escape" not in controller.subscription_group_manager.groups()

@@ -34,13 +34,18 @@ async def _dead_letters(namesrv: str, broker: str, first: int, count: int) -> li
             await producer.send(msg)
             keys.append(msg.keys[0])
     async with PullConsumer(GROUP, namesrv_addr=namesrv) as consumer:
-        for mq, start in starts.items():
-            result = await consumer.pull(mq, "*", start, 64)
-            for msg in result.msgs:
-                if msg.keys and msg.keys[0] in keys:
-                    await consumer.core.instance.api.consumer_send_msg_back(
-                        broker, commit_log_offset=msg.commit_log_offset, group=GROUP, delay_level=-1,
-                        origin_msg_id=msg.msg_id, origin_topic=TOPIC, max_reconsume_times=16)
+        pending, deadline = set(keys), time.monotonic() + 15
+        while pending:  # a send is answered once stored; the pull sees it once dispatched
+            assert time.monotonic() < deadline, f"{sorted(pending)} never became pullable"
+            for mq, start in starts.items():
+                result = await consumer.pull(mq, "*", start, 64)
+                for msg in result.msgs:
+                    if msg.keys and msg.keys[0] in pending:
+                        pending.discard(msg.keys[0])
+                        await consumer.core.instance.api.consumer_send_msg_back(
+                            broker, commit_log_offset=msg.commit_log_offset, group=GROUP, delay_level=-1,
+                            origin_msg_id=msg.msg_id, origin_topic=TOPIC, max_reconsume_times=16)
+            await asyncio.sleep(0.05)
     return keys
 
 
@@ -56,10 +61,16 @@ async def _dlq_min_offset(namesrv: str) -> int:
         return min([await consumer.min_offset(mq) for mq in await consumer.fetch_subscribe_message_queues(DLQ)])
 
 
-async def _pull_dlq(namesrv: str) -> list[str]:
+async def _pull_dlq(namesrv: str, count: int) -> list[str]:
+    """Every dead letter, once COUNT were dispatched (a send-back is answered once stored)."""
     bodies = []
     async with PullConsumer("dlq_reader", namesrv_addr=namesrv) as consumer:
-        for mq in await consumer.fetch_subscribe_message_queues(DLQ):
+        queues = await consumer.fetch_subscribe_message_queues(DLQ)
+        deadline = time.monotonic() + 15
+        while sum([await consumer.max_offset(mq) for mq in queues]) < count:
+            assert time.monotonic() < deadline, "the dead letters were never dispatched"
+            await asyncio.sleep(0.05)
+        for mq in queues:
             offset, high = 0, await consumer.max_offset(mq)
             while offset < high:
                 result = await consumer.pull(mq, "*", offset, 32)
@@ -101,7 +112,7 @@ def test_tiered_dead_letters_are_listed_from_the_lake_and_can_be_resent(tmp_path
             time.sleep(0.2)
         hot_keys = asyncio.run(_dead_letters(namesrv, broker, 1000, 1))
         # The broker serves a pull below the hot tier from the lake (a cold read), %DLQ% topics too.
-        assert asyncio.run(_pull_dlq(namesrv)) == [f"dead-{i}" for i in (0, 1, 1000)]
+        assert asyncio.run(_pull_dlq(namesrv, 3)) == [f"dead-{i}" for i in (0, 1, 1000)]
 
         process, url = start_console(namesrv, lake, tmp_path)
         try:
@@ -126,7 +137,10 @@ def test_tiered_dead_letters_are_listed_from_the_lake_and_can_be_resent(tmp_path
 
         async def resent() -> list[str]:
             async with Admin(namesrv) as admin:
-                found = await admin.query_message(TOPIC, new_id.group(1), unique_key=True)
+                deadline = time.monotonic() + 15
+                while not (found := await admin.query_message(TOPIC, new_id.group(1), unique_key=True)):
+                    assert time.monotonic() < deadline, "the re-sent message was never indexed"
+                    await asyncio.sleep(0.05)
             return [m.body.decode() for m in found]
 
         assert asyncio.run(resent()) == ["dead-0"]

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from lakemq.common.codes import ResponseCode
+from lakemq.launcher import NAMESRV_READY
 from lakemq.remoting import RemotingCommand, SyncRemotingClient
-from tests.cluster import ServerProcess, start_cluster
+from tests.cluster import ServerProcess, spawn, start_cluster
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -77,20 +78,43 @@ def _somaxconn() -> int:
         return 4096
 
 
-def test_bursts_of_connections_are_queued_not_dropped(tmp_path: Path) -> None:
-    if _somaxconn() < 1024:
-        pytest.skip(f"net.core.somaxconn is {_somaxconn()}: the kernel caps every backlog below RocketMQ's 1024")
+def _need_somaxconn(backlog: int) -> None:
+    if _somaxconn() < backlog:
+        pytest.skip(f"net.core.somaxconn is {_somaxconn()}: the kernel caps every backlog below {backlog}")
+
+
+def _queued_while_stopped(server: ServerProcess, count: int) -> float:
+    """Seconds the slowest of COUNT connects took while SERVER accepted none: only the kernel's
+    accept queue (the listen backlog) can take them, whatever the machine's load."""
+    answered(server.addr)  # the server accepted every connect queued before this one
+    with stopped(server):
+        return connect_burst(server.addr, count, timeout=2 * SYN_RETRY_S)[-1]
+
+
+def test_the_default_backlog_holds_a_thousand_connects_the_server_has_not_accepted(tmp_path: Path) -> None:
+    _need_somaxconn(1024)
     with start_cluster(tmp_path) as cluster:
         assert cluster.namesrv is not None
         for server in (cluster.brokers["broker-a"], cluster.namesrv):
-            # Accepting: 2,000 quick connects, none waits for a SYN retry.
-            took = connect_burst(server.addr, 2000)
-            assert took[-1] < SYN_RETRY_S, f"{server.name}: slowest of 2000 connects took {took[-1]:.2f} s"
-            # Not accepting at all: the kernel alone must hold a thousand completed connects.
-            answered(server.addr)  # the server accepted every connect queued before this one
-            with stopped(server):
-                queued = connect_burst(server.addr, 1000, timeout=2 * SYN_RETRY_S)
-            assert queued[-1] < SYN_RETRY_S, f"{server.name}: the kernel dropped connects (backlog too small)"
+            slowest = _queued_while_stopped(server, 1000)
+            assert slowest < SYN_RETRY_S, f"{server.name}: the kernel dropped connects (backlog too small)"
+
+
+def test_two_thousand_quick_connects_do_not_stall(tmp_path: Path) -> None:
+    """2,000 clients connecting at once to a broker and a NameServer whose serverSocketBacklog
+    is 2048: none waits for a SYN retry, even with the server not accepting at all."""
+    _need_somaxconn(2048)
+    with start_cluster(tmp_path, broker_conf={"serverSocketBacklog": "2048"}, with_namesrv=False) as cluster:
+        conf = tmp_path / "namesrv.conf"
+        conf.write_text("serverSocketBacklog=2048\n")
+        namesrv = spawn("namesrv", ["namesrv", "-c", str(conf), "--port", "0", "--log-dir", str(tmp_path / "ns-logs")],
+                        tmp_path / "namesrv", NAMESRV_READY)
+        try:
+            for server in (cluster.brokers["broker-a"], namesrv):
+                slowest = _queued_while_stopped(server, 2000)
+                assert slowest < SYN_RETRY_S, f"{server.name}: slowest of 2000 connects took {slowest:.2f} s"
+        finally:
+            assert namesrv.stop() == 0
 
 
 def test_backlog_is_a_config_key(tmp_path: Path) -> None:

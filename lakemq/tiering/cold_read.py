@@ -94,8 +94,9 @@ class ColdReader:
             filesystem, root = None, uri
         else:
             filesystem, root = PyFileSystem(FSSpecHandler(self.lake.fs)), uri.split("://", 1)[1]
-        # Add-action paths are URI references: a topic's '%' is %25 on disk and %2525 in the log.
-        files = [f"{root}/{urllib.parse.unquote(path)}" for path, part in zip(actions["path"], actions["partition.topic"]) if part == topic]
+        # Add-action paths are URIs: %RETRY% and %DLQ% partition directories are escaped in them.
+        files = [f"{root}/{urllib.parse.unquote(path)}"
+                 for path, part in zip(actions["path"], actions["partition.topic"]) if part == topic]
         if not files:
             return {}
         cond = (

@@ -4,11 +4,8 @@ give the same table and answers as local[*]."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,61 +18,17 @@ from lake_helpers import WriteStore, mixed_messages
 
 from lakemq.jobs.compact import compact
 from lakemq.jobs.sql import run_sql
-from lakemq.launcher import reserved_port
+from lakemq.jobs.standalone import standalone_cluster
 from tests.cluster import lakemq_command, tier_run_process
 
 QUERY = "SELECT topic, kind, tags, count(*) AS n, sum(queue_offset) AS s FROM messages GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
 
 
-def _spark_class(*args: str, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    import pyspark
-
-    script = Path(pyspark.__file__).parent / "bin" / "spark-class"
-    with open(log, "ab") as out:
-        return subprocess.Popen([str(script), *args], stdout=out, stderr=subprocess.STDOUT, env=env)
-
-
-def _alive_workers(ui: str) -> int:
-    try:
-        with urllib.request.urlopen(f"{ui}/json/", timeout=5) as reply:
-            return int(json.load(reply).get("aliveworkers", 0))
-    except OSError:
-        return 0
-
-
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[str]:
     """spark://... of a master with two 1-core, 768 MiB workers, all on 127.0.0.1."""
-    import pyspark
-
-    env = dict(os.environ, SPARK_HOME=str(Path(pyspark.__file__).parent), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(tmp_path / "spark-logs"))
-    port, ui_port = reserved_port(), reserved_port()
-    url, ui = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}"
-    procs = [_spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                          "--webui-port", str(ui_port), log=tmp_path / "master.log", env=env)]
-    for i in range(2):
-        procs.append(_spark_class("org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                                  "--cores", "1", "--memory", "768m", "--webui-port", str(reserved_port()),
-                                  "--work-dir", str(tmp_path / f"worker-{i}"), log=tmp_path / f"worker-{i}.log",
-                                  env=env))
-    try:
-        deadline = time.monotonic() + 120
-        while _alive_workers(ui) < 2:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in tmp_path.glob("*.log"))
-                raise RuntimeError(f"the standalone cluster did not come up:\n{logs}")
-            time.sleep(0.2)
+    with standalone_cluster(tmp_path, workers=2) as url:
         yield url
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def _table_rows(uri: str) -> list[dict[str, Any]]:

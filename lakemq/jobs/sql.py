@@ -123,7 +123,8 @@ def _attach(spark: SparkSession, name: str, location: str) -> None:
     if spark.conf.get(key, "") == location and any(not t for t, _ in _catalog_entries(spark, name)):
         return
     _drop(spark, name, keep_temporary=True)
-    spark.sql(f"CREATE TABLE `{name}` USING delta LOCATION '{location}'")
+    quoted = location.replace("\\", "\\\\").replace("'", "\\'")
+    spark.sql(f"CREATE TABLE `{name}` USING delta LOCATION '{quoted}'")
     spark.conf.set(key, location)
 
 

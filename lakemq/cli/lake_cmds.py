@@ -50,18 +50,17 @@ def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
 def spark_session(master: str | None) -> Iterator[Any]:
     """A session for one command (stopped after it, unless it was already running in this
     process); Spark's own failures become one-line LakeErrors."""
-    from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
-    from lakemq.jobs.session import build_session
+    from lakemq.jobs.session import build_session, spark_error_line, spark_errors
 
     owned = SparkSession.getActiveSession() is None
     spark = build_session(master=master, app_name="lakemq-cli")
     try:
         yield spark
-    except PySparkException as exc:
+    except spark_errors() as exc:
         log.exception("Spark job failed")
-        raise LakeError(f"Spark job failed: {str(exc).strip().splitlines()[0]}") from exc
+        raise LakeError(f"Spark job failed: {spark_error_line(exc)}") from exc
     finally:
         if owned:
             spark.stop()

@@ -43,13 +43,13 @@ def _show(df: Any, limit: int) -> None:
 
 def _run(spark: Any, query: str, limit: int) -> None:
     """One statement; a Spark error becomes one LakeError line (the stack goes to the log)."""
-    from pyspark.errors import PySparkException
+    from lakemq.jobs.session import spark_error_line, spark_errors
 
     try:
         _show(spark.sql(query), limit)
-    except PySparkException as exc:
+    except spark_errors() as exc:
         log.exception("query failed: %s", query)
-        raise LakeError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
+        raise LakeError(f"query failed: {spark_error_line(exc)}") from exc
 
 
 def _statements(interactive: bool) -> Iterator[str]:
@@ -78,7 +78,7 @@ def _statements(interactive: bool) -> Iterator[str]:
 @contextlib.contextmanager
 def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ...], version: int | None,
              master: str | None) -> Iterator[Any]:
-    from pyspark.errors import PySparkException
+    from lakemq.jobs.session import spark_error_line, spark_errors
 
     if remote:
         from lakemq.jobs.sql_server import remote_session
@@ -103,9 +103,9 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
     try:
         try:
             register_tables(spark, lake, storage_options=parse_storage_options(storage_option), version=version)
-        except PySparkException as exc:
+        except spark_errors() as exc:
             log.exception("registering the lake's tables failed")
-            raise LakeError(f"cannot read the lake {lake}: {str(exc).strip().splitlines()[0]}") from exc
+            raise LakeError(f"cannot read the lake {lake}: {spark_error_line(exc)}") from exc
         yield spark
     finally:
         if owned:
@@ -150,17 +150,16 @@ def sql_cmd(query: str | None, lake: str | None, remote: str | None, storage_opt
 def sql_server_cmd(lake: str, storage_option: tuple[str, ...], host: str, port: int, master: str | None) -> None:
     """Keep one Spark session up with the lake's tables, for `lakemq sql --remote` and any Spark
     Connect client, until SIGTERM or Ctrl-C."""
-    from pyspark.errors import PySparkException
-
+    from lakemq.jobs.session import spark_error_line, spark_errors
     from lakemq.jobs.sql_server import start_server
 
     setup_logging("lakemq-sql-server")
     try:
         spark, names = start_server(lake, host=host, port=port, master=master,
                                     storage_options=parse_storage_options(storage_option))
-    except PySparkException as exc:
+    except spark_errors() as exc:
         log.exception("starting the SQL server failed")
-        raise LakeError(f"cannot start the SQL server: {str(exc).strip().splitlines()[0]}") from exc
+        raise LakeError(f"cannot start the SQL server: {spark_error_line(exc)}") from exc
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

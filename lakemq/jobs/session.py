@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "lake_jars", "read_spark_defaults",
-           "require_delta", "session_conf"]
+           "require_delta", "session_conf", "spark_error_line", "spark_errors"]
 
 DEFAULTS: Mapping[str, str] = {
     "spark.master": "local[*]",
@@ -182,3 +182,19 @@ def require_delta(spark: SparkSession) -> None:
     if DELTA_EXTENSION not in (spark.conf.get("spark.sql.extensions", "") or ""):
         raise ConfigError("Spark has no Delta Lake jars: run `bash scripts/jvm_deps.sh spark-lake` "
                           "(or scripts/bootstrap.sh with LAKEMQ_JVM_GROUPS=spark-lake)")
+
+
+def spark_errors() -> tuple[type[Exception], ...]:
+    """What a failed Spark call raises: PySpark's errors, or a Java error py4j did not convert."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    return PySparkException, Py4JJavaError
+
+
+def spark_error_line(exc: BaseException) -> str:
+    """The one line of a Spark error worth showing (the Java exception's, not py4j's call site)."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

@@ -19,7 +19,6 @@ __all__ = [
     "Message",
     "MessageConst",
     "MessageExt",
-    "MessageExtBatch",
     "MessageExtBrokerInner",
     "MessageSysFlag",
     "properties_to_string",
@@ -224,23 +223,3 @@ class MessageExtBrokerInner(MessageExt):
     def clear_property(self, key: str) -> None:
         self.properties.pop(key, None)
         self.properties_string = properties_to_string(self.properties)
-
-
-@dataclass(slots=True)
-class MessageExtBatch:
-    """A SEND_BATCH_MESSAGE as the broker hands it to the store without a message object per
-    member (RocketMQ's MessageExtBatch): ``body`` is the producer's encoding of the members
-    (MessageDecoder.encodeMessages), the other fields are what the members share, and
-    ``properties_suffix`` (one ``name\x01value\x02`` pair: the broker's CLUSTER property) is
-    appended to every member's properties. A successful put sets ``body_bytes``, the
-    members' body bytes in total."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    properties_suffix: str
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: str = "127.0.0.1:0"
-    reconsume_times: int = 0
-    body_bytes: int = 0

@@ -3,11 +3,11 @@ import zlib
 import pytest
 
 from lakemq.client import Message, MessageQueue, Producer, select_by_hash
-from lakemq.client.batch import decode_messages
 from lakemq.client.route import TopicRouteData
 from lakemq.client.sender import RetryAction, _derived_route, classify_failure
 from lakemq.common.codes import ResponseCode
 from lakemq.common.message import MessageSysFlag
+from lakemq.common.message_batch import decode_batch
 from lakemq.errors import (
     FrameError,
     InvalidNameError,
@@ -53,7 +53,7 @@ def test_prepare_batch() -> None:
     msgs = [Message("T", f"m{i}".encode()) for i in range(3)]
     prepared = p._prepare_batch(msgs)
     assert prepared.batch and prepared.uniq_id == ",".join(m.unique_key or "" for m in msgs)
-    assert [m.body for m in decode_messages("T", prepared.body)] == [b"m0", b"m1", b"m2"]
+    assert [e.body for e in decode_batch(prepared.body)] == [b"m0", b"m1", b"m2"]
     with pytest.raises(MessageIllegalError):
         p._prepare_batch([Message("T", b"a"), Message("U", b"b")])
     delayed = Message("T", b"a")

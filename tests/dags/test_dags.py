@@ -15,6 +15,7 @@ from airflow_run import DAG_TEST_SCRIPT, DAGBAG_SCRIPT, airflow_env, airflow_pyt
 from lakemq.common.message import MessageConst, MessageExtBrokerInner
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 
 # The first test may install .venv-airflow (about a minute; bounded by airflow_run.INSTALL_TIMEOUT).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -71,7 +72,7 @@ def _write_store(store_dir: Path, count: int) -> None:
                 born_timestamp=1_700_000_000_000,
                 born_host="127.0.0.1:1",
             )
-            assert store.put_message(msg).is_ok
+            assert store.put(MessagesPut.of(msg)).is_ok
     finally:
         store.shutdown()
 

@@ -25,6 +25,7 @@ from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import ConsumerSendMsgBackRequestHeader, decode_header
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 
 __all__ = ["ConsumerSendMsgBackProcessor"]
@@ -121,7 +122,7 @@ class ConsumerSendMsgBackProcessor:
         )
         inner.properties_string = properties_to_string(properties)
         inner.tags_code = tags_hash_code(inner.tags)
-        result = self._store.put_message(inner)
+        result = self._store.put(MessagesPut.of(inner))
         if result.status is PutMessageStatus.PUT_OK:
             return request.reply(ResponseCode.SUCCESS)
         return request.reply(ResponseCode.SYSTEM_ERROR, f"{result.status.name} {result.remark}".strip())

@@ -22,7 +22,7 @@ from lakemq.client import (
     SyncProducer,
     SyncPushConsumer,
 )
-from lakemq.errors import LakeMQError
+from lakemq.errors import DemoError
 from lakemq.launcher import start_cluster
 
 __all__ = ["DEMO_GROUP", "DEMO_TOPIC", "DemoResult", "run_demo"]
@@ -34,10 +34,6 @@ TAGS = ("TagA", "TagB", "TagC")
 DEMO_BROKER_CONF = {"mappedFileSizeCommitLog": str(1 << 20)}
 
 Progress = Callable[[str, int, int], None]
-
-
-class DemoError(LakeMQError):
-    """A step of the demo did not reach its expected outcome."""
 
 
 @dataclass

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lakemq.common.constants import MASTER_ID, PermName
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import ConfigError
 
-__all__ = ["KEY_ALIASES", "MASTER_ID", "BrokerConfig", "PermName", "apply_key_aliases"]
+__all__ = ["KEY_ALIASES", "BrokerConfig", "apply_key_aliases"]
 
-MASTER_ID = 0
 
 # RocketMQ keys that the camelCase rule does not produce from a field name.
 KEY_ALIASES = {"brokerIP1": "brokerIp1", "osPageCacheBusyTimeOutMills": "osPageCacheBusyTimeoutMills"}
@@ -24,35 +24,6 @@ KEY_ALIASES = {"brokerIP1": "brokerIp1", "osPageCacheBusyTimeOutMills": "osPageC
 def apply_key_aliases(props: Mapping[str, str]) -> dict[str, str]:
     """``props`` with RocketMQ's spellings (``brokerIP1``) renamed to the bound keys."""
     return {KEY_ALIASES.get(key, key): value for key, value in props.items()}
-
-
-class PermName:
-    """Permission bits of a topic or broker (RocketMQ PermName)."""
-
-    PERM_PRIORITY = 0x8
-    PERM_READ = 0x4
-    PERM_WRITE = 0x2
-    PERM_INHERIT = 0x1
-
-    @staticmethod
-    def is_readable(perm: int) -> bool:
-        return bool(perm & PermName.PERM_READ)
-
-    @staticmethod
-    def is_writeable(perm: int) -> bool:
-        return bool(perm & PermName.PERM_WRITE)
-
-    @staticmethod
-    def is_inherited(perm: int) -> bool:
-        return bool(perm & PermName.PERM_INHERIT)
-
-    @staticmethod
-    def to_string(perm: int) -> str:
-        return (
-            ("R" if perm & PermName.PERM_READ else "-")
-            + ("W" if perm & PermName.PERM_WRITE else "-")
-            + ("X" if perm & PermName.PERM_INHERIT else "-")
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any, Self
 from lakemq.client.client_instance import ClientInstance
 from lakemq.client.config import ClientConfig, ProducerConfig
 from lakemq.client.message_id import create_uniq_id
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import SendResult
-from lakemq.client.route import TopicRouteData
 from lakemq.client.sender import PreparedMessage, Sender
 from lakemq.common.message import Message, MessageConst, MessageSysFlag, properties_to_string, tags_hash_code
 from lakemq.common.message_batch import encode_messages
+from lakemq.common.message_queue import MessageQueue
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import LakeMQError, MessageIllegalError
+from lakemq.remoting.bodies import TopicRouteData
 
 if TYPE_CHECKING:
     from lakemq.client.sync import SyncProducer

@@ -17,12 +17,12 @@ import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.producer import MessageQueueSelector, Producer, SendCallback
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.push_consumer import PushConsumer
 from lakemq.client.results import PullResult, SendResult
 from lakemq.common.message import Message
+from lakemq.common.message_queue import MessageQueue
 from lakemq.remoting import event_loop
 
 __all__ = ["SyncProducer", "SyncPullConsumer", "SyncPushConsumer", "background_loop"]

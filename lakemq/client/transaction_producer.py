@@ -38,8 +38,8 @@ from lakemq.client.sender import PreparedMessage
 from lakemq.client.sync import SyncProducer, background_loop
 from lakemq.common.codes import RequestCode
 from lakemq.common.message import Message, MessageConst, MessageExt, MessageSysFlag
-from lakemq.common.record import RecordError, decode_message_id, decode_record
-from lakemq.errors import BrokerError, LakeMQError, RemotingCommandError, RemotingError
+from lakemq.common.record import decode_message_id, decode_record
+from lakemq.errors import BrokerError, LakeMQError, RecordError, RemotingCommandError, RemotingError
 from lakemq.remoting import RemotingCommand, RequestContext
 from lakemq.remoting.headers import (
     CheckTransactionStateRequestHeader,

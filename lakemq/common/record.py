@@ -36,7 +36,7 @@ from typing import Final
 from isal.isal_zlib import crc32
 
 from lakemq.common.message import MessageExt, MessageSysFlag, string_to_properties
-from lakemq.errors import LakeMQError
+from lakemq.errors import RecordError
 
 __all__ = [
     "BLANK_MAGIC_CODE",
@@ -49,7 +49,6 @@ __all__ = [
     "QUEUE_OFFSET_POS",
     "RECORD_FIXED_SIZE",
     "STORE_TIMESTAMP_POS",
-    "RecordError",
     "RecordHeader",
     "body_crc",
     "check_record",
@@ -91,10 +90,6 @@ _PATCH_TIMESTAMP = struct.Struct(">q")
 _LONG = struct.Struct(">q")
 _TOPIC_LEN: Final = tuple(bytes([n]) for n in range(256))
 _MSG_ID = struct.Struct(">4siq")
-
-
-class RecordError(LakeMQError, ValueError):
-    """A record that cannot be decoded: bad magic, bad size, bad CRC or truncated."""
 
 
 def body_crc(body: bytes) -> int:

@@ -19,8 +19,9 @@ import os
 from collections.abc import Callable, Iterator
 
 from lakemq.common.message import MessageExt
-from lakemq.common.record import RecordError, decode_message_id, decode_record, read_header
+from lakemq.common.record import decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
+from lakemq.errors import RecordError
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from lakemq.client.fastjson import loads as fastjson_loads
+from lakemq.remoting.fastjson import loads as fastjson_loads
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageConst
 from lakemq.common.record import iter_records
@@ -21,9 +21,9 @@ from lakemq.remoting.bodies import (
     KVTable,
     LockBatchRequestBody,
     LockBatchResponseBody,
-    MessageQueue,
-    SubscriptionData,
 )
+from lakemq.common.subscription import SubscriptionData
+from lakemq.common.message_queue import MessageQueue
 from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
     GetConsumerListByGroupRequestHeader,

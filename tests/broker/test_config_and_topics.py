@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
+from lakemq.common.constants import PermName
 from lakemq.broker.topic_config_manager import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     SCHEDULE_TOPIC,

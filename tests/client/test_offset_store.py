@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from lakemq.client.message_queue import MessageQueue
+from lakemq.common.message_queue import MessageQueue
 from lakemq.client.offset_store import LocalFileOffsetStore, ReadOffsetType
 from lakemq.errors import LakeMQError
 

@@ -3,7 +3,7 @@ import zlib
 import pytest
 
 from lakemq.client import Message, MessageQueue, Producer, select_by_hash
-from lakemq.client.route import TopicRouteData
+from lakemq.remoting.bodies import TopicRouteData
 from lakemq.client.sender import RetryAction, _derived_route, classify_failure
 from lakemq.common.codes import ResponseCode
 from lakemq.common.message import MessageSysFlag
@@ -78,7 +78,7 @@ def test_retry_classification() -> None:
 
 
 def test_auto_create_route_borrows_tbw102_brokers() -> None:
-    default = TopicRouteData.from_json(
+    default = TopicRouteData.decode(
         b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:1"},"brokerName":"b","cluster":"c"}],'
         b'"queueDatas":[{"brokerName":"b","perm":7,"readQueueNums":8,"writeQueueNums":8,"topicSysFlag":0}]}')
     route = _derived_route(default, 4)

@@ -15,10 +15,11 @@ import logging
 import random
 
 from lakemq.broker.business_pool import BusinessPool
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager, dlq_topic, retry_topic
 from lakemq.common.codes import ResponseCode
+from lakemq.common.constants import PermName
 from lakemq.common.message import MessageConst, MessageExtBrokerInner, properties_to_string, tags_hash_code
 from lakemq.errors import for_code
 from lakemq.remoting.codec import RemotingCommand

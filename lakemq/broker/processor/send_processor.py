@@ -24,7 +24,7 @@ from collections.abc import Awaitable
 from typing import Final
 
 from lakemq.broker.business_pool import BusinessPool
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.loop_acks import LoopAcks
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
@@ -38,6 +38,7 @@ from lakemq.broker.topic_config_manager import (
 )
 from lakemq.broker.transaction.half_message import is_transactional, to_half_message
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.constants import PermName
 from lakemq.common.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,

@@ -27,8 +27,8 @@ from lakemq.broker.transaction.half_message import (
 from lakemq.broker.transaction.resolved import ResolvedTransactions
 from lakemq.common.codes import ResponseCode
 from lakemq.common.message import MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
-from lakemq.common.record import RecordError, decode_record
-from lakemq.errors import for_code
+from lakemq.common.record import decode_record
+from lakemq.errors import RecordError, for_code
 from lakemq.remoting.headers import EndTransactionRequestHeader
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore

@@ -45,7 +45,7 @@ Reading the table:
   the memory floor. "CPU us/msg" is the CPU time of the putting thread alone
   (time.thread_time): on this shared VM wall time also measures the neighbours, CPU time
   is what the code costs.
-- The per-record loops are compiled (Cython, lakemq/store/_native.pyx; docs/NATIVE.md):
+- The per-record loops are compiled (Cython, lakemq/store/_records.pyx and _scan.pyx; docs/NATIVE.md):
   a batch is checked and measured in C, the body CRC (zlib's CRC-32, as RocketMQ) comes
   from ISA-L, and every record is packed straight into the mapped file with its final
   offsets and store time; a batch of 16 KiB or more is copied with the GIL released.

@@ -74,18 +74,19 @@ class MessageSysFlag:
     TRANSACTION_PREPARED_TYPE: Final = 0x4
     TRANSACTION_COMMIT_TYPE: Final = 0x8
     TRANSACTION_ROLLBACK_TYPE: Final = 0xC
+    TRANSACTION_MASK: Final = 0xC  # the two bits of the transaction type
     BORNHOST_V6_FLAG: Final = 0x10
     STOREHOSTADDRESS_V6_FLAG: Final = 0x20
     # lakemq stores IPv4 hosts only; the v6 bits are refused so the fixed record layout holds.
-    KNOWN_MASK: Final = 0x1 | 0x2 | 0xC
+    KNOWN_MASK: Final = COMPRESSED_FLAG | MULTI_TAGS_FLAG | TRANSACTION_MASK
 
     @staticmethod
     def transaction_value(sys_flag: int) -> int:
-        return sys_flag & 0xC
+        return sys_flag & MessageSysFlag.TRANSACTION_MASK
 
     @staticmethod
     def reset_transaction_value(sys_flag: int, value: int) -> int:
-        return (sys_flag & ~0xC) | value
+        return (sys_flag & ~MessageSysFlag.TRANSACTION_MASK) | value
 
     @classmethod
     def unknown_bits(cls, sys_flag: int) -> int:

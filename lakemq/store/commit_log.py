@@ -1,7 +1,7 @@
 """CommitLog: the one append-only log of every message of a broker.
 
 One appender at a time (the put lock). The record layout is :mod:`lakemq.common.record`'s.
-The compiled encoder (:mod:`lakemq.store._native`, docs/NATIVE.md) checks and measures the
+The compiled encoder (:mod:`lakemq.store._records`, docs/NATIVE.md) checks and measures the
 messages (body CRC included); under the lock it packs every record with its queue offset,
 physical offset and store time straight into the mapped file. A record that does not fit
 (with 8 bytes to spare) seals the file with a blank record and goes to the next one. Flushing
@@ -24,21 +24,21 @@ from lakemq.common.message import (
 )
 from lakemq.common.record import (
     BLANK_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE,
     PROPS_LEN,
     RECORD_FIXED_SIZE,
     STORE_TIMESTAMP_POS,
-    check_record,
     crc32,
     create_message_id,
     encode_host,
 )
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import MessageIllegalError, StoreError
-from lakemq.store._native import PutMessageSpinLock, RecordEncoder, Records
+from lakemq.store._append_lock import PutMessageSpinLock
+from lakemq.store._records import RecordEncoder, Records
 from lakemq.store.acks import AckCondition, AckSink, AckWatch, PutAcks
 from lakemq.store.checkpoint import StoreCheckpoint
-from lakemq.store.commit_log_scan import DispatchRequest, iter_dispatch_requests, scan_valid_end
+from lakemq.store.commit_log_recovery import recover_abnormally, recover_normally
+from lakemq.store.commit_log_scan import DispatchRequest
 from lakemq.store.config import FlushDiskType, StoreConfig
 from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
 from lakemq.store.flush import FlushCommitLogService, FlushRealTimeService
@@ -66,7 +66,7 @@ _LONG = struct.Struct(">q")
 _new_tuple = tuple.__new__
 _PUT_OK = PutMessageStatus.PUT_OK
 _APPEND_OK = AppendMessageStatus.PUT_OK
-_TRANSACTION_MASK = 0xC
+_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 _DELAY = MessageConst.DELAY_TIME_LEVEL
 _PROPS_LEN_PACK = PROPS_LEN.pack
 # Sys flag bits that send a message off the encoder's common path: unknown bits (refused by
@@ -120,7 +120,7 @@ class CommitLog:
         self._valid_topics: set[str] = set()
         self._topic_parts: dict[str, bytes] = {}
         self._born_hosts: dict[str, tuple[bytes, int]] = {}  # "ip:port" -> encoded, for every put
-        # The compiled record packer (lakemq/store/_native.pyx) shares these tables.
+        # The compiled record packer (lakemq/store/_records.pyx) shares these tables.
         self._encoder = RecordEncoder(
             self._valid_topics, self._topic_parts, self._born_hosts, config.max_message_size,
             min(config.max_properties_size, _MAX_PROPERTIES_LEN), self.file_size - END_FILE_MIN_BLANK_LENGTH,
@@ -473,83 +473,12 @@ class CommitLog:
         return self.mapped_file_queue.delete_expired_file_by_time(
             expired_ms, max_offset_allowed, delete_files_interval_ms, clean_immediately)
 
-    # -- recovery ----------------------------------------------------------------------------
+    # -- recovery (lakemq.store.commit_log_recovery) ------------------------------------------
 
     def recover_normally(self) -> int:
-        """After a clean shutdown: walk the last three files, stop at the first bad record and
-        cut there. Returns the recovered end (the CommitLog max offset)."""
-        files = self.mapped_file_queue.mapped_files
-        check_crc = self.config.check_crc_on_recover
-
-        def scan(mf: MappedFile, pos: int) -> tuple[int, bool]:
-            return scan_valid_end(mf.raw_view(), pos, mf.file_from_offset, check_crc=check_crc)
-
-        return self._recover_from(max(0, len(files) - 3), scan)
+        """After a clean shutdown: the recovered end (the CommitLog max offset)."""
+        return recover_normally(self.mapped_file_queue, self.config)
 
     def recover_abnormally(self, min_timestamp: int, dispatch: Callable[[DispatchRequest], None]) -> int:
-        """After a crash: replay from the last file whose first record was stored at or before
-        ``min_timestamp`` (the checkpoint's), handing every good record to ``dispatch`` so the
-        ConsumeQueues and IndexFile are rebuilt; cut after the last good record."""
-        files = self.mapped_file_queue.mapped_files
-        index = len(files) - 1
-        while index > 0 and not self._is_recover_start(files[index], min_timestamp):
-            index -= 1
-        check_crc = self.config.check_crc_on_recover
-        levels = self.delay_levels
-
-        def scan(mf: MappedFile, pos: int) -> tuple[int, bool]:
-            for req in iter_dispatch_requests(mf.raw_view(), pos, mf.file_from_offset,
-                                              check_crc=check_crc, delay_levels=levels):
-                if req.msg_size > 0:
-                    dispatch(req)
-                    pos += req.msg_size
-                else:
-                    return pos, req.msg_size == 0
-            raise AssertionError("iter_dispatch_requests ends with a blank or bad record")
-
-        return self._recover_from(max(index, 0), scan)
-
-    @staticmethod
-    def _is_recover_start(mf: MappedFile, min_timestamp: int) -> bool:
-        view = mf.raw_view()
-        _, magic = _FIRST_RECORD.unpack_from(view, 0)
-        if magic != MESSAGE_MAGIC_CODE:
-            return False
-        store_timestamp: int = _LONG.unpack_from(view, STORE_TIMESTAMP_POS)[0]
-        return 0 < store_timestamp <= min_timestamp
-
-    def _set_aside_good_files(self, later: list[MappedFile], process_offset: int) -> None:
-        """Files after the recovered end that start with a good record mean damage in the
-        middle of the log, not a torn tail. They leave the log (it must be contiguous) but are
-        moved to ``commitlog.cut/{offset}/`` instead of deleted: nothing that reached the disk
-        is destroyed by recovery."""
-        good = []
-        for mf in later:
-            with mf.raw_view() as view:
-                if check_record(view, 0, check_crc=True, physical_offset=mf.file_from_offset) > 0:
-                    good.append(mf)
-        if good:
-            directory = self.config.root_dir / "commitlog.cut" / f"{process_offset:020d}"
-            log.error("CommitLog damaged at offset %d with %d good file(s) after it: moved to %s",
-                      process_offset, len(good), directory)
-            self.mapped_file_queue.set_aside(good, directory)
-
-    def _recover_from(self, index: int, scan: Callable[[MappedFile, int], tuple[int, bool]]) -> int:
-        queue = self.mapped_file_queue
-        files = queue.mapped_files
-        if not files:
-            queue.flushed_where = 0
-            return 0
-        while True:
-            mf = files[index]
-            end, sealed = scan(mf, 0)
-            if sealed and index + 1 < len(files):
-                index += 1
-                continue
-            process_offset = mf.file_from_offset + end
-            break
-        self._set_aside_good_files(files[index + 1 :], process_offset)
-        log.info("CommitLog recovered to offset %d", process_offset)
-        queue.set_positions(process_offset)
-        queue.truncate_dirty_files(process_offset)
-        return process_offset
+        """After a crash: replay into ``dispatch`` from the checkpoint's ``min_timestamp``."""
+        return recover_abnormally(self.mapped_file_queue, self.config, self.delay_levels, min_timestamp, dispatch)

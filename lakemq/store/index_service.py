@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import StoreError
-from lakemq.store._native import IndexKeys
+from lakemq.store._index import IndexKeys, index_keys
 from lakemq.store.commit_log_scan import DispatchBatch, DispatchRequest
 from lakemq.store.index_file import IndexFile
 
@@ -129,7 +129,7 @@ class IndexService:
         """dispatch for consecutive records: their keys (hashed in C while the records were
         read) written per file with one header update."""
         with self._lock:
-            keys = batch.index_keys(self._last_indexed_offset())  # a replay passes indexed records
+            keys = index_keys(batch, self._last_indexed_offset())  # a replay passes indexed records
             if len(keys):
                 self._put_keys(keys)
 

@@ -1,4 +1,4 @@
-"""The put and dispatch fast paths (compiled: lakemq/store/_native.pyx) against independent
+"""The put and dispatch fast paths (compiled: lakemq/store/_records.pyx, _scan, _cq_runs, _index) against independent
 expectations: records the Python codec would build byte for byte, the DispatchRequests the
 Python decoder reads back, Java's hashCode as the pure-Python one computes it, and
 byte-identical ConsumeQueue and IndexFile files from batched and one-by-one dispatch (gaps,
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from lakemq.common.message import MessageConst, MessageSysFlag, string_to_properties, tags_hash_code
 from lakemq.common.record import body_crc, check_record, crc32, decode_record, encode_host, encode_record
-from lakemq.store import _native
+from lakemq.store import _append_lock, _cq_runs, _index, _records, _scan
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.commit_log_scan import (
     DispatchRequest,
@@ -46,13 +46,16 @@ def commit_log(tmp_path: Path) -> Iterator[CommitLog]:
 
 
 def test_the_compiled_extension_is_in_use() -> None:
-    """The store imports the compiled module (no Python stand-in exists)."""
-    assert _native.__file__ is not None and _native.__file__.endswith(".so")
-    from lakemq.store import commit_log, consume_queue_store, dispatch, index_file
-    assert vars(commit_log)["RecordEncoder"] is _native.RecordEncoder
-    assert vars(dispatch)["scan_records"] is _native.scan_records
-    assert vars(index_file)["put_index_keys"] is _native.put_index_keys
-    assert vars(consume_queue_store)["DispatchBatch"] is _native.DispatchBatch
+    """The store imports the compiled modules (no Python stand-in exists)."""
+    for module in (_append_lock, _records, _scan, _cq_runs, _index):
+        assert module.__file__ is not None and module.__file__.endswith(".so")
+    from lakemq.store import commit_log, consume_queue_store, dispatch, index_file, index_service
+    assert vars(commit_log)["RecordEncoder"] is _records.RecordEncoder
+    assert vars(commit_log)["PutMessageSpinLock"] is _append_lock.PutMessageSpinLock
+    assert vars(dispatch)["scan_records"] is _scan.scan_records
+    assert vars(index_file)["put_index_keys"] is _index.put_index_keys
+    assert vars(index_service)["index_keys"] is _index.index_keys
+    assert vars(consume_queue_store)["consume_queue_runs"] is _cq_runs.consume_queue_runs
 
 
 def _index_hash(key: str) -> int:
@@ -64,15 +67,15 @@ def test_java_hash_matches_the_python_hash_code() -> None:
     keys = [f"Topic#{i:032X}" for i in range(300)]
     keys += ["polygenelubricants", "", "T#", "T#ключ", "T#\U0001f600emoji", "x" * 500, "T#a b"]
     keys += [chr(0xFFFF) * 7, "Aa", "BB"]  # "Aa" and "BB" collide in Java
-    assert [_native.java_hash(k) for k in keys] == [tags_hash_code(k) for k in keys]
+    assert [_index.java_hash(k) for k in keys] == [tags_hash_code(k) for k in keys]
     assert [index_key_hash(k) for k in keys] == [_index_hash(k) for k in keys]
-    assert _native.java_hash("polygenelubricants") == -0x80000000
+    assert _index.java_hash("polygenelubricants") == -0x80000000
     assert index_key_hash("polygenelubricants") == 0
 
 
 @given(st.text(alphabet=st.characters(codec="utf-8")))  # any text a str can be encoded from
 def test_java_hash_of_any_text(text: str) -> None:
-    assert _native.java_hash(text) == tags_hash_code(text)
+    assert _index.java_hash(text) == tags_hash_code(text)
 
 
 def test_body_crc_is_zlibs_crc32() -> None:
@@ -397,7 +400,7 @@ def test_reader_reads_what_the_python_decoder_reads(
     # Long polling's view: the records that get a ConsumeQueue entry, without their properties.
     assert batch.arrivals() == [(r.topic, r.queue_id, r.consume_queue_offset + 1, r.tags_code, r.store_timestamp)
                                 for r in expected if gets_consume_queue_entry(r.sys_flag)]
-    index_keys = batch.index_keys(-1)
+    index_keys = _index.index_keys(batch, -1)
     assert len(index_keys) == len(keys)
     root = tmp_path_factory.mktemp("idx")
     index = IndexService(root, hash_slot_num=7, index_num=200)

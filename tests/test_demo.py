@@ -9,6 +9,9 @@ import pytest
 
 from lakemq.launcher import lakemq_command
 
+# Spark runs in a child process (the lake jobs).
+pytestmark = pytest.mark.spark
+
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from lakemq.store.message_store import MessageStore
 from lakemq.store.put_request import MessagesPut
 
 # The first test may install .venv-airflow (about a minute; bounded by airflow_run.INSTALL_TIMEOUT).
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TIERING = ["seal", "compact", "verify", "retention", "maintain"]
 

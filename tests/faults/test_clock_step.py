@@ -43,6 +43,9 @@ from lakemq.client import (
 from lakemq.client.admin import Admin
 from tests.cluster import start_cluster
 
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
+
 TOPIC = "ClockStep"
 PER_PHASE = 120
 HOUR = 3_600_000

@@ -6,6 +6,8 @@ so duplicates are bounded by (offset persist interval + takeover time) x send ra
 
 from __future__ import annotations
 
+import pytest
+
 import signal
 import subprocess
 import sys
@@ -15,6 +17,9 @@ from pathlib import Path
 
 from lakemq.client import Message, SyncProducer
 from tests.cluster import Cluster, start_cluster
+
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
 
 CONSUMER = Path(__file__).resolve().parents[1] / "client" / "consumer_proc.py"
 REBALANCE_S = 1.0  # consumer_proc.py's rebalance_interval

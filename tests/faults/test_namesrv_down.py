@@ -7,6 +7,8 @@ it comes back on the same address."""
 
 from __future__ import annotations
 
+import pytest
+
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +25,9 @@ from lakemq.client import (
 )
 from lakemq.client.config import ClientConfig
 from tests.cluster import start_cluster
+
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
 
 TOPIC = "NoNamesrv"
 

@@ -42,7 +42,7 @@ class BrokerConfig:
     cluster_topic_enable: bool = True  # a topic named after the cluster, for admin tools
     broker_topic_enable: bool = True  # a topic named after the broker
     auto_create_subscription_group: bool = True
-    # Business pools per request family (the seeds' M2 pools keyed by request code).
+    # Business pools per request family (RocketMQ's sendMessageThreadPoolNums and the like).
     send_message_thread_pool_nums: int = 4
     pull_message_thread_pool_nums: int = 8
     admin_broker_thread_pool_nums: int = 4

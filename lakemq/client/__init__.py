@@ -21,10 +21,9 @@ from lakemq.client.results import (
     SendStatus,
 )
 from lakemq.client.subscription import MessageSelector
-from lakemq.client.sync import SyncProducer, SyncPullConsumer, SyncPushConsumer
+from lakemq.client.sync import SyncProducer, SyncPullConsumer, SyncPushConsumer, SyncTransactionProducer
 from lakemq.client.transaction_producer import (
     LocalTransactionState,
-    SyncTransactionProducer,
     TransactionListener,
     TransactionProducer,
     TransactionSendResult,

@@ -10,7 +10,7 @@ broker every 5 s and on shutdown (to a local file in broadcasting mode).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Self
+from typing import Self
 
 from lakemq.client.config import ClientConfig, ConsumerConfig
 from lakemq.client.consumer_core import ConsumerCore
@@ -21,9 +21,6 @@ from lakemq.common.message_queue import MessageQueue
 from lakemq.common.subscription import ExpressionType
 from lakemq.common.validation import check_topic
 from lakemq.remoting.bodies import ConsumerData, TopicRouteData
-
-if TYPE_CHECKING:
-    from lakemq.client.sync import SyncPullConsumer
 
 __all__ = ["PullConsumer"]
 
@@ -50,11 +47,6 @@ class PullConsumer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
-
-    def sync(self) -> SyncPullConsumer:
-        from lakemq.client.sync import SyncPullConsumer
-
-        return SyncPullConsumer(self)
 
     # -- ClientInstance member ----------------------------------------------------------
     def subscribed_topics(self) -> list[str]:

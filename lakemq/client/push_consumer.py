@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Self
+from typing import Self
 
 from lakemq.client.config import ClientConfig, ConsumerConfig, MessageModel
 from lakemq.client.consume_service import (
@@ -35,9 +35,6 @@ from lakemq.common.subscription import ExpressionType, SubscriptionData
 from lakemq.common.validation import check_topic
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 from lakemq.remoting.bodies import ConsumerData, TopicRouteData
-
-if TYPE_CHECKING:
-    from lakemq.client.sync import SyncPushConsumer
 
 __all__ = ["PushConsumer"]
 
@@ -126,11 +123,6 @@ class PushConsumer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
-
-    def sync(self) -> SyncPushConsumer:
-        from lakemq.client.sync import SyncPushConsumer
-
-        return SyncPushConsumer(self)
 
     # -- ClientInstance member ----------------------------------------------------------
     def subscribed_topics(self) -> list[str]:

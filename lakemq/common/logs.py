@@ -7,7 +7,7 @@ import logging.handlers
 import os
 from pathlib import Path
 
-__all__ = ["default_log_dir", "setup_logging"]
+__all__ = ["close_logging", "default_log_dir", "setup_logging"]
 
 
 def default_log_dir() -> Path:
@@ -31,3 +31,13 @@ def setup_logging(name: str, log_dir: str | Path | None = None, level: str = "IN
     file_handler._lakemq = True  # type: ignore[attr-defined]
     root.addHandler(file_handler)
     return path
+
+
+def close_logging() -> None:
+    """Close the log file setup_logging opened, before its directory goes: a record logged
+    later (py4j closes its connections at interpreter exit) then finds no file to reopen."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_lakemq", False):
+            root.removeHandler(handler)
+            handler.close()

@@ -18,8 +18,8 @@ All integers are big endian; hosts are IPv4 (4 bytes) plus a 4-byte port::
 
     TOTALSIZE = 91 + len(body) + len(topic) + len(properties)
 
-The seed gives RECONSUMETIMES 8 bytes; RocketMQ 4.x's MessageDecoder reads 4, and the wire
-wins (docs/FORMATS.md). A file's unused tail is one blank record: TOTALSIZE = bytes left,
+RECONSUMETIMES is 4 bytes, as RocketMQ 4.x's MessageDecoder reads it (some descriptions of
+the format give 8; docs/FORMATS.md). A file's unused tail is one blank record: TOTALSIZE = bytes left,
 MAGICCODE = 0xcbd43194.
 """
 

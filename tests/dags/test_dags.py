@@ -124,7 +124,7 @@ def test_sweeps_dag_records_a_pending_transaction(airflow_py: str, tmp_path: Pat
 
     from lakemq.client import LocalTransactionState, Message
     from lakemq.client.config import ClientConfig
-    from lakemq.client.transaction_producer import SyncTransactionProducer
+    from lakemq.client.sync import SyncTransactionProducer
     from lakemq.jobs.delta_source import snapshot_files
     from tests.cluster import lakemq_command, start_cluster
 

@@ -21,7 +21,8 @@ import pytest
 
 from lakemq.client import Message, MessageExt, SyncProducer
 from lakemq.client.config import ClientConfig
-from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
+from lakemq.client.sync import SyncTransactionProducer
+from lakemq.client.transaction_producer import LocalTransactionState
 from lakemq.jobs.sql import run_sql
 from lakemq.jobs.tier_run import tier_run
 from lakemq.jobs.transaction_sweep import run_transaction_sweep, sweep_transactions
@@ -43,7 +44,8 @@ _FIRST_PRODUCER = textwrap.dedent("""
     import os, sys, threading
     from lakemq.client import Message
     from lakemq.client.config import ClientConfig
-    from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
+    from lakemq.client.sync import SyncTransactionProducer
+    from lakemq.client.transaction_producer import LocalTransactionState
 
     checked = threading.Event()
     count = [0]

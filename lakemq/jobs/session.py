@@ -39,7 +39,6 @@ DEFAULTS: Mapping[str, str] = {
     "spark.master": "local[*]",
     "spark.app.name": "lakemq",
     "spark.sql.shuffle.partitions": "4",
-    "spark.sql.python.filterPushdown.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.showConsoleProgress": "false",

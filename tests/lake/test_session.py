@@ -51,7 +51,7 @@ def test_shared_session_runs_python_workers_on_this_interpreter(spark: Any) -> N
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.master") == "local[2]"
     assert conf.get("spark.ui.enabled") == "false"
-    assert conf.get("spark.sql.python.filterPushdown.enabled") == "true"
+    assert conf.get("spark.sql.extensions") == DELTA_EXTENSION
     exe = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable).collect()[0]
     assert exe == sys.executable
 

@@ -31,7 +31,7 @@ never disturbs the names a user's session has registered.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakemq.errors import LakeError
 from lakemq.jobs.lake_tables import configure_s3a, read_table, spark_uri, table_exists
@@ -97,32 +97,40 @@ def register_views(
     return [f"{n}{suffix}" for n in (MESSAGES_TABLE, *VIEWS, TRANSACTIONS_TABLE)]
 
 
-def _catalog_entries(spark: SparkSession, name: str) -> list[tuple[bool, str]]:
-    """(temporary, table type) of what the current database and the session call ``name``."""
-    return [(bool(t.isTemporary), str(t.tableType)) for t in spark.catalog.listTables() if t.name == name]
+def _catalog(spark: SparkSession, name: str) -> tuple[Any, Any]:
+    """(the session catalog, the identifier of ``name`` in its current database)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return spark._jsparkSession.sessionState().catalog(), jvm.org.apache.spark.sql.catalyst.TableIdentifier(name)
 
 
-def _drop(spark: SparkSession, name: str, *, keep_temporary: bool = False) -> None:
-    """Remove ``name`` from the session: temporary views, views, and external tables (for a
-    Delta table that is metadata only; its files stay). A managed table is never dropped."""
-    for temporary, kind in _catalog_entries(spark, name):
-        if temporary:
-            if not keep_temporary:
-                spark.catalog.dropTempView(name)
-        elif kind == "VIEW":
-            spark.sql(f"DROP VIEW IF EXISTS `{name}`")
-        elif kind == "EXTERNAL":
-            spark.sql(f"DROP TABLE IF EXISTS `{name}`")
-        else:
-            raise LakeError(f"the Spark catalog holds a {kind.lower()} table {name!r}; lakemq will not replace it")
+def _catalog_kind(spark: SparkSession, name: str) -> str | None:
+    """The catalog's entry ``name``: EXTERNAL, MANAGED or VIEW, from its metadata alone. (Spark's
+    listTables and DROP TABLE load the Delta table first, and one whose storage is gone, such as
+    a stopped S3 endpoint, hangs them.)"""
+    catalog, ident = _catalog(spark, name)
+    if not catalog.tableExists(ident):
+        return None
+    return str(catalog.getTableMetadata(ident).tableType().name())
+
+
+def _drop(spark: SparkSession, name: str) -> None:
+    """Remove ``name`` from the catalog: a view, or an external table (for a Delta table that
+    is metadata only; its files stay). A managed table is never dropped."""
+    kind = _catalog_kind(spark, name)
+    if kind in ("VIEW", "EXTERNAL"):
+        catalog, ident = _catalog(spark, name)
+        catalog.dropTable(ident, True, False)  # ignoreIfNotExists, no purge: metadata only
+    elif kind is not None:
+        raise LakeError(f"the Spark catalog holds a {kind.lower()} table {name!r}; lakemq will not replace it")
 
 
 def _attach(spark: SparkSession, name: str, location: str) -> None:
     """Register the Delta table at ``location`` as ``name`` in the catalog (no Delta commit)."""
     key = f"lakemq.catalog.{name}"
-    if spark.conf.get(key, "") == location and any(not t for t, _ in _catalog_entries(spark, name)):
+    if spark.conf.get(key, "") == location and _catalog_kind(spark, name) == "EXTERNAL":
         return
-    _drop(spark, name, keep_temporary=True)
+    _drop(spark, name)
     quoted = location.replace("\\", "\\\\").replace("'", "\\'")
     spark.sql(f"CREATE TABLE `{name}` USING delta LOCATION '{quoted}'")
     spark.conf.set(key, location)
@@ -140,9 +148,7 @@ def register_tables(
         raise LakeError(f"no Delta table at {lake.table_uri(MESSAGES_TABLE)}: nothing has been tiered into this lake")
     present = [t for t in TABLES if t == MESSAGES_TABLE or table_exists(lake, t)]
     for name in (*TABLES, *VIEWS):
-        for temporary, _ in _catalog_entries(spark, name):
-            if temporary:
-                spark.catalog.dropTempView(name)  # an earlier pinned version
+        spark.catalog.dropTempView(name)  # an earlier pinned version
     for table in present:
         _attach(spark, table, spark_uri(lake, table))
     if TRANSACTIONS_TABLE not in present:

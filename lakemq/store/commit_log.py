@@ -484,6 +484,42 @@ class CommitLog:
     def roll_next_file(self, offset: int) -> int:
         return self.mapped_file_queue.roll_next_file(offset)
 
+    # -- replication -------------------------------------------------------------------------
+
+    def append_replica(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """A slave's append: ``data``, the master's CommitLog bytes from ``offset`` on, written
+        at the same offset. ``offset`` must be where this log ends (a file boundary when it is
+        empty) and the bytes must fit in the file holding it, as the master's chunks do.
+        Returns the new max offset; raises StoreError when the bytes cannot go there (nothing
+        is written then)."""
+        size = len(data)
+        queue = self.mapped_file_queue
+        with self._put_lock:
+            if not self._running:
+                raise StoreError("the store is not running")
+            end = queue.get_max_offset()
+            if queue.mapped_files and offset != end:
+                raise StoreError(f"replicated bytes start at {offset}, but this CommitLog ends at {end}")
+            if not queue.mapped_files and offset % self.file_size:
+                raise StoreError(f"replicated bytes start at {offset}, not at a CommitLog file boundary "
+                                 f"(file size {self.file_size}), and this CommitLog is empty")
+            mf = queue.get_last_mapped_file(start_offset=offset)
+            if mf is None:
+                raise StoreError(f"no CommitLog file for offset {offset}")
+            pos = offset - mf.file_from_offset
+            if pos + size > mf.file_size:
+                raise StoreError(f"{size} replicated bytes at {offset} cross the end of CommitLog file "
+                                 f"{mf.path.name} (the file sizes of master and slave differ?)")
+            if not mf.store_timestamp:
+                # The first record's store time: older than anything flushed from this file,
+                # so the checkpoint built from it makes a crash replay start early enough.
+                first = data if pos == 0 else mf.read(0, STORE_TIMESTAMP_POS + 8)
+                if len(first) >= STORE_TIMESTAMP_POS + 8:
+                    mf.store_timestamp = _LONG.unpack_from(first, STORE_TIMESTAMP_POS)[0]
+            mf.append(data)
+        self.flush_service.on_put(offset + size, False)  # SYNC_FLUSH: flush it soon, unwaited
+        return offset + size
+
     def get_data(self, offset: int, return_first_on_not_found: bool = False) -> memoryview | None:
         """The written bytes from ``offset`` to the end of its file (zero copy)."""
         mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, return_first_on_not_found)

@@ -24,7 +24,7 @@ from lakemq.common.record import RecordError, decode_message_id, decode_record, 
 from lakemq.common.validation import check_topic
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import BrokerRole, StoreConfig
 from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, CqUnit
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 
 # RocketMQ reads at most this many ConsumeQueue entries per pull while filtering.
 _MAX_FILTER_ENTRIES = 16_000
+# Answers whose next offset is a correction rather than where reading stopped.
+_CORRECTED = frozenset({
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_TOO_SMALL,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL})
 
 
 def _total_physical_memory() -> int:
@@ -107,6 +111,10 @@ class MessageStore:
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
         self.last_exit_ok = True
         self._running = False
+        # A slave's CommitLog is its master's: only replication appends to it.
+        self._accepts_puts = False
+        self._slave = config.broker_role is BrokerRole.SLAVE
+        self._keeps_offsets = self._slave and not config.offset_check_in_slave
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -145,17 +153,19 @@ class MessageStore:
         self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
         self.commit_log.start()
         self._running = True
+        self._accepts_puts = not self._slave
         self.reput.start()
         self.flush_consume_queue_service.start()
         self.clean_service.start()
-        self.schedule.start()
+        if not self._slave:  # delays are delivered by the master; a slave keeps its offsets
+            self.schedule.start()
 
     def shutdown(self) -> None:
         """Stop puts, deliver nothing more, dispatch what was written, flush everything, write
         the checkpoint; the abort file goes only when all of that completed."""
         if not self._running:
             return
-        self._running = False
+        self._running = self._accepts_puts = False
         self.schedule.shutdown()
         self.clean_service.shutdown()
         self.reput.shutdown()
@@ -174,17 +184,21 @@ class MessageStore:
 
     # -- put ---------------------------------------------------------------------------------
 
+    def _refusal(self) -> PutMessageResult:
+        why = "broker role is SLAVE: puts are refused" if self._slave and self._running else "store is not running"
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=why)
+
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        if not self._accepts_puts:
+            return self._refusal()
         result = self.commit_log.put_message(msg)
         if result.is_ok:
             self.reput.wakeup()
         return result
 
     def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        if not self._accepts_puts:
+            return self._refusal()
         result = self.commit_log.put_messages(msgs)
         if result.is_ok:
             self.reput.wakeup()
@@ -196,7 +210,7 @@ class MessageStore:
                           token: object = None) -> tuple[PutMessageResult, bool] | None:
         """A put from a send request's parts (CommitLog.put_plain_message); None: build the
         message and put it."""
-        if not self._running:
+        if not self._accepts_puts:
             return None
         return self._woken(self.commit_log.put_plain_message(
             topic, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host, reconsume_times,
@@ -206,7 +220,7 @@ class MessageStore:
                           token: object = None) -> tuple[PutMessageResult, bool] | None:
         """A batch put from its wire encoding (CommitLog.put_message_batch); None: build the
         messages and put them."""
-        if not self._running:
+        if not self._accepts_puts:
             return None
         return self._woken(self.commit_log.put_message_batch(batch, sink, token))
 
@@ -227,12 +241,36 @@ class MessageStore:
 
     def _put_acked(self, put: Callable[[Any, AckSink, object], tuple[PutMessageResult, bool]], what: Any,
                    sink: AckSink, token: object) -> tuple[PutMessageResult, bool]:
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running"), False
+        if not self._accepts_puts:
+            return self._refusal(), False
         result, pending = put(what, sink, token)
         if result.is_ok:
             self.reput.wakeup()
         return result, pending
+
+    # -- replication -------------------------------------------------------------------------
+
+    @property
+    def is_slave(self) -> bool:
+        return self._slave
+
+    @property
+    def commit_log_file_size(self) -> int:
+        return self.config.mapped_file_size_commit_log
+
+    def append_to_commit_log(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """A slave's replication append (CommitLog.append_replica), then dispatch is woken.
+        Returns the new max offset; raises StoreError when the bytes do not go at ``offset``."""
+        end = self.commit_log.append_replica(offset, data)
+        self.reput.wakeup()
+        return end
+
+    def get_commit_log_data(self, offset: int) -> memoryview | None:
+        """A master's bytes for its slaves: from ``offset`` to the end of what is written in
+        the file holding it (None when no file holds it)."""
+        if not self._running:
+            return None
+        return self.commit_log.get_data(offset)
 
     # -- pull --------------------------------------------------------------------------------
 
@@ -250,7 +288,8 @@ class MessageStore:
         ``offset`` that pass the filter. ``next_begin_offset`` is where the next pull starts."""
         cq = self.consume_queues.find(topic, queue_id)
         if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+                                    next_begin_offset=offset if self._keeps_offsets else 0)
         min_offset, max_offset = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
         result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
         if max_offset == 0:
@@ -264,6 +303,9 @@ class MessageStore:
             result.next_begin_offset = min_offset if min_offset == 0 else max_offset
         else:
             self._read_queue(cq, offset, max_msg_nums, message_filter, max_total_bytes, result)
+        if self._keeps_offsets and result.status in _CORRECTED:
+            # A slave may be behind its master: it does not move a consumer's offset.
+            result.next_begin_offset = offset
         return result
 
     def _read_queue(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,

@@ -96,23 +96,44 @@ class ScheduleMessageService(ServiceThread):
         except FileNotFoundError:
             return True
         try:
-            raw = json.loads(_FASTJSON_INT_KEY.sub(r'\1"\2":', text)).get("offsetTable", {})
-            table = {int(k): int(v) for k, v in raw.items()}
-        except (ValueError, AttributeError) as exc:
+            table = self._parse(text)
+        except ValueError as exc:
             log.error("cannot read %s: %s", self.offset_path, exc)
             return False
-        self.offset_table = {k: v for k, v in table.items() if 1 <= k <= self.levels.max_level}
+        self.offset_table = table
         return True
+
+    def _parse(self, text: str) -> dict[int, int]:
+        """The levels' offsets in delayOffset.json's text (fastjson's bare keys too)."""
+        try:
+            raw = json.loads(_FASTJSON_INT_KEY.sub(r'\1"\2":', text)).get("offsetTable", {})
+            table = {int(k): int(v) for k, v in raw.items()}
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise ValueError(f"not a delay offset table: {exc}") from exc
+        return {k: v for k, v in table.items() if 1 <= k <= self.levels.max_level}
+
+    def replace_offsets(self, text: str) -> None:
+        """A slave takes its master's delayOffset.json (the text GET_ALL_DELAY_OFFSET
+        answers) and persists it. Raises ValueError for text that is not such a table."""
+        table = self._parse(text)
+        with self._lock:
+            self.offset_table = table
+        self.persist()
+
+    def offsets_text(self) -> str:
+        """The table as delayOffset.json holds it (GET_ALL_DELAY_OFFSET's answer)."""
+        with self._lock:
+            data = {"offsetTable": {str(k): v for k, v in sorted(self.offset_table.items())}}
+        return json.dumps(data, indent=2)
 
     def persist(self) -> None:
         """Write the table atomically (RocketMQ's ConfigManager keeps a .bak; a rename is
         enough to never leave a torn file)."""
-        with self._lock:
-            data = {"offsetTable": {str(k): v for k, v in sorted(self.offset_table.items())}}
+        text = self.offsets_text()
         self.offset_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.offset_path.with_name(self.offset_path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.offset_path)

@@ -18,7 +18,8 @@ __all__ = ["KEY_ALIASES", "MASTER_ID", "BrokerConfig", "PermName", "apply_key_al
 MASTER_ID = 0
 
 # RocketMQ keys that the camelCase rule does not produce from a field name.
-KEY_ALIASES = {"brokerIP1": "brokerIp1", "osPageCacheBusyTimeOutMills": "osPageCacheBusyTimeoutMills"}
+KEY_ALIASES = {"brokerIP1": "brokerIp1", "brokerIP2": "brokerIp2",
+               "osPageCacheBusyTimeOutMills": "osPageCacheBusyTimeoutMills"}
 
 
 def apply_key_aliases(props: Mapping[str, str]) -> dict[str, str]:
@@ -59,8 +60,9 @@ class PermName:
 class BrokerConfig:
     broker_name: str = "broker-a"
     broker_cluster_name: str = "DefaultCluster"
-    broker_id: int = MASTER_ID  # 0 is the master; lakemq brokers run as masters
+    broker_id: int = MASTER_ID  # 0 is the master, > 0 a slave of the same brokerName (brokerRole)
     broker_ip1: str = "127.0.0.1"  # the address registered with the NameServers
+    broker_ip2: str = ""  # the host of the HA listener (haServerAddr); empty: brokerIP1
     listen_port: int = 10911  # 0 binds an ephemeral port (tests); the bound one is registered
     namesrv_addr: tuple[str, ...] = ("127.0.0.1:9876",)  # ``;``-separated in broker.conf
     broker_permission: int = PermName.PERM_READ | PermName.PERM_WRITE
@@ -114,6 +116,10 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     end_transaction_thread_pool_nums: int = 4
+    # Pulls from consumers may be sent to a slave: a master suggests the group's
+    # whichBrokerWhenConsumeSlowly when a pull reads far behind (accessMessageInMemoryMaxRatio
+    # of RAM), and a slave keeps its readers. Off: every pull is pointed back to the master.
+    slave_read_enable: bool = False
     # Prometheus metrics over HTTP on brokerIP1 (GET /metrics): -1 = listenPort + 2 (a free
     # port when listenPort is 0), 0 = a free port, -2 = off; the URL is printed at boot.
     metrics_port: int = -1
@@ -179,3 +185,7 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_host(self) -> str:
+        return self.broker_ip2 or self.broker_ip1

@@ -7,7 +7,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Self
 
-from lakemq.client import fastjson
 from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
@@ -18,7 +17,7 @@ from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_message_id
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import LakeMQError, TopicNotExistError
-from lakemq.remoting import RemotingClient
+from lakemq.remoting import RemotingClient, fastjson
 from lakemq.remoting.bodies import KVTable
 
 __all__ = ["Admin", "QueueProgress", "QueueStats"]

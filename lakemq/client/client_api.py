@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lakemq.client import fastjson
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import PullStatus, SendResult, SendStatus
 from lakemq.client.route import TopicRouteData
@@ -20,7 +19,7 @@ from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageExt
 from lakemq.common.record import iter_records
 from lakemq.errors import for_code
-from lakemq.remoting import RemotingClient, RemotingCommand
+from lakemq.remoting import RemotingClient, RemotingCommand, fastjson
 from lakemq.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,

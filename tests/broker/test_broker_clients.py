@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from lakemq.client.fastjson import loads as fastjson_loads
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageConst
 from lakemq.common.record import iter_records
@@ -24,6 +23,7 @@ from lakemq.remoting.bodies import (
     MessageQueue,
     SubscriptionData,
 )
+from lakemq.remoting.fastjson import loads as fastjson_loads
 from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
     GetConsumerListByGroupRequestHeader,

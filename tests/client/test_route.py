@@ -2,10 +2,10 @@ from collections import Counter
 
 import pytest
 
-from lakemq.client import fastjson
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.route import PermName, TopicPublishInfo, TopicRouteData, publish_queues, subscribe_queues
 from lakemq.errors import FrameError
+from lakemq.remoting import fastjson
 
 # What a Java name server sends: fastjson writes the Long broker-id keys bare.
 NAMESRV_JSON = (

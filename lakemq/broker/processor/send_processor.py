@@ -146,6 +146,7 @@ class SendMessageProcessor:
         self._record_send = metrics.sends.record
         self._page_cache_busy = metrics.flow_control_rejections.labels(config.broker_name, "page_cache_busy")
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._slave = store.is_slave
         self._acks: LoopAcks | None = None  # made on the loop by the first SYNC_FLUSH send
         self._cluster_property = (
             f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
@@ -284,6 +285,9 @@ class SendMessageProcessor:
     def _msg_check(self, ctx: RequestContext, header: SendMessageRequestHeader) -> TopicConfig:
         c = self._config
         topic = header.topic
+        if self._slave:  # before anything is created: a slave's topics are its master's
+            raise for_code(ResponseCode.SERVICE_NOT_AVAILABLE,
+                           f"the broker[{c.broker_name}, id {c.broker_id}] is a SLAVE: send to its master")
         if not PermName.is_writeable(c.broker_permission):
             raise for_code(
                 ResponseCode.NO_PERMISSION, f"the broker[{c.broker_ip1}] sending message is forbidden"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Protocol
+from typing import Protocol, cast
 
 from lakemq.broker.ha.config import HaConfig
 from lakemq.broker.ha.progress import ReplicationProgress, SlaveLink
@@ -118,10 +118,9 @@ class _HaConnection(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        batch = self._server.config.ha_transfer_batch_size
-        transport.set_write_buffer_limits(high=4 * batch + TRANSFER_HEADER.size)
+        # uvloop's transports are not asyncio.Transport subclasses; both have what is used here.
+        self._transport = stream = cast(asyncio.Transport, transport)
+        stream.set_write_buffer_limits(high=4 * self._server.config.ha_transfer_batch_size + TRANSFER_HEADER.size)
         peer = transport.get_extra_info("peername")
         addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._link = self._server.progress.link_opened(addr)

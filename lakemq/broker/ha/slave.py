@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Protocol
+from typing import Protocol, cast
 
 from lakemq.broker.ha.config import HaConfig
 from lakemq.broker.ha.wire import REPORT, TransferReader, complete_records
@@ -126,8 +126,8 @@ class _SlaveLink(asyncio.Protocol):
         self.lost_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses; both have what is used here.
+        self._transport = cast(asyncio.Transport, transport)
         max_offset = self._client.store.get_max_phy_offset()
         # An empty slave takes whatever file start the master begins at.
         self._reader.expect(max_offset if max_offset > 0 else None)

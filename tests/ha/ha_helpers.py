@@ -92,3 +92,14 @@ def unique_keys(commit_log: Path) -> Iterator[str]:
             if key:
                 yield key
             pos += size
+
+
+def ha_errors(cluster: Cluster, *names: str) -> list[str]:
+    """ERROR lines the replication code logged in these brokers' logs (a dropped link, a
+    refused transfer): a healthy run has none, even when it heals itself."""
+    lines = []
+    for name in names:
+        for path in (cluster.root / name / "logs").glob("*.log"):
+            lines += [line for line in path.read_text(errors="replace").splitlines()
+                      if " ERROR " in line and "lakemq.broker.ha" in line]
+    return lines

@@ -32,6 +32,7 @@ from tests.ha.ha_helpers import (
     add_pair,
     assert_same_commit_logs,
     commit_log_dir,
+    ha_errors,
     runtime,
     slave_name,
     wait_caught_up,
@@ -113,6 +114,7 @@ async def test_slave_replicates_dispatches_and_syncs(pair: Cluster) -> None:
     pair.stop_broker("broker-a")
     pair.stop_broker(slave_name("broker-a"))
     assert_same_commit_logs(commit_log_dir(pair, "broker-a"), commit_log_dir(pair, slave_name("broker-a")))
+    assert not ha_errors(pair, "broker-a", slave_name("broker-a"))
 
 
 async def test_consumers_go_on_from_the_slave_and_producers_to_another_group(tmp_path: Path) -> None:

@@ -63,6 +63,7 @@ def test_only_whole_records_are_complete() -> None:
     blank = (64).to_bytes(4, "big") + BLANK_MAGIC_CODE.to_bytes(4, "big") + bytes(56)
     data = first + second + blank
     assert complete_records(data) == len(data)
+    assert complete_records(data + first) == len(data)  # the next file's records are applied apart
     assert complete_records(data[: len(first) + 10]) == len(first)
     assert complete_records(data[: len(first) + len(second) + 20]) == len(first) + len(second)  # blank in flight
     assert complete_records(data[:3]) == 0

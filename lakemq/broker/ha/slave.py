@@ -140,8 +140,7 @@ class _SlaveLink(asyncio.Protocol):
         reader, store = self._reader, self._client.store
         try:
             reader.feed(data)
-            end = complete_records(reader.data)
-            if end:
+            while end := complete_records(reader.data):  # file by file: a blank record ends one
                 offset = reader.data_offset
                 assert offset is not None
                 with memoryview(reader.data)[:end] as records:

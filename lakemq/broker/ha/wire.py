@@ -114,9 +114,10 @@ class TransferReader:
 
 
 def complete_records(data: bytes | bytearray | memoryview, pos: int = 0) -> int:
-    """The end of the whole CommitLog records in ``data`` from ``pos`` (a record boundary):
-    message records and the blank record that ends a file. Raises FrameError on bytes that are
-    not a record, so a slave never writes them into its CommitLog."""
+    """The end of the whole CommitLog records in ``data`` from ``pos`` (a record boundary),
+    up to and including a blank record, which ends its file: what follows belongs to the next
+    file and is written there. Raises FrameError on bytes that are not a record, so a slave
+    never writes them into its CommitLog."""
     n = len(data)
     unpack = _RECORD_HEAD.unpack_from
     while pos + _RECORD_HEAD.size <= n:
@@ -127,6 +128,7 @@ def complete_records(data: bytes | bytearray | memoryview, pos: int = 0) -> int:
         elif magic == BLANK_MAGIC_CODE:
             if size < _BLANK_MIN:
                 raise FrameError(f"blank record of {size} bytes at +{pos}")
+            return pos + size if pos + size <= n else pos
         else:
             raise FrameError(f"bytes at +{pos} are not a CommitLog record (magic 0x{magic:08x})")
         if pos + size > n:

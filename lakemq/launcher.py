@@ -136,16 +136,18 @@ class ServerProcess:
 
 
 def spawn(
-    name: str, args: Sequence[str], work_dir: Path, ready: re.Pattern[str], timeout: float = BOOT_TIMEOUT
+    name: str, args: Sequence[str], work_dir: Path, ready: re.Pattern[str], timeout: float = BOOT_TIMEOUT,
+    prefix: Sequence[str] = (),
 ) -> ServerProcess:
-    """Run ``lakemq *args`` with stdout to a file; return once ``ready`` matches a new line."""
+    """Run ``lakemq *args`` (behind ``prefix``, e.g. ``ip netns exec NS``) with stdout to a
+    file; return once ``ready`` matches a new line."""
     work_dir.mkdir(parents=True, exist_ok=True)
     out_path = work_dir / f"{name}.out"
     start = out_path.stat().st_size if out_path.exists() else 0  # a restart appends
     env = dict(os.environ, LAKEMQ_LOG_DIR=str(work_dir / "logs"), PYTHONUNBUFFERED="1")
     with open(out_path, "ab") as out:
         proc = subprocess.Popen(
-            lakemq_command(*args), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work_dir
+            [*prefix, *lakemq_command(*args)], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work_dir
         )
     deadline = time.monotonic() + timeout
     while True:
@@ -168,6 +170,7 @@ class Cluster:
     namesrv: ServerProcess | None = None
     brokers: dict[str, ServerProcess] = field(default_factory=dict)
     _confs: dict[str, dict[str, str]] = field(default_factory=dict)
+    _prefixes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def namesrv_addr(self) -> str:
@@ -184,8 +187,11 @@ class Cluster:
             NAMESRV_READY))
         return self.namesrv
 
-    def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
+    def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None, *,
+                   prefix: Sequence[str] = ()) -> ServerProcess:
+        """A broker process; with ``prefix`` its command runs behind it (``ip netns exec NS``)."""
         self._confs[name] = {**SMALL_STORE, "brokerName": name, **(conf or {})}
+        self._prefixes[name] = tuple(prefix)
         return self.start_broker(name)
 
     def start_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
@@ -201,7 +207,8 @@ class Cluster:
         def start(port: int) -> ServerProcess:
             return spawn(name, ["broker", "-c", str(conf_path), "--data-dir", str(work_dir / "store"),
                                 "--port", str(port), "--namesrv", self.namesrv_addr,
-                                "--log-dir", str(work_dir / "logs")], work_dir, BROKER_READY)
+                                "--log-dir", str(work_dir / "logs")], work_dir, BROKER_READY,
+                         prefix=self._prefixes.get(name, ()))
 
         # A restart keeps its port (clients and the NameServer know it); a first start may move.
         self.brokers[name] = start(previous.port) if previous is not None else _on_a_free_port(start)

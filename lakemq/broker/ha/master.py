@@ -170,8 +170,10 @@ class _HaConnection(asyncio.Protocol):
         self._more.set()
 
     def close(self) -> None:
+        """At once, dropping what is unsent: a peer that stopped reading (a partition) would
+        keep a graceful close waiting for its buffer forever."""
         if self._transport is not None:
-            self._transport.close()
+            self._transport.abort()
 
     async def closed(self) -> None:
         await self._closed

@@ -164,8 +164,10 @@ class _SlaveLink(asyncio.Protocol):
             self.lost_future.set_result(None)
 
     def close(self) -> None:
+        """At once, dropping what is unsent: a peer that stopped reading (a partition) would
+        keep a graceful close waiting for its buffer forever."""
         if self._transport is not None:
-            self._transport.close()
+            self._transport.abort()
 
     def _report(self, offset: int) -> None:
         assert self._transport is not None

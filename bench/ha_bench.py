@@ -29,16 +29,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.broker_bench import create_topics, cpu_seconds  # noqa: E402
-from bench.broker_load import BODY_SIZE, Job, run_jobs  # noqa: E402
-from bench.markdown import replace_section  # noqa: E402
-from lakemq.client.admin import Admin  # noqa: E402
-from lakemq.common.codes import ResponseCode  # noqa: E402
-from lakemq.common.config import bind  # noqa: E402
-from lakemq.common.message import MessageExtBrokerInner  # noqa: E402
-from lakemq.launcher import SMALL_STORE, Cluster, start_cluster  # noqa: E402
-from lakemq.store.config import StoreConfig  # noqa: E402
-from lakemq.store.message_store import MessageStore  # noqa: E402
+from bench.broker_bench import cpu_seconds, create_topics
+from bench.broker_load import BODY_SIZE, Job, run_jobs
+from bench.markdown import replace_section
+from lakemq.client.admin import Admin
+from lakemq.common.codes import ResponseCode
+from lakemq.common.config import bind
+from lakemq.common.message import MessageExtBrokerInner
+from lakemq.launcher import SMALL_STORE, Cluster, start_cluster
+from lakemq.store.config import StoreConfig
+from lakemq.store.message_store import MessageStore
 
 SECTION = "## Replication (bench/ha_bench.py)"
 MIB = 1 << 20
@@ -142,15 +142,15 @@ def catch_up(root: Path, total: int) -> dict[str, float]:
 
 
 def report(loads: dict[str, dict[str, float]], cu: dict[str, float], producers: int) -> str:
-    lines = [f"| setup | sync sends/s ({producers} producers) | p50 ms | p99 ms | p99.9 ms | broker CPU per msg "
-             "| non-SUCCESS answers | slave behind after the load |", "|---|---:|---:|---:|---:|---:|---|---:|"]
+    lines = [(f"| setup | sync sends/s ({producers} producers) | p50 ms | p99 ms | p99.9 ms | broker CPU per msg "
+              "| non-SUCCESS answers | slave behind after the load |"), "|---|---:|---:|---:|---:|---:|---|---:|"]
     for name, _, with_slave in SETUPS:
         m = loads[name]
         behind = f"{m['behind_s']:.2f} s" if with_slave else "-"
         lines.append(f"| {name} | {m['rate']:,.0f} | {m['p50']:.2f} | {m['p99']:.2f} | {m['p999']:.2f} "
                      f"| {m['cpu_us']:.0f} us | {m['codes']} | {behind} |")
-    lines += ["", f"An empty slave took the master's {cu['mib']:,.0f} MiB in {cu['seconds']:.1f} s from its start "
-              f"(its boot, {cu['boot']:.1f} s, included): **{cu['mib_s']:,.0f} MiB/s**."]
+    lines += ["", (f"An empty slave took the master's {cu['mib']:,.0f} MiB in {cu['seconds']:.1f} s from its start "
+                   f"(its boot, {cu['boot']:.1f} s, included): **{cu['mib_s']:,.0f} MiB/s**.")]
     return "\n".join(lines)
 
 

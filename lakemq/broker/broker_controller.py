@@ -504,9 +504,12 @@ class BrokerController:
             # RocketMQ's slaveFallBehindMuch: the max offset less the furthest slave acknowledgement.
             info["slaveFallBehindBytes"] = max(0, self.store.get_max_phy_offset() - self.replication.acked_offset)
             for i, (link, lag_bytes, lag_seconds) in enumerate(links):
-                info[f"haSlave{i}"] = f"{link.addr} ack={link.ack_offset} lagBytes={lag_bytes} lagSeconds={lag_seconds:.3f}"
+                info[f"haSlave{i}Addr"] = link.addr
+                info[f"haSlave{i}AckOffset"] = link.ack_offset
+                info[f"haSlave{i}LagBytes"] = lag_bytes
+                info[f"haSlave{i}LagSeconds"] = f"{lag_seconds:.3f}"
         elif self.ha_client is not None:
             info["haMasterAddress"] = self.ha_client.master_address
             info["haConnected"] = str(self.ha_client.connected).lower()
-            info["masterAddr"] = self.slave_sync.master_addr or "" if self.slave_sync else ""
+            info["masterAddr"] = (self.slave_sync.master_addr if self.slave_sync else None) or ""
         return {k: str(v) for k, v in info.items()}

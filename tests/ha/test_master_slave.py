@@ -5,6 +5,7 @@ producers move to another broker group."""
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.headers import SendMessageRequestHeader, encode_header
 from tests.client.client_helpers import client_config, unique
 from tests.cluster import Cluster, start_cluster
+from tests.console.console_env import start_console, stop_console
 from tests.ha.ha_helpers import (
     add_pair,
     assert_same_commit_logs,
@@ -172,3 +174,37 @@ async def test_consumers_go_on_from_the_slave_and_producers_to_another_group(tmp
             assert not {m.body for m in got} & {b"first-%d" % i for i in range(100)}  # no rewind
         finally:
             await c.shutdown()
+
+
+async def test_metrics_and_console_show_roles_and_lag(pair: Cluster, tmp_path: Path) -> None:
+    ns, topic = pair.namesrv_addr, unique("Shown")
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, queue_nums=2)
+    async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+        for i in range(50):
+            await producer.send(Message(topic, b"%d" % i))
+    end = await wait_caught_up(pair)
+
+    def scrape(name: str) -> str:
+        port = pair.brokers[name].port + 2  # metricsPort -1: listen port + 2
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            return str(response.read().decode())
+
+    master_metrics, slave_metrics = scrape("broker-a"), scrape(slave_name("broker-a"))
+    assert 'lakemq_broker_replication_slaves{broker="broker-a"} 1.0' in master_metrics
+    assert 'lakemq_broker_replication_lag_bytes{broker="broker-a",slave="127.0.0.1:' in master_metrics
+    assert "lakemq_broker_replication_acked_offset_bytes{broker=\"broker-a\",slave=\"127.0.0.1:" in master_metrics
+    assert f"}} {float(end)}" in master_metrics.split("lakemq_broker_replication_acked_offset_bytes{")[1]
+    assert 'lakemq_broker_ha_master_connected{broker="broker-a",master="127.0.0.1:' in slave_metrics
+    assert "lakemq_broker_ha_received_bytes_total" in slave_metrics
+
+    process, url = start_console(ns, None, tmp_path)
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            page = response.read().decode()
+    finally:
+        stop_console(process)
+    assert 'id="broker-count">1<' in page and 'id="slave-count">1<' in page
+    assert '<td class="role">ASYNC_MASTER</td>' in page and '<td class="role">SLAVE</td>' in page
+    assert "0 bytes, 0.0 s behind" in page  # the master's view of its caught-up slave
+    assert "follows 127.0.0.1:" in page and ": connected</div>" in page

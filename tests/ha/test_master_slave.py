@@ -51,6 +51,11 @@ def pair(tmp_path: Path) -> Iterator[Cluster]:
         yield cluster
 
 
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return str(response.read().decode())
+
+
 def _all_of(client: SyncRemotingClient, addr: str, code: int) -> dict[str, object]:
     response = client.invoke(addr, RemotingCommand.request(code), 5.0)
     assert response.code == ResponseCode.SUCCESS, response.remark
@@ -187,8 +192,7 @@ async def test_metrics_and_console_show_roles_and_lag(pair: Cluster, tmp_path: P
 
     def scrape(name: str) -> str:
         port = pair.brokers[name].port + 2  # metricsPort -1: listen port + 2
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            return str(response.read().decode())
+        return _get(f"http://127.0.0.1:{port}/metrics")
 
     master_metrics, slave_metrics = scrape("broker-a"), scrape(slave_name("broker-a"))
     assert 'lakemq_broker_replication_slaves{broker="broker-a"} 1.0' in master_metrics
@@ -200,8 +204,7 @@ async def test_metrics_and_console_show_roles_and_lag(pair: Cluster, tmp_path: P
 
     process, url = start_console(ns, None, tmp_path)
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            page = response.read().decode()
+        page = _get(url)
     finally:
         stop_console(process)
     assert 'id="broker-count">1<' in page and 'id="slave-count">1<' in page

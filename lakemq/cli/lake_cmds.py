@@ -22,15 +22,20 @@ from lakemq.cli import main
 from lakemq.common.config import bind, read_properties
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import BrokerRole, StoreConfig
 from lakemq.tiering.config import TieringConfig
 
 log = logging.getLogger(__name__)
 
 
-def _settings(config: str | None, store: str | None, lake: str | None, broker: str | None) -> tuple[Path, str, TieringConfig]:
+def _settings(config: str | None, store: str | None, lake: str | None, broker: str | None,
+              from_slave: bool = True) -> tuple[Path, str, TieringConfig]:
     props = read_properties(config) if config else {}
-    store_dir = Path(store) if store else bind(StoreConfig, props).root_dir
+    store_config = bind(StoreConfig, props)
+    if store_config.broker_role is BrokerRole.SLAVE and not from_slave:
+        raise ConfigError("this is a SLAVE's store: tiering runs from the master (the same CommitLog); when the "
+                          "master is lost, pass --from-slave to tier from here (docs/REPLICATION.md)")
+    store_dir = Path(store) if store else store_config.root_dir
     overrides: dict[str, Any] = {"lake_uri": lake} if lake else {}
     tiering = bind(TieringConfig, props, **overrides)
     return store_dir, broker or props.get("brokerName", "broker-a"), tiering
@@ -93,14 +98,16 @@ def tier() -> None:
 @click.option("--skip-corrupt", is_flag=True, help="leave corrupt records out (reported) instead of failing")
 @click.option("--no-retention", is_flag=True, help="keep local CommitLog files even when verified")
 @click.option("--no-maintain", is_flag=True, help="skip optimize, vacuum and checkpoint")
+@click.option("--from-slave", is_flag=True,
+              help="tier a SLAVE's store (brokerRole=SLAVE in --config): for when its master is lost")
 def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker: str | None,
                  storage_option: tuple[str, ...], master: str | None, skip_corrupt: bool, no_retention: bool,
-                 no_maintain: bool) -> None:
+                 no_maintain: bool, from_slave: bool) -> None:
     """Seal, compact, verify, apply hot retention and maintain the table, once."""
     from lakemq.jobs.tier_run import tier_run
 
     setup_logging("lakemq-tier")
-    store_dir, broker_name, tiering = _settings(config, store, lake, broker)
+    store_dir, broker_name, tiering = _settings(config, store, lake, broker, from_slave)
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar, spark_session(master) as spark:

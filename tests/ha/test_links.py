@@ -1,11 +1,14 @@
 """The HA links against a peer that speaks the protocol by hand: where a master starts, its
 heartbeats, the slave's reports and heartbeats, and which side closes a link when (a wrong
-offset, a slave ahead of its master, a silent peer)."""
+offset, a slave ahead of its master, a silent peer). And `lakemq tier run` refusing a
+slave's store unless told."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,6 +16,7 @@ from pathlib import Path
 from lakemq.broker.broker_controller import BrokerController
 from lakemq.broker.ha.wire import REPORT, TRANSFER_HEADER
 from lakemq.common.message import MessageExtBrokerInner
+from lakemq.launcher import lakemq_command
 from tests.broker.wire import in_process_broker
 
 HA_FAST = {"haSendHeartbeatInterval": "300", "haHousekeepingInterval": "1500"}
@@ -146,3 +150,13 @@ async def test_a_slave_reports_heartbeats_and_drops_silent_or_wrong_masters(tmp_
         assert max(dropped_after) < 0.5  # at once, not after the 1.5 s housekeeping
     server.close()
     await server.wait_closed()
+
+
+def test_tiering_refuses_a_slaves_store_unless_told(tmp_path: Path) -> None:
+    conf = tmp_path / "slave.conf"
+    conf.write_text(f"storePathRootDir={tmp_path / 'store'}\nbrokerRole=SLAVE\nbrokerId=1\n")
+    done = subprocess.run(lakemq_command("tier", "run", "-c", str(conf), "--lake", str(tmp_path / "lake")),
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "LAKEMQ_LOG_DIR": str(tmp_path / "logs")})
+    assert done.returncode != 0
+    assert "SLAVE's store: tiering runs from the master" in done.stderr and "--from-slave" in done.stderr

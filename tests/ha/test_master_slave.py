@@ -26,7 +26,13 @@ from lakemq.client.admin import Admin
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.remoting import SyncRemotingClient, fastjson
 from lakemq.remoting.codec import RemotingCommand
-from lakemq.remoting.headers import SendMessageRequestHeader, encode_header
+from lakemq.remoting.headers import (
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    SendMessageRequestHeader,
+    decode_header,
+    encode_header,
+)
 from tests.client.client_helpers import client_config, unique
 from tests.cluster import Cluster, start_cluster
 from tests.console.console_env import start_console, stop_console
@@ -211,3 +217,55 @@ async def test_metrics_and_console_show_roles_and_lag(pair: Cluster, tmp_path: P
     assert '<td class="role">ASYNC_MASTER</td>' in page and '<td class="role">SLAVE</td>' in page
     assert "0 bytes, 0.0 s behind" in page  # the master's view of its caught-up slave
     assert "follows 127.0.0.1:" in page and ": connected</div>" in page
+
+
+def _pull(client: SyncRemotingClient, addr: str, topic: str, group: str, offset: int = 0) -> tuple[int, int, int]:
+    """(response code, suggestWhichBrokerId, next offset) of one raw PULL_MESSAGE."""
+    header = PullMessageRequestHeader(consumer_group=group, topic=topic, queue_id=0, queue_offset=offset,
+                                      max_msg_nums=4, sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0,
+                                      sub_version=0, subscription="*", expression_type="TAG")
+    response = client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header)), 5.0)
+    fields = decode_header(PullMessageResponseHeader, response.ext_fields)
+    return response.code, fields.suggest_which_broker_id, fields.next_begin_offset
+
+
+async def test_pulls_far_behind_are_sent_to_the_slave(tmp_path: Path) -> None:
+    # Ratio 0: every pull that does not read the very last record counts as far behind.
+    with start_cluster(tmp_path, brokers=()) as cluster:
+        add_pair(cluster, master_conf={"slaveReadEnable": "true", "accessMessageInMemoryMaxRatio": "0"})
+        ns, topic, group = cluster.namesrv_addr, unique("Behind"), unique("cg")
+        master, slave = cluster.broker_addr("broker-a"), cluster.broker_addr(slave_name("broker-a"))
+        async with Admin(ns) as admin:
+            await admin.create_topic(topic, queue_nums=1)
+        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+            for i in range(200):
+                await producer.send(Message(topic, b"%d" % i))
+        await wait_caught_up(cluster)
+        with SyncRemotingClient() as client:
+            await wait_for(lambda: topic in _all_of(client, slave, RequestCode.GET_ALL_TOPIC_CONFIG)[
+                "topicConfigTable"], what="the topic on the slave")  # type: ignore[operator]
+            assert _pull(client, master, topic, group)[:2] == (ResponseCode.SUCCESS, 1)  # far behind: the slave
+            # The slave (no slaveReadEnable of its own) serves the pull and points back at the master.
+            assert _pull(client, slave, topic, group)[:2] == (ResponseCode.SUCCESS, 0)
+            # Beyond its queue: the slave does not move the consumer, it says try again.
+            assert _pull(client, slave, topic, group, offset=5000) == (ResponseCode.PULL_RETRY_IMMEDIATELY, 0, 5000)
+
+        got: list[MessageExt] = []
+        consumer = PushConsumer(group, config=FIRST, client_config=client_config(ns, unique("c")))
+        consumer.subscribe(topic, "*")
+
+        async def listener(msgs: list[MessageExt], ctx: object) -> ConsumeConcurrentlyStatus:
+            got.extend(msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer.register_message_listener_concurrently(listener)
+        await consumer.start()
+        try:
+            await wait_for(lambda: len({m.body for m in got}) == 200, what="consumption")
+        finally:
+            await consumer.shutdown()
+        # The lakemq client followed the suggestion: the slave served part of the reads.
+        slave_metrics = _get(f"http://127.0.0.1:{cluster.brokers[slave_name('broker-a')].port + 2}/metrics")
+        served = [line for line in slave_metrics.splitlines()
+                  if line.startswith("lakemq_broker_get_messages_total") and group in line]
+        assert served and float(served[0].rsplit(" ", 1)[1]) > 0

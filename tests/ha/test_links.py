@@ -14,9 +14,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from lakemq.broker.broker_controller import BrokerController
+from lakemq.broker.config import BrokerConfig
+from lakemq.broker.ha import check_role
 from lakemq.broker.ha.wire import REPORT, TRANSFER_HEADER
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.launcher import lakemq_command
+from lakemq.store.config import BrokerRole, StoreConfig
 from tests.broker.wire import in_process_broker
 
 HA_FAST = {"haSendHeartbeatInterval": "300", "haHousekeepingInterval": "1500"}
@@ -160,3 +163,19 @@ def test_tiering_refuses_a_slaves_store_unless_told(tmp_path: Path) -> None:
                           env={**os.environ, "LAKEMQ_LOG_DIR": str(tmp_path / "logs")})
     assert done.returncode != 0
     assert "SLAVE's store: tiering runs from the master" in done.stderr and "--from-slave" in done.stderr
+
+
+def test_a_slave_needs_a_broker_id_and_a_master_gets_id_0(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerRole=SLAVE\nbrokerId=0\nlistenPort=0\n")
+    done = subprocess.run(lakemq_command("broker", "-c", str(conf), "--data-dir", str(tmp_path / "store"),
+                                         "--log-dir", str(tmp_path / "logs")),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode != 0
+    assert "brokerRole=SLAVE needs a brokerId > 0 (0 is the master's id), got brokerId=0" in done.stderr
+    assert not (tmp_path / "store" / "commitlog").exists()  # refused before anything was opened
+
+    master = BrokerConfig(broker_id=3)
+    assert check_role(master, StoreConfig(broker_role=BrokerRole.SYNC_MASTER)).broker_id == 0
+    slave = BrokerConfig(broker_id=2)
+    assert check_role(slave, StoreConfig(broker_role=BrokerRole.SLAVE)) is slave

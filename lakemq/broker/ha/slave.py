@@ -106,12 +106,16 @@ class HaClient:
                 continue
             failing = ""
             self._link = link
-            self.connected_since = time.time()
+            self.connected_since = opened = time.time()
             try:
                 await link.lost_future
             finally:
                 self._link = None
                 self.connected_since = 0.0
+            if time.time() - opened < retry_s and self.master_address == address:
+                # A link dropped at once (refused bytes, a master that refuses this slave):
+                # not again in a tight loop.
+                await asyncio.sleep(retry_s)
 
 
 class _SlaveLink(asyncio.Protocol):

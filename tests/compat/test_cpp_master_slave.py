@@ -12,7 +12,7 @@ from lakemq.client.admin import Admin
 from tests.cluster import start_cluster
 from tests.compat.cpp_client import CppClient
 from tests.compat.test_cpp_client import unique
-from tests.ha.ha_helpers import add_pair, wait_caught_up
+from tests.ha.ha_helpers import add_pair, wait_caught_up, wait_topic_on_slave
 
 pytest.importorskip("rocketmq.client")
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(300)]
@@ -30,6 +30,7 @@ async def test_cpp_client_reads_from_the_slave_while_the_master_is_down(tmp_path
         results = await cpp.produce(unique("cpp_pg"), before)
         assert {r["status"] for r in results} == {"OK"}
         await wait_caught_up(cluster)
+        await wait_topic_on_slave(cluster, topic)  # a slave serves topics its master's config has
         got = await cpp.consume(unique("cpp_cg"), topic, expect=40)
         assert sorted(d.body for d in got) == sorted(m["body"] for m in before)
 

@@ -103,3 +103,13 @@ def ha_errors(cluster: Cluster, *names: str) -> list[str]:
             lines += [line for line in path.read_text(errors="replace").splitlines()
                       if " ERROR " in line and "lakemq.broker.ha" in line]
     return lines
+
+
+async def wait_topic_on_slave(cluster: Cluster, topic: str, master: str = "broker-a") -> None:
+    """Until the slave's periodic sync (every 10 s) has brought it the topic's config."""
+    async with Admin(cluster.namesrv_addr) as admin:
+        slave = cluster.broker_addr(slave_name(master))
+        deadline = time.monotonic() + 30
+        while topic not in await admin.topic_configs(slave):
+            assert time.monotonic() < deadline, f"{topic} did not reach the slave"
+            await asyncio.sleep(0.2)

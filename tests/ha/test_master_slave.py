@@ -45,6 +45,7 @@ from tests.ha.ha_helpers import (
     slave_name,
     wait_caught_up,
     wait_for,
+    wait_topic_on_slave,
 )
 
 FIRST = ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
@@ -168,6 +169,7 @@ async def test_consumers_go_on_from_the_slave_and_producers_to_another_group(tmp
                 await wait_for(lambda: offsets(slave) == final, what="the group's final offsets on the slave")
             second = [await producer.send(Message(topic, b"second-%d" % i)) for i in range(100)]
             await wait_caught_up(cluster)
+            await wait_topic_on_slave(cluster, topic)
             cluster.kill_broker("broker-a")
             third = [await producer.send(Message(topic, b"third-%d" % i)) for i in range(50)]
         assert all(r.send_status is SendStatus.SEND_OK for r in [*first, *second, *third])

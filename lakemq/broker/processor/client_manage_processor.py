@@ -4,6 +4,10 @@ A heartbeat registers the client's producer groups and consumer groups (with the
 subscriptions); for each consumer group the group config and its retry topic
 (``%RETRY%group``) are created if missing, so the group's failed messages have a home.
 Runs in the client-manage pool: creating a group or topic writes a config file.
+
+Every group and subscribed topic name is checked before anything is registered: a heartbeat
+naming one that breaks RocketMQ's rules is refused whole (InvalidNameError, answered
+SYSTEM_ERROR with the reason).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager, retry_topic
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.validation import check_group, check_topic
 from lakemq.remoting.bodies import HeartbeatData, SubscriptionData, decode_json
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
@@ -85,6 +90,12 @@ class ClientManageProcessor:
 
     def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         data = HeartbeatData.decode(request.body)
+        for group in data.producer_groups:
+            check_group(group)
+        for consumer in data.consumer_data_set:
+            check_group(consumer.group_name)
+            for sub in consumer.subscription_data_set:
+                check_topic(sub.topic)
         # Every subscription is parsed before anything is registered: a bad SQL92 expression
         # refuses the whole heartbeat (SUBSCRIPTION_PARSE_FAILED) and changes nothing.
         subscriptions = [[from_heartbeat(s) for s in consumer.subscription_data_set]
@@ -122,8 +133,9 @@ class ClientManageProcessor:
     def _unregister(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
         if header.producer_group:
-            self._producers.unregister_producer(header.producer_group, ctx.connection)
+            self._producers.unregister_producer(check_group(header.producer_group), ctx.connection)
         if header.consumer_group:
+            check_group(header.consumer_group)
             group_config = self._groups.find_subscription_group_config(header.consumer_group)
             notify = self._config.notify_consumer_ids_changed_enable and (
                 group_config is None or group_config.notify_consumer_ids_changed_enable

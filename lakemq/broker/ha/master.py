@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import Protocol, cast
 
@@ -54,6 +55,7 @@ class HaServer:
         self._server: asyncio.Server | None = None
         self._connections: set[_HaConnection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self._wake_pending = False
 
     @property
@@ -68,6 +70,7 @@ class HaServer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._server = await self._loop.create_server(
             lambda: _HaConnection(self), self._host, self._port, reuse_address=True)
         log.info("HA listening on %s", self.address)
@@ -88,6 +91,14 @@ class HaServer:
         self.progress.sample()
         for connection in self._connections:
             connection.wake()
+
+    def wake(self) -> None:
+        """notify from any thread: at once on the loop's own (a put appended there), else
+        handed to it (a put appended in a pool thread)."""
+        if threading.get_ident() == self._loop_thread:
+            self.notify()
+        else:
+            self.notify_threadsafe()
 
     def notify_threadsafe(self, *_: object) -> None:
         """notify from another thread (the store's dispatch): at most one hand-off pending."""

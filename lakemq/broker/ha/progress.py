@@ -20,7 +20,6 @@ log = logging.getLogger(__name__)
 # Samples of (time, master max offset) kept for the lag in seconds; past this many, every
 # other one is dropped: the span stays, the resolution halves.
 _MAX_SAMPLES = 4096
-AckListener = Callable[[int], None]
 
 
 @dataclass(eq=False, slots=True)
@@ -41,13 +40,15 @@ class SlaveLink:
 class ReplicationProgress:
     """The master's table of slave links. ``acked_offset`` is the highest offset any slave
     acknowledged (RocketMQ's push2SlaveMaxOffset: it never goes back); ``ack_listeners`` are
-    told when it grows, on the loop."""
+    told when it grows, ``connection_listeners`` how many slaves are connected when that
+    changes, on the loop."""
 
     def __init__(self, max_offset: Callable[[], int]) -> None:
         self._max_offset = max_offset
         self.links: list[SlaveLink] = []
         self.acked_offset = 0
-        self.ack_listeners: list[AckListener] = []
+        self.ack_listeners: list[Callable[[int], None]] = []
+        self.connection_listeners: list[Callable[[int], None]] = []
         # (monotonic time, master max offset) whenever the max grew: when the oldest byte a
         # slave lacks was written, to within the sampling.
         self._sample_times: list[float] = []
@@ -62,20 +63,29 @@ class ReplicationProgress:
 
     def link_closed(self, link: SlaveLink) -> None:
         self.links = [x for x in self.links if x is not link]
+        if link.reported:
+            self._tell(self.connection_listeners, self.connected)
 
     def on_report(self, link: SlaveLink, offset: int) -> None:
-        if link.request_offset < 0:
+        first = link.request_offset < 0
+        if first:
             link.request_offset = offset
         link.ack_offset = offset
         link.last_report = time.time()
         if offset > self.acked_offset:
             self.acked_offset = offset
-            for listener in self.ack_listeners:
-                try:
-                    listener(offset)
-                except Exception:  # one broken listener must not stop the others
-                    log.exception("replication ack listener failed")
+            self._tell(self.ack_listeners, offset)
+        if first:
+            self._tell(self.connection_listeners, self.connected)
         self._prune()
+
+    @staticmethod
+    def _tell(listeners: list[Callable[[int], None]], value: int) -> None:
+        for listener in listeners:
+            try:
+                listener(value)
+            except Exception:  # one broken listener must not stop the others
+                log.exception("replication listener failed")
 
     @property
     def connected(self) -> int:

@@ -39,6 +39,7 @@ from lakemq.common.message import MessageExtBrokerInner
 from lakemq.launcher import SMALL_STORE, Cluster, start_cluster
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 
 SECTION = "## Replication (bench/ha_bench.py)"
 MIB = 1 << 20
@@ -117,7 +118,7 @@ def fill_store(root: Path, total: int) -> int:
         while store.get_max_phy_offset() < total:
             batch = [MessageExtBrokerInner(topic="CatchUp", body=body, queue_id=(i + k) % 8, born_timestamp=1,
                                            born_host="127.0.0.1:1") for k in range(64)]
-            if not store.put_messages(batch).is_ok:
+            if not store.put(MessagesPut(tuple(batch))).is_ok:
                 raise RuntimeError("filling the store failed")
             i += 64
         return store.get_max_phy_offset()

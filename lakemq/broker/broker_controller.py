@@ -64,7 +64,7 @@ from lakemq.broker.transaction import (
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
 from lakemq.errors import StoreError
-from lakemq.remoting.client import ClientConfig, RemotingClient
+from lakemq.remoting.client import RemotingClient, RemotingClientConfig
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.protocol import RemotingConnection
@@ -125,7 +125,7 @@ class BrokerController:
             ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port,
                          backlog=broker_config.server_socket_backlog)
         )
-        self.remoting_client = RemotingClient(ClientConfig())
+        self.remoting_client = RemotingClient(RemotingClientConfig())
         self.outer_api = BrokerOuterAPI(
             self.remoting_client,
             broker_config.namesrv_addr,
@@ -259,6 +259,11 @@ class BrokerController:
         await self.ha_server.start()
         self.ha_server_addr = self.ha_server.address
         self.store.message_arriving_listeners.append(self.ha_server.notify_threadsafe)
+        replica_acks = self.store.commit_log.replica_acks
+        if replica_acks is not None:  # SYNC_MASTER: what the slaves report acknowledges puts
+            replica_acks.on_expect = self.ha_server.wake  # a waiting put is pushed at once
+            self.replication.ack_listeners.append(replica_acks.acknowledged)
+            self.replication.connection_listeners.append(replica_acks.slaves_changed)
         if self.role.is_master:
             return
         self.ha_client = HaClient(self.store, self.ha_config, self.ha_config.ha_master_address)

@@ -30,7 +30,7 @@ class ReplicaAcks:
 
     def __init__(self, fall_behind_max: int, timeout_ms: int) -> None:
         self._fall_behind_max = fall_behind_max
-        self.timeout_s = timeout_ms / 1000  # slaveTimeout: a put waits this long for its slave
+        self.timeout_s: float | None = timeout_ms / 1000  # slaveTimeout: a put waits this long for its slave
         self._acked = 0
         self._slaves = 0
         self._expected = 0  # the furthest end a put asked to be replicated

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from lakemq.client import Message, Producer, SendStatus
+from lakemq.remoting import fastjson
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import BrokerError, SystemBusyError
-from lakemq.remoting import RemotingCommand, RemotingServer, RequestContext, fastjson
+from lakemq.remoting import RemotingCommand, RemotingServer, RequestContext
 from lakemq.remoting.headers import decode_send_header
 
 

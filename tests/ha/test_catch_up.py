@@ -13,6 +13,7 @@ from lakemq.common.config import bind
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from tests.cluster import SMALL_STORE, start_cluster
 from tests.ha.ha_helpers import (
     FAST_HA,
@@ -41,7 +42,7 @@ def fill_store(root: Path, file_size: int, total: int) -> int:
             batch = [MessageExtBrokerInner(topic="CatchUp", body=body, queue_id=(i + k) % 8, born_timestamp=1,
                                            born_host="127.0.0.1:1", properties={"KEYS": f"k{i + k}"})
                      for k in range(64)]
-            assert store.put_messages(batch).is_ok
+            assert store.put(MessagesPut(tuple(batch))).is_ok
             i += 64
         return store.get_max_phy_offset()
     finally:

@@ -20,6 +20,7 @@ from lakemq.broker.ha.wire import REPORT, TRANSFER_HEADER
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.launcher import lakemq_command
 from lakemq.store.config import BrokerRole, StoreConfig
+from lakemq.store.put_request import MessagesPut
 from tests.broker.wire import in_process_broker
 
 HA_FAST = {"haSendHeartbeatInterval": "300", "haHousekeepingInterval": "1500"}
@@ -30,7 +31,7 @@ def _put(broker: BrokerController, n: int, size: int = 900) -> None:
     for i in range(n):
         msg = MessageExtBrokerInner(topic="TopicHa", body=b"%d" % i + b"z" * size, queue_id=0,
                                     born_host="127.0.0.1:1", born_timestamp=1)
-        assert broker.store.put_message(msg).is_ok
+        assert broker.store.put(MessagesPut.of(msg)).is_ok
 
 
 async def _transfer(reader: asyncio.StreamReader, timeout: float = 5.0) -> tuple[int, bytes]:

@@ -15,6 +15,7 @@ from lakemq.errors import StoreError
 from lakemq.store.config import BrokerRole
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut, PlainPut
 from lakemq.store.results import PutMessageStatus
 from tests.store.store_helpers import make_msg, open_store, wait_dispatched
 
@@ -36,8 +37,8 @@ def test_a_slave_holds_the_masters_commit_log_and_dispatches_it(tmp_path: Path) 
     slave = open_store(tmp_path / "s", mapped_file_size_commit_log=4096, broker_role=BrokerRole.SLAVE)
     try:
         for i in range(90):  # about 10 files, each sealed with a blank record
-            assert master.put_message(make_msg("TopicA", b"m-%d-" % i + b"x" * (i * 7), queue_id=i % 3,
-                                               keys=f"key-{i}", tags="t")).is_ok
+            assert master.put(MessagesPut.of(make_msg("TopicA", b"m-%d-" % i + b"x" * (i * 7), queue_id=i % 3,
+                                               keys=f"key-{i}", tags="t"))).is_ok
         _copy(master, slave, batch=700)
         assert slave.get_max_phy_offset() == master.get_max_phy_offset()
         master.commit_log.mapped_file_queue.flush(0)
@@ -63,12 +64,13 @@ def test_a_slave_refuses_puts_and_misplaced_bytes(tmp_path: Path) -> None:
     master = open_store(tmp_path / "m", mapped_file_size_commit_log=4096)
     slave = open_store(tmp_path / "s", mapped_file_size_commit_log=4096, broker_role=BrokerRole.SLAVE)
     try:
-        refused = slave.put_message(make_msg("TopicA", b"local"))
+        refused = slave.put(MessagesPut.of(make_msg("TopicA", b"local")))
         assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
         assert "SLAVE" in refused.remark
-        assert slave.put_plain_message("TopicA", 0, b"b", "", 0, 0, 1, "127.0.0.1:1", 0, b"") is None
+        plain = slave.put(PlainPut("TopicA", 0, b"b", "", 0, 0, 1, "127.0.0.1:1", 0))
+        assert plain.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
         for i in range(3):
-            master.put_message(make_msg("TopicA", b"%d" % i))
+            master.put(MessagesPut.of(make_msg("TopicA", b"%d" % i)))
         data = master.get_commit_log_data(0)
         assert data is not None
         with pytest.raises(StoreError, match="not at a CommitLog file boundary"):

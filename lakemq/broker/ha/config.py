@@ -9,7 +9,8 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from lakemq.broker.config import MASTER_ID, BrokerConfig
+from lakemq.broker.config import BrokerConfig
+from lakemq.common.constants import MASTER_ID
 from lakemq.errors import ConfigError
 from lakemq.store.config import BrokerRole, StoreConfig
 

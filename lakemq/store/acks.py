@@ -22,6 +22,7 @@ One put, from its registration (docs/SYNC_FLUSH.md has the same table):
 |---------|---------------------------------------------------------|---------|---------------------------------|
 | -       | register, WAIT=false                                    | -       | PUT_OK at once                  |
 | -       | register, every condition already reached ``end``       | -       | PUT_OK at once                  |
+| -       | register, a condition refuses, every other reached ``end`` | -    | that refusal at once (SLAVE_NOT_AVAILABLE) |
 | -       | register after the last release (shutdown)              | -       | PUT_OK if reached, else as at the deadlines, at once |
 | -       | register otherwise                                      | WAITING | (later, through the sink)       |
 | WAITING | a release finds every condition reached ``end``         | DONE    | PUT_OK                          |
@@ -143,6 +144,13 @@ class PutAcks(ServiceThread):
             expect(end)
         if not wait:
             return PutMessageStatus.PUT_OK
+        refusals = [c.refusal() for c in self._conditions]
+        if any(refusals):
+            # Refused now (no slave, as RocketMQ's isSlaveOK at the put): answered at once
+            # when every other condition is settled; nothing would wake a release for it.
+            refused = self._unmet(end, [c.advance() for c in self._conditions], refusals, 0.0, False)
+            if refused is not None:
+                return refused
         with self._lock:
             # Under the lock: a release sets _covered and takes the requests in one step, so
             # a request it would not see is answered here.

@@ -106,3 +106,12 @@ async def test_async_master_kill_9_what_the_slave_misses(tmp_path: Path, cycles:
           f"at each kill: {missing} (mean {statistics.mean(missing):.1f}, max {max(missing)}) of {acked[-1]} "
           f"acknowledged in all; {load.failed} sends failed while the master was down")
     assert len(missing) == cycles and all(m <= a for m, a in zip(missing, acked, strict=True))
+
+
+@pytest.mark.parametrize("cycles", [pytest.param(20, id="20"), pytest.param(60, id="60", marks=pytest.mark.slow)])
+async def test_sync_master_kill_9_loses_no_acknowledged_message(tmp_path: Path, cycles: int) -> None:
+    started = time.monotonic()
+    missing, acked, load = await kill_cycles(tmp_path, "SYNC_MASTER", cycles)
+    print(f"\nSYNC_MASTER, {cycles} kill -9 cycles in {time.monotonic() - started:.0f} s, {PRODUCERS} producers: "
+          f"{acked[-1]} SEND_OK, missing on the slave at the kills: {missing}; other answers {load.other}")
+    assert missing == [0] * cycles

@@ -129,9 +129,10 @@ def test_a_refusing_condition_answers_at_once(parts: tuple[MappedFileQueue, Slav
     slave.connected = False
     end = _append(queue, 100)
     started = time.monotonic()
-    assert acks.register(end, True, sink, "no slave") is None
+    assert acks.register(end, True, sink, "no slave") is None  # the disk has not covered it yet
     assert sink.answer("no slave") is NO_SLAVE
-    assert time.monotonic() - started < 0.25  # at the next release, before the deadline
+    assert time.monotonic() - started < 0.25  # at the flush's release, before the deadline
+    assert acks.register(end, True, sink, "flushed") is NO_SLAVE  # nothing else to wait for: at register
     assert acks.wait(end, True) is NO_SLAVE
     slave.connected = True
     slave.report(end)

@@ -73,14 +73,15 @@ def test_a_slave_refuses_puts_and_misplaced_bytes(tmp_path: Path) -> None:
             master.put(MessagesPut.of(make_msg("TopicA", b"%d" % i)))
         data = master.get_commit_log_data(0)
         assert data is not None
+        first = int.from_bytes(data[:4], "big")  # the first record's size: whole records only
         with pytest.raises(StoreError, match="not at a CommitLog file boundary"):
             slave.append_to_commit_log(100, data[:10])
-        assert slave.append_to_commit_log(0, data[:50]) == 50
-        with pytest.raises(StoreError, match="start at 40, but this CommitLog ends at 50"):
+        assert slave.append_to_commit_log(0, data[:first]) == first
+        with pytest.raises(StoreError, match=f"start at 40, but this CommitLog ends at {first}"):
             slave.append_to_commit_log(40, data[40:60])
         with pytest.raises(StoreError, match="cross the end of CommitLog file"):
-            slave.append_to_commit_log(50, bytes(4096))
-        assert slave.get_max_phy_offset() == 50  # nothing written by the refused appends
+            slave.append_to_commit_log(first, bytes(4096))
+        assert slave.get_max_phy_offset() == first  # nothing written by the refused appends
         data.release()
     finally:
         master.shutdown()

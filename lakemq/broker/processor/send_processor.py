@@ -48,6 +48,7 @@ from lakemq.common.message import (
     MessageExtBrokerInner,
     string_to_properties,
     tags_hash_code,
+    without_wait_true,
 )
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import for_code
@@ -111,6 +112,12 @@ _STORED: Final = frozenset(
         PutMessageStatus.SLAVE_NOT_AVAILABLE,
     }
 )
+
+
+def _stored_properties(header: SendMessageRequestHeader) -> str:
+    """A single send's property text as RocketMQ stores it: without WAIT=true."""
+    text = header.properties or ""
+    return without_wait_true(text) if MessageConst.WAIT_STORE_MSG_OK in text else text
 
 
 @dataclass(slots=True)
@@ -242,7 +249,7 @@ class SendMessageProcessor:
             queue_id = self._queue_id(header, topic_config)
             if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 plain = store.put_plain_message(
-                    header.topic, queue_id, request.body, header.properties or "", header.flag, header.sys_flag,
+                    header.topic, queue_id, request.body, _stored_properties(header), header.flag, header.sys_flag,
                     header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix,
                     acks, ack)
                 if plain is not None:
@@ -394,7 +401,7 @@ class SendMessageProcessor:
     def _message(
         self, ctx: RequestContext, header: SendMessageRequestHeader, queue_id: int, body: bytes
     ) -> MessageExtBrokerInner:
-        msg = self._base(header, queue_id, body, header.flag, header.properties or "", ctx.remote_addr)
+        msg = self._base(header, queue_id, body, header.flag, _stored_properties(header), ctx.remote_addr)
         self._retry_or_dlq(header, msg)
         if is_transactional(msg):
             to_half_message(msg)

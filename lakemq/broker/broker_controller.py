@@ -36,6 +36,7 @@ from lakemq.broker.processor.client_manage_processor import ClientManageProcesso
 from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProcessor
 from lakemq.broker.processor.pull_processor import PullMessageProcessor
 from lakemq.broker.processor.query_processor import QueryMessageProcessor
+from lakemq.broker.processor.reply_processor import REPLY_CODES, ReplyMessageProcessor
 from lakemq.broker.processor.send_back_processor import ConsumerSendMsgBackProcessor
 from lakemq.broker.processor.send_processor import SendMessageProcessor
 from lakemq.broker.producer_manager import ProducerManager
@@ -252,6 +253,10 @@ class BrokerController:
         )
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             server.register_processor(code, send)
+        reply = ReplyMessageProcessor(c, self.store, self.topic_config_manager, self.producer_manager,
+                                      self.send_pool)
+        for code in REPLY_CODES:
+            server.register_processor(code, reply)
         server.register_processor(
             RequestCode.CONSUMER_SEND_MSG_BACK,
             ConsumerSendMsgBackProcessor(

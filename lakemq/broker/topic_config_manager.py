@@ -38,6 +38,7 @@ __all__ = [
     "TopicConfig",
     "TopicConfigManager",
     "dlq_topic",
+    "reply_topic",
     "retry_topic",
 ]
 
@@ -68,6 +69,11 @@ def retry_topic(group: str) -> str:
 
 def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def reply_topic(cluster: str) -> str:
+    """Where request() replies of a cluster go (RocketMQ: cluster + "_" + REPLY_TOPIC_POSTFIX)."""
+    return f"{cluster}_REPLY_TOPIC"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +151,7 @@ class TopicConfigManager:
             TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
             TopicConfig(TRANS_HALF_TOPIC, 1, 1),
             TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1),
+            TopicConfig(reply_topic(c.broker_cluster_name), 1, 1),
             TopicConfig(
                 c.broker_cluster_name, perm=PermName.PERM_INHERIT | (rw if c.cluster_topic_enable else 0)
             ),

@@ -284,11 +284,13 @@ class BrokerController:
             self.subscription_group_manager,
             self.consumer_manager,
             self.producer_manager,
+            self._register_broker_blocking,
+            self._executor("ClientManageThread", c.client_manage_thread_pool_nums),
         )
-        client_pool = self._executor("ClientManageThread", c.client_manage_thread_pool_nums)
+        # It hops to its pool itself when a request writes files (see its module docstring).
         for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
                      RequestCode.CHECK_CLIENT_CONFIG):
-            server.register_processor(code, client_manage, client_pool)
+            server.register_processor(code, client_manage)
         consumer_manage = ConsumerManageProcessor(
             self.store, self.consumer_manager, self.consumer_offset_manager
         )

@@ -264,8 +264,9 @@ class SendMessageProcessor:
             result, pending = (store.put_messages_acked(msgs, acks, ack) if is_batch
                                else store.put_message_acked(msgs[0], acks, ack))
         first = msgs[0]
-        # A half message answers with the queue the producer asked for, as RocketMQ does.
-        answered = int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first) else first.queue_id
+        # As RocketMQ: the answer names the queue the send chose, also for a half or a delayed
+        # message stored in a system topic's queue (the offset is the one it was stored at).
+        answered = first.queue_id if is_batch else queue_id
         body_bytes = sum(len(msg.body) for msg in msgs) if len(msgs) > 1 else len(first.body)
         return self._finish(ctx, request, header, answered, len(msgs), body_bytes, result, pending, started)
 

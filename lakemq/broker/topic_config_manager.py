@@ -214,6 +214,10 @@ class TopicConfigManager:
             self._changed(tc, "updated" if old else "created")
         return tc
 
+    def is_system_topic(self, topic: str) -> bool:
+        """One of the topics the broker makes itself (mqadmin may not delete them)."""
+        return topic in {tc.topic_name for tc in self._system_topics()} or topic in NOT_ALLOWED_SEND_TOPICS
+
     def delete_topic_config(self, topic: str) -> TopicConfig | None:
         with self._lock:
             old = self._table.pop(topic, None)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-from collections import defaultdict
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,28 +79,86 @@ class JavaRun:
         return "\n".join(text[-lines:])
 
 
+def _argv(namesrv: str, prefix: str, scenarios: list[str], work_dir: Path, timeout_s: float,
+          options: dict[str, str]) -> list[str]:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    args = ["--namesrv", namesrv, "--prefix", prefix, "--scenarios", ",".join(scenarios),
+            "--timeout-s", str(int(timeout_s))]
+    for key, value in options.items():
+        args += [f"--{key.replace('_', '-')}", value]
+    return java_command(DRIVER_MAIN, args, options=(f"-Duser.home={work_dir}",
+                                                    f"-Drocketmq.client.logRoot={work_dir / 'logs'}",
+                                                    *CLIENT_OPTIONS))
+
+
+def _parse(lines: Iterable[str]) -> dict[str, Scenario]:
+    by_name: dict[str, Scenario] = {}
+    for line in lines:
+        if not line.startswith("{"):
+            continue  # the client may print a warning of its own
+        event = Event(json.loads(line))
+        by_name.setdefault(event["scenario"], Scenario(event["scenario"])).events.append(event)
+    return by_name
+
+
 def run_driver(namesrv: str, prefix: str, scenarios: list[str], work_dir: Path, *, timeout: float = 240.0,
                **options: str) -> JavaRun:
     """Run ``scenarios`` against ``namesrv`` in one JVM; every scenario's events, by name."""
-    work_dir.mkdir(parents=True, exist_ok=True)
-    args = ["--namesrv", namesrv, "--prefix", prefix, "--scenarios", ",".join(scenarios),
-            "--timeout-s", str(int(timeout * 0.6))]
-    for key, value in options.items():
-        args += [f"--{key.replace('_', '-')}", value]
-    argv = java_command(DRIVER_MAIN, args, options=(f"-Duser.home={work_dir}",
-                                                    f"-Drocketmq.client.logRoot={work_dir / 'logs'}",
-                                                    *CLIENT_OPTIONS))
+    argv = _argv(namesrv, prefix, scenarios, work_dir, timeout * 0.6, options)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=work_dir, check=False)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         raise AssertionError(f"the Java driver hung past {timeout}s; last output:\n{out[-3000:]}") from None
-    by_name: dict[str, Scenario] = defaultdict(lambda: Scenario(""))
-    for line in done.stdout.splitlines():
-        if not line.startswith("{"):
-            continue  # the client may print a warning of its own
-        event = Event(json.loads(line))
-        scenario = by_name[event["scenario"]]
-        scenario.name = event["scenario"]
-        scenario.events.append(event)
-    return JavaRun(dict(by_name), done.stderr, work_dir / "logs")
+    return JavaRun(_parse(done.stdout.splitlines()), done.stderr, work_dir / "logs")
+
+
+class LiveDriver:
+    """The driver running in the background, its events read as they come (a scenario that
+    stays online while something else, such as mqadmin, works against it)."""
+
+    def __init__(self, namesrv: str, prefix: str, scenarios: list[str], work_dir: Path, timeout: float = 120.0,
+                 **options: str) -> None:
+        self.work_dir = work_dir
+        self._timeout = timeout
+        self._lines: list[str] = []
+        argv = _argv(namesrv, prefix, scenarios, work_dir, timeout, options)
+        self._err = work_dir / "driver.err"
+        with open(self._err, "wb") as err:
+            self._proc = subprocess.Popen(argv, cwd=work_dir, stdout=subprocess.PIPE, stderr=err, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._lines.append(line)
+
+    def scenario(self, name: str) -> Scenario:
+        return _parse(list(self._lines)).get(name) or Scenario(name)
+
+    def wait_for(self, name: str, what: Callable[[Scenario], bool], timeout: float = 60.0) -> Scenario:
+        deadline = time.monotonic() + timeout
+        while True:
+            scenario = self.scenario(name)
+            assert scenario.error is None, f"scenario {name} failed:\n{scenario.error}"
+            if what(scenario):
+                return scenario
+            assert self._proc.poll() is None, f"the Java driver exited {self._proc.returncode}"
+            assert time.monotonic() < deadline, f"scenario {name}: condition not met in {timeout}s"
+            time.sleep(0.05)
+
+    def finish(self) -> JavaRun:
+        try:
+            self._proc.wait(self._timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the Java driver hung past {self._timeout}s") from None
+        self._reader.join()
+        return JavaRun(_parse(self._lines), self._err.read_text(errors="replace"), self.work_dir / "logs")
+
+    def kill(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join()

@@ -276,6 +276,25 @@ final class ConsumeScenarios {
         throw new IllegalStateException("nothing polled after seek");
     }
 
+    /**
+     * A producer and a push consumer that stay online until --release-file exists, for mqadmin's
+     * connection, tracking and offset-reset commands: 10 messages sent and consumed, then every
+     * further delivery (a reset offset re-delivers) is reported as it comes.
+     */
+    static void online(Ctx ctx) throws Exception {
+        String topic = ctx.topic("t");
+        DefaultMQProducer producer = ctx.producer("p");
+        ctx.createTopic(producer, topic, 2);
+        send(ctx, producer, topic, "online", 10);
+        Push consumer = new Push(ctx, ctx.group("c"), "c").subscribe(topic, "*");
+        consumer.consumer.setPersistConsumerOffsetInterval(500);
+        consumer.start();
+        consumer.awaitAll(10, 500);
+        ctx.emit("ready", Out.fields());
+        java.nio.file.Path release = java.nio.file.Path.of(ctx.opts.get("release-file"));
+        ctx.waitFor("the release file " + release, () -> java.nio.file.Files.exists(release));
+    }
+
     /** Read --topics (comma-separated) from the first offset until --expect messages came and
      *  it has been quiet: what a consumer of another broker's store sees. */
     static void readAll(Ctx ctx) throws Exception {

@@ -45,6 +45,7 @@ public final class Driver {
         SCENARIOS.put("restart", ConsumeScenarios::restart);
         SCENARIOS.put("litepull", ConsumeScenarios::litePull);
         SCENARIOS.put("readall", ConsumeScenarios::readAll);
+        SCENARIOS.put("online", ConsumeScenarios::online);
     }
 
     public static void main(String[] args) throws Exception {

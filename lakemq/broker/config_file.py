@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakemq.errors import CorruptFileError
+from lakemq.common import fastjson
+from lakemq.errors import CorruptFileError, FrameError
 
 __all__ = ["DataVersion", "load_json", "save_json"]
 
@@ -23,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 def load_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path`` (or its ``.bak``), or None when neither exists.
+    """The JSON object in ``path`` (or its ``.bak``), or None when neither exists. Files an
+    Apache RocketMQ broker wrote load too (fastjson's bare integer keys).
 
     A file that exists but does not parse raises CorruptFileError when no good backup exists:
     starting with an empty offset table would silently rewind every consumer."""
@@ -39,8 +41,8 @@ def load_json(path: Path) -> dict[str, Any] | None:
             errors.append(f"{candidate} is empty")
             continue
         try:
-            data = json.loads(text)
-        except ValueError as exc:
+            data = fastjson.loads(text)  # strict JSON, or what a RocketMQ broker wrote (bare int keys)
+        except FrameError as exc:
             errors.append(f"{candidate}: {exc}")
             continue
         if not isinstance(data, dict):

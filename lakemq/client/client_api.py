@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lakemq.client import fastjson
+from lakemq.common import fastjson
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import PullStatus, SendResult, SendStatus
 from lakemq.client.route import TopicRouteData

@@ -1,7 +1,7 @@
 """Topic routes from the name server, and the producer's view of them.
 
 GET_ROUTEINFO_BY_TOPIC answers with TopicRouteData JSON (fastjson dialect, see
-:mod:`lakemq.client.fastjson`)::
+:mod:`lakemq.common.fastjson`)::
 
     {"orderTopicConf": "b1:4;b2:4" | null,
      "queueDatas":  [{"brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"}],
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lakemq.client import fastjson
+from lakemq.common import fastjson
 from lakemq.client.message_queue import MessageQueue
 from lakemq.errors import FrameError
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from lakemq.client.fastjson import loads as fastjson_loads
+from lakemq.common.fastjson import loads as fastjson_loads
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageConst
 from lakemq.common.record import iter_records

@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from lakemq.client import fastjson
+from lakemq.common import fastjson
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.route import PermName, TopicPublishInfo, TopicRouteData, publish_queues, subscribe_queues
 from lakemq.errors import FrameError

@@ -42,7 +42,7 @@ BOOT_TIMEOUT = 90.0
 NAMESRV_READY = "The Name Server boot success"
 BROKER_READY = re.compile(r"The broker\[[^,]+, (\S+?)\] boot success")
 
-__all__ = ["JvmUnavailable", "RocketMQServer", "classpath", "ensure_groups", "java_command"]
+__all__ = ["JvmUnavailable", "RocketMQServer", "classpath", "ensure_groups", "java_command", "rocketmq_home"]
 
 
 class JvmUnavailable(RuntimeError):
@@ -118,6 +118,16 @@ _LOGBACK = """<configuration>
   <root level="INFO"><appender-ref ref="FILE"/></root>
 </configuration>
 """
+
+
+def rocketmq_home(home: Path, log_dir: Path, *components: str) -> Path:
+    """A ROCKETMQ_HOME whose conf/logback_{component}.xml log to ``log_dir`` (RocketMQ's
+    NameServer, broker and mqadmin refuse to start without one)."""
+    conf = home / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    for component in components:
+        (conf / f"logback_{component}.xml").write_text(_LOGBACK.format(log=log_dir / f"{component}.log"))
+    return home
 
 
 class _Process:
@@ -205,11 +215,7 @@ class RocketMQServer:
 
     def start(self) -> None:
         ensure_groups("rocketmq-server")
-        self.root.mkdir(parents=True, exist_ok=True)
-        for name in ("namesrv", "broker"):
-            conf = self.root / "home" / "conf"
-            conf.mkdir(parents=True, exist_ok=True)
-            (conf / f"logback_{name}.xml").write_text(_LOGBACK.format(log=self.root / "logs" / f"{name}.log"))
+        rocketmq_home(self.root / "home", self.root / "logs", "namesrv", "broker")
         if self.with_namesrv and self.namesrv is None:
             port = _free_ports((0,))
             (self.root / "namesrv.conf").write_text(f"listenPort={port}\n")

@@ -42,7 +42,8 @@ BOOT_TIMEOUT = 90.0
 NAMESRV_READY = "The Name Server boot success"
 BROKER_READY = re.compile(r"The broker\[[^,]+, (\S+?)\] boot success")
 
-__all__ = ["JvmUnavailable", "RocketMQServer", "classpath", "ensure_groups", "java_command", "rocketmq_home"]
+__all__ = ["ROCKETMQ_GC", "SMALL_GC", "JvmUnavailable", "RocketMQServer", "classpath", "ensure_groups", "java_command",
+           "rocketmq_broker_port", "rocketmq_home"]
 
 
 class JvmUnavailable(RuntimeError):
@@ -80,13 +81,19 @@ def classpath(*groups: str) -> str:
     return os.pathsep.join(parts)
 
 
+# A small, quick-starting JVM for tests; the benchmarks give servers RocketMQ's own G1 settings.
+SMALL_GC = ("-XX:+UseSerialGC",)
+ROCKETMQ_GC = ("-XX:+UseG1GC", "-XX:G1HeapRegionSize=16m", "-XX:G1ReservePercent=25",
+               "-XX:InitiatingHeapOccupancyPercent=30", "-XX:SoftRefLRUPolicyMSPerMB=0")
+
+
 def java_command(main: str, args: Sequence[str], *, groups: Sequence[str] = ("driver",),
-                 heap: str = "256m", options: Sequence[str] = ()) -> list[str]:
-    """``java`` running ``main`` on the groups' classpath, with a small heap."""
+                 heap: str = "256m", options: Sequence[str] = (), gc: Sequence[str] = SMALL_GC) -> list[str]:
+    """``java`` running ``main`` on the groups' classpath, with a fixed heap."""
     java = shutil.which("java")
     if java is None:
         raise JvmUnavailable("java is not on PATH")
-    return [java, f"-Xmx{heap}", "-XX:+UseSerialGC", *JDK17_OPENS, *options, "-cp", classpath(*groups),
+    return [java, f"-Xms{heap}", f"-Xmx{heap}", *gc, *JDK17_OPENS, *options, "-cp", classpath(*groups),
             main, *args]
 
 
@@ -108,6 +115,12 @@ def _free_ports(offsets: Sequence[int]) -> int:
         if all(_bindable(port + d) for d in offsets):
             return port
     raise RuntimeError("no free block of ports")
+
+
+def rocketmq_broker_port() -> int:
+    """A listen port for an Apache RocketMQ broker, which also listens on port - 2 (its VIP
+    channel) and port + 1 (HA)."""
+    return _free_ports((-2, -1, 0, 1))
 
 
 _LOGBACK = """<configuration>
@@ -228,7 +241,7 @@ class RocketMQServer:
     def start_broker(self) -> None:
         # The broker also listens on port - 2 (VIP channel) and port + 1 (HA).
         if not self._broker_port:
-            self._broker_port = _free_ports((-2, -1, 0, 1))
+            self._broker_port = rocketmq_broker_port()
         conf = {
             "brokerClusterName": self.cluster,
             "brokerName": self.broker_name,
@@ -253,7 +266,7 @@ class RocketMQServer:
         home = self.root / "home"
         env = dict(os.environ, ROCKETMQ_HOME=str(home))
         argv = java_command(main, ["-c", str(conf)], groups=("rocketmq-server",), heap=heap,
-                            options=(f"-Xms{heap}", f"-Duser.home={home}"))
+                            options=(f"-Duser.home={home}",))
         return _Process(name, argv, self.root, env)
 
     def stop_broker(self) -> int:

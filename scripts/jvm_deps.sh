@@ -25,7 +25,7 @@ for group in "$@"; do
   echo "jvm_deps: fetching $group into build/jvm/$group (Maven; cached in build/jvm/m2)"
   rm -rf "$out"
   mkdir -p "$out"
-  mvn -B -q -f "$pom" -Dmaven.repo.local="$ROOT/build/jvm/m2" -Dlakemq.build.dir="$out/target" \
+  mvn -B -f "$pom" -Dmaven.repo.local="$ROOT/build/jvm/m2" -Dlakemq.build.dir="$out/target" \
     "${goals[@]}" -DincludeScope=runtime -DoutputDirectory="$out/lib" >"$out/mvn.log" 2>&1 \
     || { echo "jvm_deps: Maven could not build $group; see build/jvm/$group/mvn.log" >&2; tail -n 20 "$out/mvn.log" >&2; exit 1; }
   echo "$want" > "$out/.stamp"

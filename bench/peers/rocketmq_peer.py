@@ -14,7 +14,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench.jvm import ROCKETMQ_GC, JvmUnavailable, ensure_groups, java_command, rocketmq_broker_port, rocketmq_home
+from bench.jvm import (
+    ROCKETMQ_GC,
+    JvmUnavailable,
+    ensure_groups,
+    java_command,
+    rocketmq_broker_port,
+    rocketmq_home,
+)
 from bench.peers.base import Durability, Peer, PeerClient
 from bench.peers.lakemq_peer import LakemqAsyncPeer, LakemqSyncPeer, RocketMQProtocolClient
 from bench.peers.process import PeerUnavailable, free_port, wait_tcp, wait_until

@@ -92,7 +92,7 @@ class _Unavailable:
             name = "unknown"
         return request.reply(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-            f"request code {request.code} ({name}) not supported by this broker",
+            f"request code {request.code} ({name}) not supported by lakemq's broker",
         )
 
 

@@ -120,6 +120,9 @@ def _run(cluster: Cluster, root: Path) -> AdminRun:
             "deleteTopic": ["deleteTopic", "-n", ns, "-c", "DefaultCluster", "-t", CREATED],
             "topicListAfter": ["topicList", "-n", ns],
             "deleteSubGroup": ["deleteSubGroup", "-n", ns, "-b", broker, "-g", NEW_GROUP],
+            # Not served: a clear refusal naming the request.
+            "cleanUnusedTopic": ["cleanUnusedTopic", "-n", ns, "-b", broker],
+            "wipeWritePerm": ["wipeWritePerm", "-n", ns, "-b", "broker-a"],
         }
         outputs = dict(zip(commands, run_mqadmin(list(commands.values()), root / "admin"), strict=True))
         # The reset told the online consumer (RESET_CONSUMER_CLIENT_OFFSET): it reads all 10 again.
@@ -201,3 +204,9 @@ def test_reset_offset_by_time_online_and_offline(admin_run: AdminRun) -> None:
     # Offline: CONSUMER_NOT_ONLINE, and mqadmin committed the offsets itself.
     assert "rollback consumer offset" in ok(admin_run, "resetOffsetByTimeOffline")
     assert admin_run.after["offline"] == {0: 0, 1: 0}
+
+
+def test_unserved_commands_are_refused_clearly(admin_run: AdminRun) -> None:
+    broker, namesrv = admin_run["cleanUnusedTopic"], admin_run["wipeWritePerm"]
+    assert broker.failed and "request code 316 (CLEAN_UNUSED_TOPIC) not supported by lakemq's broker" in broker.stderr
+    assert "request code 205 (WIPE_WRITE_PERM_OF_BROKER) not supported by lakemq" in namesrv.stderr

@@ -15,6 +15,23 @@ from bench.peers.workload import LatencyResult, PeerResult, Plan
 __all__ = ["render_section", "plot_latency", "write_json", "SECTION"]
 
 SECTION = "## Peers"
+# How each peer is driven, and why: written into every run's section.
+CLIENT_CHOICES = """Peers and their clients, each as its users run it:
+
+- **lakemq** and **Apache RocketMQ** (its own NameServer and broker 4.9.7 from the Maven jars, G1 as
+  in its runbroker.sh, 2 GiB heap, 1 GiB CommitLog files, the same broker.conf keys) are each
+  driven twice: by lakemq's Python client (the same client for both brokers, so the comparison
+  is the brokers'), and by Apache RocketMQ's Java client 4.9.8 (what RocketMQ users run; the
+  Java bench driver in tests/compat/java). A Java row is compared with lakemq's Java row.
+- **redis** Streams: redis-py with hiredis (its C reply parser); XADD, pipelines of 32 for
+  batches, one consumer group reading 256 entries per XREADGROUP and acknowledging each read
+  with one XACK.
+- **NATS** JetStream: nats-py, the NATS Python client; a durable pull consumer (JetStream's
+  consumer group) fetching 512 at a time, AckAll.
+- **RabbitMQ**: aio-pika, the usual asyncio AMQP 0-9-1 client, with publisher confirms (32 in
+  flight for a batch); a stream queue read from its start, and a quorum queue. RabbitMQ's
+  stream-protocol client (rstream) would read streams faster and is not used yet: the stream
+  queue row is RabbitMQ over AMQP, not at its best."""
 # The lakemq row each peer is compared with: same flush mode, same client.
 LAKEMQ_REFERENCE = {("ASYNC_FLUSH", "python"): "lakemq-async", ("SYNC_FLUSH", "python"): "lakemq-sync",
                     ("ASYNC_FLUSH", "java"): "lakemq-async-java", ("SYNC_FLUSH", "java"): "lakemq-sync-java"}
@@ -162,6 +179,7 @@ def render_section(results: list[PeerResult], plan: Plan, command: str, when: st
         "queueing.", "",
         *([f"**Smoke run** (`--quick`, {plan.phase_seconds:g} s phases): too short for stable "
            "figures; run without `--quick` for numbers to quote.", ""] if plan.smoke else []),
+        CLIENT_CHOICES, "",
         "Ratios in brackets are peer / lakemq with the comparable flush mode and the same client (the"
         " `vs` column): above 1 the peer has more throughput, or more latency.", "",
         "### Throughput", "",

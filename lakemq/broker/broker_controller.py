@@ -107,7 +107,8 @@ class BrokerController:
         self.producer_manager = ProducerManager(broker_config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager(broker_config.rebalance_lock_max_live_time)
         self.remoting_server = RemotingServer(
-            ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port)
+            ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port,
+                         backlog=broker_config.server_socket_backlog)
         )
         self.remoting_client = RemotingClient(ClientConfig())
         self.outer_api = BrokerOuterAPI(
@@ -299,7 +300,7 @@ class BrokerController:
                      RequestCode.CHECK_CLIENT_CONFIG):
             server.register_processor(code, client_manage)
         consumer_manage = ConsumerManageProcessor(
-            self.store, self.consumer_manager, self.consumer_offset_manager
+            self.store, self.topic_config_manager, self.consumer_manager, self.consumer_offset_manager
         )
         consumer_pool = self._executor("ConsumerManageThread", c.consumer_manage_thread_pool_nums)
         for code in (

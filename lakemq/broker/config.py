@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import ConfigError
+from lakemq.remoting.server import DEFAULT_BACKLOG
 
 __all__ = ["KEY_ALIASES", "MASTER_ID", "BrokerConfig", "PermName", "apply_key_aliases"]
 
@@ -63,6 +64,8 @@ class BrokerConfig:
     broker_ip1: str = "127.0.0.1"  # the address registered with the NameServers
     listen_port: int = 10911  # 0 binds an ephemeral port (tests); the bound one is registered
     namesrv_addr: tuple[str, ...] = ("127.0.0.1:9876",)  # ``;``-separated in broker.conf
+    # Connections the kernel queues before the server accepts them (RocketMQ's default).
+    server_socket_backlog: int = DEFAULT_BACKLOG
     broker_permission: int = PermName.PERM_READ | PermName.PERM_WRITE
     # Queues of the TBW102 template (RocketMQ's 8); an auto-created topic gets
     # min(the producer's defaultTopicQueueNums, this).
@@ -166,6 +169,7 @@ class BrokerConfig:
             "transaction_check_max",
             "transaction_check_interval",
             "end_transaction_thread_pool_nums",
+            "server_socket_backlog",
         )
         for name in positive:
             if getattr(self, name) <= 0:

@@ -12,6 +12,10 @@ tables in memory and is handled on the loop, in order with the pulls of its conn
 Java consumer bumps its subscription version and sends a heartbeat right as it dispatches its
 first pulls, and a pull that overtook that heartbeat would be refused SUBSCRIPTION_NOT_LATEST
 and retried a second later.
+
+Every group and subscribed topic name is checked before anything is registered: a heartbeat
+naming one that breaks RocketMQ's rules is refused whole (InvalidNameError, answered
+SYSTEM_ERROR with the reason).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager, retry_topic
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.validation import check_group, check_topic
 from lakemq.remoting.bodies import HeartbeatData, SubscriptionData, decode_json
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
@@ -111,6 +116,12 @@ class ClientManageProcessor:
         )
 
     def _heartbeat(self, ctx: RequestContext, request: RemotingCommand, data: HeartbeatData) -> RemotingCommand:
+        for group in data.producer_groups:
+            check_group(group)
+        for consumer in data.consumer_data_set:
+            check_group(consumer.group_name)
+            for sub in consumer.subscription_data_set:
+                check_topic(sub.topic)
         # Every subscription is parsed before anything is registered: a bad SQL92 expression
         # refuses the whole heartbeat (SUBSCRIPTION_PARSE_FAILED) and changes nothing.
         subscriptions = [[from_heartbeat(s) for s in consumer.subscription_data_set]
@@ -151,8 +162,9 @@ class ClientManageProcessor:
     def _unregister(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
         if header.producer_group:
-            self._producers.unregister_producer(header.producer_group, ctx.connection)
+            self._producers.unregister_producer(check_group(header.producer_group), ctx.connection)
         if header.consumer_group:
+            check_group(header.consumer_group)
             group_config = self._groups.find_subscription_group_config(header.consumer_group)
             notify = self._config.notify_consumer_ids_changed_enable and (
                 group_config is None or group_config.notify_consumer_ids_changed_enable

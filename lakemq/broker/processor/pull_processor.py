@@ -36,6 +36,7 @@ from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager
 from lakemq.common.codes import ResponseCode
+from lakemq.common.validation import check_group
 from lakemq.errors import for_code
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
@@ -178,6 +179,7 @@ class PullMessageProcessor:
             )
         group_config = self._groups.find_subscription_group_config(header.consumer_group)
         if group_config is None:
+            check_group(header.consumer_group)  # a name that breaks the rules is refused as such
             raise for_code(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group [{header.consumer_group}] does not exist",

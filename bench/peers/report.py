@@ -108,8 +108,8 @@ def _cpu_table(measured: list[PeerResult], rates: tuple[int, ...]) -> list[str]:
 
 def _throughput_table(measured: list[PeerResult], by_key: dict[str, PeerResult]) -> list[str]:
     lines = [
-        "| peer | vs | 1 producer msg/s | 16 producers msg/s | 16 x batch 32 msg/s "
-        "| consume msg/s (MB/s) |",
+        ("| peer | vs | 1 producer msg/s | 16 producers msg/s | 16 x batch 32 msg/s "
+        "| consume msg/s (MB/s) |"),
         "|---|---|---:|---:|---:|---:|",
     ]
     for result in measured:
@@ -158,12 +158,12 @@ def render_section(results: list[PeerResult], plan: Plan, command: str, when: st
     lines = [
         SECTION, "",
         f"Measured {when} with:", "", "```", command, "```", "",
-        f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python "
+        (f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python "
         f"{platform.python_version()}; clients {', '.join(_client_versions())}, lakemq.client, and Apache "
         "RocketMQ's Java client 4.9.8 for the rows marked (Java client). "
         "The servers, the client process and any other load share these cores, so treat "
-        "small differences as noise.", "",
-        f"Workload: {plan.body_size}-byte bodies. Producers are asyncio tasks in one client "
+        "small differences as noise."), "",
+        (f"Workload: {plan.body_size}-byte bodies. Producers are asyncio tasks in one client "
         "process, each with its own connection, every send waiting for the peer's durable ack; "
         "the same for every peer, so one client core bounds everyone alike (separate processes "
         "would take cores from the servers on this machine). With the Java client (rows marked so) "
@@ -176,19 +176,19 @@ def render_section(results: list[PeerResult], plan: Plan, command: str, when: st
         f"loop with at most {plan.max_in_flight} sends in flight, measured from the scheduled "
         "send time. A peer is marked *saturated* when a send had to wait for a free in-flight "
         "slot or the achieved rate fell under 95% of the schedule: its latency is then mostly "
-        "queueing.", "",
-        *([f"**Smoke run** (`--quick`, {plan.phase_seconds:g} s phases): too short for stable "
-           "figures; run without `--quick` for numbers to quote.", ""] if plan.smoke else []),
+        "queueing."), "",
+        *([(f"**Smoke run** (`--quick`, {plan.phase_seconds:g} s phases): too short for stable "
+           "figures; run without `--quick` for numbers to quote."), ""] if plan.smoke else []),
         CLIENT_CHOICES, "",
-        "Ratios in brackets are peer / lakemq with the comparable flush mode and the same client (the"
-        " `vs` column): above 1 the peer has more throughput, or more latency.", "",
+        ("Ratios in brackets are peer / lakemq with the comparable flush mode and the same client (the"
+        " `vs` column): above 1 the peer has more throughput, or more latency."), "",
         "### Throughput", "",
         *_throughput_table(measured, by_key), "",
         "### End-to-end latency", "",
         *_latency_table(measured, by_key, plan.latency_rates), "",
         "### Broker CPU per message (microseconds)", "",
-        "CPU time (user + system, /proc/PID/stat) of the broker's processes during each phase, divided by "
-        "the messages of the phase: what the server spent, whoever drove it.", "",
+        ("CPU time (user + system, /proc/PID/stat) of the broker's processes during each phase, divided by "
+        "the messages of the phase: what the server spent, whoever drove it."), "",
         *_cpu_table(measured, plan.latency_rates), "",
         "Durability settings and how a batch of 32 is sent:", "",
     ]

@@ -7,12 +7,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Self
 
-from lakemq.common import fastjson
 from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.route import MASTER_ID, subscribe_queues
+from lakemq.common import fastjson
 from lakemq.common.codes import RequestCode
 from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_message_id

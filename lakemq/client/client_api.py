@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lakemq.common import fastjson
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import PullStatus, SendResult, SendStatus
 from lakemq.client.route import TopicRouteData
+from lakemq.common import fastjson
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageExt
 from lakemq.common.record import iter_records

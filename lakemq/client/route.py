@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lakemq.common import fastjson
 from lakemq.client.message_queue import MessageQueue
+from lakemq.common import fastjson
 from lakemq.errors import FrameError
 
 __all__ = [

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from lakemq.common.fastjson import loads as fastjson_loads
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.fastjson import loads as fastjson_loads
 from lakemq.common.message import MessageConst
 from lakemq.common.record import iter_records
 from lakemq.remoting import RemotingClient, RemotingCommand, RequestContext

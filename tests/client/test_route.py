@@ -2,9 +2,9 @@ from collections import Counter
 
 import pytest
 
-from lakemq.common import fastjson
 from lakemq.client.message_queue import MessageQueue
 from lakemq.client.route import PermName, TopicPublishInfo, TopicRouteData, publish_queues, subscribe_queues
+from lakemq.common import fastjson
 from lakemq.errors import FrameError
 
 # What a Java name server sends: fastjson writes the Long broker-id keys bare.

@@ -28,14 +28,15 @@ CLIENT_CHOICES = """Peers and their clients, each as its users run it:
   with one XACK.
 - **NATS** JetStream: nats-py, the NATS Python client; a durable pull consumer (JetStream's
   consumer group) fetching 512 at a time, AckAll.
-- **RabbitMQ**: aio-pika, the usual asyncio AMQP 0-9-1 client, with publisher confirms (32 in
-  flight for a batch); a stream queue read from its start, and a quorum queue. RabbitMQ's
-  stream-protocol client (rstream) would read streams faster and is not used yet: the stream
-  queue row is RabbitMQ over AMQP, not at its best."""
+- **RabbitMQ** streams: rstream, the RabbitMQ team's client of the stream protocol (what
+  stream users run for throughput, rather than AMQP 0-9-1), every send
+  confirmed, a batch one send_batch; read from the first offset with server-side offset
+  tracking (a stream's consumer group). Quorum queues: aio-pika, the usual asyncio AMQP 0-9-1
+  client, persistent messages with publisher confirms (32 in flight for a batch)."""
 # The lakemq row each peer is compared with: same flush mode, same client.
 LAKEMQ_REFERENCE = {("ASYNC_FLUSH", "python"): "lakemq-async", ("SYNC_FLUSH", "python"): "lakemq-sync",
                     ("ASYNC_FLUSH", "java"): "lakemq-async-java", ("SYNC_FLUSH", "java"): "lakemq-sync-java"}
-CLIENTS = ("redis", "hiredis", "nats-py", "aio-pika")
+CLIENTS = ("redis", "hiredis", "nats-py", "aio-pika", "rstream")
 PERCENTILES = ("p50", "p90", "p99", "p99.9")
 
 

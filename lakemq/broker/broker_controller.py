@@ -58,7 +58,7 @@ from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
 from lakemq.common.record import STORE_TIMESTAMP_POS
 from lakemq.errors import StoreError
-from lakemq.remoting.client import ClientConfig, RemotingClient
+from lakemq.remoting.client import RemotingClient, RemotingClientConfig
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.protocol import RemotingConnection
@@ -110,7 +110,7 @@ class BrokerController:
             ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port,
                          backlog=broker_config.server_socket_backlog)
         )
-        self.remoting_client = RemotingClient(ClientConfig())
+        self.remoting_client = RemotingClient(RemotingClientConfig())
         self.outer_api = BrokerOuterAPI(
             self.remoting_client,
             broker_config.namesrv_addr,

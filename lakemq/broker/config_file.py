@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakemq.common import fastjson
 from lakemq.errors import CorruptFileError, FrameError
+from lakemq.remoting import fastjson
 
 __all__ = ["DataVersion", "file_lock", "load_json", "save_json"]
 

@@ -10,15 +10,15 @@ from typing import Any, Self
 from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
-from lakemq.client.message_queue import MessageQueue
-from lakemq.client.route import MASTER_ID, subscribe_queues
-from lakemq.common import fastjson
+from lakemq.client.route import subscribe_queues
 from lakemq.common.codes import RequestCode
+from lakemq.common.constants import MASTER_ID
 from lakemq.common.message import MessageExt
+from lakemq.common.message_queue import MessageQueue
 from lakemq.common.record import decode_message_id
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import LakeMQError, TopicNotExistError
-from lakemq.remoting import RemotingClient
+from lakemq.remoting import RemotingClient, fastjson
 from lakemq.remoting.bodies import KVTable
 
 __all__ = ["BROKER_QUERY_MAX", "Admin", "MessageQuery", "QueueProgress", "QueueStats"]

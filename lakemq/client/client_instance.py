@@ -15,15 +15,15 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
-from lakemq.client.route import BrokerData, TopicRouteData
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 from lakemq.remoting import RemotingClient, RemotingCommand, RequestContext
+from lakemq.remoting.bodies import BrokerData, ConsumerData, HeartbeatData, TopicRouteData
 
 __all__ = ["ClientInstance", "ConsumerMember", "ProducerMember"]
 
@@ -45,7 +45,7 @@ class ConsumerMember(Protocol):
 
     def on_route(self, topic: str, route: TopicRouteData) -> None: ...
 
-    def consumer_data(self) -> dict[str, Any]: ...
+    def consumer_data(self) -> ConsumerData: ...
 
     async def do_rebalance(self) -> None: ...
 
@@ -192,12 +192,9 @@ class ClientInstance:
         raise LakeMQError(f"topic {topic} has no broker")
 
     # -- heartbeats -------------------------------------------------------------------
-    def heartbeat_data(self) -> dict[str, Any]:
-        return {
-            "clientID": self.client_id,
-            "producerDataSet": [{"groupName": g} for g in sorted(self.producers)],
-            "consumerDataSet": [c.consumer_data() for _, c in sorted(self.consumers.items())],
-        }
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(self.client_id, tuple(sorted(self.producers)),
+                             tuple(c.consumer_data() for _, c in sorted(self.consumers.items())))
 
     async def send_heartbeat_to_all(self) -> None:
         if not self.producers and not self.consumers:

@@ -23,7 +23,8 @@ import threading
 import time
 from typing import Literal
 
-from lakemq.common.record import RecordError, decode_message_id
+from lakemq.common.record import decode_message_id
+from lakemq.errors import RecordError
 
 __all__ = ["MessageIdGenerator", "create_uniq_id", "ip_from_id", "local_ip", "message_id_kind", "pid_from_id",
            "time_from_id"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Self
+from typing import Self
 
 from lakemq.client.config import ClientConfig, ConsumerConfig, MessageModel
 from lakemq.client.consume_service import (
@@ -27,17 +27,15 @@ from lakemq.client.consume_service import (
 )
 from lakemq.client.consumer_core import ConsumerCore, retry_topic
 from lakemq.client.fetcher import Fetcher
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.client.rebalance import Rebalancer
-from lakemq.client.route import TopicRouteData
-from lakemq.client.subscription import ExpressionType, MessageSelector, SubscriptionData, build_subscription
+from lakemq.client.subscription import MessageSelector, build_subscription
 from lakemq.common.message import MessageExt
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.subscription import ExpressionType, SubscriptionData
 from lakemq.common.validation import check_topic
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
-
-if TYPE_CHECKING:
-    from lakemq.client.sync import SyncPushConsumer
+from lakemq.remoting.bodies import ConsumerData, TopicRouteData
 
 __all__ = ["PushConsumer"]
 
@@ -126,11 +124,6 @@ class PushConsumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def sync(self) -> SyncPushConsumer:
-        from lakemq.client.sync import SyncPushConsumer
-
-        return SyncPushConsumer(self)
-
     # -- ClientInstance member ----------------------------------------------------------
     def subscribed_topics(self) -> list[str]:
         return sorted(self.subscriptions)
@@ -138,15 +131,10 @@ class PushConsumer:
     def on_route(self, topic: str, route: TopicRouteData) -> None:
         """Rebalance reads routes from the instance."""
 
-    def consumer_data(self) -> dict[str, Any]:
-        return {
-            "groupName": self.group,
-            "consumeType": "CONSUME_PASSIVELY",
-            "messageModel": self.config.message_model.value,
-            "consumeFromWhere": self.config.consume_from_where.value,
-            "subscriptionDataSet": [s.to_json() for _, s in sorted(self.subscriptions.items())],
-            "unitMode": False,
-        }
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(self.group, "CONSUME_PASSIVELY", self.config.message_model.value,
+                            self.config.consume_from_where.value,
+                            tuple(s for _, s in sorted(self.subscriptions.items())))
 
     async def do_rebalance(self) -> None:
         if self._rebalancer is not None and self.core.started and not (self._fetcher and self._fetcher.stopping):

@@ -19,10 +19,10 @@ from datetime import datetime
 from lakemq.client.allocate import STRATEGIES
 from lakemq.client.config import ConsumeFromWhere, MessageModel
 from lakemq.client.consumer_core import ConsumerCore, retry_topic
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.offset_store import ReadOffsetType
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.client.route import subscribe_queues
+from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 
 __all__ = ["Rebalancer", "parse_consume_timestamp", "plan_changes"]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EscapingFormatter", "LogLimiter", "default_log_dir", "escape_control", "setup_logging"]
+__all__ = ["EscapingFormatter", "LogLimiter", "close_logging", "default_log_dir", "escape_control", "setup_logging"]
 
 # C0 controls, DEL, C1 controls and the Unicode line and paragraph separators.
 _CONTROL = [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
@@ -99,3 +99,13 @@ def setup_logging(name: str, log_dir: str | Path | None = None, level: str = "IN
     file_handler._lakemq = True  # type: ignore[attr-defined]
     root.addHandler(file_handler)
     return path
+
+
+def close_logging() -> None:
+    """Close the log file setup_logging opened, before its directory goes: a record logged
+    later (py4j closes its connections at interpreter exit) then finds no file to reopen."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_lakemq", False):
+            root.removeHandler(handler)
+            handler.close()

@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 
 from lakemq.client.admin import Admin
 from lakemq.client.message_id import message_id_kind
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.results import PullStatus
 from lakemq.common.message import Message, MessageConst, MessageExt
+from lakemq.common.message_queue import MessageQueue
 from lakemq.common.record import create_message_id, encode_host
 from lakemq.console.lake_view import (
     BrokerTiering,

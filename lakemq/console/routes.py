@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from lakemq.common.timeparse import parse_millis
-from lakemq.console.app import DATA_KEY, JINJA_KEY, SETTINGS_KEY
+from lakemq.console.settings import DATA_KEY, JINJA_KEY, SETTINGS_KEY
 from lakemq.console.svg import bar_chart, line_chart
 from lakemq.errors import LakeMQError, RemotingError
 

@@ -37,7 +37,8 @@ def test_the_two_id_kinds_are_told_apart() -> None:
 
     import pytest
 
-    from lakemq.common.record import RecordError, create_message_id, decode_message_id
+    from lakemq.common.record import create_message_id, decode_message_id
+    from lakemq.errors import RecordError
 
     offset_id = create_message_id(socket.inet_aton("127.0.0.1"), 10911, 4096)
     assert message_id_kind(offset_id) == "offset"

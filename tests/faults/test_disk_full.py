@@ -19,6 +19,9 @@ from lakemq.client.config import ClientConfig, ProducerConfig
 from lakemq.errors import LakeMQError
 from tests.cluster import start_cluster
 
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
+
 TOPIC = "DiskFull"
 BODY = 1000
 INDEX_ENTRIES = 2000

@@ -18,7 +18,7 @@ from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import RemotingConnectError, RemotingTimeoutError, TopicNotExistError
 from lakemq.remoting.headers import GetRouteInfoRequestHeader, decode_header
 from lakemq.remoting import (
-    ClientConfig,
+    RemotingClientConfig,
     RemotingClient,
     RemotingCommand,
     RemotingServer,
@@ -87,7 +87,7 @@ async def running() -> AsyncIterator[tuple[RemotingServer, RemotingClient]]:
     srv.register_processor(RequestCode.PULL_MESSAGE, Raising())
     srv.register_processor(RequestCode.QUERY_MESSAGE, Busy())
     await srv.start()
-    cli = RemotingClient(ClientConfig(connect_timeout=1.0))
+    cli = RemotingClient(RemotingClientConfig(connect_timeout=1.0))
     try:
         yield srv, cli
     finally:

@@ -21,13 +21,13 @@ from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from lakemq.broker.transaction.lake_resume import LakeHalfResumer
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.message_queue import MessageQueue
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import for_code
 from lakemq.remoting.bodies import (
     KVTable,
     LockBatchRequestBody,
     LockBatchResponseBody,
-    MessageQueue,
     encode_json,
 )
 from lakemq.remoting.codec import RemotingCommand

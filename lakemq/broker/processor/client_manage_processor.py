@@ -25,20 +25,19 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ClientChannelInfo, ConsumerManager
-from lakemq.broker.filter import (
-    EXPRESSION_TYPE_TAG,
-    SubscriptionParseError,
-    build_subscription_data,
-    from_heartbeat,
-)
+from lakemq.broker.filter import from_heartbeat
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager, retry_topic
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.constants import PermName
+from lakemq.common.subscription import ExpressionType, SubscriptionData
 from lakemq.common.validation import check_group, check_topic
-from lakemq.remoting.bodies import HeartbeatData, SubscriptionData, decode_json
+from lakemq.errors import FilterExpressionError
+from lakemq.filter import parse_subscription
+from lakemq.remoting.bodies import HeartbeatData, decode_json
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import UnregisterClientRequestHeader, decode_header
@@ -96,15 +95,15 @@ class ClientManageProcessor:
         if not isinstance(raw, dict):
             return request.reply(ResponseCode.SUCCESS)
         sub = SubscriptionData.from_json(raw)
-        if (sub.expression_type or EXPRESSION_TYPE_TAG) == EXPRESSION_TYPE_TAG:
+        if (sub.expression_type or ExpressionType.TAG) == ExpressionType.TAG:
             return request.reply(ResponseCode.SUCCESS)
         if not self._config.enable_property_filter:
             return request.reply(
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {sub.expression_type}")
         try:
-            build_subscription_data(sub.topic, sub.sub_string, sub.expression_type)
-        except SubscriptionParseError as exc:
+            parse_subscription(sub.topic, sub.sub_string, sub.expression_type)
+        except FilterExpressionError as exc:
             log.warning("client %s@%s sent a subscription that does not compile: %s",
                         body.get("clientId"), body.get("group"), exc)
             return request.reply(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))

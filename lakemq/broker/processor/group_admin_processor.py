@@ -24,8 +24,9 @@ from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import InvalidNameError, RemotingError, for_code
-from lakemq.remoting.bodies import MessageQueue, SubscriptionData, decode_json, encode_json
+from lakemq.remoting.bodies import decode_json, encode_json
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import decode_header, encode_header
@@ -141,11 +142,7 @@ class GroupAdminProcessor:
         if info is None or not info.channel_info_table:
             raise for_code(ResponseCode.CONSUMER_NOT_ONLINE,
                            f"the consumer group[{header.consumer_group}] not online")
-        subscriptions = {
-            topic: SubscriptionData(sub.topic, sub.sub_string, tuple(sorted(sub.tags_set)), tuple(sorted(sub.code_set)),
-                                    sub.sub_version, sub.expression_type, sub.class_filter_mode).to_json()
-            for topic, sub in list(info.subscription_table.items())
-        }
+        subscriptions = {topic: sub.to_json() for topic, sub in list(info.subscription_table.items())}
         body = {"connectionSet": [_connection(c) for c in list(info.channel_info_table.values())],
                 "consumeFromWhere": info.consume_from_where, "consumeType": info.consume_type,
                 "messageModel": info.message_model, "subscriptionTable": subscriptions}

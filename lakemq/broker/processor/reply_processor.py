@@ -18,10 +18,11 @@ import time
 from dataclasses import dataclass
 
 from lakemq.broker.business_pool import BusinessPool
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.topic_config_manager import TopicConfigManager
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.constants import PermName
 from lakemq.common.message import (
     MessageConst,
     MessageExtBrokerInner,
@@ -35,6 +36,7 @@ from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import SendMessageRequestHeader, decode_send_header, encode_header
 from lakemq.remoting.protocol import RemotingConnection
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 
 __all__ = ["REPLY_CODES", "ReplyMessageProcessor"]
@@ -93,7 +95,7 @@ class ReplyMessageProcessor:
                 sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=ctx.remote_addr,
                 store_host=self._store.store_host, reconsume_times=header.reconsume_times or 0,
             )
-            result = await self._pool.run(lambda: self._store.put_message(msg))
+            result = await self._pool.run(lambda: self._store.put(MessagesPut.of(msg)))
             if result.status in _STORED and result.append_result is not None:
                 fields["msgId"] = result.append_result.msg_id
                 fields["queueOffset"] = str(result.append_result.logics_offset)

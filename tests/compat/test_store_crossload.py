@@ -194,6 +194,7 @@ def test_lakemq_finds_rocketmq_messages_by_key_unique_key_and_id(
 
 
 @pytest.mark.slow
+@pytest.mark.spark  # lakemq reindex: a Spark job in a child process
 def test_reindex_rebuilds_rocketmqs_consume_queues_and_index_files_byte_for_byte(
         rocketmq_store: WrittenStore, tmp_path: Path) -> None:
     copy = _copy(rocketmq_store, tmp_path / "store")
@@ -216,6 +217,7 @@ def test_reindex_rebuilds_rocketmqs_consume_queues_and_index_files_byte_for_byte
 
 
 @pytest.mark.slow
+@pytest.mark.spark  # lakemq tier run
 def test_tier_run_compacts_a_rocketmq_store(rocketmq_store: WrittenStore, tmp_path: Path) -> None:
     copy = _copy(rocketmq_store, tmp_path / "store")
     lake = tmp_path / "lake"

@@ -187,14 +187,17 @@ class Cluster:
             NAMESRV_READY))
         return self.namesrv
 
-    def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None, *,
-                   prefix: Sequence[str] = ()) -> ServerProcess:
-        """A broker process; with ``prefix`` its command runs behind it (``ip netns exec NS``)."""
+    def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None,
+                   port: int | None = None, *, prefix: Sequence[str] = ()) -> ServerProcess:
+        """``name`` on a free port, or on ``port`` (a store another broker wrote names it in its
+        message ids); its store is ``{root}/{name}/store``, which may be put there first. With
+        ``prefix`` its command runs behind it (``ip netns exec NS``)."""
         self._confs[name] = {**SMALL_STORE, "brokerName": name, **(conf or {})}
         self._prefixes[name] = tuple(prefix)
-        return self.start_broker(name)
+        return self.start_broker(name, port=port)
 
-    def start_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
+    def start_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None,
+                     port: int | None = None) -> ServerProcess:
         """Start (or start again) ``name`` on its store, on its previous port if it had one."""
         if conf:
             self._confs[name].update(conf)
@@ -211,7 +214,9 @@ class Cluster:
                          prefix=self._prefixes.get(name, ()))
 
         # A restart keeps its port (clients and the NameServer know it); a first start may move.
-        self.brokers[name] = start(previous.port) if previous is not None else _on_a_free_port(start)
+        if previous is not None:
+            port = previous.port
+        self.brokers[name] = start(port) if port is not None else _on_a_free_port(start)
         return self.brokers[name]
 
     def stop_broker(self, name: str = "broker-a") -> int:

@@ -94,6 +94,9 @@ class BrokerConfig:
     # whichBrokerWhenConsumeSlowly when a pull reads far behind (accessMessageInMemoryMaxRatio
     # of RAM), and a slave keeps its readers. Off: every pull is pointed back to the master.
     slave_read_enable: bool = False
+    # request() / reply: a reply is pushed to the requesting client and also stored in the
+    # {cluster}_REPLY_TOPIC (RocketMQ's storeReplyMessageEnable, true there too).
+    store_reply_message_enable: bool = True
     # Prometheus metrics over HTTP on brokerIP1 (GET /metrics): -1 = listenPort + 2 (a free
     # port when listenPort is 0), 0 = a free port, -2 = off; the URL is printed at boot.
     metrics_port: int = -1

@@ -58,9 +58,9 @@ def _ephemeral_low() -> int:
 
 
 def reserved_port() -> int:
-    """A free TCP port below the kernel's ephemeral range, with the two ports above it free
-    too (where a broker's HA listener and metrics listen by default: haListenPort and
-    metricsPort -1).
+    """A free TCP port below the kernel's ephemeral range, with the two ports above it and the
+    one two below free too (where a broker's HA listener, metrics and VIP channel listen by
+    default: haListenPort, metricsPort and fastListenPort -1).
 
     A port the kernel picked (bind to 0) is an ephemeral port: once its server stops, any
     outgoing connection may be given it, and the server's restart on the same port fails with
@@ -69,10 +69,10 @@ def reserved_port() -> int:
     """
     low = _ephemeral_low()
     for _ in range(200):
-        port = random.randrange(20000, max(low - 2, 20001))
-        if all(_bindable(p) for p in (port, port + 1, port + 2)):
+        port = random.randrange(20002, max(low - 2, 20003))
+        if all(_bindable(p) for p in (port - 2, port, port + 1, port + 2)):
             return port
-    raise RuntimeError(f"no three free ports in a row in 20000..{low - 1}")
+    raise RuntimeError(f"no free block of ports (P - 2, P .. P + 2) in 20000..{low - 1}")
 
 
 def _bindable(port: int) -> bool:

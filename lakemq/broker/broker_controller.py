@@ -129,7 +129,8 @@ class BrokerController:
         self.rebalance_lock_manager = RebalanceLockManager(broker_config.rebalance_lock_max_live_time)
         self.remoting_server = RemotingServer(
             ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port,
-                         backlog=broker_config.server_socket_backlog)
+                         backlog=broker_config.server_socket_backlog,
+                         extra_ports=(broker_config.fast_port,) if broker_config.fast_port is not None else ())
         )
         self.remoting_client = RemotingClient(RemotingClientConfig())
         self.outer_api = BrokerOuterAPI(

@@ -100,6 +100,10 @@ class BrokerConfig:
     # Prometheus metrics over HTTP on brokerIP1 (GET /metrics): -1 = listenPort + 2 (a free
     # port when listenPort is 0), 0 = a free port, -2 = off; the URL is printed at boot.
     metrics_port: int = -1
+    # RocketMQ's VIP channel: the same requests on a second port, which RocketMQ brokers call
+    # each other on (a RocketMQ slave syncs its master's topics and offsets there): -1 =
+    # listenPort - 2 (none when listenPort is 0), -2 = off, else that port.
+    fast_listen_port: int = -1
     # The lake this broker's CommitLog is tiered to (a path or s3://bucket/prefix, as given to
     # `lakemq tier`); empty = none. The metrics then report the tiering lag.
     lake_uri: str = ""
@@ -114,6 +118,8 @@ class BrokerConfig:
             raise ConfigError(f"listenPort must be 0..65535, got {self.listen_port}")
         if not -2 <= self.metrics_port <= 65535:
             raise ConfigError(f"metricsPort must be -2..65535, got {self.metrics_port}")
+        if not -2 <= self.fast_listen_port <= 65535:
+            raise ConfigError(f"fastListenPort must be -2..65535, got {self.fast_listen_port}")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must be >= 0, got {self.broker_id}")
         for addr in self.namesrv_addr:
@@ -163,6 +169,13 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def fast_port(self) -> int | None:
+        """The VIP channel's port (fastListenPort), None when there is none."""
+        if self.fast_listen_port == -2 or (self.fast_listen_port == -1 and self.listen_port < 3):
+            return None
+        return self.listen_port - 2 if self.fast_listen_port == -1 else self.fast_listen_port
 
     @property
     def ha_host(self) -> str:

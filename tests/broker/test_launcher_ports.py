@@ -17,7 +17,7 @@ def test_reserved_port_and_its_ha_and_metrics_ports_are_free_and_below_the_ephem
     for _ in range(20):
         port = reserved_port()
         assert 20000 <= port and port + 2 < low
-        for p in (port, port + 1, port + 2):  # the listen port, the default HA and metrics ports
+        for p in (port - 2, port, port + 1, port + 2):  # listen port, default VIP, HA and metrics ports
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", p))
 

@@ -5,6 +5,8 @@ producers move to another broker group."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -271,3 +273,31 @@ async def test_pulls_far_behind_are_sent_to_the_slave(tmp_path: Path) -> None:
         served = [line for line in slave_metrics.splitlines()
                   if line.startswith("lakemq_broker_get_messages_total") and group in line]
         assert served and float(served[0].rsplit(" ", 1)[1]) > 0
+
+
+async def test_sync_master_with_sync_flush_waits_for_disk_and_slave(tmp_path: Path) -> None:
+    with start_cluster(tmp_path, brokers=()) as cluster:
+        add_pair(cluster, role="SYNC_MASTER", master_conf={"flushDiskType": "SYNC_FLUSH"})
+        ns, topic = cluster.namesrv_addr, unique("SyncBoth")
+        master = cluster.broker_addr("broker-a")
+        async with Admin(ns) as admin:
+            await admin.create_topic(topic, queue_nums=2)
+        await wait_caught_up(cluster)
+        config = ProducerConfig(retry_times_when_send_failed=0)
+        async with Producer(unique("pg"), namesrv_addr=ns, config=config) as producer:
+            replicated = [await producer.send(Message(topic, b"both-%d" % i)) for i in range(50)]
+            assert {r.send_status for r in replicated} == {SendStatus.SEND_OK}
+            assert await wait_caught_up(cluster) >= max(r.queue_offset for r in replicated)
+            assert cluster.stop_broker(slave_name("broker-a")) == 0  # its link closes at once
+
+            async def no_slave() -> bool:
+                return (await runtime(master, ns))["haConnectedSlaves"] == "0"
+
+            deadline = time.monotonic() + 10
+            while not await no_slave():
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+            alone = [await producer.send(Message(topic, b"alone-%d" % i)) for i in range(10)]
+            assert {r.send_status for r in alone} == {SendStatus.SLAVE_NOT_AVAILABLE}
+        async with Admin(ns) as admin:
+            assert sum(s.max_offset for s in await admin.topic_stats(topic)) == 60  # stored all the same

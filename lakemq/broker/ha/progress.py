@@ -11,7 +11,7 @@ import bisect
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["ReplicationProgress", "SlaveLink"]
 
@@ -27,10 +27,8 @@ class SlaveLink:
     """One slave's HA connection, as the master sees it."""
 
     addr: str  # the slave's end of the connection, ip:port
-    connected_at: float = field(default_factory=time.time)
     request_offset: int = -1  # its first report: where it asked the bytes from (-1: none yet)
     ack_offset: int = -1  # its latest report: everything below is in its CommitLog
-    last_report: float = 0.0  # time.time() of that report
 
     @property
     def reported(self) -> bool:
@@ -71,7 +69,6 @@ class ReplicationProgress:
         if first:
             link.request_offset = offset
         link.ack_offset = offset
-        link.last_report = time.time()
         if offset > self.acked_offset:
             self.acked_offset = offset
             self._tell(self.ack_listeners, offset)

@@ -50,7 +50,6 @@ class HaClient:
         self._link: _SlaveLink | None = None
         self._task: asyncio.Task[None] | None = None
         self.received_bytes = 0  # CommitLog bytes taken from masters, over every link
-        self.connected_since = 0.0  # time.time() the current link opened; 0 when none
 
     @property
     def connected(self) -> bool:
@@ -106,12 +105,11 @@ class HaClient:
                 continue
             failing = ""
             self._link = link
-            self.connected_since = opened = time.time()
+            opened = time.time()
             try:
                 await link.lost_future
             finally:
                 self._link = None
-                self.connected_since = 0.0
             if time.time() - opened < retry_s and self.master_address == address:
                 # A link dropped at once (refused bytes, a master that refuses this slave):
                 # not again in a tight loop.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +47,6 @@ class SlaveSynchronize:
         self._replace_delay_offsets = replace_delay_offsets
         self._own_addr = own_addr
         self.master_addr: str | None = None
-        self.last_sync_ok = 0.0  # time.time() of the last sync_all where every part succeeded
 
     async def run(self) -> None:
         await asyncio.sleep(FIRST_SYNC_DELAY_S)
@@ -75,8 +73,6 @@ class SlaveSynchronize:
             except (LakeMQError, OSError, ValueError) as exc:
                 log.warning("slave sync of %s from master %s failed: %s", what, master, exc)
                 ok = False
-        if ok:
-            self.last_sync_ok = time.time()
         return ok
 
     async def _ask(self, master: str, code: int, *, optional: bool = False) -> bytes:

@@ -93,10 +93,11 @@ class HaServer:
             connection.wake()
 
     def wake(self) -> None:
-        """notify from any thread: at once on the loop's own (a put appended there), else
-        handed to it (a put appended in a pool thread)."""
+        """Wake the writers from any thread (a SYNC_MASTER put, which waits for them): at once
+        on the loop's own (a put appended there), else handed to it (a pool thread's)."""
         if threading.get_ident() == self._loop_thread:
-            self.notify()
+            for connection in self._connections:
+                connection.wake()
         else:
             self.notify_threadsafe()
 

@@ -41,8 +41,17 @@ class StoreConfig:
     file_reserved_time: int = 72  # hours
     clean_resource_interval: int = 10_000
     delete_when: str = "04"  # hours of the day (``;``-separated) when expired files go
+    # Disk usage (%) of the store's file system, as RocketMQ: above diskMaxUsedSpaceRatio
+    # expired files go at any hour; above diskSpaceCleanForciblyRatio files go before they
+    # expire (cleanFileForciblyEnable); above diskSpaceWarningLevelRatio the disk is full and
+    # puts are refused.
     disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
     clean_file_forcibly_enable: bool = True
+    # lakemq: puts are refused while dispatch is this many bytes behind the CommitLog's end
+    # (what is acknowledged must become readable).
+    max_dispatch_behind_bytes: int = 1024 * 1024 * 1024
     delete_commit_log_files_interval: int = 100
     delete_consume_queue_files_interval: int = 100
     destroy_mapped_file_interval_forcibly: int = 120_000
@@ -75,6 +84,12 @@ class StoreConfig:
             raise ConfigError(
                 f"mapped_file_size_consume_queue must be a multiple of {CONSUME_QUEUE_UNIT_SIZE}"
             )
+        ratios = (self.disk_max_used_space_ratio, self.disk_space_clean_forcibly_ratio,
+                  self.disk_space_warning_level_ratio)
+        if not all(0 < r <= 100 for r in ratios):
+            raise ConfigError(f"disk ratios must be within 1..100, got {ratios}")
+        if self.max_dispatch_behind_bytes <= 0:
+            raise ConfigError(f"max_dispatch_behind_bytes must be > 0, got {self.max_dispatch_behind_bytes}")
         if self.max_properties_size > 32767:
             raise ConfigError("max_properties_size cannot exceed 32767 (a 2-byte length field)")
 

@@ -37,8 +37,9 @@ from lakemq.store.dispatch import (
 from lakemq.store.filter import MessageFilter
 from lakemq.store.flush import AckSink, FlushListener, FlushWatch
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult
+from lakemq.store.health import StoreHealth
 from lakemq.store.index_service import IndexService
-from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService
+from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService, UnconsumedProbe
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 from lakemq.store.schedule import ScheduleMessageService
 
@@ -87,9 +88,10 @@ class MessageStore:
         if self.index_service is not None:
             self.dispatchers.append(self.index_service)
         self.message_arriving_listeners: list[MessageArrivingListener] = []
+        self.health = StoreHealth(config, lambda: self.reput.dispatch_behind_bytes())
         self.reput = ReputMessageService(
             self.commit_log, self.dispatchers, reput_from_offset=0, delay_levels=self.delay_levels,
-            listeners=self.message_arriving_listeners,
+            listeners=self.message_arriving_listeners, health=self.health,
         )
         self.schedule = ScheduleMessageService(
             self.delay_levels, find_queue=self.consume_queues.find, read_message=self.look_message_by_offset,
@@ -100,9 +102,11 @@ class MessageStore:
             config, self.consume_queues, self.index_service, self.checkpoint
         )
         self._retention_guard: Callable[[], int] | None = None
+        self._unconsumed_probe: UnconsumedProbe | None = None
         self.clean_service = CleanExpiredFilesService(
             config, self.commit_log, self.consume_queues, self.index_service,
             dispatched_offset=lambda: self.reput.reput_from_offset, retention_guard=lambda: self._retention_guard,
+            health=self.health, unconsumed_probe=lambda: self._unconsumed_probe,
         )
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
         self.last_exit_ok = True
@@ -142,6 +146,7 @@ class MessageStore:
         self.config.abort_file_path.parent.mkdir(parents=True, exist_ok=True)
         self.config.abort_file_path.touch()
         self.reput.do_reput()
+        self.health.check()  # a disk already full refuses the first put
         self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
         self.commit_log.start()
         self._running = True
@@ -174,17 +179,25 @@ class MessageStore:
 
     # -- put ---------------------------------------------------------------------------------
 
-    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+    def _refused(self) -> PutMessageResult | None:
+        """Why a put cannot be taken now (stopped, disk full, dispatch failing), else None."""
         if not self._running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        return self.health.refused_put() if self.health.refusal is not None else None
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        refused = self._refused()
+        if refused is not None:
+            return refused
         result = self.commit_log.put_message(msg)
         if result.is_ok:
             self.reput.wakeup()
         return result
 
     def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        refused = self._refused()
+        if refused is not None:
+            return refused
         result = self.commit_log.put_messages(msgs)
         if result.is_ok:
             self.reput.wakeup()
@@ -195,8 +208,8 @@ class MessageStore:
                           properties_suffix: bytes, sink: AckSink | None = None,
                           token: object = None) -> tuple[PutMessageResult, bool] | None:
         """A put from a send request's parts (CommitLog.put_plain_message); None: build the
-        message and put it."""
-        if not self._running:
+        message and put it (which answers a refusal)."""
+        if not self._running or self.health.refusal is not None:
             return None
         return self._woken(self.commit_log.put_plain_message(
             topic, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host, reconsume_times,
@@ -205,8 +218,8 @@ class MessageStore:
     def put_message_batch(self, batch: MessageExtBatch, sink: AckSink | None = None,
                           token: object = None) -> tuple[PutMessageResult, bool] | None:
         """A batch put from its wire encoding (CommitLog.put_message_batch); None: build the
-        messages and put them."""
-        if not self._running:
+        messages and put them (which answers a refusal)."""
+        if not self._running or self.health.refusal is not None:
             return None
         return self._woken(self.commit_log.put_message_batch(batch, sink, token))
 
@@ -227,8 +240,9 @@ class MessageStore:
 
     def _put_acked(self, put: Callable[[Any, AckSink, object], tuple[PutMessageResult, bool]], what: Any,
                    sink: AckSink, token: object) -> tuple[PutMessageResult, bool]:
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running"), False
+        refused = self._refused()
+        if refused is not None:
+            return refused, False
         result, pending = put(what, sink, token)
         if result.is_ok:
             self.reput.wakeup()
@@ -434,6 +448,11 @@ class MessageStore:
         """``guard()`` is the highest CommitLog offset whose file may be deleted (tiering: the
         end of what the lake holds)."""
         self._retention_guard = guard
+
+    def set_unconsumed_probe(self, probe: UnconsumedProbe | None) -> None:
+        """``probe()`` names the oldest message a consumer group has not consumed; expiry logs
+        and counts the deletion of a file that holds it."""
+        self._unconsumed_probe = probe
 
     def set_flush_listener(self, listener: FlushListener | None) -> None:
         """``listener(seconds, bytes)`` after every CommitLog flush that wrote something, on

@@ -33,13 +33,12 @@ REFUSAL_REASONS = ("disk_full", "dispatch_failed", "dispatch_behind")
 
 
 def disk_used_ratio(path: Path) -> float:
-    """Percent of the file system holding ``path`` that this process can no longer use (blocks
-    reserved for root count as used: they are not ours to fill)."""
+    """Percent of the file system holding ``path`` that is allocated (RocketMQ's measure: total
+    minus free blocks; blocks reserved for root count as free)."""
     while not path.exists() and path != path.parent:
         path = path.parent
     st = os.statvfs(path)
-    total = st.f_blocks * st.f_frsize
-    return 100.0 * (1 - st.f_bavail * st.f_frsize / total) if total else 0.0
+    return 100.0 * (1 - st.f_bfree / st.f_blocks) if st.f_blocks else 0.0
 
 
 class StoreHealth:

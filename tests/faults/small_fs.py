@@ -40,16 +40,16 @@ def _ran(command: list[str], failures: list[str]) -> bool:
 
 
 def used_percent(path: Path) -> float:
-    """As the store measures it: the share of blocks this process can no longer use."""
+    """As the store measures it: the share of blocks allocated."""
     st = os.statvfs(path)
-    return 100.0 * (1 - st.f_bavail / st.f_blocks)
+    return 100.0 * (1 - st.f_bfree / st.f_blocks)
 
 
 def fill_to(filler: Path, percent: float) -> None:
     """Grow (or shrink) ``filler`` so that its file system is ``percent`` used."""
     st = os.statvfs(filler.parent)
     have = filler.stat().st_size if filler.exists() else 0
-    target = have + int((percent / 100 - (1 - st.f_bavail / st.f_blocks)) * st.f_blocks * st.f_frsize)
+    target = have + int((percent / 100 - (1 - st.f_bfree / st.f_blocks)) * st.f_blocks * st.f_frsize)
     with open(filler, "ab") as f:
         f.truncate(max(0, target))
         if target > have:

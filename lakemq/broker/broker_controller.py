@@ -419,6 +419,8 @@ class BrokerController:
 
     def _on_connection_closed(self, connection: RemotingConnection) -> None:
         assert self.consumer_manager is not None
+        if self.hold_service is not None:
+            self.hold_service.release_connection(connection)
         self.consumer_manager.do_channel_close_event(connection)
         self.producer_manager.do_channel_close_event(connection)
 

@@ -184,6 +184,8 @@ def compact(
     if pending:
         crash_point("before-write")
     files = write_segment_files(spark, store_dir=store_dir, lake=lake, segments=pending, skip_corrupt=skip_corrupt)
+    if progress:
+        progress("write", len(pending), len(pending))  # one Spark job wrote every pending range
     if pending:
         crash_point("before-commit")
     committed: list[ManifestEntry] = []

@@ -44,7 +44,7 @@ from lakemq.errors import ConfigError, CorruptSegmentError, StoreError
 from lakemq.jobs.reindex_source import DispatchDataSource, DispatchRange, RangePlan, plan_ranges
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log_scan import DispatchRequest
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import StoreConfig, store_root
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.dispatch import CommitLogDispatcher, dispatch_to
 from lakemq.store.index_service import IndexService
@@ -141,9 +141,8 @@ class ReindexSettings:
             raise ConfigError(f"unknown reindex setting(s): {', '.join(sorted(unknown))}")
         props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
         props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
-        if values.get("store_dir"):
-            props["storePathRootDir"] = str(values["store_dir"])
-        config = bind(StoreConfig, props)
+        # The store as the broker finds it: --data-dir, else storePathRootDir, else ~/lakemq-data.
+        config = bind(StoreConfig, props, store_path_root_dir=str(store_root(props, values.get("store_dir") or None)))
         return cls(config=config, topic=values.get("topic") or None,
                    consume_queue=_bool(values.get("consume_queue", True)), index=_bool(values.get("index", True)),
                    skip_corrupt=_bool(values.get("skip_corrupt", False)), force=_bool(values.get("force", False)),

@@ -22,6 +22,7 @@ from typing import Any
 from lakemq.common.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
 from lakemq.common.record import RecordError, decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
+from lakemq.errors import StoreError
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
@@ -120,6 +121,13 @@ class MessageStore:
         self.last_exit_ok = not abort.exists()
         if not (self.commit_log.load() and self.consume_queues.load() and self.schedule.load()):
             return False
+        if not self.consume_queues.all() and self.commit_log.get_min_offset() > 0:
+            # Dispatch would rebuild only the queues still in the CommitLog: the others would
+            # restart at offsets already used.
+            raise StoreError(
+                f"{self.config.consume_queue_dir} holds no queue but the CommitLog starts at offset "
+                f"{self.commit_log.get_min_offset()} (older files are gone): rebuild the ConsumeQueues with "
+                "`lakemq reindex` (it continues each queue from the lake and the committed offsets) or restore them")
         rebuild_from = None
         if self.index_service is not None:
             rebuild_from = self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lakemq.client.batch import encode_messages
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import Message
+from lakemq.common.message_batch import encode_messages
 from lakemq.common.record import iter_records
 from lakemq.remoting.codec import RemotingCommand, decode_frame, encode
 from lakemq.remoting.headers import (
@@ -202,7 +202,7 @@ WORKERS: dict[str, Callable[[Job], dict]] = {"send": send_worker, "pull": pull_w
                                               "poll": poll_worker}
 
 
-def _process_main(jobs: list[Job], out: "mp.Queue[list[dict]]") -> None:
+def _process_main(jobs: list[Job], out: mp.Queue[list[dict]]) -> None:
     results: list[dict] = [{}] * len(jobs)
 
     def run(i: int) -> None:

@@ -46,6 +46,7 @@ from lakemq.common.message import MessageConst, MessageExtBrokerInner
 from lakemq.common.record import BLANK_MAGIC_CODE, encode_host, encode_record
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
+from lakemq.store.put_request import MessagesPut
 
 SECTION = "## Lake (bench/lake_bench.py)"
 FILE_SIZE = 64 << 20
@@ -72,7 +73,7 @@ def write_commitlog(store_dir: Path, count: int) -> int:
                 )
                 for i in range(start, min(start + 64, count))
             ]
-            result = log.put_messages(batch)
+            result = log.put(MessagesPut.of(*batch))
             if not result.is_ok:
                 raise RuntimeError(f"put failed: {result}")
         return log.get_max_offset()

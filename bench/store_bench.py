@@ -19,7 +19,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,9 +31,10 @@ from lakemq.common.message import MessageExtBrokerInner, properties_to_string
 from lakemq.common.record import encode_host, encode_record
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import FlushDiskType, StoreConfig
-from lakemq.store.flush import GroupCommitService
+from lakemq.store.group_commit import GroupCommit
 from lakemq.store.message_store import MessageStore
-from lakemq.store.results import PutMessageStatus
+from lakemq.store.put_request import MessagesPut
+from lakemq.store.results import PutMessageResult, PutMessageStatus
 
 SECTION = "## Store (bench/store_bench.py)"
 TARGETS = {"async": 300_000, "sync": 50_000, "recovery_mb_s": 500.0}
@@ -42,13 +45,13 @@ Reading the table:
   the memory floor. "CPU us/msg" is the CPU time of the putting thread alone
   (time.thread_time): on this shared VM wall time also measures the neighbours, CPU time
   is what the code costs.
-- The per-record loops are compiled (Cython, lakemq/store/_native.pyx; docs/NATIVE.md):
+- The per-record loops are compiled (Cython, lakemq/store/_records.pyx and _scan.pyx; docs/NATIVE.md):
   a batch is checked and measured in C, the body CRC (zlib's CRC-32, as RocketMQ) comes
   from ISA-L, and every record is packed straight into the mapped file with its final
   offsets and store time; a batch of 16 KiB or more is copied with the GIL released.
   What is left per batched message is the per-batch Python (lock, file, result) spread
   over the batch plus the copy with its page faults, which is the raw per-record row.
-  One put_message per call adds the call layers and result objects around the same C.
+  One message per put adds the call layers and result objects around the same C.
 - Dispatch (ConsumeQueue and IndexFile) parses up to 1024 records per step into columns in
   C, with the Java String.hashCode of every index key, builds each queue's run of 20-byte
   entries in C and writes the IndexFile entries and slots with the GIL released: under a
@@ -60,9 +63,9 @@ Reading the table:
   (docs/SYNC_FLUSH.md). Each writer waits for that flush to end and then for its own, so
   the rate is about (puts per fdatasync) / (fdatasync time), with the fdatasyncs back to
   back. The "asyncio loop" row is the broker's way: the loop appends, watches the commit
-  thread's eventfd (FlushWatch) and acknowledges its own puts, with no other thread taking
+  thread's eventfd (AckWatch) and acknowledges its own puts, with no other thread taking
   the GIL to hand them over. The "one thread hand-off per put" row is the same writers
-  through a concurrent Future per put (put_message_async): one self-pipe write and loop
+  through a concurrent Future per put (completed by PutAcks' thread): one self-pipe write and loop
   wake-up per put. With 64 blocking writer threads every acknowledged put is an OS thread
   wake-up plus a GIL hand-off (the writers spend over 95% of their time parked).
 - Under SYNC_FLUSH the CommitLog file being appended to is mapped MADV_RANDOM. On this
@@ -155,16 +158,18 @@ def _copy_bulk(mm: mmap.mmap, blob: bytes) -> None:
     mm[: len(blob)] = blob
 
 
+def requests(msgs: list[MessageExtBrokerInner], batch: int = 1) -> list[MessagesPut]:
+    """The put requests, built before the clock starts (a caller such as the broker builds its
+    request from the bytes it received)."""
+    return [MessagesPut(tuple(msgs[i : i + batch])) for i in range(0, len(msgs), batch)]
+
+
 def bench_commit_log_put(root: Path, msgs: list[MessageExtBrokerInner],
                          batch: int) -> tuple[float, float, CommitLog]:
     """Returns (wall, putting thread's CPU, the CommitLog)."""
     cl = open_commit_log(config(root))
-    put, put_batch = cl.put_message, cl.put_messages
-    if batch <= 1:
-        elapsed, cpu = timed_cpu(lambda: [put(m) for m in msgs])
-    else:
-        chunks = [msgs[i : i + batch] for i in range(0, len(msgs), batch)]
-        elapsed, cpu = timed_cpu(lambda: [put_batch(c) for c in chunks])
+    put, puts = cl.put, requests(msgs, batch)
+    elapsed, cpu = timed_cpu(lambda: [put(r) for r in puts])
     return elapsed, cpu, cl
 
 
@@ -175,15 +180,10 @@ def bench_store_put(root: Path, msgs: list[MessageExtBrokerInner], batch: int = 
     store = MessageStore(config(root, max_hash_slot_num=500_000, max_index_num=2_000_000))
     store.load()
     store.start()
-    put, put_batch = store.put_message, store.put_messages
-    chunks = [msgs[i : i + batch] for i in range(0, len(msgs), batch)]
+    put, puts = store.put, requests(msgs, batch)
     start = time.perf_counter()
-    if batch <= 1:
-        for m in msgs:
-            put(m)
-    else:
-        for chunk in chunks:
-            put_batch(chunk)
+    for r in puts:
+        put(r)
     put_done = time.perf_counter()
     while store.dispatch_behind_bytes() > 0:
         time.sleep(0.001)
@@ -200,13 +200,14 @@ def bench_threads(root: Path, msgs: list[MessageExtBrokerInner], threads: int,
     failures = [0]
     barrier = threading.Barrier(threads + 1)
 
-    def writer(chunk: list[MessageExtBrokerInner]) -> None:
+    def writer(chunk: list[MessagesPut]) -> None:
         barrier.wait()
-        for m in chunk:
-            if cl.put_message(m).status is not PutMessageStatus.PUT_OK:
+        for r in chunk:
+            if cl.put(r).status is not PutMessageStatus.PUT_OK:
                 failures[0] += 1
 
-    workers = [threading.Thread(target=writer, args=(msgs[i * per : (i + 1) * per],)) for i in range(threads)]
+    workers = [threading.Thread(target=writer, args=(requests(msgs[i * per : (i + 1) * per]),))
+               for i in range(threads)]
     for w in workers:
         w.start()
     barrier.wait()
@@ -215,22 +216,36 @@ def bench_threads(root: Path, msgs: list[MessageExtBrokerInner], threads: int,
         w.join()
     elapsed = time.perf_counter() - start
     service = cl.flush_service
-    flushes = service.flush_count if isinstance(service, GroupCommitService) else 0
+    flushes = service.flush_count if isinstance(service, GroupCommit) else 0
     cl.shutdown()
     return elapsed, flushes, failures[0]
 
 
+def _complete_futures(acks: list[tuple[Any, PutMessageStatus]]) -> None:
+    """A sink completing one concurrent Future per put, on PutAcks' thread."""
+    for future, status in acks:
+        future.set_result(status)
+
+
+def _put_with_future(cl: CommitLog, r: MessagesPut) -> Future[PutMessageStatus]:
+    future: Future[PutMessageStatus] = Future()
+    result: PutMessageResult = cl.put(r, _complete_futures, future)
+    if not result.pending:
+        future.set_result(result.status)
+    return future
+
+
 def bench_sync_async(root: Path, msgs: list[MessageExtBrokerInner]) -> tuple[float, int, int]:
-    """SYNC_FLUSH through put_message_async from one thread: no thread parks per put; the
-    group-commit thread completes the futures. Timed until every put is acknowledged."""
+    """SYNC_FLUSH from one thread with a concurrent Future per put, completed by PutAcks'
+    thread: no thread parks per put. Timed until every put is acknowledged."""
     cl = open_commit_log(config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH))
-    put = cl.put_message_async
+    puts = requests(msgs)
     start = time.perf_counter()
-    futures = [put(m) for m in msgs]
-    failures = sum(f.result().status is not PutMessageStatus.PUT_OK for f in futures)
+    futures = [_put_with_future(cl, r) for r in puts]
+    failures = sum(f.result() is not PutMessageStatus.PUT_OK for f in futures)
     elapsed = time.perf_counter() - start
     service = cl.flush_service
-    flushes = service.flush_count if isinstance(service, GroupCommitService) else 0
+    flushes = service.flush_count if isinstance(service, GroupCommit) else 0
     cl.shutdown()
     return elapsed, flushes, failures
 
@@ -238,10 +253,10 @@ def bench_sync_async(root: Path, msgs: list[MessageExtBrokerInner]) -> tuple[flo
 def bench_sync_loop(root: Path, msgs: list[MessageExtBrokerInner], writers: int,
                     per_waiter: bool = False) -> tuple[float, int, int, float]:
     """SYNC_FLUSH acknowledged as the broker awaits it: ``writers`` coroutines on one asyncio loop, each
-    appending a message and awaiting its acknowledgement before the next. The group-commit
-    thread hands each commit's acknowledgements to the loop at once (LoopAcks). With
-    ``per_waiter`` each put instead gets its own concurrent Future wrapped for the loop (one
-    thread hand-off per put: the shape before the batch API). Returns (time, flushes,
+    appending a message and awaiting its acknowledgement before the next. The loop watches
+    the commit thread's eventfd and acknowledges each commit's puts itself (LoopAcks). With
+    ``per_waiter`` each put instead gets its own concurrent Future, completed by PutAcks'
+    thread and wrapped for the loop (one thread hand-off per put). Returns (time, flushes,
     failures, CPU seconds of the loop thread)."""
     cl = open_commit_log(config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH))
     per = len(msgs) // writers
@@ -249,26 +264,23 @@ def bench_sync_loop(root: Path, msgs: list[MessageExtBrokerInner], writers: int,
 
     async def run() -> float:
         loop = asyncio.get_running_loop()
-        acks = LoopAcks(loop, cl.config.sync_flush_timeout / 1000, cl.open_flush_watch)
-        put, put_async, ok = cl.put_message_acked, cl.put_message_async, PutMessageStatus.PUT_OK
+        acks = LoopAcks(loop, None if per_waiter else cl.open_ack_watch)
+        put, ok = cl.put, PutMessageStatus.PUT_OK
 
-        async def writer(chunk: list[MessageExtBrokerInner]) -> None:
-            for m in chunk:
+        async def writer(chunk: list[MessagesPut]) -> None:
+            for r in chunk:
                 if per_waiter:
-                    status = (await asyncio.wrap_future(put_async(m))).status
+                    status = await asyncio.wrap_future(_put_with_future(cl, r))
                 else:
                     future = acks.future()
-                    result, pending = put(m, acks, future)
-                    if pending:
-                        acks.watch(future)
-                        status = await future
-                    else:
-                        status = result.status
+                    result = put(r, acks, future)
+                    status = await future if result.pending else result.status
                 if status is not ok:
                     failures[0] += 1
 
+        chunks = [requests(msgs[i * per : (i + 1) * per]) for i in range(writers)]
         cpu = time.thread_time()
-        await asyncio.gather(*(writer(msgs[i * per : (i + 1) * per]) for i in range(writers)))
+        await asyncio.gather(*(writer(chunk) for chunk in chunks))
         cpu = time.thread_time() - cpu
         acks.close()
         return cpu
@@ -277,7 +289,7 @@ def bench_sync_loop(root: Path, msgs: list[MessageExtBrokerInner], writers: int,
     cpu = asyncio.run(run())
     elapsed = time.perf_counter() - start
     service = cl.flush_service
-    flushes = service.flush_count if isinstance(service, GroupCommitService) else 0
+    flushes = service.flush_count if isinstance(service, GroupCommit) else 0
     cl.shutdown()
     return elapsed, flushes, failures[0], cpu
 
@@ -324,21 +336,21 @@ def main() -> None:
         cl.shutdown()
         figures["async"], figures["async_ratio"] = n / put_s, put_s / raw_each
         figures["async_cpu_ratio"] = put_cpu / raw_cpu
-        rows.append(("CommitLog.put_message, async flush", f"{n / put_s:,.0f}", f"{mb / put_s:,.0f}",
+        rows.append(("CommitLog.put, one message, async flush", f"{n / put_s:,.0f}", f"{mb / put_s:,.0f}",
                      f"{put_s / raw_each:.1f}x raw per-record; CPU {put_cpu / n * 1e6:.2f} us/msg"))
 
         batch_s, batch_cpu, cl = bench_commit_log_put(root / "cl_batch", msgs, args.batch)
         cl.shutdown()
         figures["batch"], figures["batch_ratio"] = n / batch_s, batch_s / raw_each
         figures["batch_cpu_ratio"] = batch_cpu / raw_cpu
-        rows.append((f"CommitLog.put_messages, batch {args.batch}, async", f"{n / batch_s:,.0f}",
+        rows.append((f"CommitLog.put, batch {args.batch}, async", f"{n / batch_s:,.0f}",
                      f"{mb / batch_s:,.0f}",
                      f"{batch_s / raw_each:.1f}x raw per-record; CPU {batch_cpu / n * 1e6:.2f} us/msg"))
 
         for batch in (1, args.batch):
             store_put_s, store_drain_s = bench_store_put(root / f"store_{batch}", make_messages(n, args.body_size),
                                                          batch)
-            how = "put_message" if batch <= 1 else f"put_messages, batch {batch},"
+            how = "put, one message" if batch <= 1 else f"put, batch {batch},"
             figures["store" if batch <= 1 else "store_batch"] = n / store_drain_s
             rows.append((f"MessageStore.{how} + dispatch (put)", f"{n / store_put_s:,.0f}",
                          f"{mb / store_put_s:,.0f}", f"{store_put_s / raw_each:.1f}x raw per-record"))
@@ -368,14 +380,14 @@ def main() -> None:
         hop_s, hop_flushes, _, hop_cpu = bench_sync_loop(root / "sync_loop_hops", sync_msgs,
                                                          args.sync_threads, per_waiter=True)
         label = (f"same, {args.sync_threads} writers, one thread hand-off per put "
-                 "(put_message_async + wrap_future)")
+                 "(a concurrent Future per put + wrap_future)")
         rows.append((label, f"{sync_n / hop_s:,.0f}",
                      f"{sync_n * len(records[0]) / 1e6 / hop_s:,.0f}",
                      (f"{hop_flushes} fdatasyncs, {sync_n / max(hop_flushes, 1):.0f} puts each; "
                       f"loop CPU {hop_cpu / sync_n * 1e6:.1f} us/msg")))
         async_sync_s, async_flushes, async_failures = bench_sync_async(root / "sync_async", sync_msgs)
         figures["sync_async"] = len(sync_msgs) / async_sync_s
-        rows.append(("CommitLog SYNC_FLUSH, put_message_async, 1 thread", f"{figures['sync_async']:,.0f}",
+        rows.append(("CommitLog SYNC_FLUSH, a Future per put, 1 thread", f"{figures['sync_async']:,.0f}",
                      f"{len(sync_msgs) * len(records[0]) / 1e6 / async_sync_s:,.0f}",
                      (f"{async_flushes} fdatasyncs, {len(sync_msgs) / max(async_flushes, 1):.0f} puts each, "
                       f"{async_failures} failed")))

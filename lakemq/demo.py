@@ -7,9 +7,12 @@ step checks its own outcome: a message lost anywhere fails the demo.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from lakemq.client import (
     SyncProducer,
     SyncPushConsumer,
 )
-from lakemq.errors import LakeMQError
+from lakemq.errors import DemoError
 from lakemq.launcher import start_cluster
 
 __all__ = ["DEMO_GROUP", "DEMO_TOPIC", "DemoResult", "run_demo"]
@@ -34,10 +37,6 @@ TAGS = ("TagA", "TagB", "TagC")
 DEMO_BROKER_CONF = {"mappedFileSizeCommitLog": str(1 << 20)}
 
 Progress = Callable[[str, int, int], None]
-
-
-class DemoError(LakeMQError):
-    """A step of the demo did not reach its expected outcome."""
 
 
 @dataclass
@@ -91,6 +90,22 @@ def _consume(namesrv: str, count: int, timeout_s: float, progress: Progress) -> 
     return len(seen)
 
 
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Spark's JVM inherits this process's stderr when it starts. Pointed at ``path``
+    meanwhile, what the JVM prints for its operator (log4j's WARN lines, its own notices)
+    goes to the demo's log instead of between the demo's progress bars."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def run_demo(work_dir: Path, *, messages: int = 5000, body_size: int = 1024, progress: Progress,
              master: str | None = None) -> DemoResult:
     from lakemq.jobs.session import build_session
@@ -109,7 +124,10 @@ def run_demo(work_dir: Path, *, messages: int = 5000, body_size: int = 1024, pro
     lake = str(work_dir / "lake")
     # The broker has stopped, so its last file is idle: seal it at once.
     tiering = TieringConfig(lake_uri=lake, tier_seal_idle_ms=1, tier_boundary_stride=256 << 10)
-    spark = build_session(master=master, app_name="lakemq-demo")
+    spark_log = work_dir / "logs" / "spark.log"
+    spark_log.parent.mkdir(parents=True, exist_ok=True)
+    with _stderr_to(spark_log):
+        spark = build_session(master=master, app_name="lakemq-demo")
     try:
         tier_run(spark, store_dir=cluster_dir / "broker-a" / "store", broker_name="broker-a",
                  config=tiering, progress=progress)

@@ -1,10 +1,13 @@
 """Every exception lakemq raises, in one tree::
 
     LakeMQError
-    ├── InvalidNameError            topic or group name breaks RocketMQ's rules
+    ├── InvalidNameError            topic or group name (or queue id) breaks RocketMQ's rules
     ├── ConfigError                 unknown key or bad value in a .conf file
     ├── RecordError                 a CommitLog record or message id that does not decode
                                     (lakemq.common.record)
+    ├── EvaluationError             a property a SQL92 filter cannot convert: the message
+                                    does not match (lakemq.filter.expression)
+    ├── DemoError                   a step of ``lakemq demo`` missed its expected outcome
     ├── StoreError                  hot-tier failures that are not a message's fault
     │   └── CorruptFileError        a store file that cannot be read back
     │       └── CorruptSegmentError a CommitLog range the lake tier cannot decode (``offset``)
@@ -39,6 +42,8 @@ __all__ = [
     "ConfigError",
     "CorruptFileError",
     "CorruptSegmentError",
+    "DemoError",
+    "EvaluationError",
     "FilterExpressionError",
     "FlushDiskTimeoutError",
     "FrameError",
@@ -47,6 +52,7 @@ __all__ = [
     "LakeMQError",
     "MessageIllegalError",
     "NoPermissionError",
+    "RecordError",
     "RemotingCommandError",
     "RemotingConnectError",
     "RemotingError",
@@ -70,6 +76,19 @@ class InvalidNameError(LakeMQError, ValueError):
 
 class ConfigError(LakeMQError, ValueError):
     pass
+
+
+class RecordError(LakeMQError, ValueError):
+    """A record that cannot be decoded: bad magic, bad size, bad CRC or truncated."""
+
+
+class EvaluationError(LakeMQError):
+    """A property value that cannot be converted for a SQL92 comparison (a Java exception in
+    RocketMQ): the message does not match."""
+
+
+class DemoError(LakeMQError):
+    """A step of the demo did not reach its expected outcome."""
 
 
 class StoreError(LakeMQError):

@@ -32,7 +32,7 @@ if [ -n "${LAKEMQ_APT_PACKAGES:-}" ]; then
   if [ ${#missing[@]} -gt 0 ]; then echo "bootstrap: installing ${missing[*]}"; apt_install "${missing[@]}"; fi
 fi
 
-# The store's compiled loops (lakemq/store/_native.pyx) are built on install: a C compiler and
+# The store's compiled loops (lakemq/store/*.pyx) are built on install: a C compiler and
 # Python's headers must be there.
 has_python_h() {
   "$PY" -c 'import os, sys, sysconfig
@@ -51,8 +51,8 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 stamp=.venv/.lakemq-installed
-# A changed .pyx (or its build script) also means a rebuild: pip install -e compiles it again.
-want=$(cat pyproject.toml constraints.txt setup.py lakemq/store/*.pyx | sha256sum | cut -d' ' -f1)
+# A changed .pyx or .pxd (or the build script) also means a rebuild: pip install -e compiles them again.
+want=$(cat pyproject.toml constraints.txt setup.py lakemq/store/*.pyx lakemq/store/*.pxd | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing pinned Python packages into .venv"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null

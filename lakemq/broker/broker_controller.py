@@ -53,7 +53,7 @@ from lakemq.broker.unconsumed import oldest_unconsumed
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
 from lakemq.errors import StoreError
-from lakemq.remoting.client import ClientConfig, RemotingClient
+from lakemq.remoting.client import RemotingClient, RemotingClientConfig
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.protocol import RemotingConnection
@@ -102,9 +102,10 @@ class BrokerController:
         self.producer_manager = ProducerManager(broker_config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager(broker_config.rebalance_lock_max_live_time)
         self.remoting_server = RemotingServer(
-            ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port)
+            ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port,
+                         backlog=broker_config.server_socket_backlog)
         )
-        self.remoting_client = RemotingClient(ClientConfig())
+        self.remoting_client = RemotingClient(RemotingClientConfig())
         self.outer_api = BrokerOuterAPI(
             self.remoting_client,
             broker_config.namesrv_addr,
@@ -288,7 +289,7 @@ class BrokerController:
                      RequestCode.CHECK_CLIENT_CONFIG):
             server.register_processor(code, client_manage, client_pool)
         consumer_manage = ConsumerManageProcessor(
-            self.store, self.consumer_manager, self.consumer_offset_manager
+            self.store, self.topic_config_manager, self.consumer_manager, self.consumer_offset_manager
         )
         consumer_pool = self._executor("ConsumerManageThread", c.consumer_manage_thread_pool_nums)
         for code in (

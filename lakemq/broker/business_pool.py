@@ -5,7 +5,7 @@ Store calls that may block (creating a topic's or a DLQ's config file, reading m
 in threads, one pool per request family; a SYNC_FLUSH send waits for the group commit on the
 event loop, not here (lakemq.broker.loop_acks). Waiting requests sit in a queue owned by the event
 loop; a request that waited longer than ``max_wait_ms`` at the head of the queue is answered
-SYSTEM_BUSY at once (the seeds' waitTimeMillsInSendQueue, checked every 10 ms), and a full
+SYSTEM_BUSY at once (RocketMQ's waitTimeMillsInSendQueue, checked every 10 ms), and a full
 queue refuses new work, so a slow disk turns into quick refusals a producer can route around
 instead of timeouts. Only the event loop may call :meth:`run`.
 """

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lakemq.common.constants import MASTER_ID, PermName
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import ConfigError
+from lakemq.remoting.server import DEFAULT_BACKLOG
 
-__all__ = ["KEY_ALIASES", "MASTER_ID", "BrokerConfig", "PermName", "apply_key_aliases"]
+__all__ = ["KEY_ALIASES", "BrokerConfig", "apply_key_aliases"]
 
-MASTER_ID = 0
 
 # RocketMQ keys that the camelCase rule does not produce from a field name.
 KEY_ALIASES = {"brokerIP1": "brokerIp1", "osPageCacheBusyTimeOutMills": "osPageCacheBusyTimeoutMills"}
@@ -26,35 +27,6 @@ def apply_key_aliases(props: Mapping[str, str]) -> dict[str, str]:
     return {KEY_ALIASES.get(key, key): value for key, value in props.items()}
 
 
-class PermName:
-    """Permission bits of a topic or broker (RocketMQ PermName)."""
-
-    PERM_PRIORITY = 0x8
-    PERM_READ = 0x4
-    PERM_WRITE = 0x2
-    PERM_INHERIT = 0x1
-
-    @staticmethod
-    def is_readable(perm: int) -> bool:
-        return bool(perm & PermName.PERM_READ)
-
-    @staticmethod
-    def is_writeable(perm: int) -> bool:
-        return bool(perm & PermName.PERM_WRITE)
-
-    @staticmethod
-    def is_inherited(perm: int) -> bool:
-        return bool(perm & PermName.PERM_INHERIT)
-
-    @staticmethod
-    def to_string(perm: int) -> str:
-        return (
-            ("R" if perm & PermName.PERM_READ else "-")
-            + ("W" if perm & PermName.PERM_WRITE else "-")
-            + ("X" if perm & PermName.PERM_INHERIT else "-")
-        )
-
-
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     broker_name: str = "broker-a"
@@ -63,6 +35,8 @@ class BrokerConfig:
     broker_ip1: str = "127.0.0.1"  # the address registered with the NameServers
     listen_port: int = 10911  # 0 binds an ephemeral port (tests); the bound one is registered
     namesrv_addr: tuple[str, ...] = ("127.0.0.1:9876",)  # ``;``-separated in broker.conf
+    # Connections the kernel queues before the server accepts them (RocketMQ's default).
+    server_socket_backlog: int = DEFAULT_BACKLOG
     broker_permission: int = PermName.PERM_READ | PermName.PERM_WRITE
     # Queues of the TBW102 template (RocketMQ's 8); an auto-created topic gets
     # min(the producer's defaultTopicQueueNums, this).
@@ -71,7 +45,7 @@ class BrokerConfig:
     cluster_topic_enable: bool = True  # a topic named after the cluster, for admin tools
     broker_topic_enable: bool = True  # a topic named after the broker
     auto_create_subscription_group: bool = True
-    # Business pools per request family (the seeds' M2 pools keyed by request code).
+    # Business pools per request family (RocketMQ's sendMessageThreadPoolNums and the like).
     send_message_thread_pool_nums: int = 4
     pull_message_thread_pool_nums: int = 8
     admin_broker_thread_pool_nums: int = 4
@@ -167,6 +141,7 @@ class BrokerConfig:
             "transaction_check_max",
             "transaction_check_interval",
             "end_transaction_thread_pool_nums",
+            "server_socket_backlog",
         )
         for name in positive:
             if getattr(self, name) <= 0:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from lakemq.broker.filter import SubscriptionData
+from lakemq.common.subscription import SubscriptionData
 
 __all__ = [
     "ClientChannelInfo",

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lakemq.broker.consumer_manager import now_ms
-from lakemq.remoting.bodies import MessageQueue
+from lakemq.common.message_queue import MessageQueue
 
 __all__ = ["RebalanceLockManager"]
 

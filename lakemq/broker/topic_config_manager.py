@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.config_file import DataVersion, load_json, save_json
+from lakemq.common.constants import PermName
 from lakemq.common.validation import check_topic
 from lakemq.errors import InvalidNameError
 

@@ -7,7 +7,6 @@ One asyncio core (:class:`Producer`, :class:`TransactionProducer`, :class:`PushC
 
 from lakemq.client.allocate import allocate_averagely, allocate_averagely_by_circle
 from lakemq.client.config import ClientConfig, ConsumeFromWhere, ConsumerConfig, MessageModel, ProducerConfig
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.producer import MessageQueueSelector, Producer, select_by_hash
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.push_consumer import PushConsumer
@@ -22,15 +21,15 @@ from lakemq.client.results import (
     SendStatus,
 )
 from lakemq.client.subscription import MessageSelector
-from lakemq.client.sync import SyncProducer, SyncPullConsumer, SyncPushConsumer
+from lakemq.client.sync import SyncProducer, SyncPullConsumer, SyncPushConsumer, SyncTransactionProducer
 from lakemq.client.transaction_producer import (
     LocalTransactionState,
-    SyncTransactionProducer,
     TransactionListener,
     TransactionProducer,
     TransactionSendResult,
 )
 from lakemq.common.message import Message, MessageExt
+from lakemq.common.message_queue import MessageQueue
 
 __all__ = [
     "ClientConfig",

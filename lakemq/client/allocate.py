@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from lakemq.client.message_queue import MessageQueue
+from lakemq.common.message_queue import MessageQueue
 
 __all__ = ["STRATEGIES", "AllocateStrategy", "allocate_averagely", "allocate_averagely_by_circle"]
 

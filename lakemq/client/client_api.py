@@ -12,15 +12,20 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lakemq.client import fastjson
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import PullStatus, SendResult, SendStatus
-from lakemq.client.route import TopicRouteData
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageExt
+from lakemq.common.message_queue import MessageQueue
 from lakemq.common.record import iter_records
 from lakemq.errors import for_code
-from lakemq.remoting import RemotingClient, RemotingCommand
+from lakemq.remoting import RemotingClient, RemotingCommand, fastjson
+from lakemq.remoting.bodies import (
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    TopicRouteData,
+)
 from lakemq.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
@@ -43,7 +48,7 @@ from lakemq.remoting.headers import (
     encode_header,
 )
 
-__all__ = ["MQClientAPI", "PullSysFlag", "RawPullResult"]
+__all__ = ["MQClientAPI", "RawPullResult"]
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +64,6 @@ _PULL_STATUS = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
-
-
-class PullSysFlag:
-    FLAG_COMMIT_OFFSET = 0x1
-    FLAG_SUSPEND = 0x2
-    FLAG_SUBSCRIPTION = 0x4
-
-    @staticmethod
-    def build(*, commit_offset: bool, suspend: bool, subscription: bool) -> int:
-        return ((PullSysFlag.FLAG_COMMIT_OFFSET if commit_offset else 0)
-                | (PullSysFlag.FLAG_SUSPEND if suspend else 0)
-                | (PullSysFlag.FLAG_SUBSCRIPTION if subscription else 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +126,7 @@ class MQClientAPI:
             return None
         if response.code != ResponseCode.SUCCESS:
             raise for_code(response.code, response.remark)
-        return TopicRouteData.from_json(response.body or b"{}")
+        return TopicRouteData.decode(response.body or b"{}")
 
     async def get_all_topic_list(self) -> list[str]:
         response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
@@ -207,10 +200,10 @@ class MQClientAPI:
             return []
         if response.code != ResponseCode.SUCCESS:
             raise for_code(response.code, response.remark)
-        return list(fastjson.loads(response.body or b"{}").get("consumerIdList") or [])
+        return list(GetConsumerListByGroupResponseBody.decode(response.body or b"{}").consumer_id_list)
 
-    async def heartbeat(self, addr: str, heartbeat: Mapping[str, Any]) -> None:
-        await self._ok(addr, RequestCode.HEART_BEAT, {}, fastjson.dumps(heartbeat))
+    async def heartbeat(self, addr: str, heartbeat: HeartbeatData) -> None:
+        await self._ok(addr, RequestCode.HEART_BEAT, {}, heartbeat.encode())
 
     async def unregister_client(self, addr: str, client_id: str, *, producer_group: str | None = None,
                                 consumer_group: str | None = None) -> None:
@@ -218,14 +211,12 @@ class MQClientAPI:
             UnregisterClientRequestHeader(client_id, producer_group, consumer_group)))
 
     async def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> set[MessageQueue]:
-        body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq.to_json() for mq in mqs]}
-        response = await self._ok(addr, RequestCode.LOCK_BATCH_MQ, {}, fastjson.dumps(body))
-        locked = fastjson.loads(response.body or b"{}").get("lockOKMQSet") or []
-        return {MessageQueue.from_json(obj) for obj in locked}
+        body = LockBatchRequestBody(group, client_id, tuple(mqs)).encode()
+        response = await self._ok(addr, RequestCode.LOCK_BATCH_MQ, {}, body)
+        return set(LockBatchResponseBody.decode(response.body or b"{}").lock_ok_mq_set)
 
     async def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
-        body = {"consumerGroup": group, "clientId": client_id, "mqSet": [mq.to_json() for mq in mqs]}
-        await self._ok(addr, RequestCode.UNLOCK_BATCH_MQ, {}, fastjson.dumps(body))
+        await self._ok(addr, RequestCode.UNLOCK_BATCH_MQ, {}, LockBatchRequestBody(group, client_id, tuple(mqs)).encode())
 
     async def consumer_send_msg_back(
         self, addr: str, *, commit_log_offset: int, group: str, delay_level: int, origin_msg_id: str,

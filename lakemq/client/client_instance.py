@@ -15,15 +15,15 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
-from lakemq.client.route import BrokerData, TopicRouteData
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 from lakemq.remoting import RemotingClient, RemotingCommand, RequestContext
+from lakemq.remoting.bodies import BrokerData, ConsumerData, HeartbeatData, TopicRouteData
 
 __all__ = ["ClientInstance", "ConsumerMember", "ProducerMember"]
 
@@ -45,7 +45,7 @@ class ConsumerMember(Protocol):
 
     def on_route(self, topic: str, route: TopicRouteData) -> None: ...
 
-    def consumer_data(self) -> dict[str, Any]: ...
+    def consumer_data(self) -> ConsumerData: ...
 
     async def do_rebalance(self) -> None: ...
 
@@ -137,17 +137,25 @@ class ClientInstance:
 
     # -- routes -----------------------------------------------------------------------
     async def update_route(self, topic: str) -> TopicRouteData | None:
-        """Fetch ``topic``'s route, remember it and tell the members; None if unknown."""
+        """Fetch ``topic``'s route, remember it and tell the members; None if unknown.
+
+        A route that names a broker this client has not met (a topic created after its
+        consumer started) is followed at once by a heartbeat, so that broker knows the
+        consumer groups before a rebalance asks it for their members, and by a rebalance."""
         async with self._route_lock:
             route = await self.api.get_topic_route(topic)
             if route is None:
                 return None
             self.routes[topic] = route
+            met = [b.broker_name for b in route.broker_datas if b.broker_name not in self.brokers]
             for broker in route.broker_datas:
                 self.brokers[broker.broker_name] = broker
         members: list[ProducerMember | ConsumerMember] = [*self.producers.values(), *self.consumers.values()]
         for member in members:
             member.on_route(topic, route)
+        if met and self.consumers:
+            await self.send_heartbeat_to_all()
+            self.wake_rebalance()
         return route
 
     async def refresh_all_routes(self) -> None:
@@ -184,12 +192,9 @@ class ClientInstance:
         raise LakeMQError(f"topic {topic} has no broker")
 
     # -- heartbeats -------------------------------------------------------------------
-    def heartbeat_data(self) -> dict[str, Any]:
-        return {
-            "clientID": self.client_id,
-            "producerDataSet": [{"groupName": g} for g in sorted(self.producers)],
-            "consumerDataSet": [c.consumer_data() for _, c in sorted(self.consumers.items())],
-        }
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(self.client_id, tuple(sorted(self.producers)),
+                             tuple(c.consumer_data() for _, c in sorted(self.consumers.items())))
 
     async def send_heartbeat_to_all(self) -> None:
         if not self.producers and not self.consumers:

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from lakemq.client.config import MessageModel
 from lakemq.client.consumer_core import ConsumerCore, retry_topic
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.client.rebalance import Rebalancer
 from lakemq.client.results import (
@@ -28,6 +27,7 @@ from lakemq.client.results import (
     ConsumeOrderlyStatus,
 )
 from lakemq.common.message import MessageConst, MessageExt
+from lakemq.common.message_queue import MessageQueue
 
 __all__ = ["ConcurrentConsumeService", "ConcurrentListener", "OrderlyConsumeService", "OrderlyListener"]
 

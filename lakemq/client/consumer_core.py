@@ -8,10 +8,10 @@ from dataclasses import replace
 
 from lakemq.client.client_instance import ClientInstance
 from lakemq.client.config import ClientConfig, ConsumerConfig, MessageModel
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from lakemq.client.pull_api import PullAPI
 from lakemq.client.route import subscribe_queues
+from lakemq.common.message_queue import MessageQueue
 from lakemq.common.validation import check_group
 from lakemq.errors import LakeMQError
 

@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from lakemq.client.config import MessageModel
 from lakemq.client.consumer_core import ConsumerCore
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.offset_store import ReadOffsetType
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.client.results import PullStatus
-from lakemq.client.subscription import SubscriptionData
 from lakemq.common.message import MessageExt
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.subscription import SubscriptionData
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 
 __all__ = ["Fetcher"]

@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from lakemq.client.message_queue import MessageQueue
+from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 
 __all__ = [

@@ -16,22 +16,19 @@ import logging
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
-from lakemq.client.batch import encode_messages
 from lakemq.client.client_instance import ClientInstance
 from lakemq.client.config import ClientConfig, ProducerConfig
 from lakemq.client.message_id import create_uniq_id
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import SendResult
-from lakemq.client.route import TopicRouteData
 from lakemq.client.sender import PreparedMessage, Sender
 from lakemq.common.message import Message, MessageConst, MessageSysFlag, properties_to_string, tags_hash_code
+from lakemq.common.message_batch import encode_messages
+from lakemq.common.message_queue import MessageQueue
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import LakeMQError, MessageIllegalError
-
-if TYPE_CHECKING:
-    from lakemq.client.sync import SyncProducer
+from lakemq.remoting.bodies import TopicRouteData
 
 __all__ = ["MessageQueueSelector", "Producer", "SendCallback", "select_by_hash"]
 
@@ -88,12 +85,6 @@ class Producer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
-
-    def sync(self) -> SyncProducer:
-        """A blocking facade over this producer (see :mod:`lakemq.client.sync`)."""
-        from lakemq.client.sync import SyncProducer
-
-        return SyncProducer(self)
 
     # -- ClientInstance member ----------------------------------------------------------
     def publish_topics(self) -> list[str]:

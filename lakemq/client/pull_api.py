@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import zlib
 
-from lakemq.client.client_api import PullSysFlag, RawPullResult
+from lakemq.client.client_api import RawPullResult
 from lakemq.client.client_instance import ClientInstance
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import PullResult, PullStatus
-from lakemq.client.subscription import SubscriptionData, tag_matches
+from lakemq.client.subscription import tag_matches
+from lakemq.common.constants import PullSysFlag
 from lakemq.common.message import MessageConst, MessageExt
-from lakemq.common.record import RecordError, iter_records
-from lakemq.errors import FrameError
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.record import iter_records
+from lakemq.common.subscription import SubscriptionData
+from lakemq.errors import FrameError, RecordError
 from lakemq.remoting.headers import PullMessageRequestHeader, encode_header
 
 __all__ = ["PullAPI", "decode_pull_result"]

@@ -10,19 +10,17 @@ broker every 5 s and on shutdown (to a local file in broadcasting mode).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Self
+from typing import Self
 
 from lakemq.client.config import ClientConfig, ConsumerConfig
 from lakemq.client.consumer_core import ConsumerCore
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.offset_store import ReadOffsetType
 from lakemq.client.results import PullResult
-from lakemq.client.route import TopicRouteData
-from lakemq.client.subscription import ExpressionType, MessageSelector, build_subscription
+from lakemq.client.subscription import MessageSelector, build_subscription
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.subscription import ExpressionType
 from lakemq.common.validation import check_topic
-
-if TYPE_CHECKING:
-    from lakemq.client.sync import SyncPullConsumer
+from lakemq.remoting.bodies import ConsumerData, TopicRouteData
 
 __all__ = ["PullConsumer"]
 
@@ -50,11 +48,6 @@ class PullConsumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def sync(self) -> SyncPullConsumer:
-        from lakemq.client.sync import SyncPullConsumer
-
-        return SyncPullConsumer(self)
-
     # -- ClientInstance member ----------------------------------------------------------
     def subscribed_topics(self) -> list[str]:
         return sorted(self._topics)
@@ -62,15 +55,10 @@ class PullConsumer:
     def on_route(self, topic: str, route: TopicRouteData) -> None:
         """Routes are read from the instance when needed."""
 
-    def consumer_data(self) -> dict[str, Any]:
-        return {
-            "groupName": self.group,
-            "consumeType": "CONSUME_ACTIVELY",
-            "messageModel": self.core.config.message_model.value,
-            "consumeFromWhere": self.core.config.consume_from_where.value,
-            "subscriptionDataSet": [build_subscription(t, "*").to_json() for t in sorted(self._topics)],
-            "unitMode": False,
-        }
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(self.group, "CONSUME_ACTIVELY", self.core.config.message_model.value,
+                            self.core.config.consume_from_where.value,
+                            tuple(build_subscription(t, "*") for t in sorted(self._topics)))
 
     async def do_rebalance(self) -> None:
         """The application owns queue choice; there is nothing to rebalance."""

@@ -7,7 +7,8 @@
 
 Rebalance decides the owned queues; the fetcher runs a long-polling pull loop per owned queue
 (see :mod:`lakemq.client.fetcher`) feeding the consume service. Clustering consumers also read
-their group's retry topic, where RECONSUME_LATER messages come back.
+their group's retry topic, where RECONSUME_LATER messages come back. A consumer may start
+before its topics exist: it consumes a topic from the moment the route refresh finds it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Self
+from typing import Self
 
 from lakemq.client.config import ClientConfig, ConsumerConfig, MessageModel
 from lakemq.client.consume_service import (
@@ -26,17 +27,15 @@ from lakemq.client.consume_service import (
 )
 from lakemq.client.consumer_core import ConsumerCore, retry_topic
 from lakemq.client.fetcher import Fetcher
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.client.rebalance import Rebalancer
-from lakemq.client.route import TopicRouteData
-from lakemq.client.subscription import ExpressionType, MessageSelector, SubscriptionData, build_subscription
+from lakemq.client.subscription import MessageSelector, build_subscription
 from lakemq.common.message import MessageExt
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.subscription import ExpressionType, SubscriptionData
 from lakemq.common.validation import check_topic
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
-
-if TYPE_CHECKING:
-    from lakemq.client.sync import SyncPushConsumer
+from lakemq.remoting.bodies import ConsumerData, TopicRouteData
 
 __all__ = ["PushConsumer"]
 
@@ -97,9 +96,8 @@ class PushConsumer:
                 await instance.update_route(topic)
             except (RemotingError, BrokerError) as exc:
                 log.warning("route of %s: %s", topic, exc)
-        if not any(t in instance.routes for t in self.subscriptions if not t.startswith("%RETRY%")):
-            await self.core.close()
-            raise LakeMQError(f"none of the topics {sorted(self.subscriptions)} exists")
+        # As RocketMQ's consumer: a topic that does not exist yet is consumed once it appears
+        # (the route refresh finds it, then heartbeat and rebalance follow at once).
         await instance.send_heartbeat_to_all()
         if orderly and self.config.message_model is MessageModel.CLUSTERING:
             self._lock_task = asyncio.create_task(self._renew_locks())
@@ -126,11 +124,6 @@ class PushConsumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def sync(self) -> SyncPushConsumer:
-        from lakemq.client.sync import SyncPushConsumer
-
-        return SyncPushConsumer(self)
-
     # -- ClientInstance member ----------------------------------------------------------
     def subscribed_topics(self) -> list[str]:
         return sorted(self.subscriptions)
@@ -138,15 +131,10 @@ class PushConsumer:
     def on_route(self, topic: str, route: TopicRouteData) -> None:
         """Rebalance reads routes from the instance."""
 
-    def consumer_data(self) -> dict[str, Any]:
-        return {
-            "groupName": self.group,
-            "consumeType": "CONSUME_PASSIVELY",
-            "messageModel": self.config.message_model.value,
-            "consumeFromWhere": self.config.consume_from_where.value,
-            "subscriptionDataSet": [s.to_json() for _, s in sorted(self.subscriptions.items())],
-            "unitMode": False,
-        }
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(self.group, "CONSUME_PASSIVELY", self.config.message_model.value,
+                            self.config.consume_from_where.value,
+                            tuple(s for _, s in sorted(self.subscriptions.items())))
 
     async def do_rebalance(self) -> None:
         if self._rebalancer is not None and self.core.started and not (self._fetcher and self._fetcher.stopping):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from lakemq.client.message_queue import MessageQueue
 from lakemq.common.message import MessageExt
+from lakemq.common.message_queue import MessageQueue
 
 __all__ = [
     "ConsumeConcurrentlyContext",

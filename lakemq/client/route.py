@@ -1,12 +1,4 @@
-"""Topic routes from the name server, and the producer's view of them.
-
-GET_ROUTEINFO_BY_TOPIC answers with TopicRouteData JSON (fastjson dialect, see
-:mod:`lakemq.client.fastjson`)::
-
-    {"orderTopicConf": "b1:4;b2:4" | null,
-     "queueDatas":  [{"brokerName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag"}],
-     "brokerDatas": [{"cluster", "brokerName", "brokerAddrs": {0: "ip:port", 1: ...}}],
-     "filterServerTable": {}}
+"""The producer's and consumer's view of a topic's route (TopicRouteData, lakemq.remoting.bodies).
 
 Broker id 0 is the master. A producer writes to every writable queue of every broker with a
 master; a consumer reads every readable queue.
@@ -16,111 +8,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Final
 
-from lakemq.client import fastjson
-from lakemq.client.message_queue import MessageQueue
-from lakemq.errors import FrameError
+from lakemq.common.constants import PermName
+from lakemq.common.message_queue import MessageQueue
+from lakemq.remoting.bodies import BrokerData, TopicRouteData
 
 __all__ = [
-    "MASTER_ID",
-    "BrokerData",
-    "PermName",
-    "QueueData",
     "TopicPublishInfo",
-    "TopicRouteData",
     "brokers_of",
     "publish_queues",
     "subscribe_queues",
 ]
-
-MASTER_ID: Final = 0
-
-
-class PermName:
-    PERM_PRIORITY: Final = 0x8
-    PERM_READ: Final = 0x4
-    PERM_WRITE: Final = 0x2
-    PERM_INHERIT: Final = 0x1
-
-    @staticmethod
-    def is_readable(perm: int) -> bool:
-        return perm & PermName.PERM_READ == PermName.PERM_READ
-
-    @staticmethod
-    def is_writeable(perm: int) -> bool:
-        return perm & PermName.PERM_WRITE == PermName.PERM_WRITE
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerData:
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-
-    @property
-    def master_addr(self) -> str | None:
-        return self.broker_addrs.get(MASTER_ID)
-
-    def select_addr(self) -> str | None:
-        """The master, or any slave when the master is gone (reads only)."""
-        if MASTER_ID in self.broker_addrs:
-            return self.broker_addrs[MASTER_ID]
-        return next(iter(self.broker_addrs.values()), None)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRouteData:
-    queue_datas: tuple[QueueData, ...]
-    broker_datas: tuple[BrokerData, ...]
-    order_topic_conf: str | None = None
-
-    @classmethod
-    def from_json(cls, data: bytes | str) -> TopicRouteData:
-        obj = fastjson.loads(data)
-        try:
-            queues = tuple(
-                QueueData(str(q["brokerName"]), int(q["readQueueNums"]), int(q["writeQueueNums"]),
-                          int(q["perm"]), int(q.get("topicSysFlag", q.get("topicSynFlag", 0))))
-                for q in obj.get("queueDatas") or ()
-            )
-            brokers = tuple(
-                BrokerData(str(b.get("cluster", "")), str(b["brokerName"]),
-                           {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()})
-                for b in obj.get("brokerDatas") or ()
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise FrameError(f"bad topic route: {exc!r}") from exc
-        return cls(queues, brokers, obj.get("orderTopicConf") or None)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "orderTopicConf": self.order_topic_conf,
-            "queueDatas": [
-                {"brokerName": q.broker_name, "readQueueNums": q.read_queue_nums,
-                 "writeQueueNums": q.write_queue_nums, "perm": q.perm, "topicSysFlag": q.topic_sys_flag}
-                for q in self.queue_datas
-            ],
-            "brokerDatas": [
-                {"cluster": b.cluster, "brokerName": b.broker_name,
-                 "brokerAddrs": {str(k): v for k, v in b.broker_addrs.items()}}
-                for b in self.broker_datas
-            ],
-            "filterServerTable": {},
-        }
-
-    def broker(self, broker_name: str) -> BrokerData | None:
-        return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
 
 
 def publish_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:

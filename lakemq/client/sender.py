@@ -20,11 +20,12 @@ from lakemq.client.backoff import Backoff
 from lakemq.client.client_instance import ClientInstance
 from lakemq.client.config import ProducerConfig
 from lakemq.client.fault import LatencyFaultTolerance
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.results import SendResult, SendStatus
-from lakemq.client.route import QueueData, TopicPublishInfo, TopicRouteData
+from lakemq.client.route import TopicPublishInfo
 from lakemq.common.codes import ResponseCode
+from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeMQError, RemotingError, RemotingTimeoutError
+from lakemq.remoting.bodies import QueueData, TopicRouteData
 from lakemq.remoting.headers import send_header_v2_fields
 
 __all__ = ["PreparedMessage", "RetryAction", "Sender", "classify_failure"]

@@ -17,15 +17,17 @@ import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
-from lakemq.client.message_queue import MessageQueue
 from lakemq.client.producer import MessageQueueSelector, Producer, SendCallback
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.push_consumer import PushConsumer
 from lakemq.client.results import PullResult, SendResult
+from lakemq.client.transaction_producer import TransactionListener, TransactionProducer, TransactionSendResult
 from lakemq.common.message import Message
+from lakemq.common.message_queue import MessageQueue
+from lakemq.errors import LakeMQError
 from lakemq.remoting import event_loop
 
-__all__ = ["SyncProducer", "SyncPullConsumer", "SyncPushConsumer", "background_loop"]
+__all__ = ["SyncProducer", "SyncPullConsumer", "SyncPushConsumer", "SyncTransactionProducer", "background_loop"]
 
 T = TypeVar("T")
 
@@ -146,3 +148,25 @@ class SyncPullConsumer(_Facade):
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         return _run(self.consumer.search_offset(mq, timestamp_ms))
+
+
+class SyncTransactionProducer(SyncProducer):
+    """The blocking face; the listener's plain methods run in worker threads."""
+
+    def __init__(
+        self,
+        group_or_producer: str | TransactionProducer,
+        listener: TransactionListener | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(group_or_producer, TransactionProducer):
+            core = group_or_producer
+        elif listener is None:
+            raise LakeMQError("a transaction producer needs a TransactionListener")
+        else:
+            core = TransactionProducer(group_or_producer, listener, **kwargs)
+        super().__init__(core)
+        self.producer: TransactionProducer = core
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        return _run(self.producer.send_message_in_transaction(msg, arg))

@@ -35,11 +35,10 @@ from lakemq.client.config import ClientConfig, ProducerConfig
 from lakemq.client.producer import Producer
 from lakemq.client.results import SendResult, SendStatus
 from lakemq.client.sender import PreparedMessage
-from lakemq.client.sync import SyncProducer, background_loop
 from lakemq.common.codes import RequestCode
 from lakemq.common.message import Message, MessageConst, MessageExt, MessageSysFlag
-from lakemq.common.record import RecordError, decode_message_id, decode_record
-from lakemq.errors import BrokerError, LakeMQError, RemotingCommandError, RemotingError
+from lakemq.common.record import decode_message_id, decode_record
+from lakemq.errors import BrokerError, LakeMQError, RecordError, RemotingCommandError, RemotingError
 from lakemq.remoting import RemotingCommand, RequestContext
 from lakemq.remoting.headers import (
     CheckTransactionStateRequestHeader,
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LocalTransactionState",
-    "SyncTransactionProducer",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
@@ -151,9 +149,6 @@ class TransactionProducer(Producer):
         if self._checks:
             await asyncio.gather(*self._checks, return_exceptions=True)
         await super().shutdown()
-
-    def sync(self) -> SyncTransactionProducer:
-        return SyncTransactionProducer(self)
 
     def _prepare(self, msg: Message) -> PreparedMessage:
         prepared = super()._prepare(msg)
@@ -278,27 +273,3 @@ class _CheckTransactionState:
             return None
         producer.on_check(ctx.remote_addr, msg, header)
         return None
-
-
-class SyncTransactionProducer(SyncProducer):
-    """The blocking face; the listener's plain methods run in worker threads."""
-
-    def __init__(
-        self,
-        group_or_producer: str | TransactionProducer,
-        listener: TransactionListener | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if isinstance(group_or_producer, TransactionProducer):
-            core = group_or_producer
-        elif listener is None:
-            raise LakeMQError("a transaction producer needs a TransactionListener")
-        else:
-            core = TransactionProducer(group_or_producer, listener, **kwargs)
-        super().__init__(core)
-        self.producer: TransactionProducer = core
-
-    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
-        return asyncio.run_coroutine_threadsafe(
-            self.producer.send_message_in_transaction(msg, arg), background_loop()
-        ).result()

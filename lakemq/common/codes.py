@@ -239,6 +239,6 @@ class ResponseCode(IntEnum):
     CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016
     USER_NOT_EXIST = 3001
     POLICY_NOT_EXIST = 3002
-    # Not a RocketMQ code: the seeds' flow-control reply (SEEDS_DIGEST section 7); RocketMQ
-    # itself answers flow control with SYSTEM_BUSY.
+    # Not a RocketMQ code: the flow-control reply of the project's design notes; RocketMQ
+    # itself answers flow control with SYSTEM_BUSY, and lakemq's broker does too.
     TOO_MANY_REQUESTS = 530

@@ -19,7 +19,6 @@ __all__ = [
     "Message",
     "MessageConst",
     "MessageExt",
-    "MessageExtBatch",
     "MessageExtBrokerInner",
     "MessageSysFlag",
     "properties_to_string",
@@ -75,18 +74,19 @@ class MessageSysFlag:
     TRANSACTION_PREPARED_TYPE: Final = 0x4
     TRANSACTION_COMMIT_TYPE: Final = 0x8
     TRANSACTION_ROLLBACK_TYPE: Final = 0xC
+    TRANSACTION_MASK: Final = 0xC  # the two bits of the transaction type
     BORNHOST_V6_FLAG: Final = 0x10
     STOREHOSTADDRESS_V6_FLAG: Final = 0x20
     # lakemq stores IPv4 hosts only; the v6 bits are refused so the fixed record layout holds.
-    KNOWN_MASK: Final = 0x1 | 0x2 | 0xC
+    KNOWN_MASK: Final = COMPRESSED_FLAG | MULTI_TAGS_FLAG | TRANSACTION_MASK
 
     @staticmethod
     def transaction_value(sys_flag: int) -> int:
-        return sys_flag & 0xC
+        return sys_flag & MessageSysFlag.TRANSACTION_MASK
 
     @staticmethod
     def reset_transaction_value(sys_flag: int, value: int) -> int:
-        return (sys_flag & ~0xC) | value
+        return (sys_flag & ~MessageSysFlag.TRANSACTION_MASK) | value
 
     @classmethod
     def unknown_bits(cls, sys_flag: int) -> int:
@@ -224,23 +224,3 @@ class MessageExtBrokerInner(MessageExt):
     def clear_property(self, key: str) -> None:
         self.properties.pop(key, None)
         self.properties_string = properties_to_string(self.properties)
-
-
-@dataclass(slots=True)
-class MessageExtBatch:
-    """A SEND_BATCH_MESSAGE as the broker hands it to the store without a message object per
-    member (RocketMQ's MessageExtBatch): ``body`` is the producer's encoding of the members
-    (MessageDecoder.encodeMessages), the other fields are what the members share, and
-    ``properties_suffix`` (one ``name\x01value\x02`` pair: the broker's CLUSTER property) is
-    appended to every member's properties. A successful put sets ``body_bytes``, the
-    members' body bytes in total."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    properties_suffix: str
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: str = "127.0.0.1:0"
-    reconsume_times: int = 0
-    body_bytes: int = 0

@@ -18,8 +18,8 @@ All integers are big endian; hosts are IPv4 (4 bytes) plus a 4-byte port::
 
     TOTALSIZE = 91 + len(body) + len(topic) + len(properties)
 
-The seed gives RECONSUMETIMES 8 bytes; RocketMQ 4.x's MessageDecoder reads 4, and the wire
-wins (docs/FORMATS.md). A file's unused tail is one blank record: TOTALSIZE = bytes left,
+RECONSUMETIMES is 4 bytes, as RocketMQ 4.x's MessageDecoder reads it (some descriptions of
+the format give 8; docs/FORMATS.md). A file's unused tail is one blank record: TOTALSIZE = bytes left,
 MAGICCODE = 0xcbd43194.
 """
 
@@ -36,20 +36,33 @@ from typing import Final
 from isal.isal_zlib import crc32
 
 from lakemq.common.message import MessageExt, MessageSysFlag, string_to_properties
-from lakemq.errors import LakeMQError
+from lakemq.errors import RecordError
 
 __all__ = [
     "BLANK_MAGIC_CODE",
+    "BODY_CRC_POS",
+    "BODY_LEN_POS",
     "BODY_POS",
+    "BORN_HOST_POS",
+    "BORN_PORT_POS",
+    "BORN_TIMESTAMP_POS",
+    "FLAG_POS",
     "HEAD",
     "HEAD_BODY_LEN",
+    "MAGIC_CODE_POS",
     "MESSAGE_MAGIC_CODE",
     "PHYSICAL_OFFSET_POS",
+    "PREPARED_TRANSACTION_OFFSET_POS",
     "PROPS_LEN",
+    "QUEUE_ID_POS",
     "QUEUE_OFFSET_POS",
+    "RECONSUME_TIMES_POS",
     "RECORD_FIXED_SIZE",
+    "STORE_HOST_POS",
+    "STORE_PORT_POS",
     "STORE_TIMESTAMP_POS",
-    "RecordError",
+    "SYS_FLAG_POS",
+    "TOTAL_SIZE_POS",
     "RecordHeader",
     "body_crc",
     "check_record",
@@ -78,9 +91,25 @@ BODY_LEN: Final = struct.Struct(">i")
 PROPS_LEN: Final = struct.Struct(">h")
 RECORD_FIXED_SIZE: Final = HEAD.size + 4 + 1 + 2  # 91
 
+# Where each fixed field starts (HEAD's layout); the compiled store names the same positions
+# (lakemq/store/_layout.pxd, checked by tests/store/test_layout.py).
+TOTAL_SIZE_POS: Final = 0
+MAGIC_CODE_POS: Final = 4
+BODY_CRC_POS: Final = 8
+QUEUE_ID_POS: Final = 12
+FLAG_POS: Final = 16
 QUEUE_OFFSET_POS: Final = 20
 PHYSICAL_OFFSET_POS: Final = 28
+SYS_FLAG_POS: Final = 36
+BORN_TIMESTAMP_POS: Final = 40
+BORN_HOST_POS: Final = 48
+BORN_PORT_POS: Final = 52
 STORE_TIMESTAMP_POS: Final = 56
+STORE_HOST_POS: Final = 64
+STORE_PORT_POS: Final = 68
+RECONSUME_TIMES_POS: Final = 72
+PREPARED_TRANSACTION_OFFSET_POS: Final = 76
+BODY_LEN_POS: Final = 84
 BODY_POS: Final = HEAD.size + 4  # 88
 
 _HOST = struct.Struct(">4si")
@@ -91,10 +120,6 @@ _PATCH_TIMESTAMP = struct.Struct(">q")
 _LONG = struct.Struct(">q")
 _TOPIC_LEN: Final = tuple(bytes([n]) for n in range(256))
 _MSG_ID = struct.Struct(">4siq")
-
-
-class RecordError(LakeMQError, ValueError):
-    """A record that cannot be decoded: bad magic, bad size, bad CRC or truncated."""
 
 
 def body_crc(body: bytes) -> int:
@@ -124,7 +149,10 @@ def create_message_id(store_ip: bytes, store_port: int, commit_log_offset: int) 
 
 
 def decode_message_id(msg_id: str) -> tuple[str, int]:
-    """Offset message id -> ("ip:port", CommitLog offset)."""
+    """Offset message id -> ("ip:port", CommitLog offset).
+
+    A unique key (the id a producer gets back) has the same length; its bytes 4-7 (pid and
+    a random number) read as a port above 65535, so it is refused here, never dialled."""
     try:
         raw = bytes.fromhex(msg_id)
     except ValueError as exc:
@@ -132,6 +160,9 @@ def decode_message_id(msg_id: str) -> tuple[str, int]:
     if len(raw) != _MSG_ID.size:
         raise RecordError(f"message id {msg_id!r} is not 16 bytes")
     ip, port, offset = _MSG_ID.unpack(raw)
+    if not 0 <= port <= 0xFFFF or offset < 0:
+        raise RecordError(f"{msg_id} is not an offset message id (store host and CommitLog offset): "
+                          "it is probably a unique key, the id a producer gets back")
     return decode_host(ip, port), offset
 
 

@@ -1,9 +1,7 @@
-"""The console's aiohttp application: settings, Jinja2 environment, life cycle."""
+"""The console's aiohttp application: its Jinja2 environment, state and life cycle."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from datetime import datetime
 
 import jinja2
@@ -11,27 +9,11 @@ from aiohttp import web
 
 from lakemq import __version__
 from lakemq.console.data import ConsoleData
+from lakemq.console.routes import install
+from lakemq.console.settings import DATA_KEY, JINJA_KEY, SETTINGS_KEY, ConsoleSettings
 from lakemq.tiering.lake_fs import LakeLocation
 
-__all__ = ["DATA_KEY", "JINJA_KEY", "SETTINGS_KEY", "ConsoleSettings", "create_app"]
-
-
-@dataclass(frozen=True, slots=True)
-class ConsoleSettings:
-    namesrv_addr: str = "127.0.0.1:9876"
-    lake_uri: str | None = None
-    storage_options: tuple[tuple[str, str], ...] = ()
-    # broker name -> store root, for brokers whose runtime info names a directory elsewhere
-    store_dirs: tuple[tuple[str, str], ...] = ()
-    sample_interval_s: float = 5.0
-    page_size: int = 50
-    refresh_s: int = 0  # pages reload themselves every refresh_s seconds; 0: never
-    started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
-
-
-DATA_KEY = web.AppKey("data", ConsoleData)
-JINJA_KEY = web.AppKey("jinja", jinja2.Environment)
-SETTINGS_KEY = web.AppKey("settings", ConsoleSettings)
+__all__ = ["create_app"]
 
 
 def _when(ms: int) -> str:
@@ -59,8 +41,6 @@ def _environment() -> jinja2.Environment:
 
 
 def create_app(settings: ConsoleSettings) -> web.Application:
-    from lakemq.console import routes
-
     app = web.Application()
     app[SETTINGS_KEY] = settings
     app[JINJA_KEY] = _environment()
@@ -76,5 +56,5 @@ def create_app(settings: ConsoleSettings) -> web.Application:
 
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
-    routes.install(app)
+    install(app)
     return app

@@ -4,13 +4,14 @@
 :class:`lakemq.errors.FilterExpressionError`; the result's ``matches(properties)`` evaluates it
 with RocketMQ's semantics and its ``prefilter`` rejects most non-matching records from their
 raw bytes. :class:`Sql92MessageFilter` is what the broker hands the store for a SQL92
-subscription. Tag expressions (``tagA || tagB``) stay with the broker's and client's
-subscription code. Depends on lakemq.common and sqlglot only.
+subscription. ``parse_subscription`` parses a subscription, a tag expression (``tagA ||
+tagB``) or a SQL92 one, for broker and client alike. Depends on lakemq.common and sqlglot only.
 """
 
 from lakemq.filter.message_filter import Sql92MessageFilter, record_properties
 from lakemq.filter.prefilter import PreFilter
 from lakemq.filter.sql92 import Sql92Expression, compile_sql92, parse_sql92
+from lakemq.filter.subscription import parse_subscription
 
 __all__ = [
     "PreFilter",
@@ -18,5 +19,6 @@ __all__ = [
     "Sql92MessageFilter",
     "compile_sql92",
     "parse_sql92",
+    "parse_subscription",
     "record_properties",
 ]

@@ -27,12 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+from lakemq.errors import EvaluationError
+
 __all__ = [
     "And",
     "Comparison",
     "Constant",
     "Equal",
-    "EvaluationError",
     "Expression",
     "In",
     "JavaLong",
@@ -52,11 +53,6 @@ class JavaLong(int):
 
 Value: TypeAlias = str | int | float | bool | None
 Properties: TypeAlias = Mapping[str, str]
-
-
-class EvaluationError(Exception):
-    """A property value that cannot be converted for a comparison (a Java exception in
-    RocketMQ): the message does not match."""
 
 
 _INT_TEXT: Final = re.compile(r"[+-]?[0-9]+")

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
 from lakemq.common.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, tags_hash_code
+from lakemq.errors import EvaluationError
 from lakemq.filter.expression import (
     And,
     Comparison,
     Constant,
     Equal,
-    EvaluationError,
     Expression,
     In,
     Not,

@@ -21,10 +21,10 @@ builds from the same CommitLog, byte for byte, because the same code builds it:
 6. the staging directories replace ``consumequeue/`` (or one topic's directory) and
    ``index/``, and the checkpoint's timestamps are set to what the rebuilt files hold.
 
-IndexFile names are the one thing the CommitLog cannot reproduce: the broker names a file by
-the wall clock when it creates it. The rebuild keeps the names of the files ``index/`` still
-holds, in order, and names any further file by the store time of the record that opened it
-(what the wall clock read, give or take the dispatch delay). See docs/REINDEX.md.
+IndexFile names come from the data: the store time of each file's first record (counted on
+from the previous name when it would not sort after it), as the broker names them, so the
+rebuilt files carry the broker's names. Files ``index/`` still holds keep their names, in
+order (a store written before names were derived from store times). See docs/REINDEX.md.
 
 The CommitLog is only ever read. A corrupt range stops the rebuild and changes nothing
 unless ``skip_corrupt``, which steps over it (reported) as the lake jobs do.
@@ -177,16 +177,6 @@ def _bool(value: Any) -> bool:
 
 
 # -- the rebuild -------------------------------------------------------------------------------
-
-class _StoreClock:
-    """The IndexService's clock during a rebuild: the store time of the record in hand."""
-
-    def __init__(self) -> None:
-        self.now_ms = 0
-
-    def __call__(self) -> int:
-        return self.now_ms
-
 
 def _waves(ranges: list[DispatchRange], per_wave: int) -> Iterator[list[DispatchRange]]:
     for i in range(0, len(ranges), per_wave):
@@ -350,10 +340,9 @@ def reindex(spark: SparkSession, settings: ReindexSettings, *, progress: Progres
         raise CorruptSegmentError(f"corrupt CommitLog bytes at offset {a} (up to {b}): reindex stopped, nothing "
                                   "changed (--skip-corrupt steps over them)", a)
     cq_staging, index_staging = root / ("consumequeue" + STAGING), root / ("index" + STAGING)
-    clock = _StoreClock()
     cq_store = ConsumeQueueStore(cq_staging, config.mapped_file_size_consume_queue, lambda _o, _s: -1)
     index_service = (IndexService(index_staging, hash_slot_num=config.max_hash_slot_num,
-                                  index_num=config.max_index_num, clock_ms=clock) if index else None)
+                                  index_num=config.max_index_num) if index else None)
     dispatchers: list[CommitLogDispatcher] = [cq_store] if queues else []
     if index_service is not None:
         dispatchers.append(index_service)
@@ -378,7 +367,6 @@ def reindex(spark: SparkSession, settings: ReindexSettings, *, progress: Progres
                     log.error("skipped corrupt CommitLog record at [%d, %d)", *bad)
                     corrupt.append(bad)
                     continue
-                clock.now_ms = row["store_timestamp"]
                 dispatch_to(dispatchers, DispatchRequest(
                     msg_size=row["msg_size"], topic=row["topic"], queue_id=row["queue_id"],
                     commit_log_offset=row["commitlog_offset"], tags_code=row["tags_code"],

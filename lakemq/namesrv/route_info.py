@@ -19,13 +19,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakemq.common.constants import MASTER_ID
 from lakemq.remoting.bodies import BrokerData, ClusterInfo, DataVersion, QueueData, TopicRouteData
 
-__all__ = ["MASTER_ID", "BrokerLiveInfo", "RegisterBrokerResult", "RouteInfoManager"]
+__all__ = ["BrokerLiveInfo", "RegisterBrokerResult", "RouteInfoManager"]
 
 log = logging.getLogger(__name__)
 
-MASTER_ID = 0
 
 BrokerKey = tuple[str, str]  # (cluster name, broker addr)
 

@@ -1,7 +1,7 @@
 """RocketMQ's remoting protocol: the codec (pure framing), one asyncio connection with opaque
 matching, and the server and client built on it. No broker logic lives here."""
 
-from lakemq.remoting.client import ClientConfig, RemotingClient, parse_addr
+from lakemq.remoting.client import RemotingClient, RemotingClientConfig, parse_addr
 from lakemq.remoting.codec import (
     FrameDecoder,
     LanguageCode,
@@ -16,10 +16,10 @@ from lakemq.remoting.server import RemotingServer, ServerConfig
 from lakemq.remoting.sync import SyncRemotingClient
 
 __all__ = [
-    "ClientConfig",
     "FrameDecoder",
     "LanguageCode",
     "RemotingClient",
+    "RemotingClientConfig",
     "RemotingCommand",
     "RemotingConnection",
     "RemotingServer",

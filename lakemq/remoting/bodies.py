@@ -25,7 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from lakemq.errors import RemotingCommandError
+from lakemq.common.constants import MASTER_ID
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.subscription import SubscriptionData
+from lakemq.errors import FrameError, RemotingCommandError
+from lakemq.remoting import fastjson
 
 __all__ = [
     "BrokerData",
@@ -37,10 +41,8 @@ __all__ = [
     "KVTable",
     "LockBatchRequestBody",
     "LockBatchResponseBody",
-    "MessageQueue",
     "QueueData",
     "RegisterBrokerBody",
-    "SubscriptionData",
     "TopicList",
     "TopicRouteData",
     "decode_json",
@@ -56,11 +58,12 @@ def encode_json(value: Any) -> bytes:
 
 
 def decode_json(body: bytes | None, what: str) -> Any:
+    """Strict JSON or fastjson's bare-key dialect, which Java peers write (lakemq.remoting.fastjson)."""
     if not body:
         raise RemotingCommandError(f"{what}: the body is empty")
     try:
-        return json.loads(bytes(body).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return fastjson.loads(bytes(body))
+    except (UnicodeDecodeError, FrameError, RecursionError) as exc:
         raise RemotingCommandError(f"{what}: body is not JSON: {exc}") from exc
 
 
@@ -154,15 +157,26 @@ class QueueData:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> QueueData:
+        # RocketMQ before 4.9 spells the field topicSynFlag.
         return cls(str(data["brokerName"]), int(data["readQueueNums"]), int(data["writeQueueNums"]),
-                   int(data["perm"]), int(data.get("topicSysFlag", 0)))
+                   int(data["perm"]), int(data.get("topicSysFlag", data.get("topicSynFlag", 0))))
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerData:
     cluster: str
     broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
+    broker_addrs: dict[int, str] = field(default_factory=dict)  # broker id -> "ip:port"
+
+    @property
+    def master_addr(self) -> str | None:
+        return self.broker_addrs.get(MASTER_ID)
+
+    def select_addr(self) -> str | None:
+        """The master, or any slave when the master is gone (reads only)."""
+        if MASTER_ID in self.broker_addrs:
+            return self.broker_addrs[MASTER_ID]
+        return next(iter(self.broker_addrs.values()), None)
 
     def to_json(self) -> dict[str, Any]:
         return {"brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
@@ -170,7 +184,7 @@ class BrokerData:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BrokerData:
-        return cls(str(data["cluster"]), str(data["brokerName"]),
+        return cls(str(data.get("cluster", "")), str(data["brokerName"]),
                    {int(k): str(v) for k, v in (data.get("brokerAddrs") or {}).items()})
 
 
@@ -201,6 +215,9 @@ class TopicRouteData:
                        {str(k): [str(a) for a in v] for k, v in (data.get("filterServerTable") or {}).items()})
 
         return _parse(body, "topic route", build)
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,30 +257,6 @@ class TopicList:
             return cls(tuple(str(t) for t in data.get("topicList") or ()), data.get("brokerAddr"))
 
         return _parse(body, "topic list", build)
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionData:
-    topic: str
-    sub_string: str = "*"
-    tags_set: tuple[str, ...] = ()
-    code_set: tuple[int, ...] = ()
-    sub_version: int = 0
-    expression_type: str = "TAG"
-    class_filter_mode: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {"classFilterMode": self.class_filter_mode, "codeSet": list(self.code_set),
-                "expressionType": self.expression_type, "subString": self.sub_string,
-                "subVersion": self.sub_version, "tagsSet": list(self.tags_set), "topic": self.topic}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SubscriptionData:
-        return cls(str(data["topic"]), str(data.get("subString") or "*"),
-                   tuple(str(t) for t in data.get("tagsSet") or ()),
-                   tuple(int(c) for c in data.get("codeSet") or ()),
-                   int(data.get("subVersion") or 0), str(data.get("expressionType") or "TAG"),
-                   bool(data.get("classFilterMode", False)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,20 +304,6 @@ class HeartbeatData:
                        tuple(ConsumerData.from_json(c) for c in data.get("consumerDataSet") or ()))
 
         return _parse(body, "heartbeat", build)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> MessageQueue:
-        return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,13 +21,13 @@ from lakemq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, RemotingCommand
 from lakemq.remoting.dispatch import Dispatcher, RequestProcessor
 from lakemq.remoting.protocol import RemotingConnection
 
-__all__ = ["ClientConfig", "RemotingClient", "parse_addr"]
+__all__ = ["RemotingClient", "RemotingClientConfig", "parse_addr"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class ClientConfig:
+class RemotingClientConfig:
     connect_timeout: float = 3.0
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
 
@@ -40,9 +40,9 @@ def parse_addr(addr: str) -> tuple[str, int]:
 
 
 class RemotingClient:
-    def __init__(self, config: ClientConfig | None = None,
+    def __init__(self, config: RemotingClientConfig | None = None,
                  namesrv_addrs: Sequence[str] | str = ()) -> None:
-        self.config = config if config is not None else ClientConfig()
+        self.config = config if config is not None else RemotingClientConfig()
         self._dispatcher = Dispatcher()
         self._connections: dict[str, RemotingConnection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, Self, TypeVar
 
-from lakemq.remoting.client import ClientConfig, RemotingClient
+from lakemq.remoting.client import RemotingClient, RemotingClientConfig
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.event_loop import new_event_loop
 
@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 
 class SyncRemotingClient:
-    def __init__(self, config: ClientConfig | None = None,
+    def __init__(self, config: RemotingClientConfig | None = None,
                  namesrv_addrs: Sequence[str] | str = ()) -> None:
         self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="lakemq-remoting",

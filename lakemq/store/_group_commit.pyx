@@ -5,8 +5,8 @@ end offsets, and never takes the GIL.
 Why in C: a Python flusher needs the GIL to start each fdatasync, and the event loop that
 appends holds the GIL while it works, so flushes and appends took turns (docs/SYNC_FLUSH.md).
 This thread starts the next fdatasync the moment the last one returns, whatever Python is
-doing; the group-commit service (lakemq/store/flush.py) only hears of finished flushes, on an
-eventfd, and acknowledges the puts they covered.
+doing; the group commit (lakemq/store/group_commit.py) only hears of finished flushes, on an
+eventfd, and PutAcks (lakemq/store/acks.py) acknowledges the puts they covered.
 
 The thread knows the CommitLog files by a duplicate of their descriptor, oldest first; a file
 is dropped once flushed to its end and the next one is known. ``publish(end)`` promises that
@@ -190,15 +190,15 @@ cdef void *_commit_loop(void *arg) noexcept nogil:
 
 
 cdef class CommitThread:
-    """One commit thread over one CommitLog. ``notify_fd`` (an eventfd) gets a count after
-    every fdatasync (set_notify_fds changes who is told); ``flushed`` is where the log is
-    durable up to (from ``flushed`` given here on)."""
+    """One commit thread over one CommitLog: ``flushed`` is where the log is durable up to
+    (from the ``flushed`` given here on); the eventfds of set_notify_fds get a count after
+    every fdatasync."""
 
     cdef State *_s
     cdef pthread_t _thread
     cdef bint _running
 
-    def __cinit__(self, int notify_fd, int64_t flushed):
+    def __cinit__(self, int64_t flushed):
         self._s = <State *>malloc(sizeof(State))
         if self._s == NULL:
             raise MemoryError()
@@ -212,8 +212,7 @@ cdef class CommitThread:
         s.head = s.tail = NULL
         s.published = s.flushed = flushed
         s.idle = s.stopping = False
-        s.notify_fds[0] = notify_fd
-        s.notify_count = 1
+        s.notify_count = 0
         s.error = 0
         s.delay_us = 0
         s.flush_count = 0

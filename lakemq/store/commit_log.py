@@ -1,7 +1,7 @@
 """CommitLog: the one append-only log of every message of a broker.
 
 One appender at a time (the put lock). The record layout is :mod:`lakemq.common.record`'s.
-The compiled encoder (:mod:`lakemq.store._native`, docs/NATIVE.md) checks and measures the
+The compiled encoder (:mod:`lakemq.store._records`, docs/NATIVE.md) checks and measures the
 messages (body CRC included); under the lock it packs every record with its queue offset,
 physical offset and store time straight into the mapped file. A record that does not fit
 (with 8 bytes to spare) seals the file with a blank record and goes to the next one. Flushing
@@ -14,43 +14,39 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from typing import Any
 
 from lakemq.common.faults import append_stall_seconds
 from lakemq.common.message import (
     MessageConst,
-    MessageExtBatch,
     MessageExtBrokerInner,
     MessageSysFlag,
     properties_to_string,
 )
 from lakemq.common.record import (
     BLANK_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE,
     PROPS_LEN,
     RECORD_FIXED_SIZE,
     STORE_TIMESTAMP_POS,
-    check_record,
     crc32,
     create_message_id,
     encode_host,
 )
 from lakemq.common.validation import is_valid_name
-from lakemq.errors import StoreError
-from lakemq.store._native import PutMessageSpinLock, RecordEncoder, Records
+from lakemq.errors import MessageIllegalError, StoreError
+from lakemq.store._append_lock import PutMessageSpinLock
+from lakemq.store._records import RecordEncoder, Records
+from lakemq.store.acks import AckCondition, AckSink, AckWatch, PutAcks
 from lakemq.store.checkpoint import StoreCheckpoint
-from lakemq.store.commit_log_scan import DispatchRequest, iter_dispatch_requests, scan_valid_end
+from lakemq.store.commit_log_recovery import recover_abnormally, recover_normally
+from lakemq.store.commit_log_scan import DispatchRequest
 from lakemq.store.config import FlushDiskType, StoreConfig
 from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
-from lakemq.store.flush import (
-    AckSink,
-    FlushCommitLogService,
-    FlushRealTimeService,
-    FlushWatch,
-    GroupCommitService,
-)
+from lakemq.store.flush import FlushCommitLogService, FlushRealTimeService
+from lakemq.store.group_commit import GroupCommit
 from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
+from lakemq.store.put_request import BatchPut, MessagesPut, PlainPut, PutRequest
 from lakemq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -71,7 +67,7 @@ _LONG = struct.Struct(">q")
 _new_tuple = tuple.__new__
 _PUT_OK = PutMessageStatus.PUT_OK
 _APPEND_OK = AppendMessageStatus.PUT_OK
-_TRANSACTION_MASK = 0xC
+_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 _DELAY = MessageConst.DELAY_TIME_LEVEL
 _PROPS_LEN_PACK = PROPS_LEN.pack
 # Sys flag bits that send a message off the encoder's common path: unknown bits (refused by
@@ -84,16 +80,6 @@ _TOPIC_LEN = tuple(bytes([n]) for n in range(256))
 _Parts = tuple[int, int, bytes, int, bytes, bytes, bytes, bytes]
 
 _MAX_BORN_HOSTS = 65_536
-
-
-_FutureToken = tuple[Future[PutMessageResult], PutMessageResult]
-
-
-def _complete_futures(acks: list[tuple[_FutureToken, PutMessageStatus]]) -> None:
-    """put_message_async's sink: a release's futures completed in one pass."""
-    for (future, result), status in acks:
-        future.set_result(result if status is PutMessageStatus.PUT_OK
-                          else PutMessageResult(status, result.append_result))
 
 
 def _bad_delay(msg: MessageExtBrokerInner) -> PutMessageResult | None:
@@ -135,24 +121,32 @@ class CommitLog:
         self._valid_topics: set[str] = set()
         self._topic_parts: dict[str, bytes] = {}
         self._born_hosts: dict[str, tuple[bytes, int]] = {}  # "ip:port" -> encoded, for every put
-        # The compiled record packer (lakemq/store/_native.pyx) shares these tables.
+        # The compiled record packer (lakemq/store/_records.pyx) shares these tables.
         self._encoder = RecordEncoder(
             self._valid_topics, self._topic_parts, self._born_hosts, config.max_message_size,
             min(config.max_properties_size, _MAX_PROPERTIES_LEN), self.file_size - END_FILE_MIN_BLANK_LENGTH,
             properties_to_string)
+        # The acknowledgement's conditions (lakemq.store.acks): under SYNC_FLUSH the group
+        # commit. A replication service (SYNC_MASTER) is the next one, added here.
+        conditions: list[AckCondition] = []
         self.flush_service: FlushCommitLogService
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.flush_service = GroupCommitService(self.mapped_file_queue, config.sync_flush_timeout, checkpoint)
+            group_commit = GroupCommit(self.mapped_file_queue, checkpoint)
+            conditions.append(group_commit)
+            self.flush_service = group_commit
         else:
             self.flush_service = FlushRealTimeService(
                 self.mapped_file_queue, config.flush_interval_commit_log,
                 config.flush_commit_log_least_pages, config.flush_commit_log_thorough_interval, checkpoint,
             )
-        # ASYNC_FLUSH acknowledges every put at once: the put path skips asking the flusher.
-        self._acks_at_once = isinstance(self.flush_service, FlushRealTimeService)
+        # None: every put is answered at its append.
+        self.acks = PutAcks(config.sync_flush_timeout, conditions) if conditions else None
         self._warm_service = (WarmMappedFileService(self.mapped_file_queue, config.warm_mapped_file_ahead)
                               if config.warm_mapped_file_ahead > 0 else None)
         self._running = False
+        # Plain parts and wire batches that went the object way (off the compiled path): what
+        # tests and benchmarks read to see which way a put went.
+        self.object_path_puts = 0
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -162,6 +156,8 @@ class CommitLog:
     def start(self) -> None:
         self.mapped_file_queue.prepare_appends()
         self.flush_service.start()
+        if self.acks is not None:
+            self.acks.start()
         if self._warm_service is not None:
             self._warm_service.start()
         self._running = True
@@ -174,6 +170,8 @@ class CommitLog:
         if self._warm_service is not None:
             self._warm_service.shutdown()
         self.flush_service.shutdown()
+        if self.acks is not None:  # after the last flush: its last release answers what that covered
+            self.acks.shutdown()
         self.mapped_file_queue.flush(0)
         self.mapped_file_queue.shutdown()
 
@@ -195,56 +193,69 @@ class CommitLog:
 
     # -- put ---------------------------------------------------------------------------------
 
-    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        """Append one message; under SYNC_FLUSH block until it is on disk (or timed out)."""
-        return self._flushed(self._append_message(msg), self._acks_at_once or msg.wait_store_msg_ok)
-
-    def _flushed(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
-        """``result`` once the flush lets it be acknowledged (SYNC_FLUSH blocks here)."""
-        ar = result.append_result
-        if ar is None or self._acks_at_once:
+    def put(self, request: PutRequest, sink: AckSink | None = None, token: object = None) -> PutMessageResult:
+        """Append ``request`` (lakemq.store.put_request): a plain send's parts or a wire batch
+        the compiled way when it can, else as message objects, which handle everything
+        exactly. Then the acknowledgement (lakemq.store.acks): without ``sink`` block until
+        the put may be answered; with one, a put that must wait comes back ``pending`` and
+        ``sink`` later receives ``(token, status)``."""
+        if isinstance(request, MessagesPut):
+            msgs = request.messages
+        else:
+            records = self._gather_plain(request) if isinstance(request, PlainPut) else self._gather_batch(request)
+            if records is not None:
+                return self._acknowledge(self._append_records(records), True, sink, token)
+            self.object_path_puts += 1
+            try:
+                msgs = request.messages(self.store_host)
+            except MessageIllegalError as exc:  # a malformed batch body
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
+        if len(msgs) == 1 and not isinstance(request, BatchPut):
+            result = self._append_message(msgs[0])
+        else:
+            result = self._append_messages(msgs)
+        if self.acks is None or result.append_result is None:
             return result
-        status = self.flush_service.on_put(ar.next_offset, wait)
-        return result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)
+        return self._acknowledge(result, all(m.wait_store_msg_ok for m in msgs), sink, token)
 
-    def put_message_async(self, msg: MessageExtBrokerInner) -> Future[PutMessageResult]:
-        """Append one message now; the future completes when it may be acknowledged (under
-        SYNC_FLUSH: once flushed, on the group-commit thread). No thread parks per put."""
-        return self._complete_async(self._append_message(msg), msg.wait_store_msg_ok)
+    def _acknowledge(self, result: PutMessageResult, wait: bool, sink: AckSink | None,
+                     token: object) -> PutMessageResult:
+        acks, ar = self.acks, result.append_result
+        if acks is None or ar is None:
+            return result
+        if sink is None:
+            status = acks.wait(ar.next_offset, wait)
+        else:
+            registered = acks.register(ar.next_offset, wait, sink, token)
+            if registered is None:
+                return _new_tuple(PutMessageResult, (_PUT_OK, ar, "", True))
+            status = registered
+        return result if status is _PUT_OK else PutMessageResult(status, ar)
 
-    def put_messages_async(self, msgs: Sequence[MessageExtBrokerInner]) -> Future[PutMessageResult]:
-        return self._complete_async(self._append_messages(msgs), all(m.wait_store_msg_ok for m in msgs))
+    def _gather_plain(self, put: PlainPut) -> Records | None:
+        """RecordEncoder.gather_one: None for anything off its path (see there)."""
+        if not self._running:
+            return None
+        try:
+            return self._encoder.gather_one(put.body, put.properties, put.topic, put.queue_id, put.flag,
+                                            put.sys_flag, put.born_timestamp, put.born_host, put.reconsume_times,
+                                            put.properties_suffix, _REFUSED_IN_BATCH)
+        except OverflowError:  # a field outside its slot: the object path refuses it with the reason
+            return None
 
-    def put_message_acked(self, msg: MessageExtBrokerInner, sink: AckSink,
-                          token: object) -> tuple[PutMessageResult, bool]:
-        """Append one message now. Returns (result, pending): if pending, the put waits for
-        the group commit and ``sink`` receives ``(token, status)`` on the group-commit thread
-        (or a flush watch's owner), in one list with every other put of that sink the same
-        release covered (status PUT_OK or FLUSH_DISK_TIMEOUT); otherwise ``result`` is
-        already final."""
-        return self._ack_later(self._append_message(msg), msg.wait_store_msg_ok, sink, token)
-
-    def put_messages_acked(self, msgs: Sequence[MessageExtBrokerInner], sink: AckSink,
-                           token: object) -> tuple[PutMessageResult, bool]:
-        wait = all(m.wait_store_msg_ok for m in msgs)
-        return self._ack_later(self._append_messages(msgs), wait, sink, token)
-
-    def _ack_later(self, result: PutMessageResult, wait: bool, sink: AckSink,
-                   token: object) -> tuple[PutMessageResult, bool]:
-        ar = result.append_result
-        if ar is None or self._acks_at_once:
-            return result, False
-        status = self.flush_service.on_put_acked(ar.next_offset, wait, sink, token)
-        if status is None:
-            return result, True
-        return (result if status is PutMessageStatus.PUT_OK else PutMessageResult(status, ar)), False
-
-    def _complete_async(self, result: PutMessageResult, wait: bool) -> Future[PutMessageResult]:
-        future: Future[PutMessageResult] = Future()
-        final, pending = self._ack_later(result, wait, _complete_futures, (future, result))
-        if not pending:
-            future.set_result(final)
-        return future
+    def _gather_batch(self, batch: BatchPut) -> Records | None:
+        """RecordEncoder.gather_batch: None for anything off its path (see there)."""
+        if batch.sys_flag & _REFUSED_IN_BATCH or not self._running:
+            return None
+        try:
+            records = self._encoder.gather_batch(
+                batch.body, batch.topic, batch.queue_id, batch.sys_flag, batch.born_timestamp, batch.born_host,
+                batch.reconsume_times, batch.properties_suffix)
+        except OverflowError:  # as in _gather_plain
+            return None
+        if records is None or records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return None
+        return records
 
     def _append_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         if not self._running or msg.topic not in self._valid_topics or msg.sys_flag & ~MessageSysFlag.KNOWN_MASK:
@@ -257,13 +268,36 @@ class CommitLog:
             if isinstance(checked, PutMessageResult):
                 return checked
             rewrite_delayed_message(msg, self.delay_levels)
-        try:
-            records = self._encoder.gather((msg,), self._encode, _UNKNOWN_BITS, False)
-        except OverflowError as exc:  # a field outside its int32/int64 slot: nothing written
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
+        records = self._gather((msg,), self._encode, _UNKNOWN_BITS, False)
         if not isinstance(records, Records):
             return records
         return self._append_records(records)
+
+    def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
+        """A batch: every message checked and measured (the compiled encoder), then appended
+        as one run of records, in one file, with consecutive queue offsets per queue. Batches
+        may not be delayed or transactional (as RocketMQ)."""
+        if not msgs:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        if not self._running:
+            return self._not_writable()
+        records = self._gather(msgs, self._encode_batch_member, _REFUSED_IN_BATCH, True)
+        if not isinstance(records, Records):
+            return records
+        if records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"batch of {records.total} bytes exceeds a CommitLog file")
+        return self._append_records(records)
+
+    def _gather(self, msgs: Sequence[MessageExtBrokerInner], slow: Callable[[MessageExtBrokerInner], Any],
+                refused_bits: int, check_delay: bool) -> Records | PutMessageResult:
+        """RecordEncoder.gather, with a field it cannot encode refused (nothing written)."""
+        try:
+            return self._encoder.gather(msgs, slow, refused_bits, check_delay)
+        except OverflowError as exc:  # a field outside its int32/int64 slot
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
+        except UnicodeEncodeError as exc:  # text that is not UTF-8 (a lone surrogate)
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"not UTF-8: {exc}")
 
     def _append_records(self, records: Records) -> PutMessageResult:
         """Records checked and measured: into the current file (rolled if they do not fit)."""
@@ -290,73 +324,7 @@ class CommitLog:
                 self._lock_begin_ms = 0
         return _new_tuple(PutMessageResult, (_PUT_OK, _new_tuple(AppendMessageResult, (
             _APPEND_OK, offset, size, records.msg_ids(self._msg_id_prefix, offset), now,
-            records.first_queue_offset, records.count)), ""))
-
-    def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
-        """Append a batch contiguously in one file, with consecutive queue offsets per queue,
-        then flush as put_message. Batches may not be delayed or transactional (as RocketMQ)."""
-        result = self._append_messages(msgs)
-        # With acks at once the wait flag is not read: skip walking the batch for it.
-        return self._flushed(result, self._acks_at_once or all(m.wait_store_msg_ok for m in msgs))
-
-    def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
-        """Every message checked and measured (the compiled encoder), then the whole batch
-        appended as one run of records, in one file (_append_records)."""
-        if not msgs:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        if not self._running:
-            return self._not_writable()
-        try:
-            records = self._encoder.gather(msgs, self._encode_batch_member, _REFUSED_IN_BATCH, True)
-        except OverflowError as exc:  # a field outside its int32/int64 slot: nothing written
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
-        if not isinstance(records, Records):
-            return records
-        if records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch of {records.total} bytes exceeds a CommitLog file")
-        return self._append_records(records)
-
-    def put_plain_message(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int, sys_flag: int,
-                          born_timestamp: int, born_host: str, reconsume_times: int, properties_suffix: bytes,
-                          sink: AckSink | None = None, token: object = None) -> tuple[PutMessageResult, bool] | None:
-        """Append one message from the parts a send request carries, ``properties_suffix``
-        appended to its properties, without a message object (RecordEncoder.gather_one).
-        Returns (result, pending) as put_message_acked with a ``sink``; without one the flush
-        is awaited as put_message and pending is False. None when the message is off that
-        path (see gather_batch): the caller then builds it and puts it, which handles it exactly."""
-        if not self._running:
-            return None
-        try:
-            records = self._encoder.gather_one(body, properties, topic, queue_id, flag, sys_flag, born_timestamp,
-                                               born_host, reconsume_times, properties_suffix, _REFUSED_IN_BATCH)
-        except OverflowError:  # a field outside its slot: the object path refuses it with the reason
-            return None
-        return None if records is None else self._put_records(records, sink, token)
-
-    def put_message_batch(self, batch: MessageExtBatch, sink: AckSink | None = None,
-                          token: object = None) -> tuple[PutMessageResult, bool] | None:
-        """Append a batch straight from its wire encoding (RecordEncoder.gather_batch) and
-        set its ``body_bytes``; acknowledged and None as put_plain_message."""
-        if batch.sys_flag & _REFUSED_IN_BATCH or not self._running:
-            return None
-        try:
-            records = self._encoder.gather_batch(
-                batch.body, batch.topic, batch.queue_id, batch.sys_flag, batch.born_timestamp, batch.born_host,
-                batch.reconsume_times, batch.properties_suffix.encode())
-        except OverflowError:  # as in put_plain_message
-            return None
-        if records is None or records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return None
-        batch.body_bytes = records.body_bytes
-        return self._put_records(records, sink, token)
-
-    def _put_records(self, records: Records, sink: AckSink | None,
-                     token: object) -> tuple[PutMessageResult, bool]:
-        result = self._append_records(records)
-        if sink is None:
-            return self._flushed(result, True), False
-        return self._ack_later(result, True, sink, token)
+            records.first_queue_offset, records.count, records.body_bytes)), "", False))
 
     def _encode_batch_member(self, msg: MessageExtBrokerInner) -> _Parts | PutMessageResult:
         refused = self._check_batch_member(msg)
@@ -475,11 +443,10 @@ class CommitLog:
     def flushed_where(self) -> int:
         return self.mapped_file_queue.flushed_where
 
-    def open_flush_watch(self, sink: AckSink) -> FlushWatch | None:
-        """Under SYNC_FLUSH a FlushWatch, for an event loop that acknowledges its own puts
-        made with ``sink`` (GroupCommitService.open_watch); None under ASYNC_FLUSH."""
-        service = self.flush_service
-        return service.open_watch(sink) if isinstance(service, GroupCommitService) else None
+    def open_ack_watch(self, sink: AckSink) -> AckWatch | None:
+        """An AckWatch, for an event loop that acknowledges its own puts made with ``sink``
+        (PutAcks.open_watch); None when every put is answered at its append."""
+        return self.acks.open_watch(sink) if self.acks is not None else None
 
     def roll_next_file(self, offset: int) -> int:
         return self.mapped_file_queue.roll_next_file(offset)
@@ -507,83 +474,12 @@ class CommitLog:
         return self.mapped_file_queue.delete_expired_file_by_time(
             expired_ms, max_offset_allowed, delete_files_interval_ms, clean_immediately)
 
-    # -- recovery ----------------------------------------------------------------------------
+    # -- recovery (lakemq.store.commit_log_recovery) ------------------------------------------
 
     def recover_normally(self) -> int:
-        """After a clean shutdown: walk the last three files, stop at the first bad record and
-        cut there. Returns the recovered end (the CommitLog max offset)."""
-        files = self.mapped_file_queue.mapped_files
-        check_crc = self.config.check_crc_on_recover
-
-        def scan(mf: MappedFile, pos: int) -> tuple[int, bool]:
-            return scan_valid_end(mf.raw_view(), pos, mf.file_from_offset, check_crc=check_crc)
-
-        return self._recover_from(max(0, len(files) - 3), scan)
+        """After a clean shutdown: the recovered end (the CommitLog max offset)."""
+        return recover_normally(self.mapped_file_queue, self.config)
 
     def recover_abnormally(self, min_timestamp: int, dispatch: Callable[[DispatchRequest], None]) -> int:
-        """After a crash: replay from the last file whose first record was stored at or before
-        ``min_timestamp`` (the checkpoint's), handing every good record to ``dispatch`` so the
-        ConsumeQueues and IndexFile are rebuilt; cut after the last good record."""
-        files = self.mapped_file_queue.mapped_files
-        index = len(files) - 1
-        while index > 0 and not self._is_recover_start(files[index], min_timestamp):
-            index -= 1
-        check_crc = self.config.check_crc_on_recover
-        levels = self.delay_levels
-
-        def scan(mf: MappedFile, pos: int) -> tuple[int, bool]:
-            for req in iter_dispatch_requests(mf.raw_view(), pos, mf.file_from_offset,
-                                              check_crc=check_crc, delay_levels=levels):
-                if req.msg_size > 0:
-                    dispatch(req)
-                    pos += req.msg_size
-                else:
-                    return pos, req.msg_size == 0
-            raise AssertionError("iter_dispatch_requests ends with a blank or bad record")
-
-        return self._recover_from(max(index, 0), scan)
-
-    @staticmethod
-    def _is_recover_start(mf: MappedFile, min_timestamp: int) -> bool:
-        view = mf.raw_view()
-        _, magic = _FIRST_RECORD.unpack_from(view, 0)
-        if magic != MESSAGE_MAGIC_CODE:
-            return False
-        store_timestamp: int = _LONG.unpack_from(view, STORE_TIMESTAMP_POS)[0]
-        return 0 < store_timestamp <= min_timestamp
-
-    def _set_aside_good_files(self, later: list[MappedFile], process_offset: int) -> None:
-        """Files after the recovered end that start with a good record mean damage in the
-        middle of the log, not a torn tail. They leave the log (it must be contiguous) but are
-        moved to ``commitlog.cut/{offset}/`` instead of deleted: nothing that reached the disk
-        is destroyed by recovery."""
-        good = []
-        for mf in later:
-            with mf.raw_view() as view:
-                if check_record(view, 0, check_crc=True, physical_offset=mf.file_from_offset) > 0:
-                    good.append(mf)
-        if good:
-            directory = self.config.root_dir / "commitlog.cut" / f"{process_offset:020d}"
-            log.error("CommitLog damaged at offset %d with %d good file(s) after it: moved to %s",
-                      process_offset, len(good), directory)
-            self.mapped_file_queue.set_aside(good, directory)
-
-    def _recover_from(self, index: int, scan: Callable[[MappedFile, int], tuple[int, bool]]) -> int:
-        queue = self.mapped_file_queue
-        files = queue.mapped_files
-        if not files:
-            queue.flushed_where = 0
-            return 0
-        while True:
-            mf = files[index]
-            end, sealed = scan(mf, 0)
-            if sealed and index + 1 < len(files):
-                index += 1
-                continue
-            process_offset = mf.file_from_offset + end
-            break
-        self._set_aside_good_files(files[index + 1 :], process_offset)
-        log.info("CommitLog recovered to offset %d", process_offset)
-        queue.set_positions(process_offset)
-        queue.truncate_dirty_files(process_offset)
-        return process_offset
+        """After a crash: replay into ``dispatch`` from the checkpoint's ``min_timestamp``."""
+        return recover_abnormally(self.mapped_file_queue, self.config, self.delay_levels, min_timestamp, dispatch)

@@ -1,6 +1,6 @@
 """Walking CommitLog records: what recovery and the reput (dispatch) service read from each.
 
-The records are parsed by the compiled reader (:func:`lakemq.store._native.scan_records`)
+The records are parsed by the compiled reader (:func:`lakemq.store._scan.scan_records`)
 into columns; DispatchRequests are made from them for the users that take one record at a
 time. ``read_dispatch_request`` is RocketMQ's checkMessageAndReturnSize: ``msg_size > 0`` is
 a good record, ``0`` the blank record that ends a file, ``-1`` a bad one (where recovery stops).
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from lakemq.common.message import string_to_properties
 from lakemq.common.record import BLANK_MAGIC_CODE, BODY_POS, MESSAGE_MAGIC_CODE, RECORD_FIXED_SIZE, crc32
-from lakemq.store._native import DispatchBatch, scan_records
+from lakemq.store._scan import DispatchBatch, scan_records
 from lakemq.store.delay_levels import DelayLevels
 
 __all__ = [

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from lakemq.common.validation import check_topic, is_valid_name
+from lakemq.store._cq_runs import consume_queue_runs
 from lakemq.store.commit_log_scan import DispatchBatch, DispatchRequest
 from lakemq.store.consume_queue import MAX_QUEUE_ID, ConsumeQueue, check_queue_id
 from lakemq.store.dispatch import gets_consume_queue_entry
@@ -118,7 +119,7 @@ class ConsumeQueueStore:
     def dispatch_batch(self, batch: DispatchBatch) -> None:
         """dispatch for consecutive records: each queue's run of entries (packed in C) is
         written together."""
-        runs, last_timestamp = batch.consume_queue_runs()
+        runs, last_timestamp = consume_queue_runs(batch)
         for topic, queue_id, first_queue_offset, units in runs:
             try:
                 cq = self.find_or_create(topic, queue_id)

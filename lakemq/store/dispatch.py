@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from lakemq.common.message import MessageSysFlag
-from lakemq.store._native import scan_records
+from lakemq.store._scan import scan_records
 from lakemq.store.commit_log_scan import DispatchBatch, DispatchRequest, delay_tags_code, requests_of
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.health import StoreHealth

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Final
 
 from lakemq.errors import CorruptFileError, StoreError
-from lakemq.store._native import IndexKeys, java_hash, put_index_keys
+from lakemq.store._index import IndexKeys, java_hash, put_index_keys
 from lakemq.store.mapped_file import preallocate
 
 __all__ = [

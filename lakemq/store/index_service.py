@@ -16,13 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import StoreError
-from lakemq.store._native import IndexKeys
+from lakemq.store._index import IndexKeys, index_keys
 from lakemq.store.commit_log_scan import DispatchBatch, DispatchRequest
 from lakemq.store.index_file import IndexFile
 
@@ -35,8 +34,11 @@ def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
 
 
-def _file_name(now_ms: int) -> str:
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(now_ms / 1000)) + f"{now_ms % 1000:03d}"
+def _file_name(store_ms: int) -> str:
+    """An IndexFile's name: the store time of its first record, local time to the ms (RocketMQ's
+    shape, which names by the wall clock). Derived from the data, so a rebuild from the
+    CommitLog (lakemq.jobs.reindex) names every file as the broker did."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(store_ms / 1000)) + f"{store_ms % 1000:03d}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +49,8 @@ class QueryOffsetResult:
 
 
 class IndexService:
-    def __init__(self, index_dir: Path, *, hash_slot_num: int, index_num: int,
-                 clock_ms: Callable[[], int] | None = None) -> None:
-        """``clock_ms`` names new files (default: the wall clock); a rebuild from the CommitLog
-        (:mod:`lakemq.jobs.reindex`) passes the store time of the record being indexed."""
+    def __init__(self, index_dir: Path, *, hash_slot_num: int, index_num: int) -> None:
         self.index_dir = Path(index_dir)
-        self._clock_ms = clock_ms if clock_ms is not None else (lambda: int(time.time() * 1000))
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.index_files: list[IndexFile] = []
@@ -129,7 +127,7 @@ class IndexService:
         """dispatch for consecutive records: their keys (hashed in C while the records were
         read) written per file with one header update."""
         with self._lock:
-            keys = batch.index_keys(self._last_indexed_offset())  # a replay passes indexed records
+            keys = index_keys(batch, self._last_indexed_offset())  # a replay passes indexed records
             if len(keys):
                 self._put_keys(keys)
 
@@ -137,7 +135,7 @@ class IndexService:
         done = 0
         while done < len(keys):
             try:
-                f = self._writable_file()
+                f = self._writable_file(keys.timestamp(done))
             except StoreError as exc:
                 # As RocketMQ: the keys go unindexed rather than hold the ConsumeQueues back.
                 if self._unindexed_from is None:
@@ -150,16 +148,18 @@ class IndexService:
                         keys.phy(0), self._unindexed_from, keys.phy(0))
             self._unindexed_from = None
 
-    def _writable_file(self) -> IndexFile:
+    def _writable_file(self, first_store_ms: int) -> IndexFile:
+        """The file to add keys to; a new one is named after ``first_store_ms``, the store
+        time of its first key's record."""
         last = self.index_files[-1] if self.index_files else None
         if last is not None and not last.is_write_full():
             return last
         end_phy = last.end_phy_offset if last else 0
         end_ts = last.end_timestamp if last else 0
-        name = _file_name(self._clock_ms())
+        name = _file_name(first_store_ms)
         if last is not None:
-            # After a clock step back the time's name sorts before the last file's; load
-            # sorts by name, so count on from the last one instead.
+            # Load sorts files by name: a name that would not sort after the last file's (a
+            # file filled within one millisecond, a clock step back) counts on from it.
             name = max(name, last.file_name)
         while (self.index_dir / name).exists() or (last is not None and name == last.file_name):
             name = f"{int(name) + 1:0{len(name)}d}"

@@ -17,12 +17,12 @@ import itertools
 import logging
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
 
-from lakemq.common.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
-from lakemq.common.record import RecordError, decode_message_id, decode_record, read_header
+from lakemq.common.message import MessageExt
+from lakemq.common.record import decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
-from lakemq.errors import StoreError
+from lakemq.errors import RecordError, StoreError
+from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
@@ -36,11 +36,12 @@ from lakemq.store.dispatch import (
     dispatch_to,
 )
 from lakemq.store.filter import MessageFilter
-from lakemq.store.flush import AckSink, FlushListener, FlushWatch
+from lakemq.store.flush import FlushListener
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult
 from lakemq.store.health import StoreHealth
 from lakemq.store.index_service import IndexService
 from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService, UnconsumedProbe
+from lakemq.store.put_request import MessagesPut, PutRequest
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 from lakemq.store.schedule import ScheduleMessageService
 
@@ -96,7 +97,7 @@ class MessageStore:
         )
         self.schedule = ScheduleMessageService(
             self.delay_levels, find_queue=self.consume_queues.find, read_message=self.look_message_by_offset,
-            put_message=self.put_message, offset_path=config.delay_offset_path,
+            put_message=lambda msg: self.put(MessagesPut.of(msg)), offset_path=config.delay_offset_path,
             persist_interval_ms=config.flush_delay_offset_interval,
         )
         self.flush_consume_queue_service = FlushConsumeQueueService(
@@ -187,74 +188,22 @@ class MessageStore:
 
     # -- put ---------------------------------------------------------------------------------
 
-    def _refused(self) -> PutMessageResult | None:
-        """Why a put cannot be taken now (stopped, disk full, dispatch failing), else None."""
+    def put(self, request: PutRequest, sink: AckSink | None = None, token: object = None) -> PutMessageResult:
+        """Store ``request`` (lakemq.store.put_request) and wake dispatch. Without ``sink``
+        this blocks until the put may be answered (under SYNC_FLUSH: flushed, or its
+        deadline passed); with one, a put that waits comes back ``pending`` and ``sink``
+        receives ``(token, status)`` later (CommitLog.put, lakemq.store.acks). Refused, with
+        the reason, while the store is stopped, the disk is full or dispatch fails (StoreHealth)."""
         if not self._running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
-        return self.health.refused_put() if self.health.refusal is not None else None
-
-    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        refused = self._refused()
-        if refused is not None:
-            return refused
-        result = self.commit_log.put_message(msg)
+        if self.health.refusal is not None:
+            refused = self.health.refused_put()
+            if refused is not None:
+                return refused
+        result = self.commit_log.put(request, sink, token)
         if result.is_ok:
             self.reput.wakeup()
         return result
-
-    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
-        refused = self._refused()
-        if refused is not None:
-            return refused
-        result = self.commit_log.put_messages(msgs)
-        if result.is_ok:
-            self.reput.wakeup()
-        return result
-
-    def put_plain_message(self, topic: str, queue_id: int, body: bytes, properties: str, flag: int,
-                          sys_flag: int, born_timestamp: int, born_host: str, reconsume_times: int,
-                          properties_suffix: bytes, sink: AckSink | None = None,
-                          token: object = None) -> tuple[PutMessageResult, bool] | None:
-        """A put from a send request's parts (CommitLog.put_plain_message); None: build the
-        message and put it (which answers a refusal)."""
-        if not self._running or self.health.refusal is not None:
-            return None
-        return self._woken(self.commit_log.put_plain_message(
-            topic, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host, reconsume_times,
-            properties_suffix, sink, token))
-
-    def put_message_batch(self, batch: MessageExtBatch, sink: AckSink | None = None,
-                          token: object = None) -> tuple[PutMessageResult, bool] | None:
-        """A batch put from its wire encoding (CommitLog.put_message_batch); None: build the
-        messages and put them (which answers a refusal)."""
-        if not self._running or self.health.refusal is not None:
-            return None
-        return self._woken(self.commit_log.put_message_batch(batch, sink, token))
-
-    def _woken(self, done: tuple[PutMessageResult, bool] | None) -> tuple[PutMessageResult, bool] | None:
-        if done is not None and done[0].is_ok:
-            self.reput.wakeup()
-        return done
-
-    def put_message_acked(self, msg: MessageExtBrokerInner, sink: AckSink,
-                          token: object) -> tuple[PutMessageResult, bool]:
-        """put_message without blocking (CommitLog.put_message_acked): dispatch starts at the
-        append; a SYNC_FLUSH acknowledgement comes later through ``sink``."""
-        return self._put_acked(self.commit_log.put_message_acked, msg, sink, token)
-
-    def put_messages_acked(self, msgs: list[MessageExtBrokerInner], sink: AckSink,
-                           token: object) -> tuple[PutMessageResult, bool]:
-        return self._put_acked(self.commit_log.put_messages_acked, msgs, sink, token)
-
-    def _put_acked(self, put: Callable[[Any, AckSink, object], tuple[PutMessageResult, bool]], what: Any,
-                   sink: AckSink, token: object) -> tuple[PutMessageResult, bool]:
-        refused = self._refused()
-        if refused is not None:
-            return refused, False
-        result, pending = put(what, sink, token)
-        if result.is_ok:
-            self.reput.wakeup()
-        return result, pending
 
     # -- pull --------------------------------------------------------------------------------
 
@@ -464,12 +413,13 @@ class MessageStore:
 
     def set_flush_listener(self, listener: FlushListener | None) -> None:
         """``listener(seconds, bytes)`` after every CommitLog flush that wrote something, on
-        the flush thread or a flush watch's owner (so it must be quick and thread-safe)."""
+        the flush thread, PutAcks' thread or an ack watch's owner (so it must be quick and
+        thread-safe)."""
         self.commit_log.flush_service.flush_listener = listener
 
-    def open_flush_watch(self, sink: AckSink) -> FlushWatch | None:
-        """See CommitLog.open_flush_watch."""
-        return self.commit_log.open_flush_watch(sink)
+    def open_ack_watch(self, sink: AckSink) -> AckWatch | None:
+        """See CommitLog.open_ack_watch."""
+        return self.commit_log.open_ack_watch(sink)
 
     def execute_delete_files_manually(self) -> None:
         self.clean_service.trigger_manual_delete()

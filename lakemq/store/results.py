@@ -30,8 +30,10 @@ class AppendMessageStatus(Enum):
 
 
 class AppendMessageResult(NamedTuple):
-    """Where a put landed (a NamedTuple: built once per put, on the hot path). For a batch: the first record's offset and queue offset, the bytes
-    and the count of the whole batch, and the message ids joined by ``,`` (RocketMQ's form)."""
+    """Where a put landed (a NamedTuple: built once per put, on the hot path). For a batch:
+    the first record's offset and queue offset, the bytes and the count of the whole batch,
+    the message ids joined by ``,`` (RocketMQ's form), and the members' body bytes in total
+    (the send metrics)."""
 
     status: AppendMessageStatus
     wrote_offset: int = 0
@@ -40,6 +42,7 @@ class AppendMessageResult(NamedTuple):
     store_timestamp: int = 0
     logics_offset: int = 0
     msg_num: int = 1
+    body_bytes: int = 0
 
     @property
     def is_ok(self) -> bool:
@@ -51,12 +54,22 @@ class AppendMessageResult(NamedTuple):
 
 
 class PutMessageResult(NamedTuple):
-    """``is_ok`` follows RocketMQ: true when the append succeeded, even if the flush then timed
-    out (the message is stored; ``status`` tells the broker which response code to send)."""
+    """What :meth:`MessageStore.put` answers. ``is_ok`` follows RocketMQ: true when the append
+    succeeded, even if the flush then timed out (the message is stored; ``status`` tells the
+    broker which response code to send).
+
+    ``pending``: the put was appended and waits for its acknowledgement, which the ack sink
+    given to the put receives later (lakemq.store.acks); ``status`` is PUT_OK until then, and
+    :meth:`acknowledged` gives the final result."""
 
     status: PutMessageStatus
     append_result: AppendMessageResult | None = None
     remark: str = ""
+    pending: bool = False
+
+    def acknowledged(self, status: PutMessageStatus) -> PutMessageResult:
+        """This put's result once its acknowledgement ``status`` came."""
+        return PutMessageResult(status, self.append_result, self.remark)
 
     @property
     def is_ok(self) -> bool:

@@ -30,7 +30,7 @@ from lakemq.client.admin import Admin
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import NoPermissionError
 from lakemq.remoting import RemotingCommand
-from lakemq.remoting.client import ClientConfig as RemotingClientConfig
+from lakemq.remoting.client import RemotingClientConfig
 from lakemq.remoting.sync import SyncRemotingClient
 from tests.cluster import Cluster, start_cluster
 

@@ -11,7 +11,8 @@ from lakemq.common.acl_signature import calculate_signature, combine_request_con
 from lakemq.common.codes import RequestCode
 from lakemq.errors import NoPermissionError
 from lakemq.remoting import RemotingCommand
-from lakemq.remoting.bodies import ConsumerData, HeartbeatData, SubscriptionData
+from lakemq.common.subscription import SubscriptionData
+from lakemq.remoting.bodies import ConsumerData, HeartbeatData
 
 ACL = """
 accounts:

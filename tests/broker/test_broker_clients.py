@@ -9,10 +9,11 @@ import time
 
 import pytest
 
-from lakemq.client.fastjson import loads as fastjson_loads
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageConst
+from lakemq.common.message_queue import MessageQueue
 from lakemq.common.record import iter_records
+from lakemq.common.subscription import SubscriptionData
 from lakemq.remoting import RemotingClient, RemotingCommand, RequestContext
 from lakemq.remoting.bodies import (
     ConsumerData,
@@ -21,9 +22,8 @@ from lakemq.remoting.bodies import (
     KVTable,
     LockBatchRequestBody,
     LockBatchResponseBody,
-    MessageQueue,
-    SubscriptionData,
 )
+from lakemq.remoting.fastjson import loads as fastjson_loads
 from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
     GetConsumerListByGroupRequestHeader,

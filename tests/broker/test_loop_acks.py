@@ -1,7 +1,7 @@
-"""LoopAcks with the store's FlushWatch: SYNC_FLUSH puts made on an event loop are acknowledged
+"""LoopAcks with the store's AckWatch: SYNC_FLUSH puts made on an event loop are acknowledged
 by the loop itself when the commit thread's eventfd turns readable (no other thread hands
-them over), each only once flushed; closing the watch hands acknowledgements back to the
-group-commit thread."""
+them over), each only once flushed; closing the watch hands acknowledgements back to
+PutAcks' thread."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ import pytest
 
 from lakemq.broker.loop_acks import LoopAcks
 from lakemq.common.message import MessageExtBrokerInner
+from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import FlushDiskType, StoreConfig
-from lakemq.store.flush import AckSink, FlushWatch
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 
 
@@ -28,15 +29,15 @@ class SpyAcks(LoopAcks):
     def __init__(self, cl: CommitLog) -> None:
         self.cl = cl
         self.deliveries: list[tuple[int, int]] = []
-        self.opened: list[FlushWatch | None] = []  # the watch the store opened for it
-        super().__init__(asyncio.get_running_loop(), 5.0, self._open)
+        self.opened: list[AckWatch | None] = []  # the watch the store opened for it
+        super().__init__(asyncio.get_running_loop(), self._open)
 
     def __call__(self, acks: list[tuple[Any, PutMessageStatus]]) -> None:
         self.deliveries.append((threading.get_ident(), self.cl.flushed_where))
         super().__call__(acks)
 
-    def _open(self, sink: AckSink) -> FlushWatch | None:
-        watch = self.cl.open_flush_watch(sink)
+    def _open(self, sink: AckSink) -> AckWatch | None:
+        watch = self.cl.open_ack_watch(sink)
         self.opened.append(watch)
         return watch
 
@@ -61,10 +62,9 @@ async def _put_all(cl: CommitLog, acks: LoopAcks, writers: int = 8, each: int = 
         for i in range(each):
             future = acks.future()
             msg = MessageExtBrokerInner(topic="LoopAcks", body=f"{n}-{i}".encode() * 20, queue_id=n % 4)
-            result, pending = cl.put_message_acked(msg, acks, future)
+            result = cl.put(MessagesPut.of(msg), acks, future)
             assert result.append_result is not None
-            if pending:
-                acks.watch(future)
+            if result.pending:
                 status = await future
             else:
                 status = result.status
@@ -97,9 +97,7 @@ async def test_a_busy_loop_still_acknowledges_its_own_puts(sync_log: CommitLog) 
         for i in range(20):
             future = acks.future()
             msg = MessageExtBrokerInner(topic="LoopAcks", body=b"busy" * 30, queue_id=i % 4)
-            _, pending = sync_log.put_message_acked(msg, acks, future)
-            assert pending
-            acks.watch(future)
+            assert sync_log.put(MessagesPut.of(msg), acks, future).pending
             futures.append(future)
         time.sleep(0.1)  # noqa: ASYNC251 - the loop is busy on purpose; the service wakes 10 times
         assert await asyncio.gather(*futures) == [PutMessageStatus.PUT_OK] * 20
@@ -109,18 +107,26 @@ async def test_a_busy_loop_still_acknowledges_its_own_puts(sync_log: CommitLog) 
 
 
 async def test_other_sinks_are_answered_while_the_loop_is_busy(sync_log: CommitLog) -> None:
-    """A watch leaves only its own sink's puts to its loop: another caller's put
-    (put_message_async) is answered by the service's thread while the loop is busy."""
+    """A watch leaves only its own sink's puts to its loop: another sink's put is answered
+    by PutAcks' thread while the loop is busy."""
     acks = SpyAcks(sync_log)
     try:
         assert acks.opened[0] is not None
         future = acks.future()
         msg = MessageExtBrokerInner(topic="LoopAcks", body=b"loop" * 30, queue_id=0)
-        assert sync_log.put_message_acked(msg, acks, future)[1]
-        acks.watch(future)
-        other = sync_log.put_message_async(MessageExtBrokerInner(topic="LoopAcks", body=b"other", queue_id=1))
-        # The loop does not run meanwhile; the flush timeout is 5 s.
-        assert other.result(timeout=1).status is PutMessageStatus.PUT_OK
+        assert sync_log.put(MessagesPut.of(msg), acks, future).pending
+        other: list[tuple[Any, PutMessageStatus]] = []
+        answered = threading.Event()
+
+        def other_sink(done: list[tuple[Any, PutMessageStatus]]) -> None:
+            other.extend(done)
+            answered.set()
+
+        put = sync_log.put(MessagesPut.of(MessageExtBrokerInner(topic="LoopAcks", body=b"other", queue_id=1)),
+                           other_sink, "other")
+        # The loop does not run meanwhile; the deadline (syncFlushTimeout) is seconds away.
+        assert not put.pending or answered.wait(1)
+        assert other == ([("other", PutMessageStatus.PUT_OK)] if put.pending else [])
         assert await future is PutMessageStatus.PUT_OK
     finally:
         acks.close()
@@ -146,7 +152,7 @@ def test_a_watch_left_open_is_closed_by_the_store(tmp_path: Path) -> None:
     cl.load()
     cl.recover_normally()
     cl.start()
-    watch = cl.open_flush_watch(lambda acks: None)
+    watch = cl.open_ack_watch(lambda acks: None)
     assert watch is not None
     cl.shutdown()
     assert watch.closed
@@ -156,4 +162,4 @@ def test_a_watch_left_open_is_closed_by_the_store(tmp_path: Path) -> None:
 def test_async_flush_has_no_watch(tmp_path: Path) -> None:
     cl = CommitLog(StoreConfig(store_path_root_dir=str(tmp_path)))
     cl.load()
-    assert cl.open_flush_watch(lambda acks: None) is None
+    assert cl.open_ack_watch(lambda acks: None) is None

@@ -10,19 +10,15 @@ import pytest
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ClientChannelInfo, ConsumerGroupEvent, ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
-from lakemq.broker.filter import (
-    SubscriptionParseError,
-    TagMessageFilter,
-    build_subscription_data,
-    from_heartbeat,
-)
+from lakemq.broker.filter import TagMessageFilter, from_heartbeat
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from lakemq.common.message import tags_hash_code
-from lakemq.errors import CorruptFileError
-from lakemq.remoting import bodies
-from lakemq.remoting.bodies import MessageQueue
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.subscription import SubscriptionData
+from lakemq.errors import CorruptFileError, FilterExpressionError, InvalidNameError
+from lakemq.filter import parse_subscription
 
 
 def test_offsets_persist_and_survive_restart(tmp_path) -> None:
@@ -69,28 +65,28 @@ def test_subscription_groups_auto_create_and_persist(tmp_path) -> None:
 
 
 def test_subscription_parsing_and_tag_filter() -> None:
-    sub = build_subscription_data("T", " tagA || tagB ")
+    sub = parse_subscription("T", " tagA || tagB ")
     assert sub.tags_set == {"tagA", "tagB"}
     assert sub.code_set == {tags_hash_code("tagA"), tags_hash_code("tagB")}
     f = TagMessageFilter(sub)
     assert f.is_matched_by_consume_queue(tags_hash_code("tagA"))
     assert not f.is_matched_by_consume_queue(tags_hash_code("tagC"))
     assert f.is_matched_by_consume_queue(None)
-    everything = TagMessageFilter(build_subscription_data("T", "*"))
+    everything = TagMessageFilter(parse_subscription("T", "*"))
     assert everything.is_matched_by_consume_queue(tags_hash_code("x"))
-    assert TagMessageFilter(build_subscription_data("T", "")).is_matched_by_consume_queue(123)
-    with pytest.raises(SubscriptionParseError):
-        build_subscription_data("T", "||")
-    with pytest.raises(SubscriptionParseError):
-        build_subscription_data("T", "a", "XPATH")
-    parsed = from_heartbeat(bodies.SubscriptionData("T", "tagA", ("ignored",), (1,), 5))
+    assert TagMessageFilter(parse_subscription("T", "")).is_matched_by_consume_queue(123)
+    with pytest.raises(FilterExpressionError):
+        parse_subscription("T", "||")
+    with pytest.raises(FilterExpressionError):
+        parse_subscription("T", "a", "XPATH")
+    parsed = from_heartbeat(SubscriptionData("T", "tagA", frozenset({"ignored"}), frozenset({1}), 5))
     assert parsed.code_set == {tags_hash_code("tagA")} and parsed.sub_version == 5
 
 
 def test_consumer_manager_notifies_on_change_and_expires_silent_clients() -> None:
     events: list[tuple[ConsumerGroupEvent, str, list[object]]] = []
     mgr = ConsumerManager(lambda e, g, ch: events.append((e, g, ch)), channel_expired_timeout_ms=100)
-    sub = build_subscription_data("T", "*")
+    sub = parse_subscription("T", "*")
     a, b = object(), object()
     assert mgr.register_consumer(
         "g", ClientChannelInfo(a, "c1"), "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", [sub]
@@ -150,3 +146,32 @@ def test_rebalance_locks_exclusive_until_expiry() -> None:
     time.sleep(0.1)
     assert mgr.try_lock_batch("g", [q0], "c2") == {q0}  # c1's lock expired
     assert MessageQueue.from_json(q0.to_json()) == q0
+
+
+def test_offset_table_takes_only_valid_names(tmp_path) -> None:
+    mgr = ConsumerOffsetManager(tmp_path)
+    for group, topic in (("../escape", "T"), ("", "T"), ("g" * 256, "T"), ("g", "a@b"), ("g", "")):
+        with pytest.raises(InvalidNameError):
+            mgr.commit_offset("127.0.0.1:1", group, topic, 0, 1)
+    mgr.commit_offset("127.0.0.1:1", "g", "T", 0, 1)
+    mgr.persist()
+    assert json.loads((tmp_path / "consumerOffset.json").read_text())["offsetTable"] == {"T@g": {"0": 1}}
+    # A file written by a broker that took any name: those entries are left out on load.
+    (tmp_path / "consumerOffset.json").write_text(json.dumps({"offsetTable": {
+        "T@g": {"0": 1}, "LegitT@../escape": {"0": 9}, "LegitT@": {"0": 9}}}))
+    again = ConsumerOffsetManager(tmp_path)
+    again.load()
+    assert again.which_group_by_topic("LegitT") == set() and again.query_offset("g", "T", 0) == 1
+
+
+def test_groups_created_at_once_by_many_threads_all_reach_the_file(tmp_path) -> None:
+    """Heartbeats in the client-manage pool create groups concurrently; each persist must
+    leave a whole file holding every group created so far (they once shared one tmp file)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    mgr = SubscriptionGroupManager(BrokerConfig(), tmp_path)
+    with ThreadPoolExecutor(8) as pool:
+        created = list(pool.map(mgr.find_subscription_group_config, [f"g{i}" for i in range(400)]))
+    assert all(created)
+    on_disk = json.loads((tmp_path / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
+    assert set(on_disk) >= {f"g{i}" for i in range(400)}

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from lakemq.broker.business_pool import BusinessPool
-from lakemq.broker.message_batch import decode_batch
 from lakemq.cli.broker_cmds import load_broker_configs
 from lakemq.common.codes import ResponseCode
+from lakemq.common.message_batch import decode_batch
 from lakemq.errors import ConfigError, MessageIllegalError, SystemBusyError
 from lakemq.store.config import DEFAULT_STORE_ROOT
 from tests.broker.wire import encode_batch

@@ -6,9 +6,10 @@ import asyncio
 import threading
 import time
 
-from lakemq.broker.filter import TagMessageFilter, build_subscription_data
+from lakemq.broker.filter import TagMessageFilter
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.common.message import tags_hash_code
+from lakemq.filter import parse_subscription
 
 
 def run(coro):
@@ -44,7 +45,7 @@ def test_times_out_and_ignores_unmatched_or_old_messages() -> None:
     async def main() -> tuple[bool, float]:
         svc = PullRequestHoldService(lambda t, q: 3, check_interval_s=60)
         svc.start()
-        sub_filter = TagMessageFilter(build_subscription_data("T", "wanted"))
+        sub_filter = TagMessageFilter(parse_subscription("T", "wanted"))
         started = time.monotonic()
         task = asyncio.create_task(svc.hold("T", 0, 3, timeout_s=0.4, message_filter=sub_filter))
         await asyncio.sleep(0.05)
@@ -96,7 +97,7 @@ def test_a_batch_of_arrivals_wakes_only_held_queues_in_one_hand_off() -> None:
             return original(callback, *args)
 
         loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
-        wanted = TagMessageFilter(build_subscription_data("T", "wanted"))
+        wanted = TagMessageFilter(parse_subscription("T", "wanted"))
         tasks = [asyncio.create_task(svc.hold("T", 0, 3, timeout_s=0.5, message_filter=wanted)),
                  asyncio.create_task(svc.hold("T", 1, 3, timeout_s=0.5))]
         await asyncio.sleep(0.05)

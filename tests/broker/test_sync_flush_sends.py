@@ -15,6 +15,7 @@ from lakemq.common.message import MessageExt
 from lakemq.common.record import iter_records
 from lakemq.remoting import RemotingClient, RemotingCommand
 from lakemq.remoting.headers import CreateTopicRequestHeader
+from lakemq.store.group_commit import GroupCommit
 from tests.broker.wire import batch_request, in_process_broker, pull_request, request, send_request
 from tests.cluster import start_cluster
 
@@ -120,11 +121,14 @@ async def test_a_stuck_fdatasync_answers_flush_disk_timeout_at_the_deadline(
         first = await client.invoke(addr, send_request("Stuck", b"healthy"), 5.0)
         assert first.code == ResponseCode.SUCCESS, first.remark
         monkeypatch.setenv("LAKEMQ_FAULT_FSYNC_DELAY_MS", "2000")
-        await asyncio.sleep(0.05)  # the store passes the delay to its commit thread within 10 ms
+        assert controller.store is not None
+        group_commit = controller.store.commit_log.flush_service
+        assert isinstance(group_commit, GroupCommit)
+        group_commit.advance()  # hands the delay to the commit thread now (PutAcks does every 10 ms)
         started = time.monotonic()
         late = await client.invoke(addr, send_request("Stuck", b"slow"), 5.0)
         waited = time.monotonic() - started
-        # Answered by the loop's deadline while the flusher still sleeps in its fdatasync.
+        # Answered at its deadline (PutAcks) while the commit thread still sleeps before its fdatasync.
         assert late.code == ResponseCode.FLUSH_DISK_TIMEOUT, late.remark
         assert late.ext_fields["queueOffset"] == "1"  # stored: the producer learns where
         assert 0.15 < waited < 1.5

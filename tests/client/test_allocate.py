@@ -1,7 +1,7 @@
 from hypothesis import given, strategies as st
 
 from lakemq.client.allocate import STRATEGIES, allocate_averagely, allocate_averagely_by_circle
-from lakemq.client.message_queue import MessageQueue
+from lakemq.common.message_queue import MessageQueue
 
 
 def queues(n: int) -> list[MessageQueue]:

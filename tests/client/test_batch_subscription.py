@@ -1,8 +1,9 @@
 import pytest
 
-from lakemq.client.batch import decode_messages, encode_messages
-from lakemq.client.subscription import ExpressionType, build_subscription, tag_matches
-from lakemq.common.message import Message, MessageExt, tags_hash_code
+from lakemq.client.subscription import build_subscription, tag_matches
+from lakemq.common.message import Message, MessageExt, string_to_properties, tags_hash_code
+from lakemq.common.message_batch import decode_batch, encode_messages
+from lakemq.common.subscription import ExpressionType
 from lakemq.errors import MessageIllegalError
 
 
@@ -17,7 +18,7 @@ def test_batch_golden_bytes() -> None:
         + (22).to_bytes(4, "big") + bytes(8) + bytes(4) + bytes(4) + bytes(2)
     )
     assert data == expected
-    back = list(decode_messages("T", data))
+    back = [Message("T", e.body, e.flag, string_to_properties(e.properties)) for e in decode_batch(data)]
     assert back == [m1, m2]
 
 
@@ -26,9 +27,9 @@ def test_batch_rejects_bad_input() -> None:
         encode_messages([Message("T", b"", 0, {"K": "v" * 40000})])
     data = encode_messages([Message("T", b"abc")])
     with pytest.raises(MessageIllegalError):
-        list(decode_messages("T", data[:-1]))
+        decode_batch(data[:-1])
     with pytest.raises(MessageIllegalError):
-        list(decode_messages("T", b"\x00\x00\x00\x05" + data[4:]))
+        decode_batch(b"\x00\x00\x00\x05" + data[4:])
 
 
 def msg(tags: str | None) -> MessageExt:

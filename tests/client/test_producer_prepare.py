@@ -3,11 +3,10 @@ import zlib
 import pytest
 
 from lakemq.client import Message, MessageQueue, Producer, select_by_hash
-from lakemq.client.batch import decode_messages
-from lakemq.client.route import TopicRouteData
 from lakemq.client.sender import RetryAction, _derived_route, classify_failure
 from lakemq.common.codes import ResponseCode
 from lakemq.common.message import MessageSysFlag
+from lakemq.common.message_batch import decode_batch
 from lakemq.errors import (
     FrameError,
     InvalidNameError,
@@ -16,6 +15,7 @@ from lakemq.errors import (
     RemotingTimeoutError,
     for_code,
 )
+from lakemq.remoting.bodies import TopicRouteData
 
 
 def test_prepare_sets_uniq_key_and_compresses_at_4k() -> None:
@@ -53,7 +53,7 @@ def test_prepare_batch() -> None:
     msgs = [Message("T", f"m{i}".encode()) for i in range(3)]
     prepared = p._prepare_batch(msgs)
     assert prepared.batch and prepared.uniq_id == ",".join(m.unique_key or "" for m in msgs)
-    assert [m.body for m in decode_messages("T", prepared.body)] == [b"m0", b"m1", b"m2"]
+    assert [e.body for e in decode_batch(prepared.body)] == [b"m0", b"m1", b"m2"]
     with pytest.raises(MessageIllegalError):
         p._prepare_batch([Message("T", b"a"), Message("U", b"b")])
     delayed = Message("T", b"a")
@@ -78,7 +78,7 @@ def test_retry_classification() -> None:
 
 
 def test_auto_create_route_borrows_tbw102_brokers() -> None:
-    default = TopicRouteData.from_json(
+    default = TopicRouteData.decode(
         b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:1"},"brokerName":"b","cluster":"c"}],'
         b'"queueDatas":[{"brokerName":"b","perm":7,"readQueueNums":8,"writeQueueNums":8,"topicSysFlag":0}]}')
     route = _derived_route(default, 4)

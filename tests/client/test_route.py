@@ -2,10 +2,12 @@ from collections import Counter
 
 import pytest
 
-from lakemq.client import fastjson
-from lakemq.client.message_queue import MessageQueue
-from lakemq.client.route import PermName, TopicPublishInfo, TopicRouteData, publish_queues, subscribe_queues
-from lakemq.errors import FrameError
+from lakemq.client.route import TopicPublishInfo, publish_queues, subscribe_queues
+from lakemq.common.constants import PermName
+from lakemq.common.message_queue import MessageQueue
+from lakemq.errors import FrameError, RemotingCommandError
+from lakemq.remoting import fastjson
+from lakemq.remoting.bodies import TopicRouteData
 
 # What a Java name server sends: fastjson writes the Long broker-id keys bare.
 NAMESRV_JSON = (
@@ -20,14 +22,14 @@ NAMESRV_JSON = (
 
 
 def test_parse_fastjson_integer_keys() -> None:
-    route = TopicRouteData.from_json(NAMESRV_JSON)
+    route = TopicRouteData.decode(NAMESRV_JSON)
     a = route.broker("b-a")
     assert a is not None and a.broker_addrs == {0: "127.0.0.1:10911", 1: "127.0.0.1:10921"}
     assert a.master_addr == "127.0.0.1:10911"
     c = route.broker("b-c")
     assert c is not None and c.master_addr is None and c.select_addr() == "127.0.0.1:10931"
     # strict JSON (string keys) parses to the same thing
-    assert TopicRouteData.from_json(fastjson.dumps(route.to_json())) == route
+    assert TopicRouteData.decode(route.encode()) == route
 
 
 def test_fastjson_object_keys_and_strings_untouched() -> None:
@@ -38,12 +40,12 @@ def test_fastjson_object_keys_and_strings_untouched() -> None:
     assert obj["s"] == "a:b,{2:3}"
     with pytest.raises(FrameError):
         fastjson.loads(b'{"a":1')
-    with pytest.raises(FrameError):
-        TopicRouteData.from_json(b'{"queueDatas":[{"brokerName":"x"}]}')
+    with pytest.raises(RemotingCommandError):
+        TopicRouteData.decode(b'{"queueDatas":[{"brokerName":"x"}]}')
 
 
 def test_publish_and_subscribe_queues() -> None:
-    route = TopicRouteData.from_json(NAMESRV_JSON)
+    route = TopicRouteData.decode(NAMESRV_JSON)
     pub = publish_queues("T", route)
     # sorted by broker name; b-c has no master, b-ro is read-only
     assert pub == [MessageQueue("T", "b-a", i) for i in range(3)] + [MessageQueue("T", "b-b", i) for i in range(2)]
@@ -55,7 +57,7 @@ def test_publish_and_subscribe_queues() -> None:
 
 
 def test_round_robin_and_avoiding_the_failed_broker() -> None:
-    info = TopicPublishInfo("T", TopicRouteData.from_json(NAMESRV_JSON), start=0)
+    info = TopicPublishInfo("T", TopicRouteData.decode(NAMESRV_JSON), start=0)
     picks = [info.select_one() for _ in range(10)]
     assert Counter(picks) == Counter({mq: 2 for mq in info.queues})
     for _ in range(20):
@@ -70,7 +72,7 @@ def test_round_robin_and_avoiding_the_failed_broker() -> None:
 
 
 def test_single_broker_retry_falls_back_to_it() -> None:
-    route = TopicRouteData.from_json(
+    route = TopicRouteData.decode(
         b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:1"},"brokerName":"only","cluster":"c"}],'
         b'"queueDatas":[{"brokerName":"only","perm":6,"readQueueNums":2,"writeQueueNums":2}]}'
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from lakemq.client import Message, Producer, SendStatus
-from lakemq.client import fastjson
+from lakemq.remoting import fastjson
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import BrokerError, SystemBusyError
 from lakemq.remoting import RemotingCommand, RemotingServer, RequestContext

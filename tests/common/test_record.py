@@ -14,7 +14,6 @@ from lakemq.common.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     RECORD_FIXED_SIZE,
-    RecordError,
     body_crc,
     create_message_id,
     decode_message_id,
@@ -23,6 +22,7 @@ from lakemq.common.record import (
     encode_record,
     iter_records,
 )
+from lakemq.errors import RecordError
 
 
 def _record(body: bytes = b"hello", topic: bytes = b"TopicTest", props: bytes = b"", **kw: int) -> bytearray:

@@ -18,7 +18,7 @@ from tests.cluster import cold_read_broker_conf, start_cluster, tier_run_process
 from tests.compat.cpp_client import CppClient
 
 pytest.importorskip("rocketmq.client")
-pytestmark = [pytest.mark.compat, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.spark, pytest.mark.compat, pytest.mark.slow, pytest.mark.timeout(300)]
 
 BROKER, TOPIC, GROUP = "broker-a", "CppColdOrders", "CppColdGroup"
 COUNT = 120

@@ -15,9 +15,10 @@ from airflow_run import DAG_TEST_SCRIPT, DAGBAG_SCRIPT, airflow_env, airflow_pyt
 from lakemq.common.message import MessageConst, MessageExtBrokerInner
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 
 # The first test may install .venv-airflow (about a minute; bounded by airflow_run.INSTALL_TIMEOUT).
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TIERING = ["seal", "compact", "verify", "retention", "maintain"]
 
@@ -71,7 +72,7 @@ def _write_store(store_dir: Path, count: int) -> None:
                 born_timestamp=1_700_000_000_000,
                 born_host="127.0.0.1:1",
             )
-            assert store.put_message(msg).is_ok
+            assert store.put(MessagesPut.of(msg)).is_ok
     finally:
         store.shutdown()
 
@@ -124,7 +125,7 @@ def test_sweeps_dag_records_a_pending_transaction(airflow_py: str, tmp_path: Pat
 
     from lakemq.client import LocalTransactionState, Message
     from lakemq.client.config import ClientConfig
-    from lakemq.client.transaction_producer import SyncTransactionProducer
+    from lakemq.client.sync import SyncTransactionProducer
     from lakemq.jobs.delta_source import snapshot_files
     from tests.cluster import lakemq_command, start_cluster
 

@@ -22,6 +22,9 @@ from lakemq.client import Message, SendStatus, SyncProducer, SyncPullConsumer
 from lakemq.client.config import ClientConfig, ProducerConfig
 from tests.cluster import SMALL_STORE, Cluster, start_cluster
 
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
+
 TOPIC = "KillUnderLoad"
 PRODUCERS = 4
 

@@ -21,6 +21,7 @@ a narrow window around its own store time may not."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
 import threading
@@ -43,6 +44,9 @@ from lakemq.client import (
 from lakemq.client.admin import Admin
 from tests.cluster import start_cluster
 
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
+
 TOPIC = "ClockStep"
 PER_PHASE = 120
 HOUR = 3_600_000
@@ -57,6 +61,22 @@ CONF = {
     "flushDelayOffsetInterval": "500",
 }
 DELAY_S = {1: 1.0, 2: 5.0}  # messageDelayLevel "1s 5s ..."
+
+
+def _wait_delay_offsets_saved(store: Path, at_least: dict[int, int], timeout: float = 15.0) -> None:
+    """Until the broker's saved delay offsets (config/delayOffset.json, level -> next offset)
+    reach ``at_least``: a kill -9 after that only repeats what came later."""
+    path = store / "config" / "delayOffset.json"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            table = {int(k): int(v) for k, v in json.loads(path.read_text()).get("offsetTable", {}).items()}
+        except (OSError, ValueError):  # not written yet, or caught mid-write
+            table = {}
+        if all(table.get(level, 0) >= n for level, n in at_least.items()):
+            return
+        assert time.monotonic() < deadline, f"delay offsets saved {table}, expected at least {at_least}"
+        time.sleep(0.05)
 
 
 def _body(key: str) -> bytes:
@@ -122,7 +142,7 @@ def test_clock_steps_break_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                                                                      os.environ.get("PYTHONPATH")])))
         monkeypatch.setenv("LAKEMQ_TEST_CLOCK_FILE", str(clock))
         cluster.add_broker("broker-a", CONF)
-        ns = cluster.namesrv_addr
+        ns, store = cluster.namesrv_addr, tmp_path / "broker-a" / "store"
         with SyncProducer("ClockStepProducer", namesrv_addr=ns) as producer, \
                 SyncPullConsumer("ClockStepReader", namesrv_addr=ns) as reader:
             producer.create_topic(TOPIC, 2)
@@ -133,7 +153,7 @@ def test_clock_steps_break_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             run.step(-HOUR)
             run.send_phase("b")
             latency = run.wait_delivered({"a-delay"})
-            time.sleep(1.0)  # delivered delay offsets persisted: a kill -9 only repeats what came after
+            _wait_delay_offsets_saved(store, {2: 1})
             cluster.kill_broker()
             cluster.start_broker()  # recovery with the clock an hour behind the checkpoint
             run.send_delayed("b-delay", 1)
@@ -142,8 +162,7 @@ def test_clock_steps_break_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             run.send_phase("c")
             run.send_delayed("c-delay", 1)
             latency |= run.wait_delivered({"b-delay", "b-later", "c-delay"})
-
-            time.sleep(1.0)
+            _wait_delay_offsets_saved(store, {1: 2, 2: 2})
             cluster.kill_broker()
             run.step(0)  # back an hour again: the broker restarts behind its newest timestamps
             cluster.start_broker()

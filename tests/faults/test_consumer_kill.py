@@ -13,8 +13,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from lakemq.client import Message, SyncProducer
 from tests.cluster import Cluster, start_cluster
+
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
 
 CONSUMER = Path(__file__).resolve().parents[1] / "client" / "consumer_proc.py"
 REBALANCE_S = 1.0  # consumer_proc.py's rebalance_interval

@@ -26,6 +26,9 @@ from tests.console.console_env import start_console, stop_console
 from tests.faults.small_fs import fill_to, small_fs
 from tests.metrics.metrics_scrape import metrics_url, scrape, value
 
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
+
 TOPIC = "DiskFull"
 BODY = 1000
 INDEX_ENTRIES = 2000

@@ -19,6 +19,7 @@ from lakemq.broker.unconsumed import oldest_unconsumed
 from lakemq.store.config import StoreConfig
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 from tests.faults.small_fs import fill_to, small_fs, used_percent
 from tests.store.store_helpers import make_msg, wait_dispatched
@@ -49,7 +50,7 @@ def _fill_files(store: MessageStore, files: int) -> int:
     """Put 4 KiB messages until the CommitLog has ``files`` files; returns how many went in."""
     n = 0
     while len(store.commit_log.mapped_file_queue.mapped_files) < files:
-        assert store.put_message(make_msg(TOPIC, b"x" * 4096)).is_ok
+        assert store.put(MessagesPut.of(make_msg(TOPIC, b"x" * 4096))).is_ok
         n += 1
     wait_dispatched(store)
     return n
@@ -104,16 +105,16 @@ def test_full_disk_refuses_puts_with_the_reason_and_takes_them_again(tmp_path: P
         store = _open(_config(disk / "store"))
         filler = disk / "filler"
         try:
-            assert store.put_message(make_msg(TOPIC, b"before")).is_ok
+            assert store.put(MessagesPut.of(make_msg(TOPIC, b"before"))).is_ok
             fill_to(filler, 93)
             store.health.check()  # the clean service does this about every 100 ms
-            refused = store.put_message(make_msg(TOPIC, b"refused"))
+            refused = store.put(MessagesPut.of(make_msg(TOPIC, b"refused")))
             assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
             assert "disk full" in refused.remark and "diskSpaceWarningLevelRatio 90%" in refused.remark
             assert store.health.refused_puts["disk_full"] == 1
             filler.unlink()
             store.health.check()
-            assert store.put_message(make_msg(TOPIC, b"after")).is_ok
+            assert store.put(MessagesPut.of(make_msg(TOPIC, b"after"))).is_ok
         finally:
             store.shutdown()
 
@@ -126,7 +127,7 @@ def test_failing_dispatch_refuses_puts_and_every_acked_message_becomes_readable(
         filler = disk / "filler"
         acked = 0
         try:
-            assert store.put_message(make_msg(TOPIC, b"first")).is_ok
+            assert store.put(MessagesPut.of(make_msg(TOPIC, b"first"))).is_ok
             acked += 1
             wait_dispatched(store)
             with open(filler, "wb", buffering=0) as f:  # to the last block
@@ -137,7 +138,7 @@ def test_failing_dispatch_refuses_puts_and_every_acked_message_becomes_readable(
                     pass
             refused = None
             for i in range(5000):  # the ConsumeQueue file (64 entries) fills, the next cannot be made
-                result = store.put_message(make_msg(TOPIC, f"m{i}".encode()))
+                result = store.put(MessagesPut.of(make_msg(TOPIC, f"m{i}".encode())))
                 if not result.is_ok:
                     refused = result
                     break
@@ -147,7 +148,7 @@ def test_failing_dispatch_refuses_puts_and_every_acked_message_becomes_readable(
             assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
             assert "dispatch failed" in refused.remark and "No space left on device" in refused.remark
             for _ in range(20):  # refused for as long as dispatch fails
-                assert not store.put_message(make_msg(TOPIC, b"still refused")).is_ok
+                assert not store.put(MessagesPut.of(make_msg(TOPIC, b"still refused"))).is_ok
             readable = store.get_max_offset_in_queue(TOPIC, 0)
             print(f"injected: an 8 MiB file system filled to the last block; measured: {acked} acked, "
                   f"{readable} readable while full, then: {refused.remark}")
@@ -159,7 +160,7 @@ def test_failing_dispatch_refuses_puts_and_every_acked_message_becomes_readable(
                 assert time.monotonic() < deadline, "acknowledged messages never became readable"
                 time.sleep(0.02)
             assert store.health.refusal is None
-            assert store.put_message(make_msg(TOPIC, b"after")).is_ok
+            assert store.put(MessagesPut.of(make_msg(TOPIC, b"after"))).is_ok
             got = store.get_message("g", TOPIC, 0, 0, 32)
             assert got.status is GetMessageStatus.FOUND
         finally:

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from lakemq.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
@@ -23,6 +25,9 @@ from lakemq.client import (
 )
 from lakemq.client.config import ClientConfig
 from tests.cluster import start_cluster
+
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
 
 TOPIC = "NoNamesrv"
 

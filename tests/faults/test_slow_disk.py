@@ -14,6 +14,9 @@ from lakemq.client import Message, SendStatus, SyncProducer, SyncPullConsumer
 from lakemq.client.config import ClientConfig, ProducerConfig
 from tests.cluster import start_cluster
 
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
+
 TOPIC = "SlowDisk"
 
 

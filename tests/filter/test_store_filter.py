@@ -11,6 +11,7 @@ from lakemq.filter import Sql92MessageFilter, compile_sql92, record_properties
 from lakemq.store.config import StoreConfig
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 
 
 def _message(i: int) -> MessageExtBrokerInner:
@@ -44,7 +45,7 @@ def test_pull_through_the_store_returns_exactly_the_matches(tmp_path: Path) -> N
     try:
         messages = [_message(i) for i in range(300)]
         for msg in messages:
-            assert store.put_message(msg).is_ok
+            assert store.put(MessagesPut.of(msg)).is_ok
         deadline = time.monotonic() + 5
         while store.dispatch_behind_bytes() > 0:
             assert time.monotonic() < deadline

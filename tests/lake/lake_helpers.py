@@ -10,6 +10,7 @@ from lakemq.client import SyncPullConsumer
 from lakemq.common.message import MessageConst, MessageExtBrokerInner
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
+from lakemq.store.put_request import MessagesPut
 
 FILE_SIZE = 64 * 1024
 BORN_MS = 1_700_000_000_000
@@ -44,7 +45,7 @@ def store_writer(store_dir: Path) -> WriteStore:
         try:
             offsets = []
             for msg in messages:
-                result = log.put_message(msg)
+                result = log.put(MessagesPut.of(msg))
                 assert result.is_ok, result
                 assert result.append_result is not None
                 offsets.append(result.append_result.wrote_offset)

@@ -10,6 +10,7 @@ from lakemq.broker.transaction.half_message import op_message, real_message, to_
 from lakemq.common.message import MessageConst, MessageExtBrokerInner, MessageSysFlag
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 
 STORE_HOST = "127.0.0.1:10911"
 # Small files so that the CommitLog rolls over, queues span several ConsumeQueue files and
@@ -53,7 +54,7 @@ def write_store(root: Path, count: int = 420) -> dict[str, int]:
     marks: dict[str, int] = {}
     try:
         due = _msg("LogTopic", b"due-in-1s", 0, KEYS="delayed-1s", DELAY="1")
-        assert store.put_message(due).is_ok
+        assert store.put(MessagesPut.of(due)).is_ok
         for i in range(count):
             topic = TOPICS[i % 3]
             props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"UNIQ{i:06d}"}
@@ -63,25 +64,25 @@ def write_store(root: Path, count: int = 420) -> dict[str, int]:
                 props[MessageConst.TAGS] = f"tag{i % 3}"
             if i % 50 == 7:
                 props[MessageConst.DELAY_TIME_LEVEL] = str(1 + i % 4)
-            assert store.put_message(_msg(topic, f"body-{i}-".encode() * 12, i % 4, **props)).is_ok
+            assert store.put(MessagesPut.of(_msg(topic, f"body-{i}-".encode() * 12, i % 4, **props))).is_ok
             if i == count // 2:
                 half = _msg("PayTopic", b"tx-body", 1, KEYS="tx-key", TAGS="txTag",
                             UNIQ_KEY="TXUNIQ000001", TRAN_MSG="true", PGROUP="pg")
                 to_half_message(half)
-                put = store.put_message(half)
+                put = store.put(MessagesPut.of(half))
                 assert put.is_ok and put.append_result is not None
                 stored = store.look_message_by_offset(put.append_result.wrote_offset)
                 assert stored is not None
-                committed = store.put_message(real_message(stored, STORE_HOST))
+                committed = store.put(MessagesPut.of(real_message(stored, STORE_HOST)))
                 assert committed.is_ok and committed.append_result is not None
                 marks["commit"] = committed.append_result.wrote_offset
-                assert store.put_message(op_message(stored, STORE_HOST)).is_ok
+                assert store.put(MessagesPut.of(op_message(stored, STORE_HOST))).is_ok
                 prepared = _msg("PayTopic", b"raw-prepared", 2, MessageSysFlag.TRANSACTION_PREPARED_TYPE,
                                 KEYS="prepared-key")
-                assert store.put_message(prepared).is_ok
+                assert store.put(MessagesPut.of(prepared)).is_ok
                 rollback = _msg("PayTopic", b"raw-rollback", 2, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
                                 KEYS="rollback-key")
-                assert store.put_message(rollback).is_ok
+                assert store.put(MessagesPut.of(rollback)).is_ok
         deadline = time.monotonic() + 20
         while not store.query_message("LogTopic", "delayed-1s", 4, 0, 2**62).messages:
             assert time.monotonic() < deadline, "the schedule service did not deliver the 1 s message"

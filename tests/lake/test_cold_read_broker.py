@@ -10,6 +10,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
@@ -19,6 +21,9 @@ from lakemq.tiering.cold_read import ColdReader
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import commitlog_files
 from tests.cluster import cold_read_broker_conf, start_cluster, tier_run_process
+
+# Spark runs in a child process (the lake jobs).
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 BROKER = "broker-a"
 TOPIC = "cold_orders"

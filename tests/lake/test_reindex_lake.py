@@ -21,6 +21,7 @@ from lakemq.jobs.reindex import ReindexSettings, reindex
 from lakemq.jobs.tier_run import tier_run
 from lakemq.store.delay_levels import SCHEDULE_TOPIC
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.retention import RetentionRules
 from lakemq.tiering.seal import commitlog_files
@@ -63,15 +64,15 @@ def test_queues_continue_where_they_ended_after_tiering_and_lost_consume_queues(
     store = _open(root)
     try:
         for i in range(120):  # "Early" lives only in the files tiering will delete
-            assert store.put_message(_msg("Early", i, i % 2)).is_ok
+            assert store.put(MessagesPut.of(_msg("Early", i, i % 2))).is_ok
         for i in range(3):  # delay level 1 (1 s): delivered before the files go
-            assert store.put_message(_msg("Early", 1000 + i, 0, **{MessageConst.DELAY_TIME_LEVEL: "1"})).is_ok
+            assert store.put(MessagesPut.of(_msg("Early", 1000 + i, 0, **{MessageConst.DELAY_TIME_LEVEL: "1"}))).is_ok
         _wait("delay level 1 delivered", lambda: store.schedule.offset_table.get(1) == 3)
         offsets = ConsumerOffsetManager(root / "config")
         offsets.commit_offset("127.0.0.1:1", "early-group", "Early", 0, 25)
         offsets.persist(force=True)
         for i in range(400):  # "Late" fills the files that stay
-            assert store.put_message(_msg("Late", i, i % 3)).is_ok
+            assert store.put(MessagesPut.of(_msg("Late", i, i % 3))).is_ok
     finally:
         store.shutdown()
     before = _ends(root)
@@ -98,10 +99,10 @@ def test_queues_continue_where_they_ended_after_tiering_and_lost_consume_queues(
 
     store = _open(root)
     try:
-        put = store.put_message(_msg("Early", 9999, 0))
+        put = store.put(MessagesPut.of(_msg("Early", 9999, 0)))
         assert put.append_result is not None and put.append_result.logics_offset == 63
         assert store.get_min_offset_in_queue("Early", 0) == 63  # below: in the lake, not here
-        delayed = store.put_message(_msg("Early", 10_000, 1, **{MessageConst.DELAY_TIME_LEVEL: "1"}))
+        delayed = store.put(MessagesPut.of(_msg("Early", 10_000, 1, **{MessageConst.DELAY_TIME_LEVEL: "1"})))
         assert delayed.is_ok
         _wait("a delayed message put after the rebuild is delivered",
               lambda: store.get_max_offset_in_queue("Early", 1) == before[("Early", 1)] + 1)

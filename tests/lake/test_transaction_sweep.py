@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,8 @@ import pytest
 
 from lakemq.client import Message, MessageExt, SyncProducer
 from lakemq.client.config import ClientConfig
-from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
+from lakemq.client.sync import SyncTransactionProducer
+from lakemq.client.transaction_producer import LocalTransactionState
 from lakemq.jobs.sql import run_sql
 from lakemq.jobs.tier_run import tier_run
 from lakemq.jobs.transaction_sweep import run_transaction_sweep, sweep_transactions
@@ -32,18 +32,20 @@ from tests.cluster import cold_read_broker_conf, lakemq_command, start_cluster
 from tests.transaction.helpers import Receiver, queue_max_offset, wait_until
 
 TOPIC, GROUP, BROKER = "TxSwept", "SweptTxProducer", "broker-a"
-HALF = "RMQ_SYS_TRANS_HALF_TOPIC"
+HALF, OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 ROOT = Path(__file__).resolve().parents[2]
 CHECK_MAX = 3
 
 # The first producer: "stale" is checked (and answered UNKNOW) until the broker has counted
 # CHECK_MAX checks; after the test restarts the broker (no more check passes) and says "go", it
-# sends c* (commit), r* (rollback) and u* (unknown) and dies without a goodbye.
+# sends c* (commit), r* (rollback) and u* (unknown), and once the test has seen the broker store
+# the Op messages of its oneway END_TRANSACTIONs and says "exit", it dies without a goodbye.
 _FIRST_PRODUCER = textwrap.dedent("""
-    import os, sys, threading, time
+    import os, sys, threading
     from lakemq.client import Message
     from lakemq.client.config import ClientConfig
-    from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
+    from lakemq.client.sync import SyncTransactionProducer
+    from lakemq.client.transaction_producer import LocalTransactionState
 
     checked = threading.Event()
     count = [0]
@@ -69,8 +71,8 @@ _FIRST_PRODUCER = textwrap.dedent("""
     assert sys.stdin.readline().strip() == "go"
     for body in (b"c0", b"r0", b"u0", b"c1", b"r1", b"u1", b"u2"):
         producer.send_message_in_transaction(Message(topic, body))
-    time.sleep(1.0)  # let the oneway END_TRANSACTIONs leave the socket
     print("sent", flush=True)
+    assert sys.stdin.readline().strip() == "exit"
     os._exit(0)
 """) % {"max": CHECK_MAX}
 
@@ -117,9 +119,14 @@ def test_sweep_settles_lake_only_transactions(spark: Any, tmp_path: Path) -> Non
             # From now on the broker makes no check passes of its own: whatever is pending stays so.
             cluster.restart_broker(BROKER, {"transactionCheckInterval": "3600000",
                                             "transactionCheckMax": str(CHECK_MAX)})
+            ops = queue_max_offset(broker, OP)
             first.stdin.write("go\n")
             first.stdin.flush()
             assert first.stdout.readline().strip() == "sent", first.stderr.read() if first.stderr else ""
+            # The END_TRANSACTIONs are oneway: the broker stores an Op per commit or rollback (4).
+            wait_until(lambda: queue_max_offset(broker, OP) >= ops + 4, 30, "the broker storing the four Ops")
+            first.stdin.write("exit\n")
+            first.stdin.flush()
             assert first.wait(30) == 0
         finally:
             if first.poll() is None:
@@ -174,9 +181,10 @@ def test_sweep_settles_lake_only_transactions(spark: Any, tmp_path: Path) -> Non
             receiver.consumer.start()
             try:
                 receiver.wait_for({b"c0", b"c1", b"u0", b"u1", b"u2"}, timeout=60)
-                time.sleep(2.0)
             finally:
                 receiver.consumer.shutdown()
+        # Each stored once (no commit twice), and each consumed once.
+        assert sum(queue_max_offset(broker, TOPIC, q) for q in (0, 1)) == 5
         assert receiver.seen() == {b"c0": 1, b"c1": 1, b"u0": 1, b"u1": 1, b"u2": 1}
         assert listener.checked == {b"u0": 1, b"u1": 1, b"u2": 1}
 

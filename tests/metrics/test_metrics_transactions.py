@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lakemq.client import Message
 from lakemq.client.config import ClientConfig
-from lakemq.client.transaction_producer import SyncTransactionProducer
+from lakemq.client.sync import SyncTransactionProducer
 from tests.cluster import start_cluster
 from tests.metrics.metrics_scrape import metrics_url, scrape, value
 from tests.transaction.helpers import ScriptedListener, wait_until

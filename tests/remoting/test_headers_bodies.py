@@ -7,6 +7,8 @@ import json
 import pytest
 
 from lakemq.common.codes import RequestCode
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.subscription import SubscriptionData
 from lakemq.errors import RemotingCommandError
 from lakemq.remoting import RemotingCommand
 from lakemq.remoting.bodies import (
@@ -15,10 +17,8 @@ from lakemq.remoting.bodies import (
     DataVersion,
     HeartbeatData,
     LockBatchRequestBody,
-    MessageQueue,
     QueueData,
     RegisterBrokerBody,
-    SubscriptionData,
     TopicRouteData,
 )
 from lakemq.remoting.headers import (
@@ -100,7 +100,7 @@ def test_heartbeat_from_java_shape() -> None:
     (consumer,) = hb.consumer_data_set
     assert consumer == ConsumerData("cg", consume_from_where="CONSUME_FROM_FIRST_OFFSET",
                                     subscription_data_set=(SubscriptionData(
-                                        "T", "TagA", ("TagA",), (2598919,), 1700000000000),))
+                                        "T", "TagA", frozenset({"TagA"}), frozenset({2598919}), 1700000000000),))
     assert json.loads(hb.encode()) == json.loads(raw)
 
 

@@ -13,8 +13,8 @@ import pytest
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import RemotingConnectError, RemotingTimeoutError
 from lakemq.remoting import (
-    ClientConfig,
     RemotingClient,
+    RemotingClientConfig,
     RemotingCommand,
     RemotingServer,
     RequestContext,
@@ -36,7 +36,7 @@ async def test_paused_then_resumed_and_paused_until_timeout() -> None:
     server = RemotingServer(ServerConfig(listen_port=0))
     server.register_processor(RequestCode.HEART_BEAT, Echo())
     await server.start()
-    client = RemotingClient(ClientConfig(connect_timeout=1.0))
+    client = RemotingClient(RemotingClientConfig(connect_timeout=1.0))
     try:
         first = await client.invoke(server.address, RemotingCommand.request(RequestCode.HEART_BEAT), 2.0)
         assert first.code == ResponseCode.SUCCESS

@@ -25,9 +25,9 @@ from lakemq.client import (
     SyncPushConsumer,
 )
 from lakemq.client.config import ClientConfig
-from lakemq.errors import MessageIllegalError
-from lakemq.client.batch import encode_messages
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.message_batch import encode_messages
+from lakemq.errors import MessageIllegalError
 from lakemq.remoting import RemotingCommand, SyncRemotingClient
 from lakemq.remoting.headers import SendMessageRequestHeader, encode_send_header_v2
 from tests.cluster import Cluster, start_cluster

@@ -14,6 +14,7 @@ from lakemq.common.message import MessageExtBrokerInner
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import FlushDiskType, StoreConfig
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 
 CONFIG = {"mapped_file_size_commit_log": 256 * 1024, "max_message_size": 64 * 1024,
@@ -32,18 +33,18 @@ def key_for(writer: int, seq: int) -> str:
     return f"K{writer}-{seq}"
 
 
-def open_put(root: str, mode: str) -> "callable[[MessageExtBrokerInner], PutMessageResult]":  # type: ignore[valid-type]
+def open_put(root: str, mode: str) -> callable[[MessageExtBrokerInner], PutMessageResult]:  # type: ignore[valid-type]
     if mode == "store":
         store = MessageStore(StoreConfig(store_path_root_dir=root, **STORE_CONFIG))  # type: ignore[arg-type]
         if not store.load():
             raise SystemExit("store failed to load")
         store.start()
-        return store.put_message
+        return lambda msg: store.put(MessagesPut.of(msg))
     commit_log = CommitLog(StoreConfig(store_path_root_dir=root, **CONFIG))  # type: ignore[arg-type]
     commit_log.load()
     commit_log.recover_normally()
     commit_log.start()
-    return commit_log.put_message
+    return lambda msg: commit_log.put(MessagesPut.of(msg))
 
 
 def main() -> None:

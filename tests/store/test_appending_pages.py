@@ -11,6 +11,7 @@ from pathlib import Path
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import FlushDiskType
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 
 Open = Callable[..., CommitLog]
@@ -35,11 +36,11 @@ def _message(body: bytes) -> MessageExtBrokerInner:
 def test_the_appended_file_is_random_access_under_sync_flush(open_commit_log: Open) -> None:
     cl = open_commit_log(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=64 * 1024)
     cl.start()
-    assert cl.put_message(_message(b"a" * 1000)).status is PutMessageStatus.PUT_OK
+    assert cl.put(MessagesPut.of(_message(b"a" * 1000))).status is PutMessageStatus.PUT_OK
     first = cl.mapped_file_queue.mapped_files[0]
     assert "rr" in _vm_flags(first.path)
     while len(cl.mapped_file_queue.mapped_files) < 2:  # roll into a second file
-        assert cl.put_message(_message(b"b" * 1000)).status is PutMessageStatus.PUT_OK
+        assert cl.put(MessagesPut.of(_message(b"b" * 1000))).status is PutMessageStatus.PUT_OK
     second = cl.mapped_file_queue.mapped_files[1]
     assert "rr" not in _vm_flags(first.path)  # full: sequential reads get readahead again
     assert "rr" in _vm_flags(second.path)
@@ -48,7 +49,7 @@ def test_the_appended_file_is_random_access_under_sync_flush(open_commit_log: Op
 def test_a_recovered_last_file_is_appended_random_access(open_commit_log: Open) -> None:
     cl = open_commit_log(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     cl.start()
-    assert cl.put_message(_message(b"a" * 100)).status is PutMessageStatus.PUT_OK
+    assert cl.put(MessagesPut.of(_message(b"a" * 100))).status is PutMessageStatus.PUT_OK
     cl.shutdown()
     again = open_commit_log(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     again.recover_normally()
@@ -61,7 +62,7 @@ def test_a_recovered_last_file_is_appended_random_access(open_commit_log: Open) 
 def test_async_flush_keeps_large_folios(open_commit_log: Open) -> None:
     cl = open_commit_log(flush_disk_type=FlushDiskType.ASYNC_FLUSH)
     cl.start()
-    assert cl.put_message(_message(b"a" * 100)).status is PutMessageStatus.PUT_OK
+    assert cl.put(MessagesPut.of(_message(b"a" * 100))).status is PutMessageStatus.PUT_OK
     assert "rr" not in _vm_flags(cl.mapped_file_queue.mapped_files[0].path)
 
 
@@ -82,7 +83,7 @@ def test_group_commits_write_about_what_was_appended(open_commit_log: Open) -> N
     batch = [_message(b"x" * 1024) for _ in range(64)]
     before, appended = _write_bytes(), 0
     while appended < 40 << 20:
-        result = cl.put_messages(batch)
+        result = cl.put(MessagesPut.of(*batch))
         assert result.status is PutMessageStatus.PUT_OK and result.append_result is not None
         appended += result.append_result.wrote_bytes
     written = _write_bytes() - before

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.store.store_helpers import make_message
-
 from lakemq.common.message import MessageConst, MessageSysFlag
 from lakemq.common.record import decode_message_id, decode_record, iter_records
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.delay_levels import SCHEDULE_TOPIC
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
+from tests.store.store_helpers import make_message
 
 Open = Callable[..., CommitLog]
 
@@ -22,9 +22,9 @@ def _start(open_commit_log: Open, **config: object) -> CommitLog:
 
 def test_put_and_read_back(open_commit_log: Open) -> None:
     cl = _start(open_commit_log)
-    r1 = cl.put_message(make_message(body=b"first", TAGS="tagA", KEYS="k1"))
-    r2 = cl.put_message(make_message(body=b"second"))
-    r3 = cl.put_message(make_message(body=b"other queue", queue_id=1))
+    r1 = cl.put(MessagesPut.of(make_message(body=b"first", TAGS="tagA", KEYS="k1")))
+    r2 = cl.put(MessagesPut.of(make_message(body=b"second")))
+    r3 = cl.put(MessagesPut.of(make_message(body=b"other queue", queue_id=1)))
     assert r1.status is PutMessageStatus.PUT_OK and r1.is_ok
     a1, a2, a3 = r1.append_result, r2.append_result, r3.append_result
     assert a1 and a2 and a3
@@ -47,7 +47,7 @@ def test_put_and_read_back(open_commit_log: Open) -> None:
 
 def test_end_of_file_blank_and_roll(open_commit_log: Open) -> None:
     cl = _start(open_commit_log, mapped_file_size_commit_log=4096, max_message_size=2048)
-    offsets = [cl.put_message(make_message(body=b"x" * 1000)).append_result for _ in range(5)]
+    offsets = [cl.put(MessagesPut.of(make_message(body=b"x" * 1000))).append_result for _ in range(5)]
     assert all(o is not None for o in offsets)
     wrote = [o.wrote_offset for o in offsets if o]
     assert wrote[3] == 4096 and wrote[4] == 4096 + offsets[0].wrote_bytes  # type: ignore[union-attr]
@@ -73,29 +73,29 @@ def test_refusals_are_clear_and_store_nothing(open_commit_log: Open) -> None:
     }
     for status, msgs in cases.items():
         for msg in msgs:
-            result = cl.put_message(msg)
+            result = cl.put(MessagesPut.of(msg))
             assert result.status is status and not result.is_ok and result.remark
     flagged = make_message()
     flagged.sys_flag = MessageSysFlag.BORNHOST_V6_FLAG
-    assert cl.put_message(flagged).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert cl.put(MessagesPut.of(flagged)).status is PutMessageStatus.MESSAGE_ILLEGAL
     v6 = make_message()
     v6.born_host = "[::1]:5000"
-    assert cl.put_message(v6).status is PutMessageStatus.MESSAGE_ILLEGAL
-    assert cl.put_messages([make_message(), v6]).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert cl.put(MessagesPut.of(v6)).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert cl.put(MessagesPut.of(make_message(), v6)).status is PutMessageStatus.MESSAGE_ILLEGAL
     huge_flag = make_message()
     huge_flag.flag = 1 << 40
-    assert cl.put_message(huge_flag).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert cl.put(MessagesPut.of(huge_flag)).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert cl.get_max_offset() == 0
 
 
 def test_not_running_refuses(open_commit_log: Open) -> None:
     cl = open_commit_log()
-    assert cl.put_message(make_message()).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert cl.put(MessagesPut.of(make_message())).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
 
 
 def test_delayed_message_is_rewritten(open_commit_log: Open) -> None:
     cl = _start(open_commit_log)
-    result = cl.put_message(make_message(topic="orders", queue_id=5, **{MessageConst.DELAY_TIME_LEVEL: "40"}))
+    result = cl.put(MessagesPut.of(make_message(topic="orders", queue_id=5, **{MessageConst.DELAY_TIME_LEVEL: "40"})))
     assert result.append_result is not None
     raw = cl.get_message(result.append_result.wrote_offset, result.append_result.wrote_bytes)
     msg = decode_record(raw or b"")
@@ -109,16 +109,16 @@ def test_prepared_messages_take_no_queue_offset(open_commit_log: Open) -> None:
     cl = _start(open_commit_log)
     half = make_message()
     half.sys_flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE
-    assert cl.put_message(half).append_result.logics_offset == 0  # type: ignore[union-attr]
-    assert cl.put_message(make_message()).append_result.logics_offset == 0  # type: ignore[union-attr]
+    assert cl.put(MessagesPut.of(half)).append_result.logics_offset == 0  # type: ignore[union-attr]
+    assert cl.put(MessagesPut.of(make_message())).append_result.logics_offset == 0  # type: ignore[union-attr]
     assert cl.get_queue_offset("TopicTest", 0) == 1
 
 
 def test_batch_append(open_commit_log: Open) -> None:
     cl = _start(open_commit_log)
-    cl.put_message(make_message(queue_id=2))
+    cl.put(MessagesPut.of(make_message(queue_id=2)))
     batch = [make_message(body=f"m{i}".encode(), queue_id=2) for i in range(10)]
-    result = cl.put_messages(batch)
+    result = cl.put(MessagesPut.of(*batch))
     ar = result.append_result
     assert result.is_ok and ar is not None
     assert (ar.msg_num, ar.logics_offset) == (10, 1)
@@ -130,28 +130,29 @@ def test_batch_append(open_commit_log: Open) -> None:
     assert [m.queue_offset for m in msgs] == list(range(1, 11))
     assert [m.msg_id for m in msgs] == ids
     assert len({m.store_timestamp for m in msgs}) == 1
-    assert cl.put_messages([make_message(**{MessageConst.DELAY_TIME_LEVEL: "1"})]).status is PutMessageStatus.MESSAGE_ILLEGAL
-    assert cl.put_messages([]).status is PutMessageStatus.MESSAGE_ILLEGAL
+    delayed = make_message(**{MessageConst.DELAY_TIME_LEVEL: "1"})
+    assert cl.put(MessagesPut.of(make_message(), delayed)).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert cl.put(MessagesPut.of()).status is PutMessageStatus.MESSAGE_ILLEGAL
 
 
 def test_batch_rolls_whole_to_next_file(open_commit_log: Open) -> None:
     cl = _start(open_commit_log, mapped_file_size_commit_log=4096, max_message_size=3500)
-    assert cl.put_message(make_message(body=b"x" * 3000)).is_ok
-    result = cl.put_messages([make_message(body=b"y" * 500) for _ in range(3)])
+    assert cl.put(MessagesPut.of(make_message(body=b"x" * 3000))).is_ok
+    result = cl.put(MessagesPut.of(*[make_message(body=b"y" * 500) for _ in range(3)]))
     assert result.append_result is not None and result.append_result.wrote_offset == 4096
-    too_big = cl.put_messages([make_message(body=b"z" * 2000) for _ in range(3)])
+    too_big = cl.put(MessagesPut.of(*[make_message(body=b"z" * 2000) for _ in range(3)]))
     assert too_big.status is PutMessageStatus.MESSAGE_ILLEGAL
 
 
 def test_recover_normally_after_clean_shutdown(open_commit_log: Open) -> None:
     cl = _start(open_commit_log, mapped_file_size_commit_log=4096, max_message_size=2048)
     for i in range(20):
-        cl.put_message(make_message(body=bytes([i]) * 700))
+        cl.put(MessagesPut.of(make_message(body=bytes([i]) * 700)))
     end = cl.get_max_offset()
     cl.shutdown()
     cl2 = open_commit_log(mapped_file_size_commit_log=4096, max_message_size=2048)
     assert cl2.recover_normally() == end
     assert cl2.get_max_offset() == end and cl2.flushed_where == end
     cl2.start()
-    after = cl2.put_message(make_message(body=b"after"))
+    after = cl2.put(MessagesPut.of(make_message(body=b"after")))
     assert after.append_result is not None and after.append_result.wrote_offset >= end

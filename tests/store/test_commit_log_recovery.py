@@ -4,11 +4,12 @@ import os
 from collections.abc import Callable
 
 import pytest
-from tests.store.store_helpers import make_message
 
 from lakemq.common.record import BODY_POS, iter_records
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.commit_log_scan import DispatchRequest
+from lakemq.store.put_request import MessagesPut
+from tests.store.store_helpers import make_message
 
 Open = Callable[..., CommitLog]
 SMALL = {"mapped_file_size_commit_log": 8192, "max_message_size": 4096}
@@ -20,7 +21,7 @@ def _fill(open_commit_log: Open, n: int = 30) -> tuple[list[tuple[int, int]], in
     cl.start()
     spans = []
     for i in range(n):
-        ar = cl.put_message(make_message(body=bytes([i % 251]) * (300 + i), KEYS=f"k{i}")).append_result
+        ar = cl.put(MessagesPut.of(make_message(body=bytes([i % 251]) * (300 + i), KEYS=f"k{i}"))).append_result
         assert ar is not None
         spans.append((ar.wrote_offset, ar.wrote_bytes))
     end = cl.get_max_offset()
@@ -108,8 +109,8 @@ def test_short_blank_record_still_leads_to_next_file(open_commit_log: Open, blan
     cl.recover_normally()
     cl.start()
     fixed = len(b"TopicTest") + 91
-    first = cl.put_message(make_message(body=b"a" * (4096 - blank - fixed))).append_result
-    second = cl.put_message(make_message(body=b"b" * 50)).append_result
+    first = cl.put(MessagesPut.of(make_message(body=b"a" * (4096 - blank - fixed)))).append_result
+    second = cl.put(MessagesPut.of(make_message(body=b"b" * 50))).append_result
     assert first is not None and second is not None
     assert first.next_offset == 4096 - blank and second.wrote_offset == 4096
     end = cl.get_max_offset()

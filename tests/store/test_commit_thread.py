@@ -50,6 +50,12 @@ def _announced(fd: int, timeout_s: float = 5.0) -> int:
     return os.eventfd_read(fd)
 
 
+def _commit_thread(eventfd: int) -> CommitThread:
+    commit = CommitThread(0)
+    commit.set_notify_fds([eventfd])
+    return commit
+
+
 def _until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -61,7 +67,7 @@ def _until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
 
 def test_published_bytes_are_flushed_and_announced(eventfd: int, files: Callable[[int], int]) -> None:
     fd = files(0)
-    commit = CommitThread(eventfd, 0)
+    commit = _commit_thread(eventfd)
     commit.add_file(fd, 0, FILE)
     commit.start()
     try:
@@ -81,7 +87,7 @@ def test_published_bytes_are_flushed_and_announced(eventfd: int, files: Callable
 
 def test_files_are_flushed_in_order_across_a_roll(eventfd: int, files: Callable[[int], int]) -> None:
     first, second = files(0), files(FILE)
-    commit = CommitThread(eventfd, 0)
+    commit = _commit_thread(eventfd)
     commit.add_file(first, 0, FILE)
     commit.add_file(second, FILE, 2 * FILE)
     commit.start()
@@ -95,7 +101,7 @@ def test_files_are_flushed_in_order_across_a_roll(eventfd: int, files: Callable[
 
 
 def test_an_end_past_the_known_files_waits_for_the_next_file(eventfd: int, files: Callable[[int], int]) -> None:
-    commit = CommitThread(eventfd, 0)
+    commit = _commit_thread(eventfd)
     commit.add_file(files(0), 0, FILE)
     commit.start()
     try:
@@ -110,7 +116,7 @@ def test_an_end_past_the_known_files_waits_for_the_next_file(eventfd: int, files
 
 
 def test_a_first_file_past_the_flushed_position_starts_there(eventfd: int, files: Callable[[int], int]) -> None:
-    commit = CommitThread(eventfd, 0)
+    commit = _commit_thread(eventfd)
     commit.add_file(files(3 * FILE), 3 * FILE, 4 * FILE)  # the older files were deleted
     assert commit.flushed == 3 * FILE
     commit.start()
@@ -124,7 +130,7 @@ def test_a_first_file_past_the_flushed_position_starts_there(eventfd: int, files
 def test_every_notify_fd_is_told_until_replaced(eventfd: int, files: Callable[[int], int]) -> None:
     other = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
     try:
-        commit = CommitThread(eventfd, 0)
+        commit = _commit_thread(eventfd)
         commit.add_file(files(0), 0, FILE)
         commit.set_notify_fds([eventfd, other])
         commit.start()
@@ -146,7 +152,7 @@ def test_every_notify_fd_is_told_until_replaced(eventfd: int, files: Callable[[i
 def test_a_failing_fdatasync_is_reported_and_nothing_counts_as_flushed(eventfd: int) -> None:
     read_end, write_end = os.pipe()  # fdatasync of a pipe fails with EINVAL
     try:
-        commit = CommitThread(eventfd, 0)
+        commit = _commit_thread(eventfd)
         commit.add_file(write_end, 0, FILE)
         commit.start()
         commit.publish(10)
@@ -159,7 +165,7 @@ def test_a_failing_fdatasync_is_reported_and_nothing_counts_as_flushed(eventfd: 
 
 
 def test_stop_flushes_what_was_published(eventfd: int, files: Callable[[int], int]) -> None:
-    commit = CommitThread(eventfd, 0)
+    commit = _commit_thread(eventfd)
     commit.add_file(files(0), 0, FILE)
     commit.delay_us = 100_000  # a slow disk
     assert commit.delay_us == 100_000
@@ -172,7 +178,7 @@ def test_stop_flushes_what_was_published(eventfd: int, files: Callable[[int], in
 
 
 def test_waiters_wake_when_their_offset_is_flushed(eventfd: int, files: Callable[[int], int]) -> None:
-    commit = CommitThread(eventfd, 0)
+    commit = _commit_thread(eventfd)
     commit.add_file(files(0), 0, FILE)
     done: dict[int, bool] = {}
     waiters = [threading.Thread(target=lambda n=n: done.__setitem__(n, commit.wait_flushed(n, 5.0)))

@@ -23,6 +23,9 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
 
+# Kills, restarts or starves real processes, round after round.
+pytestmark = pytest.mark.slow
+
 WRITER = Path(__file__).with_name("crash_writer.py")
 
 

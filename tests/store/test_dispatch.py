@@ -15,6 +15,7 @@ from lakemq.store.commit_log import CommitLog
 from lakemq.store.commit_log_scan import DispatchRequest
 from lakemq.store.delay_levels import SCHEDULE_TOPIC
 from lakemq.store.dispatch import ReputMessageService
+from lakemq.store.put_request import MessagesPut
 from tests.store.store_helpers import make_msg, small_config
 
 
@@ -65,8 +66,8 @@ def test_every_record_once_across_files(commit_log: CommitLog) -> None:
     for i in range(40):
         flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE if i == 5 else 0
         # varying sizes leave blank tails of different lengths, some only 8-11 bytes
-        r = commit_log.put_message(make_msg("TopicD", b"x" * (i * 7 % 50), tags=f"t{i % 2}", keys=f"k{i}",
-                                            sys_flag=flag))
+        r = commit_log.put(MessagesPut.of(make_msg("TopicD", b"x" * (i * 7 % 50), tags=f"t{i % 2}", keys=f"k{i}",
+                                            sys_flag=flag)))
         assert r.append_result is not None
         offsets.append(r.append_result.wrote_offset)
     assert len(commit_log.mapped_file_queue.mapped_files) > 3
@@ -84,7 +85,7 @@ def test_every_record_once_across_files(commit_log: CommitLog) -> None:
 def test_delayed_record_carries_delivery_time(commit_log: CommitLog) -> None:
     recorder = Recorder()
     reput = ReputMessageService(commit_log, [recorder], reput_from_offset=0, delay_levels=commit_log.delay_levels)
-    r = commit_log.put_message(make_msg("TopicD", b"later", delay=2))
+    r = commit_log.put(MessagesPut.of(make_msg("TopicD", b"later", delay=2)))
     assert r.append_result is not None
     reput.do_reput()
     (req,) = recorder.requests
@@ -102,7 +103,7 @@ def test_woken_by_puts_and_idle_without_spinning(commit_log: CommitLog) -> None:
         time.sleep(0.3)
         assert reader.calls < 10  # idle: asleep on the event, not polling
         begin = time.monotonic()
-        commit_log.put_message(make_msg("TopicD", b"now"))
+        commit_log.put(MessagesPut.of(make_msg("TopicD", b"now")))
         reput.wakeup()
         assert arrived.wait(2.0)
         assert time.monotonic() - begin < 1.0  # well inside the 5 s timeout: the wakeup did it
@@ -115,16 +116,16 @@ def test_shutdown_drains_what_was_written(commit_log: CommitLog) -> None:
     reput = ReputMessageService(commit_log, [recorder], reput_from_offset=0, delay_levels=None, wait_interval_s=5.0)
     reput.start()
     for i in range(10):
-        commit_log.put_message(make_msg("TopicD", b"%d" % i))
+        commit_log.put(MessagesPut.of(make_msg("TopicD", b"%d" % i)))
     reput.shutdown()
     assert len(recorder.requests) == 10
 
 
 def test_short_blank_tail_rolls_to_next_file(commit_log: CommitLog) -> None:
     """A file may end in a blank record of only 8 bytes (size + magic); dispatch moves on."""
-    first = commit_log.put_message(make_msg("TopicD", b"f" * (1024 - 10 - 97)))  # leaves 10 bytes
+    first = commit_log.put(MessagesPut.of(make_msg("TopicD", b"f" * (1024 - 10 - 97))))  # leaves 10 bytes
     assert first.append_result is not None and first.append_result.wrote_bytes == 1014
-    second = commit_log.put_message(make_msg("TopicD", b"next"))
+    second = commit_log.put(MessagesPut.of(make_msg("TopicD", b"next")))
     assert second.append_result is not None and second.append_result.wrote_offset == 1024
     recorder = Recorder()
     reput = ReputMessageService(commit_log, [recorder], reput_from_offset=0, delay_levels=None)

@@ -4,14 +4,18 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from lakemq.store.acks import PutAcks
 from lakemq.store.checkpoint import CHECKPOINT_FILE_SIZE, StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import FlushDiskType
-from lakemq.store.flush import FlushRealTimeService, GroupCommitService
+from lakemq.store.flush import FlushRealTimeService
+from lakemq.store.group_commit import GroupCommit
 from lakemq.store.mapped_file_queue import MappedFileQueue
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 from tests.store.store_helpers import make_message
 
@@ -28,7 +32,7 @@ def test_group_commit_serves_many_writers_with_few_flushes(open_commit_log: Open
 
     def writer() -> None:
         for _ in range(50):
-            r = cl.put_message(make_message(body=b"s" * 200))
+            r = cl.put(MessagesPut.of(make_message(body=b"s" * 200)))
             assert r.append_result is not None
             # Acknowledged means flushed: the flushed position is already past the record.
             assert cl.flushed_where >= r.append_result.next_offset
@@ -43,17 +47,17 @@ def test_group_commit_serves_many_writers_with_few_flushes(open_commit_log: Open
         t.join()
     assert results == [PutMessageStatus.PUT_OK] * 800
     service = cl.flush_service
-    assert isinstance(service, GroupCommitService)
-    assert 0 < service.flush_count < 800  # grouped: far fewer msyncs than puts
+    assert isinstance(service, GroupCommit)
+    assert 0 < service.flush_count < 800  # grouped: far fewer fdatasyncs than puts
 
 
 def test_wait_false_does_not_wait(tmp_path: Path) -> None:
     queue = MappedFileQueue(tmp_path, 1 << 16)
-    service = GroupCommitService(queue, timeout_ms=50)  # never started: nothing will flush
+    acks = PutAcks(50, [GroupCommit(queue)])  # never started: nothing will flush
     queue.get_last_mapped_file().append(b"x" * 10)  # type: ignore[union-attr]
-    assert service.on_put(10, wait=False) is PutMessageStatus.PUT_OK
+    assert acks.wait(10, wait=False) is PutMessageStatus.PUT_OK
     start = time.monotonic()
-    assert service.on_put(10, wait=True) is PutMessageStatus.FLUSH_DISK_TIMEOUT
+    assert acks.wait(10, wait=True) is PutMessageStatus.FLUSH_DISK_TIMEOUT
     assert time.monotonic() - start >= 0.045
     queue.shutdown()
 
@@ -100,52 +104,69 @@ def test_checkpoint_layout_and_min_timestamps(tmp_path: Path) -> None:
     again.shutdown()
 
 
-def test_async_put_completes_when_flushed(open_commit_log: Open) -> None:
+def test_sink_puts_complete_when_flushed(open_commit_log: Open) -> None:
     cl = open_commit_log(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
     cl.recover_normally()
     cl.start()
-    futures = [cl.put_message_async(make_message(body=b"a" * 300)) for _ in range(500)]
-    futures.append(cl.put_messages_async([make_message(body=b"b") for _ in range(5)]))
-    results = [f.result(timeout=5) for f in futures]
-    assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+    done: dict[int, PutMessageStatus] = {}
+    all_done = threading.Event()
+
+    def sink(acks: list[tuple[Any, PutMessageStatus]]) -> None:
+        done.update(acks)
+        if len(done) == pending:
+            all_done.set()
+
+    results = [cl.put(MessagesPut.of(make_message(body=b"a" * 300)), sink, i) for i in range(500)]
+    results.append(cl.put(MessagesPut.of(*[make_message(body=b"b") for _ in range(5)]), sink, 500))
+    pending = sum(r.pending for r in results)
+    done.update((i, r.status) for i, r in enumerate(results) if not r.pending)
+    assert pending == 0 or all_done.wait(5)
+    assert set(done.values()) == {PutMessageStatus.PUT_OK} and len(done) == 501
     assert cl.flushed_where >= max(r.append_result.next_offset for r in results)  # type: ignore[union-attr]
     service = cl.flush_service
-    assert isinstance(service, GroupCommitService) and service.flush_count < 500
-    refused = cl.put_message_async(make_message(topic="bad topic")).result(timeout=1)
-    assert refused.status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert isinstance(service, GroupCommit) and service.flush_count < 500
+    refused = cl.put(MessagesPut.of(make_message(topic="bad topic")), sink, "refused")
+    assert refused.status is PutMessageStatus.MESSAGE_ILLEGAL and not refused.pending
+    cl.shutdown()
 
 
-def test_async_put_flushed_or_timed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sink_put_flushed_or_timed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     queue = MappedFileQueue(tmp_path, 1 << 16)
-    service = GroupCommitService(queue, timeout_ms=50)
+    group_commit = GroupCommit(queue)
+    acks = PutAcks(50, [group_commit])
     mf = queue.get_last_mapped_file()
     assert mf is not None
     mf.append(b"x" * 10)
     statuses: dict[str, PutMessageStatus] = {}
-    service.on_put_async(10, True, lambda s: statuses.__setitem__("flushed", s))
-    assert statuses == {}  # pending until the service runs
-    service.start()
-    _wait_for(lambda: "flushed" in statuses)
-    assert statuses["flushed"] is PutMessageStatus.PUT_OK
-    # A stuck disk: the next fdatasync takes longer than the timeout.
+    answered = threading.Condition()
+
+    def sink(done: list[tuple[Any, PutMessageStatus]]) -> None:
+        with answered:
+            statuses.update(done)
+            answered.notify_all()
+
+    def answer(token: str) -> PutMessageStatus:
+        with answered:
+            assert answered.wait_for(lambda: token in statuses, 5)
+        return statuses[token]
+
+    assert acks.register(10, True, sink, "flushed") is None  # pending until the services run
+    group_commit.start()
+    acks.start()
+    assert answer("flushed") is PutMessageStatus.PUT_OK
+    # A stuck disk: the next fdatasync takes longer than the timeout. advance() hands the
+    # delay to the commit thread (PutAcks' thread calls it too, every 10 ms).
     monkeypatch.setenv("LAKEMQ_FAULT_FSYNC_DELAY_MS", "400")
-    time.sleep(0.05)  # the service passes the delay to its commit thread within 10 ms
+    group_commit.advance()
     mf.append(b"y" * 10)
-    service.on_put_async(20, True, lambda s: statuses.__setitem__("stuck", s))
-    _wait_for(lambda: "stuck" in statuses)
-    assert statuses["stuck"] is PutMessageStatus.FLUSH_DISK_TIMEOUT
+    assert acks.register(20, True, sink, "stuck") is None
+    assert answer("stuck") is PutMessageStatus.FLUSH_DISK_TIMEOUT
     assert queue.flushed_where < 20
-    service.on_put_async(5, False, lambda s: statuses.__setitem__("no_wait", s))
-    assert statuses["no_wait"] is PutMessageStatus.PUT_OK
-    service.shutdown()
+    assert acks.register(5, False, sink, "no_wait") is PutMessageStatus.PUT_OK
+    group_commit.shutdown()
+    acks.shutdown()
     assert queue.flushed_where == 20  # the last flush still made it durable
     queue.shutdown()
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 def test_flush_listener_hears_every_flushed_byte(open_commit_log: Open) -> None:
@@ -156,7 +177,7 @@ def test_flush_listener_hears_every_flushed_byte(open_commit_log: Open) -> None:
     cl.start()
     try:
         for _ in range(20):
-            assert cl.put_message(make_message(body=b"f" * 300)).status == PutMessageStatus.PUT_OK
+            assert cl.put(MessagesPut.of(make_message(body=b"f" * 300))).status == PutMessageStatus.PUT_OK
     finally:
         cl.shutdown()
     assert heard and all(seconds >= 0 and flushed > 0 for seconds, flushed in heard)

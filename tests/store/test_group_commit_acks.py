@@ -1,4 +1,4 @@
-"""SYNC_FLUSH acknowledgements through a batching sink (CommitLog.put_message_acked): every
+"""SYNC_FLUSH acknowledgements through a batching sink (CommitLog.put with a sink): every
 acknowledged put is on disk when acknowledged, a commit answers all its puts in one call,
 a slow disk answers FLUSH_DISK_TIMEOUT, and a shutdown answers every waiter."""
 
@@ -13,7 +13,8 @@ import pytest
 
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import FlushDiskType
-from lakemq.store.flush import GroupCommitService
+from lakemq.store.group_commit import GroupCommit
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 from tests.store.store_helpers import make_message
 
@@ -62,12 +63,12 @@ def test_every_acknowledged_put_is_flushed_at_its_acknowledgement(open_commit_lo
     def writer(first: int) -> None:
         for i in range(first, first + 100):
             if i % 10 == 9:
-                result, pending = cl.put_messages_acked([make_message(body=b"b" * 100) for _ in range(3)], sink, i)
+                result = cl.put(MessagesPut.of(*[make_message(body=b"b" * 100) for _ in range(3)]), sink, i)
             else:
-                result, pending = cl.put_message_acked(make_message(body=b"s" * 300), sink, i)
+                result = cl.put(MessagesPut.of(make_message(body=b"s" * 300)), sink, i)
             with lock:
                 results[i] = result
-                if pending:
+                if result.pending:
                     pending_tokens.add(i)
 
     threads = [threading.Thread(target=writer, args=(n * 1000,)) for n in range(8)]
@@ -87,20 +88,18 @@ def test_every_acknowledged_put_is_flushed_at_its_acknowledgement(open_commit_lo
     # One delivery per commit covers many puts (8 writers, 800 puts).
     assert len(sink.calls) < len(pending_tokens)
     service = cl.flush_service
-    assert isinstance(service, GroupCommitService) and len(sink.calls) <= service.flush_count
+    assert isinstance(service, GroupCommit) and len(sink.calls) <= service.flush_count
 
 
 def test_a_slow_disk_answers_flush_disk_timeout(open_commit_log: Open, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAKEMQ_FAULT_FSYNC_DELAY_MS", "300")
-    cl = sync_commit_log(open_commit_log, sync_flush_timeout=50)
-    time.sleep(0.05)  # the service passes the delay to its commit thread within 10 ms
+    cl = sync_commit_log(open_commit_log, sync_flush_timeout=50)  # its commit thread starts slow
     sink = RecordingSink(cl)
     started = time.monotonic()
-    first, first_pending = cl.put_message_acked(make_message(body=b"1"), sink, 1)
-    time.sleep(0.02)  # the commit thread is inside its 300 ms fdatasync now
-    second, second_pending = cl.put_message_acked(make_message(body=b"2"), sink, 2)
-    future = cl.put_message_async(make_message(body=b"3"))
-    assert first_pending and second_pending
+    first = cl.put(MessagesPut.of(make_message(body=b"1")), sink, 1)
+    second = cl.put(MessagesPut.of(make_message(body=b"2")), sink, 2)
+    assert first.pending and second.pending
+    late = cl.put(MessagesPut.of(make_message(body=b"3")))  # a blocking put: the same deadline
     sink.wait_for(2)
     # Answered at the deadline, not when the stuck fdatasync returns (as RocketMQ's
     # waitForFlush): nothing covered them within 50 ms.
@@ -109,7 +108,6 @@ def test_a_slow_disk_answers_flush_disk_timeout(open_commit_log: Open, monkeypat
     assert acked[1][0] is PutMessageStatus.FLUSH_DISK_TIMEOUT
     assert acked[2][0] is PutMessageStatus.FLUSH_DISK_TIMEOUT
     assert acked[2][1] < second.append_result.next_offset  # type: ignore[union-attr]
-    late = future.result(timeout=5)
     assert late.status is PutMessageStatus.FLUSH_DISK_TIMEOUT and late.append_result is not None
     assert first.status is PutMessageStatus.PUT_OK  # the append itself succeeded
     # The slow flush still makes the first durable; later flushes the rest.
@@ -125,16 +123,16 @@ def test_shutdown_answers_every_waiter(open_commit_log: Open, monkeypatch: pytes
     sink = RecordingSink(cl)
     tokens = set()
     for i in range(20):
-        result, pending = cl.put_message_acked(make_message(body=b"w" * 64), sink, i)
+        result = cl.put(MessagesPut.of(make_message(body=b"w" * 64)), sink, i)
         assert result.status is PutMessageStatus.PUT_OK
-        if pending:
+        if result.pending:
             tokens.add(i)
     assert tokens and len(sink.acked()) < len(tokens)  # waiters are pending at shutdown
     cl.shutdown()  # a last flush, then every waiter is answered
     acked = sink.acked()
     assert set(acked) == tokens
     assert all(status is PutMessageStatus.PUT_OK for status, _ in acked.values())
-    # Registering after the service has answered its last requests gets an answer at once.
-    service = cl.flush_service
-    assert service.on_put_acked(1 << 40, True, sink, "late") is not None
+    # Registering after the last release gets an answer at once.
+    assert cl.acks is not None
+    assert cl.acks.register(1 << 40, True, sink, "late") is PutMessageStatus.FLUSH_DISK_TIMEOUT
     assert "late" not in sink.acked()

@@ -9,6 +9,7 @@ import pytest
 from lakemq.errors import CorruptFileError, StoreError
 from lakemq.store.mapped_file import OS_PAGE_SIZE, MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
+from lakemq.store.put_request import MessagesPut
 
 SIZE = 4 * OS_PAGE_SIZE
 
@@ -235,8 +236,8 @@ def test_commit_log_reports_create_failure(tmp_path: Path, monkeypatch: pytest.M
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "posix_fallocate", no_space)
-    result = cl.put_message(make_message())
+    result = cl.put(MessagesPut.of(make_message()))
     assert result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED and result.remark
     monkeypatch.undo()
-    assert cl.put_message(make_message()).is_ok  # space back: puts go on
+    assert cl.put(MessagesPut.of(make_message())).is_ok  # space back: puts go on
     cl.shutdown()

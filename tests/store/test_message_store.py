@@ -13,6 +13,7 @@ from lakemq.common.record import decode_record
 from lakemq.errors import InvalidNameError, StoreError
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 from tests.store.store_helpers import make_msg, open_store, small_config, wait_dispatched
 
@@ -43,7 +44,7 @@ def test_put_get_and_statuses(tmp_path: Path) -> None:
     store = open_store(tmp_path, mapped_file_size_commit_log=1024)
     try:
         for i in range(30):
-            r = store.put_message(make_msg("TopicA", b"body-%d" % i, queue_id=1, tags="even" if i % 2 == 0 else "odd"))
+            r = store.put(MessagesPut.of(make_msg("TopicA", b"body-%d" % i, queue_id=1, tags="even" if i % 2 == 0 else "odd")))
             assert r.status is PutMessageStatus.PUT_OK and r.append_result is not None
             assert r.append_result.logics_offset == i
         wait_dispatched(store)
@@ -79,7 +80,7 @@ def test_lookups_queries_and_times(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     try:
         t0 = int(time.time() * 1000)
-        results = [store.put_message(make_msg("TopicB", b"m%d" % i, keys=f"k{i % 3} all", uniq=f"UNIQ{i}"))
+        results = [store.put(MessagesPut.of(make_msg("TopicB", b"m%d" % i, keys=f"k{i % 3} all", uniq=f"UNIQ{i}")))
                    for i in range(12)]
         wait_dispatched(store)
         first = results[0].append_result
@@ -113,10 +114,10 @@ def test_transaction_records_and_listeners(tmp_path: Path) -> None:
     arrivals: list[tuple[str, int, int]] = []
     store.message_arriving_listeners.append(lambda batch: arrivals.extend((t, q, off) for t, q, off, _, _ in batch))
     try:
-        store.put_message(make_msg("TopicT", b"normal"))
-        store.put_message(make_msg("TopicT", b"half", keys="tx", sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE))
-        store.put_message(make_msg("TopicT", b"gone", keys="tx", sys_flag=MessageSysFlag.TRANSACTION_ROLLBACK_TYPE))
-        store.put_message(make_msg("TopicT", b"commit", sys_flag=MessageSysFlag.TRANSACTION_COMMIT_TYPE))
+        store.put(MessagesPut.of(make_msg("TopicT", b"normal")))
+        store.put(MessagesPut.of(make_msg("TopicT", b"half", keys="tx", sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE)))
+        store.put(MessagesPut.of(make_msg("TopicT", b"gone", keys="tx", sys_flag=MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)))
+        store.put(MessagesPut.of(make_msg("TopicT", b"commit", sys_flag=MessageSysFlag.TRANSACTION_COMMIT_TYPE)))
         wait_dispatched(store)
         got = store.get_message("g", "TopicT", 0, 0, 10)
         assert [decode_record(b).body for b in got.buffers] == [b"normal", b"commit"]
@@ -130,14 +131,14 @@ def test_transaction_records_and_listeners(tmp_path: Path) -> None:
 def test_restart_keeps_offsets(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     for i in range(15):
-        store.put_message(make_msg("TopicC", b"x%d" % i, queue_id=i % 2, keys=f"key{i}"))
+        store.put(MessagesPut.of(make_msg("TopicC", b"x%d" % i, queue_id=i % 2, keys=f"key{i}")))
     store.shutdown()
     assert not (tmp_path / "abort").exists()
     store = open_store(tmp_path)
     try:
         assert store.last_exit_ok
         assert store.get_max_offset_in_queue("TopicC", 0) == 8
-        r = store.put_message(make_msg("TopicC", b"after", queue_id=0))
+        r = store.put(MessagesPut.of(make_msg("TopicC", b"after", queue_id=0)))
         assert r.append_result is not None and r.append_result.logics_offset == 8
         wait_dispatched(store)
         assert len(store.get_message("g", "TopicC", 0, 0, 32).buffers) == 9
@@ -149,7 +150,7 @@ def test_restart_keeps_offsets(tmp_path: Path) -> None:
 def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     try:
-        r = store.put_message(make_msg("../../etc", b"x"))
+        r = store.put(MessagesPut.of(make_msg("../../etc", b"x")))
         assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and "invalid topic" in r.remark
         with pytest.raises(InvalidNameError):
             store.get_message("g", "../escape", 0, 0, 1)
@@ -164,7 +165,7 @@ def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
         assert not (tmp_path.parent / "escape").exists() and not (tmp_path.parent / "etc").exists()
     finally:
         store.shutdown()
-    stopped = store.put_message(make_msg("TopicA", b"late"))
+    stopped = store.put(MessagesPut.of(make_msg("TopicA", b"late")))
     assert stopped.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
 
 
@@ -172,7 +173,7 @@ def test_expired_files_are_deleted_within_the_guard(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     try:
         for i in range(60):
-            store.put_message(make_msg("TopicE", b"e" * 200, keys=f"k{i}"))
+            store.put(MessagesPut.of(make_msg("TopicE", b"e" * 200, keys=f"k{i}")))
         wait_dispatched(store)
         files = store.commit_log.mapped_file_queue.mapped_files
         assert len(files) >= 4
@@ -197,7 +198,7 @@ def test_lost_consume_queues_over_an_expired_commit_log_are_not_rebuilt_at_used_
     store = open_store(tmp_path)
     try:
         for i in range(60):
-            store.put_message(make_msg("TopicGone" if i < 20 else "TopicStays", b"e" * 200))
+            store.put(MessagesPut.of(make_msg("TopicGone" if i < 20 else "TopicStays", b"e" * 200)))
         wait_dispatched(store)
         assert store.clean_service.clean_once(force=True) >= 2
         assert store.get_min_phy_offset() > 0
@@ -228,7 +229,7 @@ def test_concurrent_producers_and_a_consumer(tmp_path: Path) -> None:
 
     def produce(p: int) -> None:
         for i in range(150):
-            assert store.put_message(make_msg("TopicP", b"%d-%d" % (p, i), queue_id=i % 2)).is_ok
+            assert store.put(MessagesPut.of(make_msg("TopicP", b"%d-%d" % (p, i), queue_id=i % 2))).is_ok
 
     consumer = threading.Thread(target=consume)
     consumer.start()

@@ -12,9 +12,9 @@ from lakemq.common.record import decode_record
 from lakemq.store.delay_levels import SCHEDULE_TOPIC
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 from lakemq.store.schedule import DELAY_FOR_A_PERIOD_MS, ScheduleMessageService
-
 from tests.store.store_helpers import make_msg, open_store, wait_dispatched
 
 
@@ -29,7 +29,7 @@ class Clock:
 def manual_service(store: MessageStore, clock: Clock, put=None) -> ScheduleMessageService:  # type: ignore[no-untyped-def]
     svc = ScheduleMessageService(
         store.delay_levels, find_queue=store.consume_queues.find, read_message=store.look_message_by_offset,
-        put_message=put or store.put_message, offset_path=store.config.delay_offset_path, now_ms=clock,
+        put_message=put or (lambda msg: store.put(MessagesPut.of(msg))), offset_path=store.config.delay_offset_path, now_ms=clock,
     )
     assert svc.load()
     return svc
@@ -43,7 +43,7 @@ def bodies(store: MessageStore, topic: str, queue_id: int) -> list[bytes]:
 def test_delayed_message_arrives_after_its_level(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     try:
-        r = store.put_message(make_msg("TopicS", b"delayed", queue_id=2, delay=1, keys="dk"))  # level 1: 1 s
+        r = store.put(MessagesPut.of(make_msg("TopicS", b"delayed", queue_id=2, delay=1, keys="dk")))  # level 1: 1 s
         assert r.is_ok
         wait_dispatched(store)
         assert store.get_message("g", "TopicS", 2, 0, 8).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
@@ -71,7 +71,7 @@ def test_due_order_failures_and_restart(tmp_path: Path) -> None:
     clock = Clock()
     try:
         for i in range(3):
-            store.put_message(make_msg("TopicS", b"m%d" % i, delay=2))  # level 2: 2 s
+            store.put(MessagesPut.of(make_msg("TopicS", b"m%d" % i, delay=2)))  # level 2: 2 s
         wait_dispatched(store)
         svc = manual_service(store, clock)
         assert 0 < svc.deliver_level(2) <= 2000  # nothing due yet: wake when the first is
@@ -101,7 +101,7 @@ def test_clock_step_and_rocketmq_offset_file(tmp_path: Path) -> None:
     store.schedule.shutdown()
     clock = Clock()
     try:
-        store.put_message(make_msg("TopicS", b"stepped", delay=1))
+        store.put(MessagesPut.of(make_msg("TopicS", b"stepped", delay=1)))
         wait_dispatched(store)
         clock.now -= 3_600_000  # the clock went back an hour: due time is beyond now + 1 s
         svc = manual_service(store, clock)
@@ -125,13 +125,13 @@ def test_restore_keeps_message_fields(tmp_path: Path) -> None:
     try:
         msg = make_msg("TopicS", b"fields", queue_id=3, delay=1, tags="TagA", keys="a b")
         msg.reconsume_times = 2
-        store.put_message(msg)
+        store.put(MessagesPut.of(msg))
         wait_dispatched(store)
         clock.now += 5000
 
         def capture(m: MessageExtBrokerInner) -> PutMessageResult:
             seen.append(m)
-            return store.put_message(m)
+            return store.put(MessagesPut.of(m))
 
         manual_service(store, clock, put=capture).deliver_level(1)
         (inner,) = seen

@@ -1,4 +1,4 @@
-"""The put and dispatch fast paths (compiled: lakemq/store/_native.pyx) against independent
+"""The put and dispatch fast paths (compiled: lakemq/store/_records.pyx, _scan, _cq_runs, _index) against independent
 expectations: records the Python codec would build byte for byte, the DispatchRequests the
 Python decoder reads back, Java's hashCode as the pure-Python one computes it, and
 byte-identical ConsumeQueue and IndexFile files from batched and one-by-one dispatch (gaps,
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from lakemq.common.message import MessageConst, MessageSysFlag, string_to_properties, tags_hash_code
 from lakemq.common.record import body_crc, check_record, crc32, decode_record, encode_host, encode_record
-from lakemq.store import _native
+from lakemq.store import _append_lock, _cq_runs, _index, _records, _scan
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.commit_log_scan import (
     DispatchRequest,
@@ -31,6 +31,7 @@ from lakemq.store.delay_levels import SCHEDULE_TOPIC
 from lakemq.store.dispatch import CommitLogDispatcher, ReputMessageService, gets_consume_queue_entry
 from lakemq.store.index_file import index_key_hash
 from lakemq.store.index_service import IndexService
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 from tests.store.store_helpers import make_msg, small_config
 
@@ -45,13 +46,16 @@ def commit_log(tmp_path: Path) -> Iterator[CommitLog]:
 
 
 def test_the_compiled_extension_is_in_use() -> None:
-    """The store imports the compiled module (no Python stand-in exists)."""
-    assert _native.__file__ is not None and _native.__file__.endswith(".so")
-    from lakemq.store import commit_log, consume_queue_store, dispatch, index_file
-    assert vars(commit_log)["RecordEncoder"] is _native.RecordEncoder
-    assert vars(dispatch)["scan_records"] is _native.scan_records
-    assert vars(index_file)["put_index_keys"] is _native.put_index_keys
-    assert vars(consume_queue_store)["DispatchBatch"] is _native.DispatchBatch
+    """The store imports the compiled modules (no Python stand-in exists)."""
+    for module in (_append_lock, _records, _scan, _cq_runs, _index):
+        assert module.__file__ is not None and module.__file__.endswith(".so")
+    from lakemq.store import commit_log, consume_queue_store, dispatch, index_file, index_service
+    assert vars(commit_log)["RecordEncoder"] is _records.RecordEncoder
+    assert vars(commit_log)["PutMessageSpinLock"] is _append_lock.PutMessageSpinLock
+    assert vars(dispatch)["scan_records"] is _scan.scan_records
+    assert vars(index_file)["put_index_keys"] is _index.put_index_keys
+    assert vars(index_service)["index_keys"] is _index.index_keys
+    assert vars(consume_queue_store)["consume_queue_runs"] is _cq_runs.consume_queue_runs
 
 
 def _index_hash(key: str) -> int:
@@ -63,15 +67,15 @@ def test_java_hash_matches_the_python_hash_code() -> None:
     keys = [f"Topic#{i:032X}" for i in range(300)]
     keys += ["polygenelubricants", "", "T#", "T#ключ", "T#\U0001f600emoji", "x" * 500, "T#a b"]
     keys += [chr(0xFFFF) * 7, "Aa", "BB"]  # "Aa" and "BB" collide in Java
-    assert [_native.java_hash(k) for k in keys] == [tags_hash_code(k) for k in keys]
+    assert [_index.java_hash(k) for k in keys] == [tags_hash_code(k) for k in keys]
     assert [index_key_hash(k) for k in keys] == [_index_hash(k) for k in keys]
-    assert _native.java_hash("polygenelubricants") == -0x80000000
+    assert _index.java_hash("polygenelubricants") == -0x80000000
     assert index_key_hash("polygenelubricants") == 0
 
 
 @given(st.text(alphabet=st.characters(codec="utf-8")))  # any text a str can be encoded from
 def test_java_hash_of_any_text(text: str) -> None:
-    assert _native.java_hash(text) == tags_hash_code(text)
+    assert _index.java_hash(text) == tags_hash_code(text)
 
 
 def test_body_crc_is_zlibs_crc32() -> None:
@@ -105,10 +109,10 @@ def _props_bytes(raw: bytes) -> bytes:
 def test_put_paths_write_exactly_what_the_codec_builds(commit_log: CommitLog) -> None:
     single = make_msg("TopicA", b"one", tags="t", keys="k1 k2", uniq="U1")
     single.flag, single.reconsume_times, single.prepared_transaction_offset = 7, 3, 99
-    results = [commit_log.put_message(single)]
+    results = [commit_log.put(MessagesPut.of(single))]
     batch = [make_msg("TopicA", bytes([i]) * (i * 13), queue_id=i % 3, uniq=f"U{i}") for i in range(20)]
-    results.append(commit_log.put_messages(batch))
-    results.append(commit_log.put_message(make_msg("Other", b"", sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE)))
+    results.append(commit_log.put(MessagesPut.of(*batch)))
+    results.append(commit_log.put(MessagesPut.of(make_msg("Other", b"", sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE))))
     assert all(r.status is PutMessageStatus.PUT_OK for r in results)
     data = commit_log.get_data(0)
     assert data is not None
@@ -125,10 +129,10 @@ def test_refused_field_in_a_batch_writes_nothing(commit_log: CommitLog) -> None:
     good = make_msg("TopicA", b"ok")
     bad = make_msg("TopicA", b"bad")
     bad.born_timestamp = 1 << 64  # outside the record's int64 slot: found only when packing
-    assert commit_log.put_messages([good, bad]).status is PutMessageStatus.MESSAGE_ILLEGAL
-    assert commit_log.put_message(bad).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert commit_log.put(MessagesPut.of(*[good, bad])).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert commit_log.put(MessagesPut.of(bad)).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert commit_log.get_max_offset() == 0 and commit_log.get_queue_offset("TopicA", 0) == 0
-    assert commit_log.put_messages([good, good]).append_result.logics_offset == 0  # type: ignore[union-attr]
+    assert commit_log.put(MessagesPut.of(*[good, good])).append_result.logics_offset == 0  # type: ignore[union-attr]
 
 
 def _fill(cl: CommitLog) -> None:
@@ -143,9 +147,9 @@ def _fill(cl: CommitLog) -> None:
         if i == 60:
             cl.set_topic_queue_table({**cl._topic_queue_table, ("Topic0", 0): 30})
         if i % 10 == 9:
-            assert cl.put_messages([make_msg("Topic1", b"x" * 40, queue_id=2, uniq=f"B{i}-{j}") for j in range(8)]).is_ok
+            assert cl.put(MessagesPut.of(*[make_msg("Topic1", b"x" * 40, queue_id=2, uniq=f"B{i}-{j}") for j in range(8)])).is_ok
         else:
-            assert cl.put_message(msg).is_ok
+            assert cl.put(MessagesPut.of(msg)).is_ok
 
 
 class OneByOne:
@@ -266,18 +270,18 @@ def test_a_delay_that_is_not_a_number_is_refused(commit_log: CommitLog) -> None:
     """Found by the encoder fuzz test: DELAY ":" raised ValueError out of put_message."""
     msg = make_msg("TopicA", b"x")
     msg.properties[MessageConst.DELAY_TIME_LEVEL] = ":"
-    for result in (commit_log.put_message(msg), commit_log.put_messages([msg])):
+    for result in (commit_log.put(MessagesPut.of(msg)), commit_log.put(MessagesPut.of(*[msg]))):
         assert result.status is PutMessageStatus.MESSAGE_ILLEGAL and "DELAY" in result.remark
     assert msg.topic == "TopicA" and commit_log.get_max_offset() == 0
 
 
 def test_refused_delayed_message_is_left_as_it_came(commit_log: CommitLog) -> None:
     too_big = make_msg("TopicA", b"x" * (commit_log.config.max_message_size + 1), delay=1)
-    assert commit_log.put_message(too_big).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert commit_log.put(MessagesPut.of(too_big)).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert too_big.topic == "TopicA" and MessageConst.REAL_TOPIC not in too_big.properties
     commit_log.shutdown()
     stopped = make_msg("TopicA", b"x", delay=1)
-    assert commit_log.put_message(stopped).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert commit_log.put(MessagesPut.of(stopped)).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert stopped.topic == "TopicA"
 
 
@@ -313,11 +317,11 @@ def test_encoder_writes_what_the_codec_builds(
             msg.prepared_transaction_offset = born_ts // 3
             msg.properties.update(props)
             msgs.append(msg)
-        single = [cl.put_message(m) for m in msgs]
+        single = [cl.put(MessagesPut.of(m)) for m in msgs]
         assert all(r.is_ok for r in single), single
         plain = [m for m in msgs if not m.sys_flag & 0xC]
         if plain:
-            assert cl.put_messages(plain).is_ok
+            assert cl.put(MessagesPut.of(*plain)).is_ok
         data = commit_log_bytes(cl)
         pos = 0
         for msg, result in zip(msgs + plain, single + [None] * len(plain)):
@@ -396,7 +400,7 @@ def test_reader_reads_what_the_python_decoder_reads(
     # Long polling's view: the records that get a ConsumeQueue entry, without their properties.
     assert batch.arrivals() == [(r.topic, r.queue_id, r.consume_queue_offset + 1, r.tags_code, r.store_timestamp)
                                 for r in expected if gets_consume_queue_entry(r.sys_flag)]
-    index_keys = batch.index_keys(-1)
+    index_keys = _index.index_keys(batch, -1)
     assert len(index_keys) == len(keys)
     root = tmp_path_factory.mktemp("idx")
     index = IndexService(root, hash_slot_num=7, index_num=200)

@@ -15,7 +15,7 @@ from lakemq.common.record import BODY_POS, decode_record
 from lakemq.store.config import FlushDiskType
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
-
+from lakemq.store.put_request import MessagesPut
 from tests.store.store_helpers import make_msg, small_config, wait_dispatched
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +30,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     from lakemq.store.config import FlushDiskType
     from lakemq.store.message_store import MessageStore
+    from lakemq.store.put_request import MessagesPut
     from tests.store.store_helpers import make_msg, small_config, wait_dispatched
 
     root = Path(sys.argv[1])
@@ -40,8 +41,8 @@ CHILD = textwrap.dedent("""
     for i in range({count}):
         if i == {split}:
             time.sleep(3.5)  # the checkpoint moves past the first messages (and its 3 s margin)
-        r = store.put_message(make_msg("TopicR", b"payload-%04d" % i, queue_id=i % 3, keys=f"key{{i}}",
-                                       uniq=f"U{{i:04d}}"))
+        r = store.put(MessagesPut.of(make_msg("TopicR", b"payload-%04d" % i, queue_id=i % 3, keys=f"key{{i}}",
+                                       uniq=f"U{{i:04d}}")))
         assert r.is_ok, r
         out.append([r.append_result.wrote_offset, r.append_result.wrote_bytes, i % 3,
                     r.append_result.logics_offset])
@@ -118,7 +119,7 @@ def test_abnormal_shutdown_recovery(tmp_path: Path) -> None:
         assert store.look_message_by_offset(last_offset) is None
 
         # the store carries on: the cut message's queue offset is handed out again
-        r = store.put_message(make_msg("TopicR", b"after", queue_id=last_queue, keys="after"))
+        r = store.put(MessagesPut.of(make_msg("TopicR", b"after", queue_id=last_queue, keys="after")))
         assert r.append_result is not None and r.append_result.logics_offset == last_logic
         wait_dispatched(store)
         got = store.get_message("g", "TopicR", last_queue, last_logic, 4)
@@ -135,7 +136,7 @@ def test_normal_shutdown_then_torn_tail(tmp_path: Path) -> None:
     store = MessageStore(small_config(root))
     assert store.load()
     store.start()
-    results = [store.put_message(make_msg("TopicN", b"n%d" % i, keys=f"k{i}")) for i in range(20)]
+    results = [store.put(MessagesPut.of(make_msg("TopicN", b"n%d" % i, keys=f"k{i}"))) for i in range(20)]
     wait_dispatched(store)
     store.shutdown()
     last = results[-1].append_result
@@ -152,7 +153,7 @@ def test_normal_shutdown_then_torn_tail(tmp_path: Path) -> None:
         assert store.get_max_offset_in_queue("TopicN", 0) == 19
         assert store.query_message("TopicN", "k19", 4, 0, 2**62).messages == []
         assert len(store.query_message("TopicN", "k18", 4, 0, 2**62).messages) == 1
-        r = store.put_message(make_msg("TopicN", b"new", keys="k19"))
+        r = store.put(MessagesPut.of(make_msg("TopicN", b"new", keys="k19")))
         assert r.append_result is not None and r.append_result.logics_offset == 19
         wait_dispatched(store)
         hits = store.query_message("TopicN", "k19", 4, 0, 2**62).messages

@@ -101,8 +101,8 @@ def _ask(broker_addr: str, code: int, fields: dict[str, str]) -> RemotingCommand
         return client.invoke(broker_addr, RemotingCommand.request(code, fields), 5.0)
 
 
-def queue_max_offset(broker_addr: str, topic: str) -> int:
-    response = _ask(broker_addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": "0"})
+def queue_max_offset(broker_addr: str, topic: str, queue_id: int = 0) -> int:
+    response = _ask(broker_addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)})
     assert response.code == ResponseCode.SUCCESS, response.remark
     return int(response.ext_fields["offset"])
 

@@ -37,6 +37,7 @@ from lakemq.remoting.headers import (
 )
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 
 HALF, OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 COMMIT, ROLLBACK = MessageSysFlag.TRANSACTION_COMMIT_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -79,7 +80,7 @@ def _prepared(body: bytes, *, born_ms_ago: int = 10_000, queue_id: int = 3) -> M
 
 
 def _put(store: MessageStore, msg: MessageExtBrokerInner) -> MessageExt:
-    result = store.put_message(msg)
+    result = store.put(MessagesPut.of(msg))
     assert result.is_ok and result.append_result is not None
     deadline = time.monotonic() + 5
     while store.dispatch_behind_bytes() > 0:

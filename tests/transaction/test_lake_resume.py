@@ -34,6 +34,7 @@ from lakemq.common.record import decode_record, encode_host, encode_record
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 
 HALF, OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 HOST = "127.0.0.1:10911"
@@ -68,7 +69,7 @@ def _half(store: MessageStore, body: bytes, **props: str) -> MessageExt:
         born_timestamp=int(time.time() * 1000) - 60_000, born_host="127.0.0.1:40000",
     )
     to_half_message(msg)
-    result = store.put_message(msg)
+    result = store.put(MessagesPut.of(msg))
     assert result.is_ok and result.append_result is not None
     _settle(store)
     stored = store.look_message_by_offset(result.append_result.wrote_offset)

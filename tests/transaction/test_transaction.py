@@ -13,7 +13,8 @@ import pytest
 
 from lakemq.client import Message
 from lakemq.client.config import ClientConfig
-from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
+from lakemq.client.sync import SyncTransactionProducer
+from lakemq.client.transaction_producer import LocalTransactionState
 from tests.cluster import Cluster, start_cluster
 from tests.transaction.helpers import (
     Receiver,

@@ -13,7 +13,8 @@ import pytest
 
 from lakemq.client import Message, MessageExt
 from lakemq.client.config import ClientConfig
-from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
+from lakemq.client.sync import SyncTransactionProducer
+from lakemq.client.transaction_producer import LocalTransactionState
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageSysFlag
 from lakemq.common.record import decode_message_id
@@ -37,7 +38,8 @@ _DOOMED_PRODUCER = textwrap.dedent("""
     import os, sys
     from lakemq.client import Message, MessageExt
     from lakemq.client.config import ClientConfig
-    from lakemq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
+    from lakemq.client.sync import SyncTransactionProducer
+    from lakemq.client.transaction_producer import LocalTransactionState
 
     class Unknown:
         def execute_local_transaction(self, msg, arg):

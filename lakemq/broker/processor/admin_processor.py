@@ -21,12 +21,13 @@ from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from lakemq.broker.transaction.lake_resume import LakeHalfResumer
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import for_code
 from lakemq.remoting.bodies import (
     KVTable,
     LockBatchRequestBody,
     LockBatchResponseBody,
-    MessageQueue,
     encode_json,
 )
 from lakemq.remoting.codec import RemotingCommand
@@ -235,6 +236,7 @@ class AdminBrokerProcessor:
         """Per queue: the broker's max offset, the group's committed offset and the store time
         of the last consumed message; lag = brokerOffset - consumerOffset."""
         header = decode_header(GetConsumeStatsRequestHeader, request.ext_fields)
+        check_group(header.consumer_group)
         topics = (
             {header.topic} if header.topic else self._offsets.which_topic_by_consumer(header.consumer_group)
         )
@@ -263,11 +265,19 @@ class AdminBrokerProcessor:
         )
 
     def _lock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = LockBatchRequestBody.decode(request.body)
+        body = _checked(LockBatchRequestBody.decode(request.body))
         locked = self._locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.reply(ResponseCode.SUCCESS, body=LockBatchResponseBody(tuple(sorted(locked))).encode())
 
     def _unlock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = LockBatchRequestBody.decode(request.body)
+        body = _checked(LockBatchRequestBody.decode(request.body))
         self._locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.reply(ResponseCode.SUCCESS)
+
+
+def _checked(body: LockBatchRequestBody) -> LockBatchRequestBody:
+    """The body, once its group and topics follow the naming rules (the lock table keeps them)."""
+    check_group(body.consumer_group)
+    for mq in body.mq_set:
+        check_topic(mq.topic)
+    return body

@@ -4,25 +4,29 @@ A heartbeat registers the client's producer groups and consumer groups (with the
 subscriptions); for each consumer group the group config and its retry topic
 (``%RETRY%group``) are created if missing, so the group's failed messages have a home.
 Runs in the client-manage pool: creating a group or topic writes a config file.
+
+Every group and subscribed topic name is checked before anything is registered: a heartbeat
+naming one that breaks RocketMQ's rules is refused whole (InvalidNameError, answered
+SYSTEM_ERROR with the reason).
 """
 
 from __future__ import annotations
 
 import logging
 
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ClientChannelInfo, ConsumerManager
-from lakemq.broker.filter import (
-    EXPRESSION_TYPE_TAG,
-    SubscriptionParseError,
-    build_subscription_data,
-    from_heartbeat,
-)
+from lakemq.broker.filter import from_heartbeat
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager, retry_topic
 from lakemq.common.codes import RequestCode, ResponseCode
-from lakemq.remoting.bodies import HeartbeatData, SubscriptionData, decode_json
+from lakemq.common.constants import PermName
+from lakemq.common.subscription import ExpressionType, SubscriptionData
+from lakemq.common.validation import check_group, check_topic
+from lakemq.errors import FilterExpressionError
+from lakemq.filter import parse_subscription
+from lakemq.remoting.bodies import HeartbeatData, decode_json
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import UnregisterClientRequestHeader, decode_header
@@ -64,15 +68,15 @@ class ClientManageProcessor:
         if not isinstance(raw, dict):
             return request.reply(ResponseCode.SUCCESS)
         sub = SubscriptionData.from_json(raw)
-        if (sub.expression_type or EXPRESSION_TYPE_TAG) == EXPRESSION_TYPE_TAG:
+        if (sub.expression_type or ExpressionType.TAG) == ExpressionType.TAG:
             return request.reply(ResponseCode.SUCCESS)
         if not self._config.enable_property_filter:
             return request.reply(
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {sub.expression_type}")
         try:
-            build_subscription_data(sub.topic, sub.sub_string, sub.expression_type)
-        except SubscriptionParseError as exc:
+            parse_subscription(sub.topic, sub.sub_string, sub.expression_type)
+        except FilterExpressionError as exc:
             log.warning("client %s@%s sent a subscription that does not compile: %s",
                         body.get("clientId"), body.get("group"), exc)
             return request.reply(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
@@ -85,6 +89,12 @@ class ClientManageProcessor:
 
     def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         data = HeartbeatData.decode(request.body)
+        for group in data.producer_groups:
+            check_group(group)
+        for consumer in data.consumer_data_set:
+            check_group(consumer.group_name)
+            for sub in consumer.subscription_data_set:
+                check_topic(sub.topic)
         # Every subscription is parsed before anything is registered: a bad SQL92 expression
         # refuses the whole heartbeat (SUBSCRIPTION_PARSE_FAILED) and changes nothing.
         subscriptions = [[from_heartbeat(s) for s in consumer.subscription_data_set]
@@ -122,8 +132,9 @@ class ClientManageProcessor:
     def _unregister(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
         if header.producer_group:
-            self._producers.unregister_producer(header.producer_group, ctx.connection)
+            self._producers.unregister_producer(check_group(header.producer_group), ctx.connection)
         if header.consumer_group:
+            check_group(header.consumer_group)
             group_config = self._groups.find_subscription_group_config(header.consumer_group)
             notify = self._config.notify_consumer_ids_changed_enable and (
                 group_config is None or group_config.notify_consumer_ids_changed_enable

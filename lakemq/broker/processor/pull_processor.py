@@ -19,25 +19,23 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from lakemq.broker.business_pool import BusinessPool
-from lakemq.broker.config import MASTER_ID, BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
-from lakemq.broker.filter import (
-    EXPRESSION_TYPE_TAG,
-    SubscriptionData,
-    SubscriptionParseError,
-    build_subscription_data,
-    message_filter_for,
-)
+from lakemq.broker.filter import message_filter_for
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager
 from lakemq.common.codes import ResponseCode
-from lakemq.errors import for_code
+from lakemq.common.constants import MASTER_ID, PermName, PullSysFlag
+from lakemq.common.subscription import ExpressionType, SubscriptionData
+from lakemq.common.validation import check_group
+from lakemq.errors import FilterExpressionError, for_code
+from lakemq.filter import parse_subscription
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import (
@@ -53,17 +51,9 @@ from lakemq.store.message_store import MessageStore
 if TYPE_CHECKING:  # the lake reader (Delta, pyarrow) is imported only by brokers with a lakeUri
     from lakemq.broker.cold_read import ColdPuller
 
-__all__ = ["PullMessageProcessor", "PullSysFlag"]
+__all__ = ["PullMessageProcessor"]
 
 log = logging.getLogger(__name__)
-
-
-class PullSysFlag:
-    COMMIT_OFFSET: Final = 0x1
-    SUSPEND: Final = 0x2
-    SUBSCRIPTION: Final = 0x4
-    CLASS_FILTER: Final = 0x8
-    LITE_PULL: Final = 0x10
 
 
 class PullMessageProcessor:
@@ -179,6 +169,7 @@ class PullMessageProcessor:
             )
         group_config = self._groups.find_subscription_group_config(header.consumer_group)
         if group_config is None:
+            check_group(header.consumer_group)  # a name that breaks the rules is refused as such
             raise for_code(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group [{header.consumer_group}] does not exist",
@@ -205,13 +196,10 @@ class PullMessageProcessor:
             )
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
             try:
-                subscription = build_subscription_data(
-                    header.topic,
-                    header.subscription,
-                    header.expression_type or EXPRESSION_TYPE_TAG,
-                    sub_version=header.sub_version,
+                subscription = parse_subscription(
+                    header.topic, header.subscription, header.expression_type, sub_version=header.sub_version
                 )
-            except SubscriptionParseError as exc:
+            except FilterExpressionError as exc:
                 raise for_code(
                     ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                     f"parse the consumer's subscription[{header.subscription}] failed: {exc}",
@@ -240,7 +228,7 @@ class PullMessageProcessor:
                     f"the consumer's subscription not latest, group: {header.consumer_group}",
                 )
             subscription = found
-        if subscription.expression_type != EXPRESSION_TYPE_TAG and not c.enable_property_filter:
+        if subscription.expression_type != ExpressionType.TAG and not c.enable_property_filter:
             raise for_code(
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {subscription.expression_type}",

@@ -15,16 +15,19 @@ import logging
 import random
 
 from lakemq.broker.business_pool import BusinessPool
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager, dlq_topic, retry_topic
 from lakemq.common.codes import ResponseCode
+from lakemq.common.constants import PermName
 from lakemq.common.message import MessageConst, MessageExtBrokerInner, properties_to_string, tags_hash_code
+from lakemq.common.validation import check_group
 from lakemq.errors import for_code
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import ConsumerSendMsgBackRequestHeader, decode_header
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 
 __all__ = ["ConsumerSendMsgBackProcessor"]
@@ -59,6 +62,7 @@ class ConsumerSendMsgBackProcessor:
         header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
         group_config = self._groups.find_subscription_group_config(header.group)
         if group_config is None:
+            check_group(header.group)  # a name that breaks the rules is refused as such
             raise for_code(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}"
             )
@@ -121,7 +125,7 @@ class ConsumerSendMsgBackProcessor:
         )
         inner.properties_string = properties_to_string(properties)
         inner.tags_code = tags_hash_code(inner.tags)
-        result = self._store.put_message(inner)
+        result = self._store.put(MessagesPut.of(inner))
         if result.status is PutMessageStatus.PUT_OK:
             return request.reply(ResponseCode.SUCCESS)
         return request.reply(ResponseCode.SYSTEM_ERROR, f"{result.status.name} {result.remark}".strip())

@@ -21,13 +21,11 @@ import logging
 import random
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Final
 
 from lakemq.broker.business_pool import BusinessPool
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.loop_acks import LoopAcks
-from lakemq.broker.message_batch import decode_batch
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import (
@@ -40,14 +38,12 @@ from lakemq.broker.topic_config_manager import (
 )
 from lakemq.broker.transaction.half_message import is_transactional, to_half_message
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.constants import PermName
 from lakemq.common.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     MessageConst,
-    MessageExtBatch,
     MessageExtBrokerInner,
-    string_to_properties,
-    tags_hash_code,
 )
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import for_code
@@ -56,6 +52,7 @@ from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import SendMessageRequestHeader, decode_send_header
 from lakemq.store.config import FlushDiskType
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import BatchPut, MessagesPut, PlainPut, PutRequest
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 
 __all__ = ["SendMessageProcessor"]
@@ -103,6 +100,8 @@ _STATUS_REPLY: Final = {
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 _PUT_OK_REPLY: Final = _STATUS_REPLY[PutMessageStatus.PUT_OK]
+# Only a send whose properties hold this pair can be a transaction's half (TRAN_MSG=true).
+_TRANSACTION_PAIR: Final = MessageConst.TRANSACTION_PREPARED + NAME_VALUE_SEPARATOR
 _STORED: Final = frozenset(
     {
         PutMessageStatus.PUT_OK,
@@ -111,21 +110,6 @@ _STORED: Final = frozenset(
         PutMessageStatus.SLAVE_NOT_AVAILABLE,
     }
 )
-
-
-@dataclass(slots=True)
-class _Appended:
-    """A put in the CommitLog whose reply waits for the group commit: what the reply and the
-    send metrics need (the queue answered, the messages and their body bytes)."""
-
-    ctx: RequestContext
-    request: RemotingCommand
-    header: SendMessageRequestHeader
-    queue_id: int
-    messages: int
-    body_bytes: int
-    result: PutMessageResult
-    started: float
 
 
 class SendMessageProcessor:
@@ -147,10 +131,10 @@ class SendMessageProcessor:
         self._page_cache_busy = metrics.flow_control_rejections.labels(config.broker_name, "page_cache_busy")
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._acks: LoopAcks | None = None  # made on the loop by the first SYNC_FLUSH send
-        self._cluster_property = (
+        # Every stored message carries its broker's cluster (RocketMQ's CLUSTER property).
+        self._cluster_suffix = (
             f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
-        )
-        self._cluster_suffix = self._cluster_property.encode()
+        ).encode()
 
     def close(self) -> None:
         """On the loop, once no send is taken any more."""
@@ -167,117 +151,74 @@ class SendMessageProcessor:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = decode_send_header(request)
-        ack = self._ack_future()
         # Under ASYNC_FLUSH a put to a known topic only copies into the mapped CommitLog, so
         # it is done right here on the loop: two thread hops cost more than the put. Under
         # SYNC_FLUSH the disk is on the send path and a put that writes files (creating a
         # topic, a retry group's DLQ) may block: those run in the send pool, where a slow
         # store meets the queue-time fast failure instead of stalling the loop. A SYNC_FLUSH
-        # reply then waits for the group commit on the loop, holding no thread.
+        # reply then waits for its acknowledgement on the loop, holding no thread.
         if (
-            ack is None
+            not self._sync_flush
             and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
             and self._topics.select_topic_config(header.topic) is not None
         ):
-            sent = self._send(ctx, request, header, ack)
-            if isinstance(sent, _Appended):
-                assert ack is not None
-                return self._acked(sent, ack)
-            return sent
-        return self._send_pooled(ctx, request, header, ack)
+            return self._reply(ctx, request, header, *self._store_send(ctx, request, header, None))
+        return self._send_pooled(ctx, request, header)
+
+    async def _send_pooled(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand:
+        ack = self._ack_future()
+        queue_id, result, started = await self._pool.run(lambda: self._store_send(ctx, request, header, ack))
+        if result.pending:  # answered by the store's PutAcks, which owns the deadline
+            assert ack is not None
+            result = result.acknowledged(await ack)
+        return self._reply(ctx, request, header, queue_id, result, started)
 
     def _ack_future(self) -> asyncio.Future[PutMessageStatus] | None:
-        """Under SYNC_FLUSH, the future the group commit completes for this send (on the loop)."""
+        """Under SYNC_FLUSH, the future the store's acknowledgement completes (on the loop)."""
         if not self._sync_flush:
             return None
         acks = self._acks
         if acks is None:
-            timeout_s = self._store.config.sync_flush_timeout / 1000
-            acks = self._acks = LoopAcks(asyncio.get_running_loop(), timeout_s, self._store.open_flush_watch)
+            acks = self._acks = LoopAcks(asyncio.get_running_loop(), self._store.open_ack_watch)
         return acks.future()
 
-    async def _send_pooled(
+    def _store_send(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
         ack: asyncio.Future[PutMessageStatus] | None,
-    ) -> RemotingCommand:
-        sent = await self._pool.run(lambda: self._send(ctx, request, header, ack))
-        if isinstance(sent, _Appended):
-            assert ack is not None
-            return await self._acked(sent, ack)
-        return sent
-
-    async def _acked(self, appended: _Appended, ack: asyncio.Future[PutMessageStatus]) -> RemotingCommand:
-        assert self._acks is not None
-        self._acks.watch(ack)
-        status = await ack
-        result = appended.result
-        if status is not PutMessageStatus.PUT_OK:  # FLUSH_DISK_TIMEOUT: stored, not yet on disk
-            result = PutMessageResult(status, result.append_result)
-        return self._done(appended.ctx, appended.request, appended.header, appended.queue_id, appended.messages,
-                          appended.body_bytes, result, appended.started)
-
-    def _send(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
-        ack: asyncio.Future[PutMessageStatus] | None,
-    ) -> RemotingCommand | _Appended:
-        """Check, build and append; with ``ack`` (SYNC_FLUSH) a put that waits for the group
-        commit comes back as _Appended and ``ack`` completes with its flush status."""
+    ) -> tuple[int, PutMessageResult, float]:
+        """Check, then store: (the queue id the reply names, the store's result, when the
+        put started). With ``ack`` a put that waits comes back pending and ``ack`` gets its
+        status."""
         topic_config = self._msg_check(ctx, header)
         started = time.perf_counter()
-        is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
-        store, acks = self._store, self._acks  # acks: the sink of SYNC_FLUSH puts (ack is not None)
-        # First without message objects, from the request's own bytes: the store answers None
-        # for anything off its common path (see RecordEncoder.gather_batch), which then goes
-        # through message objects and is handled exactly.
-        if is_batch:
+        put, queue_id = self._put_request(ctx, request, header, topic_config)
+        return queue_id, self._store.put(put, self._acks if ack is not None else None, ack), started
+
+    def _put_request(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
+        topic_config: TopicConfig,
+    ) -> tuple[PutRequest, int]:
+        """What the store puts, and the queue id the reply names. A send is handed over as its
+        parts and a batch as its body (the store builds message objects only when it must);
+        a retry message (its DLQ) and a transaction's half are the broker's own rewrites."""
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             batch = self._batch(ctx, header, topic_config, request.body)
-            plain = store.put_message_batch(batch, acks, ack)
-            if plain is not None:
-                result, pending = plain
-                messages = result.append_result.msg_num if result.append_result is not None else 0
-                return self._finish(ctx, request, header, batch.queue_id, messages, batch.body_bytes, result,
-                                    pending, started)
-            msgs = self._batch_messages(header, batch)
-        else:
-            queue_id = self._queue_id(header, topic_config)
-            if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                plain = store.put_plain_message(
-                    header.topic, queue_id, request.body, header.properties or "", header.flag, header.sys_flag,
-                    header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix,
-                    acks, ack)
-                if plain is not None:
-                    return self._finish(ctx, request, header, queue_id, 1, len(request.body), plain[0], plain[1],
-                                        started)
-            msgs = [self._message(ctx, header, queue_id, request.body)]
-        pending = False
-        if ack is None:
-            result = store.put_messages(msgs) if is_batch else store.put_message(msgs[0])
-        else:
-            assert acks is not None
-            result, pending = (store.put_messages_acked(msgs, acks, ack) if is_batch
-                               else store.put_message_acked(msgs[0], acks, ack))
-        first = msgs[0]
-        # A half message answers with the queue the producer asked for, as RocketMQ does.
-        answered = int(first.properties[MessageConst.REAL_QUEUE_ID]) if is_transactional(first) else first.queue_id
-        body_bytes = sum(len(msg.body) for msg in msgs) if len(msgs) > 1 else len(first.body)
-        return self._finish(ctx, request, header, answered, len(msgs), body_bytes, result, pending, started)
-
-    def _finish(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
-        messages: int, body_bytes: int, result: PutMessageResult, pending: bool, started: float,
-    ) -> RemotingCommand | _Appended:
-        if pending:
-            return _Appended(ctx, request, header, queue_id, messages, body_bytes, result, started)
-        return self._done(ctx, request, header, queue_id, messages, body_bytes, result, started)
-
-    def _done(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
-        messages: int, body_bytes: int, result: PutMessageResult, started: float,
-    ) -> RemotingCommand:
-        status = result.status
-        if status is PutMessageStatus.PUT_OK or status in _STORED:  # `is` first: Enum hashing is slow
-            self._record_send(header.topic, messages, body_bytes, time.perf_counter() - started)
-        return self._reply(ctx, request, header, queue_id, result)
+            return batch, batch.queue_id
+        queue_id = self._queue_id(header, topic_config)
+        properties = header.properties or ""
+        plain = PlainPut(header.topic, queue_id, request.body, properties, header.flag, header.sys_flag,
+                         header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix)
+        if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and _TRANSACTION_PAIR not in properties:
+            return plain, queue_id
+        (msg,) = plain.messages(self._store.store_host)
+        self._retry_or_dlq(header, msg)
+        if is_transactional(msg):
+            to_half_message(msg)
+            # A half message answers with the queue the producer asked for, as RocketMQ does.
+            return MessagesPut.of(msg), int(msg.properties[MessageConst.REAL_QUEUE_ID])
+        return MessagesPut.of(msg), msg.queue_id
 
     # -- checks ------------------------------------------------------------------------
 
@@ -355,54 +296,9 @@ class SendMessageProcessor:
 
     # -- building ----------------------------------------------------------------------
 
-    def _base(
-        self,
-        header: SendMessageRequestHeader,
-        queue_id: int,
-        body: bytes,
-        flag: int,
-        properties: str,
-        born_host: str,
-    ) -> MessageExtBrokerInner:
-        props = string_to_properties(properties)
-        cluster = self._config.broker_cluster_name
-        msg = MessageExtBrokerInner(
-            topic=header.topic,
-            body=body,
-            flag=flag,
-            properties=props,
-            queue_id=queue_id,
-            sys_flag=header.sys_flag,
-            born_timestamp=header.born_timestamp,
-            born_host=born_host,
-            store_host=self._store.store_host,
-            reconsume_times=header.reconsume_times or 0,
-        )
-        count = len(props)
-        if PROPERTY_CLUSTER not in props and (not properties or (
-                properties[-1] == PROPERTY_SEPARATOR and properties.count(PROPERTY_SEPARATOR) == count
-                and properties.count(NAME_VALUE_SEPARATOR) == count)):
-            # The client's text is already what properties_to_string would write: append to it.
-            props[PROPERTY_CLUSTER] = cluster
-            msg.properties_string = properties + self._cluster_property
-        else:
-            msg.set_property(PROPERTY_CLUSTER, cluster)
-        tags = props.get(MessageConst.TAGS)
-        msg.tags_code = tags_hash_code(tags) if tags else 0
-        return msg
-
-    def _message(
-        self, ctx: RequestContext, header: SendMessageRequestHeader, queue_id: int, body: bytes
-    ) -> MessageExtBrokerInner:
-        msg = self._base(header, queue_id, body, header.flag, header.properties or "", ctx.remote_addr)
-        self._retry_or_dlq(header, msg)
-        if is_transactional(msg):
-            to_half_message(msg)
-        return msg
-
     def _batch(
         self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig, body: bytes
-    ) -> MessageExtBatch:
+    ) -> BatchPut:
         """The checks every batch gets, and what its messages share."""
         if header.topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             raise for_code(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group")
@@ -412,34 +308,26 @@ class SendMessageProcessor:
                 f"batch body of {len(body)} bytes exceeds maxMessageSize "
                 f"{self._store.config.max_message_size}",
             )
-        return MessageExtBatch(header.topic, self._queue_id(header, topic_config), body, self._cluster_property,
-                               header.sys_flag, header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0)
-
-    def _batch_messages(self, header: SendMessageRequestHeader, batch: MessageExtBatch) -> list[MessageExtBrokerInner]:
-        # A malformed batch raises MessageIllegalError, answered MESSAGE_ILLEGAL.
-        queue_id, born_host, base = batch.queue_id, batch.born_host, self._base
-        return [base(header, queue_id, e.body, e.flag, e.properties, born_host) for e in decode_batch(batch.body)]
+        return BatchPut(header.topic, self._queue_id(header, topic_config), body, self._cluster_suffix,
+                        header.sys_flag, header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0)
 
     # -- reply -------------------------------------------------------------------------
 
     def _reply(
-        self,
-        ctx: RequestContext,
-        request: RemotingCommand,
-        header: SendMessageRequestHeader,
-        queue_id: int,
-        result: PutMessageResult,
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
+        result: PutMessageResult, started: float,
     ) -> RemotingCommand:
         status = result.status
         code, remark = _PUT_OK_REPLY if status is PutMessageStatus.PUT_OK else _STATUS_REPLY[status]
         if result.remark:
             remark = f"{remark} ({result.remark})" if remark else result.remark
-        if result.append_result is None or (status is not PutMessageStatus.PUT_OK and status not in _STORED):
+        append = result.append_result
+        if append is None or (status is not PutMessageStatus.PUT_OK and status not in _STORED):
             log.warning(
                 "send to %s from %s refused: %s %s", header.topic, ctx.remote_addr, result.status.name, remark
             )
             return request.reply(code, remark)
-        append = result.append_result
+        self._record_send(header.topic, append.msg_num, append.body_bytes, time.perf_counter() - started)
         # SendMessageResponseHeader's fields, written out: this runs for every send.
         fields = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                   MessageConst.MSG_REGION: DEFAULT_REGION, MessageConst.TRACE_SWITCH: "true"}

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.transaction.service import TransactionalMessageService
 from lakemq.common.codes import ResponseCode
+from lakemq.common.constants import PermName
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import BrokerError, for_code
 from lakemq.remoting.codec import RemotingCommand

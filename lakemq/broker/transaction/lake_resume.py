@@ -28,7 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 
-from lakemq.broker.config import BrokerConfig, PermName
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.topic_config_manager import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from lakemq.broker.transaction.check_service import (
     CheckRequest,
@@ -42,9 +42,10 @@ from lakemq.broker.transaction.half_message import (
     renew_half_message,
 )
 from lakemq.common.codes import ResponseCode
+from lakemq.common.constants import PermName
 from lakemq.common.message import MessageConst, MessageExt
-from lakemq.common.record import RecordError, iter_records
-from lakemq.errors import BrokerError, for_code
+from lakemq.common.record import iter_records
+from lakemq.errors import BrokerError, RecordError, for_code
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 

@@ -27,11 +27,12 @@ from lakemq.broker.transaction.half_message import (
 from lakemq.broker.transaction.resolved import ResolvedTransactions
 from lakemq.common.codes import ResponseCode
 from lakemq.common.message import MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
-from lakemq.common.record import RecordError, decode_record
-from lakemq.errors import for_code
+from lakemq.common.record import decode_record
+from lakemq.errors import RecordError, for_code
 from lakemq.remoting.headers import EndTransactionRequestHeader
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
+from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
 
 __all__ = ["HALF_QUEUE_ID", "QueueRead", "TransactionalMessageService"]
@@ -130,7 +131,7 @@ class TransactionalMessageService:
         return True
 
     def _put(self, msg: MessageExtBrokerInner, what: str) -> int:
-        result = self.store.put_message(msg)
+        result = self.store.put(MessagesPut.of(msg))
         if result.status not in _STORED or result.append_result is None:
             raise for_code(
                 ResponseCode.SYSTEM_ERROR,
@@ -140,7 +141,7 @@ class TransactionalMessageService:
 
     def put_back(self, msg: MessageExtBrokerInner) -> MessageExt | None:
         """Put a renewed half message; the stored copy (new offsets), or None on failure."""
-        result = self.store.put_message(msg)
+        result = self.store.put(MessagesPut.of(msg))
         append = result.append_result
         if result.status not in _STORED or append is None:
             log.error(

@@ -2,8 +2,8 @@
 
 fastjson writes maps whose keys are not strings with bare keys: ``{"brokerAddrs":{0:"ip:port"}}``
 (a Long broker id) and ``{"offsetTable":{{"topic":"T","brokerName":"b","queueId":0}:{...}}}``
-(a MessageQueue). Neither is valid JSON, and official name servers and brokers send both, so the
-client parses them: numeric keys come back as ints, object keys as sorted tuples of their items
+(a MessageQueue). Neither is valid JSON, and official name servers and brokers send both, so
+lakemq parses them: numeric keys come back as ints, object keys as sorted tuples of their items
 (``dict(key)`` gives the object back).
 """
 

@@ -1,25 +1,28 @@
-"""Decoding the body of SEND_BATCH_MESSAGE (RocketMQ's MessageDecoder.encodeMessages format).
+"""The body of SEND_BATCH_MESSAGE (RocketMQ's MessageDecoder.encodeMessages), both ways.
 
 The producer concatenates its messages, each as::
 
-    | TOTALSIZE 4 | MAGICCODE 4 | BODYCRC 4 | FLAG 4 | BODYLEN 4 | BODY | PROPLEN 2 | PROPERTIES |
+    | TOTALSIZE 4 | MAGICCODE 4 (0) | BODYCRC 4 (0) | FLAG 4 | BODYLEN 4 | BODY | PROPLEN 2 | PROPERTIES |
 
-TOTALSIZE = 22 + len(body) + len(properties); magic and CRC are not checked (clients send
+TOTALSIZE = 22 + len(body) + len(properties). Magic and CRC are not checked (clients send
 zeros; the broker computes the stored CRC). Topic and queue come from the request header.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from typing import Final
 
+from lakemq.common.message import Message, properties_to_string
 from lakemq.errors import MessageIllegalError
 
-__all__ = ["BatchEntry", "decode_batch"]
+__all__ = ["BATCH_ENTRY_FIXED_SIZE", "BatchEntry", "decode_batch", "encode_messages"]
 
 _HEAD: Final = struct.Struct(">iiiii")
 _PROPS_LEN: Final = struct.Struct(">h")
-_FIXED: Final = _HEAD.size + _PROPS_LEN.size  # 22
+BATCH_ENTRY_FIXED_SIZE: Final = _HEAD.size + _PROPS_LEN.size  # 22
+_MAX_PROPERTIES: Final = 0x7FFF  # PROPLEN is a signed short
 
 
 class BatchEntry:
@@ -37,6 +40,19 @@ class BatchEntry:
         return f"BatchEntry(flag={self.flag}, body={len(self.body)} bytes, properties={self.properties!r})"
 
 
+def _encode_one(msg: Message) -> bytes:
+    props = properties_to_string(msg.properties).encode("utf-8")
+    if len(props) > _MAX_PROPERTIES:
+        raise MessageIllegalError(f"properties of {len(props)} bytes exceed {_MAX_PROPERTIES}")
+    size = BATCH_ENTRY_FIXED_SIZE + len(msg.body) + len(props)
+    return b"".join((_HEAD.pack(size, 0, 0, msg.flag, len(msg.body)), msg.body, _PROPS_LEN.pack(len(props)), props))
+
+
+def encode_messages(messages: Iterable[Message]) -> bytes:
+    """The batch body of ``messages`` (their topics are the request's, not encoded here)."""
+    return b"".join(_encode_one(m) for m in messages)
+
+
 def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchEntry]:
     """All entries of a batch body; MessageIllegalError if any length is inconsistent."""
     # Slicing bytes copies once; a memoryview slice would need a second copy into bytes.
@@ -46,11 +62,11 @@ def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchEntry]:
     append, head_at, props_len_at = entries.append, _HEAD.unpack_from, _PROPS_LEN.unpack_from
     pos = 0
     while pos < size:
-        if size - pos < _FIXED:
+        if size - pos < BATCH_ENTRY_FIXED_SIZE:
             raise MessageIllegalError(f"batch entry at {pos}: {size - pos} trailing bytes")
         total, _magic, _crc, flag, body_len = head_at(buf, pos)
         end = pos + total
-        if total < _FIXED or end > size or body_len < 0 or _FIXED + body_len > total:
+        if total < BATCH_ENTRY_FIXED_SIZE or end > size or body_len < 0 or BATCH_ENTRY_FIXED_SIZE + body_len > total:
             raise MessageIllegalError(f"batch entry at {pos}: bad sizes (total {total}, body {body_len})")
         p = pos + _HEAD.size + body_len  # the properties' length
         (props_len,) = props_len_at(buf, p)

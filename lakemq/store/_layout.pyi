@@ -1,0 +1,3 @@
+"""Types of the compiled module lakemq/store/_layout.pyx."""
+
+def layout() -> dict[str, int]: ...

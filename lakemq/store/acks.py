@@ -1,0 +1,321 @@
+"""Acknowledging puts: the one owner of every put's acknowledgement and its deadline.
+
+A put that must wait before it is answered (WAIT=true, the default) waits for every
+*condition* the store has. Each condition is an offset in the CommitLog below which it holds:
+
+- the group commit (lakemq.store.group_commit, SYNC_FLUSH): "flushed locally up to X";
+- a replication service (SYNC_MASTER, to come): "the slave acknowledged up to X".
+
+A put ending at ``end`` is acknowledged PUT_OK once every condition has reached ``end``. Its
+deadline (``syncFlushTimeout`` after its registration, one for all conditions, as RocketMQ
+waits for the disk and for the slave with the same timeout) is kept here and nowhere else.
+With no condition (ASYNC_FLUSH, no SYNC_MASTER) the CommitLog has no PutAcks and every put is
+answered at its append.
+
+One put, from its registration (docs/SYNC_FLUSH.md has the same table):
+
+| state   | event                                                   | next    | answer                          |
+|---------|---------------------------------------------------------|---------|---------------------------------|
+| -       | register, WAIT=false                                    | -       | PUT_OK at once                  |
+| -       | register, every condition already reached ``end``       | -       | PUT_OK at once                  |
+| -       | register after the last release (shutdown)              | -       | PUT_OK if reached, else the first unmet condition's timeout status, at once |
+| -       | register otherwise                                      | WAITING | (later, through the sink)       |
+| WAITING | a release finds every condition reached ``end``         | DONE    | PUT_OK                          |
+| WAITING | a release finds an unmet condition refusing (`refusal`) | DONE    | that status (SLAVE_NOT_AVAILABLE) |
+| WAITING | a release at or after the deadline, a condition unmet   | DONE    | the first unmet condition's `timeout_status` (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT) |
+| WAITING | the last release (shutdown, after the last flush)       | DONE    | PUT_OK if reached, else as at the deadline |
+
+Who releases: this service's thread, woken by an eventfd that the conditions write whenever
+they move (the commit thread in C after each fdatasync) and at least every 10 ms for the
+deadlines; or, for a sink whose owner opened an :class:`AckWatch` (the broker's event loop),
+that owner, on its own thread, when the watch's eventfd turns readable. While a watch is
+open the conditions write the watches' eventfds instead of this thread's, and this thread
+answers the watched sink's puts only at their deadline; every other sink's it answers as soon
+as they are covered. A sink receives, once per release, the list of ``(token, status)`` of
+its puts that release answered.
+
+A blocking put (no sink: the schedule service, send-back, transactions) waits on each
+condition in turn (``AckCondition.wait``; the group commit's waits on its commit thread
+without the GIL) with what is left of the same deadline, and is answered by the same rules.
+
+A replication service plugs in as a second AckCondition: the CommitLog builds its conditions
+from the configuration, and this class needs no change (docs/SYNC_FLUSH.md says how).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from lakemq.store.results import PutMessageStatus
+from lakemq.store.service_thread import ServiceThread
+
+__all__ = ["AckCondition", "AckSink", "AckWatch", "PutAcks"]
+
+log = logging.getLogger(__name__)
+
+# The releasing thread wakes at least this often, so a deadline is kept to within 10 ms.
+_POLL_MS = 10
+
+# Takes every acknowledgement one release produced for it at once: (token, status) pairs, on
+# this service's thread or a watch's owner, so it must be quick and must not raise (an
+# asyncio caller on another thread hands the whole list to its loop with one
+# call_soon_threadsafe).
+AckSink = Callable[[list[tuple[Any, PutMessageStatus]]], None]
+_Request = tuple[int, float, AckSink, Any]  # end offset, deadline (monotonic), sink, token
+
+
+class AckCondition(Protocol):
+    """One condition of every put's acknowledgement: an offset below which it holds."""
+
+    # Answered to a put this condition did not cover by its deadline.
+    timeout_status: PutMessageStatus
+
+    def expect(self, end: int) -> None:
+        """A put ending at ``end`` was appended (every put, waiting or not): make the
+        condition move there (the group commit publishes ``end`` to its commit thread)."""
+        ...
+
+    def advance(self) -> int:
+        """Where the condition holds now, taking what moved on the way (the group commit
+        moves the CommitLog's flushed position, the checkpoint and the flush metrics). Called
+        by whoever releases, serialised by the condition itself."""
+        ...
+
+    def wait(self, end: int, timeout_s: float) -> bool:
+        """Block until the condition holds at ``end``; False after ``timeout_s``."""
+        ...
+
+    def refusal(self) -> PutMessageStatus | None:
+        """A status to answer at once to every put not covered yet, or None to let them wait
+        for their deadline. The group commit never refuses (a failing fdatasync is retried);
+        replication answers SLAVE_NOT_AVAILABLE while no slave is connected."""
+        ...
+
+    def notify_fds(self, fds: list[int]) -> None:
+        """From now on write a count to each of these eventfds whenever the condition moves;
+        a descriptor left out is never written again once this returns."""
+        ...
+
+
+def _silence(conditions: Sequence[AckCondition], fd: int) -> None:
+    """An unused PutAcks is dropped: its conditions stop writing its eventfd before it closes."""
+    for condition in conditions:
+        condition.notify_fds([])
+    os.close(fd)
+
+
+class PutAcks(ServiceThread):
+    def __init__(self, timeout_ms: int, conditions: Sequence[AckCondition]) -> None:
+        super().__init__("PutAcks")
+        self._timeout_s = timeout_ms / 1000
+        self._conditions = tuple(conditions)
+        self._expects = tuple(c.expect for c in self._conditions)
+        self._lock = threading.Lock()  # the requests, `_covered` and `_closed`
+        self._requests: list[_Request] = []
+        self._covered = -1  # every condition held up to here at the last release
+        self._closed = False  # set by the last release: no request is queued after it
+        self._watch_lock = threading.Lock()
+        self._watches: list[AckWatch] = []
+        self._notify_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        weakref.finalize(self, _silence, self._conditions, self._notify_fd).atexit = False
+        self._tell_conditions()
+
+    # -- putting ---------------------------------------------------------------------------
+
+    def register(self, end: int, wait: bool, sink: AckSink, token: Any) -> PutMessageStatus | None:
+        """A put ending at ``end`` was appended. Its status if known now; otherwise None, and
+        ``sink`` later receives ``(token, status)``."""
+        for expect in self._expects:
+            expect(end)
+        if not wait:
+            return PutMessageStatus.PUT_OK
+        with self._lock:
+            # Under the lock: a release sets _covered and takes the requests in one step, so
+            # a request it would not see is answered here.
+            if end <= self._covered:
+                return PutMessageStatus.PUT_OK
+            if not self._closed:
+                self._requests.append((end, time.monotonic() + self._timeout_s, sink, token))
+                return None
+        return self._status_now(end)
+
+    def wait(self, end: int, wait: bool) -> PutMessageStatus:
+        """A put ending at ``end`` was appended: block until it may be answered."""
+        for expect in self._expects:
+            expect(end)
+        if not wait:
+            return PutMessageStatus.PUT_OK
+        if self._closed:
+            return self._status_now(end)
+        deadline = time.monotonic() + self._timeout_s
+        for condition in self._conditions:
+            refusal = condition.refusal()
+            if refusal is not None and condition.advance() < end:
+                return refusal
+            if not condition.wait(end, max(0.0, deadline - time.monotonic())):
+                return condition.refusal() or condition.timeout_status
+        return PutMessageStatus.PUT_OK
+
+    def _status_now(self, end: int) -> PutMessageStatus:
+        """After the last release: answered at once, as that release would have."""
+        marks = [c.advance() for c in self._conditions]
+        return self._unmet(end, marks, [c.refusal() for c in self._conditions], True) or PutMessageStatus.PUT_OK
+
+    # -- watches ---------------------------------------------------------------------------
+
+    def open_watch(self, sink: AckSink) -> AckWatch:
+        """For an event loop that acknowledges its own puts (made with ``sink``): an AckWatch
+        whose eventfd is readable whenever a condition moved."""
+        watch = AckWatch(self, sink)
+        with self._watch_lock:
+            self._watches.append(watch)
+            self._tell_conditions()
+        return watch
+
+    def _close_watch(self, watch: AckWatch) -> None:
+        with self._watch_lock:
+            if watch in self._watches:
+                self._watches.remove(watch)
+            self._tell_conditions()
+
+    def _tell_conditions(self) -> None:
+        fds = [w.fd for w in self._watches] or [self._notify_fd]
+        for condition in self._conditions:
+            condition.notify_fds(fds)
+
+    # -- releasing -------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Answer what the conditions now cover, on the calling thread (a watch's owner)."""
+        self._release(final=False)
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop after a last release; the conditions' own last work (the group commit's last
+        flush) must be done before, so that release answers PUT_OK to what it covered."""
+        self._stop_event.set()
+        os.eventfd_write(self._notify_fd, 1)
+        super().shutdown(timeout_s)
+
+    def run(self) -> None:
+        poller = select.poll()
+        poller.register(self._notify_fd, select.POLLIN)
+        try:
+            while not self.stopped:
+                notified = bool(poller.poll(_POLL_MS))
+                if notified:
+                    try:
+                        os.eventfd_read(self._notify_fd)
+                    except BlockingIOError:
+                        pass
+                # A move announced to the watches is theirs to acknowledge for their sinks;
+                # one that reached this thread (it raced a watch's opening) is ours.
+                self._release(final=False, left_to_watches=not notified)
+        finally:
+            for watch in list(self._watches):
+                watch.close()
+            self._release(final=True)
+
+    def _release(self, *, final: bool, left_to_watches: bool = False) -> None:
+        """Answer the requests every condition covers, those an unmet condition refuses and
+        those past their deadline (all of them with ``final``); with ``left_to_watches`` a
+        watched sink's requests only past their deadline."""
+        conditions = self._conditions
+        marks = [c.advance() for c in conditions]
+        covered = min(marks)
+        with self._lock:
+            self._covered = covered
+            if not self._requests and not final:
+                return
+            requests, self._requests = self._requests, []
+            if final:
+                self._closed = True
+        watched = {w.sink for w in self._watches} if left_to_watches else ()
+        refusals = [c.refusal() for c in conditions]
+        now = time.monotonic()
+        ok = PutMessageStatus.PUT_OK
+        pending: list[_Request] = []
+        by_sink: dict[AckSink, list[tuple[Any, PutMessageStatus]]] = {}
+        for request in requests:
+            end, deadline, sink, token = request
+            if now < deadline and sink in watched:
+                pending.append(request)
+                continue
+            if end <= covered:
+                status = ok
+            else:
+                unmet = self._unmet(end, marks, refusals, final or now >= deadline)
+                if unmet is None:
+                    pending.append(request)
+                    continue
+                status = unmet
+            acks = by_sink.get(sink)
+            if acks is None:
+                by_sink[sink] = [(token, status)]
+            else:
+                acks.append((token, status))
+        if pending:
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._requests[:0] = pending
+            if closed:  # the last release ran meanwhile (on the service's thread): answer now
+                for end, _, sink, token in pending:
+                    status = self._unmet(end, marks, refusals, True) or ok
+                    by_sink.setdefault(sink, []).append((token, status))
+        for sink, acks in by_sink.items():
+            try:
+                sink(acks)
+            except Exception:  # one broken caller must not stop acknowledgements for the rest
+                log.exception("acknowledging %d put(s) failed", len(acks))
+
+    def _unmet(self, end: int, marks: list[int], refusals: list[PutMessageStatus | None],
+               expired: bool) -> PutMessageStatus | None:
+        """The status of a put ending at ``end`` that some condition does not cover: the
+        first such condition's refusal, else its timeout status once ``expired``; None while
+        it may still wait (and when every condition covers it)."""
+        for condition, mark, refusal in zip(self._conditions, marks, refusals, strict=True):
+            if mark < end:
+                if refusal is not None:
+                    return refusal
+                return condition.timeout_status if expired else None
+        return None
+
+
+class AckWatch:
+    """An eventfd readable whenever a condition moved (PutAcks.open_watch): its owner, an
+    event loop, calls :meth:`on_readable` when it is, and so acknowledges the puts made with
+    ``sink`` on its own thread, with no hand-off from another."""
+
+    def __init__(self, acks: PutAcks, sink: AckSink) -> None:
+        self._acks = acks
+        self.sink = sink  # the requests its owner acknowledges
+        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._closed = False
+
+    def on_readable(self) -> None:
+        if self._closed:
+            return
+        try:
+            os.eventfd_read(self.fd)
+        except BlockingIOError:  # already read
+            return
+        self._acks.release()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop watching; the service's own thread is told of every move again."""
+        if self._closed:
+            return
+        self._closed = True
+        self._acks._close_watch(self)
+        os.close(self.fd)

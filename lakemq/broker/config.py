@@ -91,6 +91,9 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     end_transaction_thread_pool_nums: int = 4
+    # request() / reply: a reply is pushed to the requesting client and also stored in the
+    # {cluster}_REPLY_TOPIC (RocketMQ's storeReplyMessageEnable, true there too).
+    store_reply_message_enable: bool = True
     # Prometheus metrics over HTTP on brokerIP1 (GET /metrics): -1 = listenPort + 2 (a free
     # port when listenPort is 0), 0 = a free port, -2 = off; the URL is printed at boot.
     metrics_port: int = -1

@@ -123,6 +123,12 @@ class ConsumerOffsetManager:
                 if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic
             }
 
+    def remove_group(self, group: str) -> None:
+        with self._lock:
+            for key in [k for k in self._table if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group]:
+                del self._table[key]
+                self._dirty = True
+
     def remove_topic(self, topic: str) -> None:
         with self._lock:
             for key in [k for k in self._table if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic]:

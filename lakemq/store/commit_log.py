@@ -363,7 +363,12 @@ class CommitLog:
                 self._valid_topics.clear()
                 self._topic_parts.clear()
             self._valid_topics.add(topic)
-        if MessageSysFlag.unknown_bits(msg.sys_flag):
+        unknown = MessageSysFlag.unknown_bits(msg.sys_flag)
+        if unknown & MessageSysFlag.COMPRESSION_TYPE_MASK:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"body compression type {unknown >> 8} (sys flag 0x{msg.sys_flag:x}) is "
+                                    "not supported by lakemq: only zlib (rocketmq.message.compressType=ZLIB)")
+        if unknown:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"unknown sys flag bits 0x{msg.sys_flag:x}")
         return None

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakemq.errors import CorruptFileError
+from lakemq.errors import CorruptFileError, FrameError
+from lakemq.remoting import fastjson
 
 __all__ = ["DataVersion", "file_lock", "load_json", "save_json"]
 
@@ -28,7 +29,8 @@ _WRITERS: dict[Path, threading.RLock] = {}
 
 
 def load_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path`` (or its ``.bak``), or None when neither exists.
+    """The JSON object in ``path`` (or its ``.bak``), or None when neither exists. Files an
+    Apache RocketMQ broker wrote load too (fastjson's bare integer keys).
 
     A file that exists but does not parse raises CorruptFileError when no good backup exists:
     starting with an empty offset table would silently rewind every consumer."""
@@ -44,8 +46,8 @@ def load_json(path: Path) -> dict[str, Any] | None:
             errors.append(f"{candidate} is empty")
             continue
         try:
-            data = json.loads(text)
-        except ValueError as exc:
+            data = fastjson.loads(text)  # strict JSON, or what a RocketMQ broker wrote (bare int keys)
+        except FrameError as exc:
             errors.append(f"{candidate}: {exc}")
             continue
         if not isinstance(data, dict):

@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import signal
-from pathlib import Path
 
 import click
 
 from lakemq.broker.broker_controller import BrokerController
 from lakemq.broker.config import BrokerConfig, apply_key_aliases
+from lakemq.broker.ha import HaConfig, check_role
 from lakemq.cli import main
 from lakemq.common.config import bind, check_unknown_keys, read_properties
 from lakemq.common.logs import setup_logging
 from lakemq.remoting import event_loop
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import StoreConfig, store_root
 from lakemq.tiering.config import LAKE_JOB_CONFIGS
 
 __all__ = ["broker", "load_broker_configs"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_DATA_DIR = Path.home() / "lakemq-data"
-
 
 def load_broker_configs(
     config_path: str | None,
@@ -33,23 +29,22 @@ def load_broker_configs(
     data_dir: str | None = None,
     port: int | None = None,
     namesrv: str | None = None,
-) -> tuple[BrokerConfig, StoreConfig]:
-    """BrokerConfig and StoreConfig from a broker.conf (or embedded defaults) plus the
-    command line's overrides. Without a conf or ``--data-dir`` the store lives in
-    ``~/lakemq-data``; an explicit ``storePathRootDir`` in the conf is kept."""
+) -> tuple[BrokerConfig, StoreConfig, HaConfig]:
+    """BrokerConfig, StoreConfig and HaConfig from a broker.conf (or embedded defaults) plus
+    the command line's overrides. The store root is :func:`lakemq.store.config.store_root`'s:
+    ``--data-dir``, else the conf's ``storePathRootDir``, else ``~/lakemq-data`` (the jobs
+    resolve it the same way). A SLAVE without a brokerId > 0 is a ConfigError."""
     props = apply_key_aliases(read_properties(config_path)) if config_path else {}
-    check_unknown_keys(props, (BrokerConfig, StoreConfig, *LAKE_JOB_CONFIGS))  # one conf for broker and jobs
+    # one conf for broker and jobs
+    check_unknown_keys(props, (BrokerConfig, StoreConfig, HaConfig, *LAKE_JOB_CONFIGS))
     broker_overrides: dict[str, object] = {}
     if port is not None:
         broker_overrides["listen_port"] = port
     if namesrv is not None:
         broker_overrides["namesrv_addr"] = tuple(a.strip() for a in namesrv.split(";") if a.strip())
     broker_config = bind(BrokerConfig, props, **broker_overrides)
-    store_config = bind(StoreConfig, props)
-    if data_dir is not None or not any(k in props for k in ("storePathRootDir", "store_path_root_dir")):
-        root = Path(data_dir).expanduser() if data_dir else DEFAULT_DATA_DIR
-        store_config = dataclasses.replace(store_config, store_path_root_dir=str(root.resolve()))
-    return broker_config, store_config
+    store_config = bind(StoreConfig, props, store_path_root_dir=str(store_root(props, data_dir)))
+    return check_role(broker_config, store_config), store_config, bind(HaConfig, props)
 
 
 async def _serve(controller: BrokerController) -> None:
@@ -90,12 +85,12 @@ def broker(
     config_path: str | None, data_dir: str | None, port: int | None, namesrv: str | None, log_dir: str | None
 ) -> None:
     """Run a broker: the hot store behind RocketMQ's remoting protocol."""
-    broker_config, store_config = load_broker_configs(
+    broker_config, store_config, ha_config = load_broker_configs(
         config_path, data_dir=data_dir, port=port, namesrv=namesrv
     )
     log_path = setup_logging(
         f"broker-{broker_config.broker_name}", log_dir or os.environ.get("LAKEMQ_LOG_DIR")
     )
-    log.info("starting broker with %s and %s", broker_config, store_config)
+    log.info("starting broker with %s, %s and %s", broker_config, store_config, ha_config)
     click.echo(f"logging to {log_path}")
-    event_loop.run(_serve(BrokerController(broker_config, store_config)))
+    event_loop.run(_serve(BrokerController(broker_config, store_config, ha_config)))

@@ -151,7 +151,7 @@ class Dispatcher:
         if entry is None:
             response: RemotingCommand | None = request.reply(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f"request code {request.code} ({_code_name(request.code)}) not supported")
+                f"request code {request.code} ({_code_name(request.code)}) not supported by lakemq")
         else:
             ctx = connection.context
             if ctx is None:

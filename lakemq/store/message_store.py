@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator
 from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
-from lakemq.errors import RecordError
+from lakemq.errors import RecordError, StoreError
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import BrokerRole, StoreConfig
 from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, CqUnit
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
@@ -38,8 +38,9 @@ from lakemq.store.dispatch import (
 from lakemq.store.filter import MessageFilter
 from lakemq.store.flush import FlushListener
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult
+from lakemq.store.health import StoreHealth
 from lakemq.store.index_service import IndexService
-from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService
+from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService, UnconsumedProbe
 from lakemq.store.put_request import MessagesPut, PutRequest
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 from lakemq.store.schedule import ScheduleMessageService
@@ -50,6 +51,10 @@ log = logging.getLogger(__name__)
 
 # RocketMQ reads at most this many ConsumeQueue entries per pull while filtering.
 _MAX_FILTER_ENTRIES = 16_000
+# Answers whose next offset is a correction rather than where reading stopped.
+_CORRECTED = frozenset({
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_TOO_SMALL,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL})
 
 
 def _total_physical_memory() -> int:
@@ -89,9 +94,10 @@ class MessageStore:
         if self.index_service is not None:
             self.dispatchers.append(self.index_service)
         self.message_arriving_listeners: list[MessageArrivingListener] = []
+        self.health = StoreHealth(config, lambda: self.reput.dispatch_behind_bytes())
         self.reput = ReputMessageService(
             self.commit_log, self.dispatchers, reput_from_offset=0, delay_levels=self.delay_levels,
-            listeners=self.message_arriving_listeners,
+            listeners=self.message_arriving_listeners, health=self.health,
         )
         self.schedule = ScheduleMessageService(
             self.delay_levels, find_queue=self.consume_queues.find, read_message=self.look_message_by_offset,
@@ -102,13 +108,19 @@ class MessageStore:
             config, self.consume_queues, self.index_service, self.checkpoint
         )
         self._retention_guard: Callable[[], int] | None = None
+        self._unconsumed_probe: UnconsumedProbe | None = None
         self.clean_service = CleanExpiredFilesService(
             config, self.commit_log, self.consume_queues, self.index_service,
             dispatched_offset=lambda: self.reput.reput_from_offset, retention_guard=lambda: self._retention_guard,
+            health=self.health, unconsumed_probe=lambda: self._unconsumed_probe,
         )
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
         self.last_exit_ok = True
         self._running = False
+        # A slave's CommitLog is its master's: only replication appends to it.
+        self._accepts_puts = False
+        self._slave = config.broker_role is BrokerRole.SLAVE
+        self._keeps_offsets = self._slave and not config.offset_check_in_slave
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -118,6 +130,13 @@ class MessageStore:
         self.last_exit_ok = not abort.exists()
         if not (self.commit_log.load() and self.consume_queues.load() and self.schedule.load()):
             return False
+        if not self.consume_queues.all() and self.commit_log.get_min_offset() > 0:
+            # Dispatch would rebuild only the queues still in the CommitLog: the others would
+            # restart at offsets already used.
+            raise StoreError(
+                f"{self.config.consume_queue_dir} holds no queue but the CommitLog starts at offset "
+                f"{self.commit_log.get_min_offset()} (older files are gone): rebuild the ConsumeQueues with "
+                "`lakemq reindex` (it continues each queue from the lake and the committed offsets) or restore them")
         rebuild_from = None
         if self.index_service is not None:
             rebuild_from = self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
@@ -144,20 +163,23 @@ class MessageStore:
         self.config.abort_file_path.parent.mkdir(parents=True, exist_ok=True)
         self.config.abort_file_path.touch()
         self.reput.do_reput()
+        self.health.check()  # a disk already full refuses the first put
         self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
         self.commit_log.start()
         self._running = True
+        self._accepts_puts = not self._slave
         self.reput.start()
         self.flush_consume_queue_service.start()
         self.clean_service.start()
-        self.schedule.start()
+        if not self._slave:  # delays are delivered by the master; a slave keeps its offsets
+            self.schedule.start()
 
     def shutdown(self) -> None:
         """Stop puts, deliver nothing more, dispatch what was written, flush everything, write
         the checkpoint; the abort file goes only when all of that completed."""
         if not self._running:
             return
-        self._running = False
+        self._running = self._accepts_puts = False
         self.schedule.shutdown()
         self.clean_service.shutdown()
         self.reput.shutdown()
@@ -176,17 +198,51 @@ class MessageStore:
 
     # -- put ---------------------------------------------------------------------------------
 
+    def _refusal(self) -> PutMessageResult:
+        why = "broker role is SLAVE: puts are refused" if self._slave and self._running else "store is not running"
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=why)
+
     def put(self, request: PutRequest, sink: AckSink | None = None, token: object = None) -> PutMessageResult:
         """Store ``request`` (lakemq.store.put_request) and wake dispatch. Without ``sink``
         this blocks until the put may be answered (under SYNC_FLUSH: flushed, or its
         deadline passed); with one, a put that waits comes back ``pending`` and ``sink``
-        receives ``(token, status)`` later (CommitLog.put, lakemq.store.acks)."""
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        receives ``(token, status)`` later (CommitLog.put, lakemq.store.acks). Refused, with
+        the reason, while the store is stopped, the disk is full or dispatch fails (StoreHealth),
+        and always by a SLAVE's store: its CommitLog is its master's."""
+        if not self._accepts_puts:
+            return self._refusal()
+        if self.health.refusal is not None:
+            refused = self.health.refused_put()
+            if refused is not None:
+                return refused
         result = self.commit_log.put(request, sink, token)
         if result.is_ok:
             self.reput.wakeup()
         return result
+
+    # -- replication -------------------------------------------------------------------------
+
+    @property
+    def is_slave(self) -> bool:
+        return self._slave
+
+    @property
+    def commit_log_file_size(self) -> int:
+        return self.config.mapped_file_size_commit_log
+
+    def append_to_commit_log(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """A slave's replication append (CommitLog.append_replica), then dispatch is woken.
+        Returns the new max offset; raises StoreError when the bytes do not go at ``offset``."""
+        end = self.commit_log.append_replica(offset, data)
+        self.reput.wakeup()
+        return end
+
+    def get_commit_log_data(self, offset: int) -> memoryview | None:
+        """A master's bytes for its slaves: from ``offset`` to the end of what is written in
+        the file holding it (None when no file holds it)."""
+        if not self._running:
+            return None
+        return self.commit_log.get_data(offset)
 
     # -- pull --------------------------------------------------------------------------------
 
@@ -204,7 +260,8 @@ class MessageStore:
         ``offset`` that pass the filter. ``next_begin_offset`` is where the next pull starts."""
         cq = self.consume_queues.find(topic, queue_id)
         if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+                                    next_begin_offset=offset if self._keeps_offsets else 0)
         min_offset, max_offset = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
         result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
         if max_offset == 0:
@@ -218,6 +275,9 @@ class MessageStore:
             result.next_begin_offset = min_offset if min_offset == 0 else max_offset
         else:
             self._read_queue(cq, offset, max_msg_nums, message_filter, max_total_bytes, result)
+        if self._keeps_offsets and result.status in _CORRECTED:
+            # A slave may be behind its master: it does not move a consumer's offset.
+            result.next_begin_offset = offset
         return result
 
     def _read_queue(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
@@ -388,6 +448,11 @@ class MessageStore:
         """``guard()`` is the highest CommitLog offset whose file may be deleted (tiering: the
         end of what the lake holds)."""
         self._retention_guard = guard
+
+    def set_unconsumed_probe(self, probe: UnconsumedProbe | None) -> None:
+        """``probe()`` names the oldest message a consumer group has not consumed; expiry logs
+        and counts the deletion of a file that holds it."""
+        self._unconsumed_probe = probe
 
     def set_flush_listener(self, listener: FlushListener | None) -> None:
         """``listener(seconds, bytes)`` after every CommitLog flush that wrote something, on

@@ -321,3 +321,36 @@ def test_send_back_redelivers_through_retry_topic_then_dlq(cluster: Cluster) -> 
             await client.shutdown()
 
     asyncio.run(main())
+
+
+def test_pull_right_after_a_version_bump_heartbeat_is_served(cluster: Cluster) -> None:
+    """A Java consumer bumps its subscription version and heartbeats as it dispatches its first
+    pulls; both go out on one connection, heartbeat first. The pull must see the new version
+    (it was refused SUBSCRIPTION_NOT_LATEST, and the client waited a second, when heartbeats
+    took a thread hop that pulls do not)."""
+    addr = cluster.broker_addr()
+
+    def versioned(version: int) -> RemotingCommand:
+        data = HeartbeatData("c-bump", (), (ConsumerData(
+            "g-bump", "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_FIRST_OFFSET",
+            (SubscriptionData("Bumped", "*", sub_version=version),)),))
+        return RemotingCommand.request(RequestCode.HEART_BEAT, body=data.encode())
+
+    async def main() -> None:
+        client = RemotingClient()
+        try:
+            await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                              CreateTopicRequestHeader("Bumped", "TBW102", 1, 1, 6, "SINGLE_TAG")), T)
+            # The first heartbeat creates the group and its retry topic.
+            assert (await client.invoke(addr, versioned(1000), T)).code == ResponseCode.SUCCESS
+            for version in range(2000, 2020):
+                beat, pulled = await asyncio.gather(
+                    client.invoke(addr, versioned(version), T),
+                    client.invoke(addr, pull_request("g-bump", "Bumped", 0, 0, subscription=None,
+                                                     sub_version=version), T))
+                assert beat.code == ResponseCode.SUCCESS
+                assert pulled.code == ResponseCode.PULL_NOT_FOUND, (version, pulled.code, pulled.remark)
+        finally:
+            await client.shutdown()
+
+    asyncio.run(main())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -146,6 +147,17 @@ def test_rebalance_locks_exclusive_until_expiry() -> None:
     time.sleep(0.1)
     assert mgr.try_lock_batch("g", [q0], "c2") == {q0}  # c1's lock expired
     assert MessageQueue.from_json(q0.to_json()) == q0
+
+
+def test_config_files_written_by_rocketmq_load(tmp_path: Path) -> None:
+    # Apache RocketMQ 4.9 writes its offset table with fastjson's bare integer keys.
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "consumerOffset.json").write_text(
+        '{\n\t"offsetTable":{\n\t\t"T1@g1":{0:8,1:7\n\t\t},\n\t\t"%RETRY%g1@g1":{0:0\n\t\t}\n\t}\n}')
+    offsets = ConsumerOffsetManager(config_dir)
+    offsets.load()
+    assert offsets.query_offsets("g1", "T1") == {0: 8, 1: 7} and offsets.query_offset("g1", "%RETRY%g1", 0) == 0
 
 
 def test_offset_table_takes_only_valid_names(tmp_path) -> None:

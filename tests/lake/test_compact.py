@@ -19,7 +19,7 @@ from lakemq.jobs.maintain import checkpoint, optimize, vacuum
 from lakemq.jobs.sql import run_sql
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, manifest_path
-from lakemq.tiering.retention import deletable_files, delete_tiered_files
+from lakemq.tiering.retention import RetentionRules, apply_retention, verified_files
 from lakemq.tiering.seal import commitlog_files, load_seals, seal_dir, seal_segments
 from lakemq.tiering.verify import count_lake_range, verify_manifest
 
@@ -156,7 +156,7 @@ def test_retention_deletes_only_committed_and_verified_files(
     run_result = compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name=BROKER, seal_idle_ms=60_000)
     assert len(run_result.committed) == len(files) - 1
     manifest = Manifest.open(location, BROKER)
-    assert deletable_files(store_dir, manifest) == []  # committed, not yet verified
+    assert verified_files(store_dir, manifest) == []  # committed, not yet verified
     # A seal that disagrees with the lake fails verification and nothing is marked.
     seal_file = seal_dir(store_dir) / f"{files[0].start:020d}.json"
     original = seal_file.read_text()
@@ -168,8 +168,8 @@ def test_retention_deletes_only_committed_and_verified_files(
     assert all(e.verified for e in verified.entries) and len(counts) == len(files) - 1
     first = verified.entries[0]
     assert count_lake_range(location, first.range_start, first.range_end).rows == first.rows
-    gone = delete_tiered_files(store_dir, verified)
-    assert gone == [f.path for f in files[:-1]]
+    outcome = apply_retention(store_dir, verified, RetentionRules(0, broker_reads_lake=True))
+    assert outcome.deleted == tuple(f.path.name for f in files[:-1])
     assert [f.path for f in commitlog_files(store_dir)] == [files[-1].path]
     assert verified.verified_end == files[-1].start
 
@@ -215,3 +215,26 @@ def test_optimize_and_checkpoint_keep_every_row(
     manifest, _ = verify_manifest(location, store_dir, Manifest.open(location, BROKER))
     assert all(e.verified for e in manifest.entries)
     assert Manifest.open(location, BROKER).entries == Manifest.open(location, BROKER).entries
+
+
+def test_a_slaves_copy_continues_where_the_masters_tiering_stopped(
+    spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path
+) -> None:
+    """The master tiered part of its last file (an idle seal), then was lost; its slave holds
+    the same CommitLog bytes but no seals. Tiering the slave's store commits only what the lake
+    lacks: every record once (docs/REPLICATION.md)."""
+    import shutil
+
+    first = write_store(user_messages(400))  # a 64 KiB file and part of the next
+    lake = tmp_path / "lake"
+    run(spark, store_dir, lake)
+    master_end = Manifest.open(LakeLocation.of(str(lake)), BROKER).committed_end
+    assert master_end > first[-1] and master_end % (64 * 1024)  # a partial file was sealed
+    more = write_store(user_messages(300))
+    slave = tmp_path / "slave"
+    shutil.copytree(store_dir / "commitlog", slave / "commitlog")  # what replication gave the slave
+    result = run(spark, slave, lake)
+    assert result.committed and result.committed[0].range_start == master_end
+    assert load_seals(slave)[0].range_start == master_end  # nothing sealed below the lake
+    offsets = sorted(r["commitlog_offset"] for r in lake_rows(str(lake / "messages")))
+    assert offsets == first + more  # each once

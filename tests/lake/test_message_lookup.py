@@ -83,5 +83,6 @@ def test_cli_merges_hot_tier_and_lake(lake: Path, tmp_path: Path) -> None:
         partial = _cli("-n", cluster.namesrv_addr, "--lake", str(broken), "--topic", "TopicA", "--key", "k3")
     assert partial.returncode == 1 and "fresh-from-the-broker" in partial.stdout and "1 message(s)" in partial.stdout
     assert partial.stderr.strip().splitlines()[-1].startswith("error: the lake was not searched, only the hot tier")
+    assert found.returncode == 0, found.stderr[-2000:]
     assert "21 message(s)" in found.stdout and found.stdout.count("fresh-from-the-broker") == 1
     assert _tiers(found.stdout) == ["lake"] * 20 + ["hot"]  # oldest first: the hot one is new

@@ -1,6 +1,7 @@
-"""Admin requests (RocketMQ AdminBrokerProcessor): topics, queue offsets, consume stats,
-runtime info, all consumer offsets, the orderly consumers' queue locks, and the transaction
-sweep's hand-back of half messages from the lake (lakemq's own code, see transaction/lake_resume).
+"""Admin requests (RocketMQ AdminBrokerProcessor): topics (create, delete), queue offsets,
+consume stats, runtime info, all topic configs, consumer offsets, delay offsets and groups
+(what a slave syncs), the orderly consumers' queue locks, and the transaction sweep's
+hand-back of half messages from the lake (lakemq's own code, see transaction/lake_resume).
 
 Runs in the admin pool: creating a topic writes topics.json, and offset-by-time lookups read
 ConsumeQueue files.
@@ -34,6 +35,7 @@ from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 
 ADMIN_CODES = (
     RequestCode.UPDATE_AND_CREATE_TOPIC,
+    RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.GET_ALL_TOPIC_CONFIG,
     RequestCode.GET_TOPIC_STATS_INFO,
     RequestCode.GET_MAX_OFFSET,
@@ -60,6 +63,7 @@ ADMIN_CODES = (
     RequestCode.GET_CONSUME_STATS,
     RequestCode.GET_BROKER_RUNTIME_INFO,
     RequestCode.GET_ALL_CONSUMER_OFFSET,
+    RequestCode.GET_ALL_DELAY_OFFSET,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
     RequestCode.LOCK_BATCH_MQ,
     RequestCode.UNLOCK_BATCH_MQ,
@@ -122,6 +126,7 @@ class AdminBrokerProcessor:
         self._runtime_info = runtime_info
         self._handlers: dict[int, Handler] = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self._update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self._delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: lambda ctx, r: r.reply(
                 ResponseCode.SUCCESS, body=encode_json(self._topics.encode())
             ),
@@ -140,6 +145,10 @@ class AdminBrokerProcessor:
             ),
             RequestCode.GET_ALL_CONSUMER_OFFSET: lambda ctx, r: r.reply(
                 ResponseCode.SUCCESS, body=encode_json(self._offsets.encode())
+            ),
+            # delayOffset.json's text, as RocketMQ answers it (its slaves write it as is).
+            RequestCode.GET_ALL_DELAY_OFFSET: lambda ctx, r: r.reply(
+                ResponseCode.SUCCESS, body=self._store.schedule.offsets_text().encode()
             ),
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: lambda ctx, r: r.reply(
                 ResponseCode.SUCCESS, body=encode_json(self._groups.encode())
@@ -177,6 +186,20 @@ class AdminBrokerProcessor:
         log.info("topic %s created or updated by %s: %s", tc.topic_name, ctx.remote_addr, tc)
         # As RocketMQ: answer once the NameServers know the route, so a client that sends
         # right after creating the topic finds it with its queue count.
+        self._register_broker()
+        return request.reply(ResponseCode.SUCCESS)
+
+    def _delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """As RocketMQ: the topic's config and ConsumeQueues go (its records age out of the
+        CommitLog as usual), and its consumer offsets with them; the NameServers learn it at
+        once. The broker's own topics cannot be deleted."""
+        topic = decode_header(DeleteTopicRequestHeader, request.ext_fields).topic
+        if self._topics.is_system_topic(topic):
+            raise for_code(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        existed = self._topics.delete_topic_config(topic) is not None
+        self._store.delete_topics({topic})
+        self._offsets.remove_topic(topic)
+        log.info("topic %s deleted by %s (existed: %s)", topic, ctx.remote_addr, existed)
         self._register_broker()
         return request.reply(ResponseCode.SUCCESS)
 

@@ -4,8 +4,17 @@ The request's sys flags (PullSysFlag) say whether to commit ``commitOffset`` for
 whether the pull may be held when nothing is there (suspend), whether the request carries its
 own subscription, and whether class filtering is on. Found records are returned as they lie
 in the CommitLog, concatenated, as the body. A pull that finds nothing and may be suspended
-awaits the hold service (up to ``suspendTimeoutMillis`` with long polling, else
-``shortPollingTimeMills``) and is then run again without suspension.
+awaits the hold service (up to ``suspendTimeoutMillis``, at most ``maxSuspendTimeoutMillis``,
+with long polling, else ``shortPollingTimeMills``; released at once when its connection
+closes) and is then run again without suspension.
+
+Which broker the client should pull from next (``suggestWhichBrokerId``, as RocketMQ 4.9):
+the master (id 0), unless ``slaveReadEnable``; then the group's ``whichBrokerWhenConsumeSlowly``
+when the pull read far behind (further from the CommitLog's end than
+``accessMessageInMemoryMaxRatio`` of RAM), else the group's ``brokerId``. A slave serves every
+pull it gets; without ``offsetCheckInSlave`` it never moves a consumer's offset (it may be
+behind its master): such a pull is answered PULL_RETRY_IMMEDIATELY, pointing at the group's
+``brokerId``.
 
 Where a pull runs: on the event loop when its group already exists (nothing to create and
 persist) and it reads nothing or starts within the CommitLog's most recent
@@ -80,6 +89,8 @@ class PullMessageProcessor:
         self._hold = hold_service
         self._pool = pool
         self._hot_bytes = _physical_memory() * store.config.access_message_in_memory_max_ratio // 100
+        self._slave_reads = config.slave_read_enable
+        self._keeps_offsets = store.is_slave and not store.config.offset_check_in_slave
 
     def reject_request(self) -> bool:
         return False
@@ -116,12 +127,12 @@ class PullMessageProcessor:
         response: RemotingCommand,
     ) -> RemotingCommand:
         timeout_ms = (
-            header.suspend_timeout_millis
+            min(max(header.suspend_timeout_millis, 0), self._config.max_suspend_timeout_millis)
             if self._config.long_polling_enable
             else self._config.short_polling_time_mills
         )
         await self._hold.hold(
-            header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter
+            header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter, ctx.connection
         )
         if not ctx.is_open:
             return response  # the client went away while held; the answer is dropped anyway
@@ -253,9 +264,16 @@ class PullMessageProcessor:
                 message_filter, max_bytes, result,
             ) or result
         code, remark = _map_status(result, header.queue_offset)
+        suggest = MASTER_ID
+        group = self._groups.get(header.consumer_group) if self._slave_reads or self._keeps_offsets else None
+        if self._slave_reads and group is not None:
+            suggest = group.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else group.broker_id
+        if code == ResponseCode.PULL_OFFSET_MOVED and self._keeps_offsets:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            suggest = group.broker_id if group is not None else MASTER_ID
         fields = encode_header(
             PullMessageResponseHeader(
-                suggest_which_broker_id=MASTER_ID,
+                suggest_which_broker_id=suggest,
                 next_begin_offset=result.next_begin_offset,
                 min_offset=result.min_offset,
                 max_offset=result.max_offset,

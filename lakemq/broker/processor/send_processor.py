@@ -12,6 +12,8 @@ a DLQ config created), and every SYNC_FLUSH put, runs in the send pool with its 
 failure. Under SYNC_FLUSH no thread waits for the disk: the pool thread appends, and the reply
 waits on the loop for the group commit: the loop watches the commit thread's eventfd and
 acknowledges each fdatasync's puts itself (lakemq.broker.loop_acks; docs/SYNC_FLUSH.md).
+Under SYNC_MASTER a reply waits the same way for a slave to have the message
+(docs/REPLICATION.md); a SLAVE refuses every send.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from lakemq.common.message import (
     PROPERTY_SEPARATOR,
     MessageConst,
     MessageExtBrokerInner,
+    without_wait_true,
 )
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import for_code
@@ -130,7 +133,10 @@ class SendMessageProcessor:
         self._record_send = metrics.sends.record
         self._page_cache_busy = metrics.flow_control_rejections.labels(config.broker_name, "page_cache_busy")
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._acks: LoopAcks | None = None  # made on the loop by the first SYNC_FLUSH send
+        # Puts wait for the store's acknowledgement (PutAcks): SYNC_FLUSH, SYNC_MASTER or both.
+        self._acked = store.commit_log.acks is not None
+        self._slave = store.is_slave
+        self._acks: LoopAcks | None = None  # made on the loop by the first acknowledged send
         # Every stored message carries its broker's cluster (RocketMQ's CLUSTER property).
         self._cluster_suffix = (
             f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
@@ -155,15 +161,28 @@ class SendMessageProcessor:
         # it is done right here on the loop: two thread hops cost more than the put. Under
         # SYNC_FLUSH the disk is on the send path and a put that writes files (creating a
         # topic, a retry group's DLQ) may block: those run in the send pool, where a slow
-        # store meets the queue-time fast failure instead of stalling the loop. A SYNC_FLUSH
-        # reply then waits for its acknowledgement on the loop, holding no thread.
+        # store meets the queue-time fast failure instead of stalling the loop. A reply that
+        # waits for its acknowledgement (SYNC_FLUSH, SYNC_MASTER) waits on the loop, holding
+        # no thread.
         if (
             not self._sync_flush
             and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
             and self._topics.select_topic_config(header.topic) is not None
         ):
-            return self._reply(ctx, request, header, *self._store_send(ctx, request, header, None))
+            ack = self._ack_future()
+            queue_id, result, started = self._store_send(ctx, request, header, ack)
+            if result.pending:
+                assert ack is not None
+                return self._acknowledged(ctx, request, header, queue_id, result, started, ack)
+            return self._reply(ctx, request, header, queue_id, result, started)
         return self._send_pooled(ctx, request, header)
+
+    async def _acknowledged(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
+        result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus],
+    ) -> RemotingCommand:
+        """SYNC_MASTER under ASYNC_FLUSH: appended on the loop, answered once a slave has it."""
+        return self._reply(ctx, request, header, queue_id, result.acknowledged(await ack), started)
 
     async def _send_pooled(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
@@ -176,8 +195,8 @@ class SendMessageProcessor:
         return self._reply(ctx, request, header, queue_id, result, started)
 
     def _ack_future(self) -> asyncio.Future[PutMessageStatus] | None:
-        """Under SYNC_FLUSH, the future the store's acknowledgement completes (on the loop)."""
-        if not self._sync_flush:
+        """When puts wait for an acknowledgement, the future the store's completes (on the loop)."""
+        if not self._acked:
             return None
         acks = self._acks
         if acks is None:
@@ -208,6 +227,8 @@ class SendMessageProcessor:
             return batch, batch.queue_id
         queue_id = self._queue_id(header, topic_config)
         properties = header.properties or ""
+        if MessageConst.WAIT_STORE_MSG_OK in properties:  # as RocketMQ: WAIT=true is not stored
+            properties = without_wait_true(properties)
         plain = PlainPut(header.topic, queue_id, request.body, properties, header.flag, header.sys_flag,
                          header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix)
         if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and _TRANSACTION_PAIR not in properties:
@@ -225,6 +246,9 @@ class SendMessageProcessor:
     def _msg_check(self, ctx: RequestContext, header: SendMessageRequestHeader) -> TopicConfig:
         c = self._config
         topic = header.topic
+        if self._slave:  # before anything is created: a slave's topics are its master's
+            raise for_code(ResponseCode.SERVICE_NOT_AVAILABLE,
+                           f"the broker[{c.broker_name}, id {c.broker_id}] is a SLAVE: send to its master")
         if not PermName.is_writeable(c.broker_permission):
             raise for_code(
                 ResponseCode.NO_PERMISSION, f"the broker[{c.broker_ip1}] sending message is forbidden"

@@ -67,6 +67,7 @@ from lakemq.broker.transaction import (
     TransactionalMessageService,
 )
 from lakemq.broker.unconsumed import oldest_unconsumed
+from lakemq.common.aio import wait_event
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
 from lakemq.common.record import STORE_TIMESTAMP_POS
@@ -485,10 +486,8 @@ class BrokerController:
         assert self._register_soon is not None
         period = self.broker_config.register_name_server_period / 1000
         while True:
-            try:  # a topic change registers at once instead of waiting for the period
-                await asyncio.wait_for(self._register_soon.wait(), period)
-            except TimeoutError:
-                pass
+            # a topic change registers at once instead of waiting for the period
+            await wait_event(self._register_soon, period)
             self._register_soon.clear()
             try:
                 accepted = (await self.register_broker_all()).accepted

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from lakemq.common.aio import cancel_and_wait
 from lakemq.common.codes import ResponseCode
 from lakemq.errors import ServiceNotAvailableError, SystemBusyError
 
@@ -68,11 +69,7 @@ class BusinessPool:
 
     async def shutdown(self) -> None:
         if self._cleaner is not None:
-            self._cleaner.cancel()
-            try:
-                await self._cleaner
-            except asyncio.CancelledError:
-                pass
+            await cancel_and_wait(self._cleaner)
         while self._pending:
             job = self._pending.popleft()
             if not job.future.done():

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lakemq.common.aio import cancel_and_wait
 from lakemq.remoting.protocol import RemotingConnection
 from lakemq.store.dispatch import Arrival
 from lakemq.store.filter import MessageFilter
@@ -56,11 +57,7 @@ class PullRequestHoldService:
     async def shutdown(self) -> None:
         """Wake every held pull (they answer with what they have) and stop the check."""
         if self._checker is not None:
-            self._checker.cancel()
-            try:
-                await self._checker
-            except asyncio.CancelledError:
-                pass
+            await cancel_and_wait(self._checker)
         for waiters in self._held.values():
             for held in waiters:
                 if not held.future.done():

@@ -25,6 +25,7 @@ from lakemq.client import (
     PushConsumer,
 )
 from lakemq.client.admin import Admin, QueueProgress, QueueStats
+from lakemq.common.aio import wait_event
 from lakemq.common.logs import setup_logging
 from lakemq.errors import LakeMQError
 
@@ -135,12 +136,9 @@ def consume(namesrv: str, topic: str, group: str, expression: str, count: int | 
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, done.set)
         await consumer.start()
         try:
-            while not done.is_set():
-                try:
-                    await asyncio.wait_for(done.wait(), 0.2)
-                except TimeoutError:
-                    if idle_timeout is not None and time.monotonic() - last_message > idle_timeout:
-                        break
+            while not await wait_event(done, 0.2):
+                if idle_timeout is not None and time.monotonic() - last_message > idle_timeout:
+                    break
         finally:
             await consumer.shutdown()
         return seen

@@ -11,7 +11,6 @@ closed when the last member leaves.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
@@ -20,6 +19,7 @@ from typing import Protocol
 from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
+from lakemq.common.aio import wait_event
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.constants import MASTER_ID
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
@@ -101,9 +101,9 @@ class ClientInstance:
             return
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # The duties' own ends (cancelled, or a failure) are returned, not raised; a
+        # cancellation of release() itself still propagates.
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         await self.remoting.shutdown()
         self._started = False
@@ -246,8 +246,7 @@ class ClientInstance:
 
     async def _rebalance_loop(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.config.rebalance_interval / 1000)
+            await wait_event(self._rebalance_wakeup, self.config.rebalance_interval / 1000)
             self._rebalance_wakeup.clear()
             await self._survive(self.rebalance_all)
 

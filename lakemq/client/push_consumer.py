@@ -14,7 +14,6 @@ before its topics exist: it consumes a topic from the moment the route refresh f
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Self
 
@@ -30,6 +29,7 @@ from lakemq.client.fetcher import Fetcher
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.client.rebalance import Rebalancer
 from lakemq.client.subscription import MessageSelector, build_subscription
+from lakemq.common.aio import cancel_and_wait
 from lakemq.common.message import MessageExt
 from lakemq.common.message_queue import MessageQueue
 from lakemq.common.subscription import ExpressionType, SubscriptionData
@@ -108,9 +108,7 @@ class PushConsumer:
             return
         assert self._fetcher is not None and self._service is not None and self._rebalancer is not None
         if self._lock_task is not None:
-            self._lock_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._lock_task
+            await cancel_and_wait(self._lock_task)
         await self._fetcher.stop()
         await self._service.shutdown(await_termination)
         await self.persist_offsets()

@@ -143,7 +143,8 @@ class Rebalancer:
         if self.orderly and self.core.config.message_model is MessageModel.CLUSTERING:
             # Wait for a batch still in the listener, so the offset it commits is persisted below.
             try:
-                await asyncio.wait_for(pq.consume_lock.acquire(), CONSUME_LOCK_WAIT)
+                async with asyncio.timeout(CONSUME_LOCK_WAIT):
+                    await pq.consume_lock.acquire()
                 holds_consume_lock = True
             except TimeoutError:
                 # Keep the broker lock (it expires on its own) so no other consumer starts

@@ -24,6 +24,7 @@ from typing import Protocol, cast
 from lakemq.broker.ha.config import HaConfig
 from lakemq.broker.ha.progress import ReplicationProgress, SlaveLink
 from lakemq.broker.ha.wire import TRANSFER_HEADER, ReportReader
+from lakemq.common.aio import wait_event
 
 __all__ = ["CommitLogSource", "HaServer"]
 
@@ -247,7 +248,4 @@ class _HaConnection(asyncio.Protocol):
                 transport.write(TRANSFER_HEADER.pack(next_offset, 0))
                 last_write = now
             wait = min(_IDLE_POLL_S, max(0.0, heartbeat_s - (now - last_write)))
-            try:
-                await asyncio.wait_for(self._more.wait(), wait)
-            except TimeoutError:
-                pass
+            await wait_event(self._more, wait)

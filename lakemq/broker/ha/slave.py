@@ -16,13 +16,13 @@ offsets it reports are record ends, which is what a SYNC_MASTER waits for.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Protocol, cast
 
 from lakemq.broker.ha.config import HaConfig
 from lakemq.broker.ha.wire import REPORT, TransferReader, complete_records
+from lakemq.common.aio import cancel_and_wait, wait_event
 from lakemq.errors import FrameError, StoreError
 
 __all__ = ["CommitLogReplica", "HaClient"]
@@ -70,9 +70,7 @@ class HaClient:
     async def shutdown(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
         if self._link is not None:
             self._link.close()
             await self._link.lost_future
@@ -85,14 +83,13 @@ class HaClient:
             address = self.master_address
             if not address:
                 self._address_changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._address_changed.wait(), retry_s)
+                await wait_event(self._address_changed, retry_s)
                 continue
             host, _, port = address.rpartition(":")
             loop = asyncio.get_running_loop()
             try:
-                _, link = await asyncio.wait_for(
-                    loop.create_connection(lambda: _SlaveLink(self), host, int(port)), _CONNECT_TIMEOUT_S)
+                async with asyncio.timeout(_CONNECT_TIMEOUT_S):
+                    _, link = await loop.create_connection(lambda: _SlaveLink(self), host, int(port))
             except (OSError, TimeoutError) as exc:
                 reason = f"{type(exc).__name__}: {exc}"
                 if reason != failing:  # each new reason once, not every retry
@@ -100,8 +97,7 @@ class HaClient:
                                 retry_s)
                 failing = reason
                 self._address_changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._address_changed.wait(), retry_s)
+                await wait_event(self._address_changed, retry_s)
                 continue
             failing = ""
             self._link = link

@@ -180,6 +180,11 @@ class BrokerController:
         )
         self.hold_service.start()
         self.store.message_arriving_listeners.append(self.hold_service.notify_messages_arriving)
+        # The loop dispatches its own puts, one pass per turn of the loop that put something:
+        # the reput thread then neither wakes nor takes the GIL per send, and held pulls are
+        # woken right here without a hand-off between threads.
+        store = self.store
+        self.store.dispatch_inline(lambda: loop.call_soon(store.dispatch))
         self._register_processors(registry)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.send_pool.start()

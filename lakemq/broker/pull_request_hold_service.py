@@ -1,9 +1,9 @@
 """Long polling: a pull that finds nothing waits here until a message arrives or it times out
 (RocketMQ PullRequestHoldService).
 
-A held pull is a coroutine awaiting :meth:`PullRequestHoldService.hold`; the store's reput
-thread reports each dispatched batch of messages through :meth:`notify_messages_arriving`
-(thread-safe), which wakes the pulls of their queues whose offset a message reaches and whose
+A held pull is a coroutine awaiting :meth:`PullRequestHoldService.hold`; the store reports
+each dispatched batch of messages through :meth:`notify_messages_arriving` (from any thread:
+the loop's own when it dispatched its puts itself, else the reput thread), which wakes the pulls of their queues whose offset a message reaches and whose
 filter accepts its tags code. The pull processor then runs the pull again and answers. A periodic check
 against the queue's max offset is the safety net for a notification that found no waiter.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -41,11 +42,13 @@ class PullRequestHoldService:
         self._check_interval = check_interval_s
         self._held: dict[tuple[str, int], list[_HeldPull]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         self._checker: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Bind to the running loop and start the periodic check."""
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._checker = self._loop.create_task(self._check_periodically(), name="pull-hold-check")
 
     async def shutdown(self) -> None:
@@ -122,6 +125,9 @@ class PullRequestHoldService:
             return
         wake = [a[:4] for a in arrivals if (a[0], a[1]) in held]
         if not wake:
+            return
+        if threading.get_ident() == self._loop_thread:  # dispatched on the loop: no hand-off
+            self._wake_each(wake)
             return
         try:
             loop.call_soon_threadsafe(self._wake_each, wake)

@@ -4,7 +4,9 @@ polling woken.
 
 ReputMessageService runs the loop in a thread. It never spins: when it has caught up it
 waits on an event the put path sets (:meth:`ReputMessageService.wakeup`), with a short
-timeout as a safety net.
+timeout as a safety net. A thread that puts often (the broker's event loop) may instead run
+the passes itself (:meth:`ReputMessageService.dispatch_now`): no other thread then wakes and
+takes the GIL for its puts, and the listeners hear of its messages on its own thread.
 """
 
 from __future__ import annotations
@@ -114,6 +116,21 @@ class ReputMessageService(ServiceThread):
         with self._lock:
             return self._do_reput()
 
+    def dispatch_now(self) -> None:
+        """One pass on the calling thread, unless a pass is running on another: then the
+        service thread is woken for one more pass (the running one may have read the end of
+        the CommitLog before the caller's puts), so no record waits for the safety net."""
+        if not self._lock.acquire(blocking=False):
+            self.wakeup()
+            return
+        try:
+            self._do_reput()
+        except Exception:
+            log.exception("reput pass failed at offset %d; the reput thread retries", self.reput_from_offset)
+            self.wakeup()
+        finally:
+            self._lock.release()
+
     def _do_reput(self) -> int:
         done = 0
         min_offset = self._commit_log.get_min_offset()
@@ -179,10 +196,11 @@ class ReputMessageService(ServiceThread):
                 if failing:
                     log.warning("reput resumed at offset %d", self.reput_from_offset)
                 failing = False
-            if done == 0:  # caught up (or stuck on a bad record): sleep until a put wakes us
-                self.wait_for_running(self._wait_interval_s)
-            else:
+            if done:
                 self._stop_event.wait(_PAUSE_AFTER_WORK_S)
+            # Caught up: sleep until a put wakes us. Puts whose thread dispatches them itself
+            # (dispatch_now) do not, so this thread does not take their passes from it.
+            self.wait_for_running(self._wait_interval_s)
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop after dispatching what has been written (RocketMQ waits up to 5 s for that)."""

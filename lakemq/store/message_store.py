@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 
 from lakemq.common.message import MessageExt
@@ -107,6 +108,10 @@ class MessageStore:
             dispatched_offset=lambda: self.reput.reput_from_offset, retention_guard=lambda: self._retention_guard,
         )
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+        # dispatch_inline's thread and request; _inline_due: a pass was requested, not yet run.
+        self._inline_thread: int | None = None
+        self._inline_request: Callable[[], None] | None = None
+        self._inline_due = False
         self.last_exit_ok = True
         self._running = False
 
@@ -185,8 +190,27 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
         result = self.commit_log.put(request, sink, token)
         if result.is_ok:
-            self.reput.wakeup()
+            if self._inline_thread != threading.get_ident():
+                self.reput.wakeup()
+            elif not self._inline_due:
+                self._inline_due = True
+                self._inline_request()  # type: ignore[misc]
         return result
+
+    def dispatch_inline(self, request: Callable[[], None] | None) -> None:
+        """Dispatch the calling thread's puts on that thread (an event loop's) instead of
+        waking the dispatch thread for them: after the first of its puts since the last pass
+        the store calls ``request()``, which must see that :meth:`dispatch` runs soon on this
+        thread (one pass then covers every put made meanwhile). Puts from other threads still
+        wake the dispatch thread. ``None`` ends it."""
+        self._inline_request = request
+        self._inline_due = False
+        self._inline_thread = threading.get_ident() if request is not None else None
+
+    def dispatch(self) -> None:
+        """A dispatch pass on the calling thread (see :meth:`dispatch_inline`)."""
+        self._inline_due = False
+        self.reput.dispatch_now()
 
     # -- pull --------------------------------------------------------------------------------
 

@@ -1,13 +1,16 @@
-"""Side-by-side benchmark of lakemq and real peers (Redis Streams, RabbitMQ, NATS JetStream).
+"""Side-by-side benchmark of lakemq and real peers (Apache RocketMQ, Redis Streams, RabbitMQ,
+NATS JetStream).
 
-    python bench/peer_bench.py            # all peers, under 10 minutes
-    python bench/peer_bench.py --quick    # smoke test, about 2 minutes
-    python bench/peer_bench.py --peers redis-everysec,lakemq-async --no-write
+    python bench/peer_bench.py            # all peers, about 25 minutes
+    python bench/peer_bench.py --quick    # smoke test, about 5 minutes
+    python bench/peer_bench.py --peers rocketmq-async,lakemq-async --no-write
 
-Each peer is installed when missing (Debian packages), started on free loopback ports in a
-private temporary directory with durable settings, run through the same workload
-(bench/peers/workload.py) and stopped, whatever happens. The results replace the "## Peers"
-section of BENCHMARKS.md and the plot docs/bench/peers_latency.png.
+Each peer is installed when missing (Debian packages; Apache RocketMQ's jars through
+scripts/jvm_deps.sh), started on free loopback ports in a private temporary directory with
+durable settings, run through the same workload (bench/peers/workload.py; the ``-java`` peers
+run it with Apache RocketMQ's Java client, bench/peers/java_bench.py), with the broker's CPU
+time read from /proc around every phase, and stopped, whatever happens. The results replace the
+"## Peers" section of BENCHMARKS.md and the plot docs/bench/peers_latency.png.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make `bench` and `lakemq` importable
     sys.path.insert(0, str(ROOT))
 
-from bench.peers import PEERS, Peer, PeerUnavailable  # noqa: E402
 from bench.markdown import replace_section  # noqa: E402
+from bench.peers import PEERS, Peer, PeerUnavailable  # noqa: E402
+from bench.peers.java_bench import run_java_workload  # noqa: E402
 from bench.peers.report import plot_latency, render_section, write_json  # noqa: E402
 from bench.peers.workload import FULL, QUICK, PeerResult, Plan, run_workload  # noqa: E402
 
@@ -53,13 +57,17 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def _run_peer(peer_type: type[Peer], plan: Plan) -> PeerResult:
     peer = peer_type()
-    result = PeerResult(peer.key, peer.title, peer.durability.value, peer.settings, peer.batch_note)
+    result = PeerResult(peer.key, peer.title, peer.durability.value, peer.settings, peer.batch_note,
+                        peer.client_name)
     print(f"{peer.title} [{peer.settings}]", flush=True)
     started = time.monotonic()
     try:
         with peer:
             print(f"  started in {time.monotonic() - started:.1f} s", flush=True)
-            asyncio.run(_drive(peer, result, plan))
+            if peer.client_name == "java":
+                run_java_workload(peer, result, plan, log=lambda line: print(line, flush=True))
+            else:
+                asyncio.run(_drive(peer, result, plan))
     except PeerUnavailable as exc:
         result.error = f"unavailable: {exc}"
     except Exception as exc:  # noqa: BLE001 - one peer failing must not lose the others' rows
@@ -72,7 +80,7 @@ def _run_peer(peer_type: type[Peer], plan: Plan) -> PeerResult:
 async def _drive(peer: Peer, result: PeerResult, plan: Plan) -> None:
     client = peer.client()
     try:
-        await run_workload(client, result, plan, log=lambda line: print(line, flush=True))
+        await run_workload(client, result, plan, log=lambda line: print(line, flush=True), cpu=peer.cpu_seconds)
     finally:
         await client.close()
 

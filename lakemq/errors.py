@@ -1,7 +1,7 @@
 """Every exception lakemq raises, in one tree::
 
     LakeMQError
-    ├── InvalidNameError            topic or group name breaks RocketMQ's rules
+    ├── InvalidNameError            topic or group name (or queue id) breaks RocketMQ's rules
     ├── ConfigError                 unknown key or bad value in a .conf file
     ├── RecordError                 a CommitLog record or message id that does not decode
                                     (lakemq.common.record)

@@ -183,11 +183,15 @@ class Cluster:
             NAMESRV_READY))
         return self.namesrv
 
-    def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
+    def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None,
+                   port: int | None = None) -> ServerProcess:
+        """``name`` on a free port, or on ``port`` (a store another broker wrote names it in its
+        message ids); its store is ``{root}/{name}/store``, which may be put there first."""
         self._confs[name] = {**SMALL_STORE, "brokerName": name, **(conf or {})}
-        return self.start_broker(name)
+        return self.start_broker(name, port=port)
 
-    def start_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None) -> ServerProcess:
+    def start_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None,
+                     port: int | None = None) -> ServerProcess:
         """Start (or start again) ``name`` on its store, on its previous port if it had one."""
         if conf:
             self._confs[name].update(conf)
@@ -203,7 +207,9 @@ class Cluster:
                                 "--log-dir", str(work_dir / "logs")], work_dir, BROKER_READY)
 
         # A restart keeps its port (clients and the NameServer know it); a first start may move.
-        self.brokers[name] = start(previous.port) if previous is not None else _on_a_free_port(start)
+        if previous is not None:
+            port = previous.port
+        self.brokers[name] = start(port) if port is not None else _on_a_free_port(start)
         return self.brokers[name]
 
     def stop_broker(self, name: str = "broker-a") -> int:

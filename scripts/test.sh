@@ -4,6 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The console's browser tests drive headless Chromium through chromedriver.
 export LAKEMQ_APT_PACKAGES="${LAKEMQ_APT_PACKAGES:-} chromium chromium-driver"
+# JVM classpath groups fetched by Maven (scripts/jvm_deps.sh; offline once built): Apache
+# RocketMQ's Java client and mqadmin (rocketmq), its NameServer and broker (rocketmq-server),
+# and the Java driver of tests/compat (driver). A space-separated list.
+export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} rocketmq rocketmq-server driver"
 source scripts/bootstrap.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 exec .venv/bin/python -m pytest "$@"

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.spark
 @pytest.mark.slow
 def test_demo_runs_end_to_end_and_keeps_its_lake(tmp_path: Path) -> None:
     kept = tmp_path / "kept-lake"
-    proc = subprocess.run(lakemq_command("demo", "--keep", str(kept), "--messages", "400", "--master", "local[2]"),
+    proc = subprocess.run(lakemq_command("demo", "--keep", str(kept), "--messages", "400", "--master", "local[2]"), check=False,
                           capture_output=True, text=True, timeout=400)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
@@ -32,7 +32,7 @@ def test_demo_runs_end_to_end_and_keeps_its_lake(tmp_path: Path) -> None:
     assert all(done == total for _, done, total in bars), bars
     assert (kept / "messages" / "_delta_log").is_dir()
     assert re.search(r"sql --lake \S*kept-lake", proc.stdout)
-    query = subprocess.run(lakemq_command("sql", "--lake", str(kept), "SELECT count(*) AS n FROM messages"),
+    query = subprocess.run(lakemq_command("sql", "--lake", str(kept), "SELECT count(*) AS n FROM messages"), check=False,
                            capture_output=True, text=True, timeout=300)
     assert query.returncode == 0, query.stderr[-3000:]
     assert re.search(r"\b400\b", query.stdout)

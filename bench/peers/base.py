@@ -18,7 +18,8 @@ from enum import Enum
 from pathlib import Path
 from types import TracebackType
 
-from bench.peers.process import PeerUnavailable, ServerProcess
+from bench.peers.cpu import process_cpu_seconds
+from bench.peers.process import PeerUnavailable, ServerProcess, session_pids
 
 __all__ = ["Durability", "Peer", "PeerClient", "TopicProducer", "OnBody"]
 
@@ -71,6 +72,7 @@ class Peer(ABC):
 
     key: str  # short id used on the command line, e.g. "redis-everysec"
     title: str  # the table's row name
+    client_name = "python"  # the row's client: its usual Python client, or "java" (the Java bench driver)
     durability: Durability
     batch_note: str  # how "a batch of 32" is sent with this client
     settings: str  # the durability settings, as the server is configured
@@ -78,6 +80,13 @@ class Peer(ABC):
     def __init__(self) -> None:
         self.workdir: Path | None = None
         self.processes: list[ServerProcess] = []
+        self.broker: ServerProcess | None = None  # whose CPU is measured; default the last spawned
+
+    def cpu_seconds(self) -> float:
+        """CPU time so far of the broker's processes (its whole session: beam.smp's helpers,
+        a JVM's threads)."""
+        broker = self.broker or (self.processes[-1] if self.processes else None)
+        return process_cpu_seconds(session_pids(broker.sid)) if broker is not None else 0.0
 
     def __enter__(self) -> Peer:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"lakemq-bench-{self.key}-"))

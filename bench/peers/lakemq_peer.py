@@ -18,7 +18,7 @@ from pathlib import Path
 from bench.peers.base import Durability, OnBody, Peer, PeerClient, TopicProducer
 from bench.peers.process import PeerUnavailable, free_port, wait_tcp, wait_until
 
-__all__ = ["LakemqAsyncPeer", "LakemqSyncPeer"]
+__all__ = ["LakemqAsyncPeer", "LakemqSyncPeer", "RocketMQProtocolClient"]
 
 _QUEUES = 8  # the broker's defaultTopicQueueNums
 _ROUTE_TIMEOUT = 40.0
@@ -69,7 +69,7 @@ class _LakemqPeer(Peer):
         wait_until(lambda: "boot success" in broker.log_tail(), 60, "lakemq broker", broker.alive)
 
     def client(self) -> PeerClient:
-        return _LakemqClient(self.namesrv_addr)
+        return RocketMQProtocolClient(self.namesrv_addr)
 
 
 class LakemqAsyncPeer(_LakemqPeer):
@@ -107,7 +107,10 @@ class _LakemqProducer(TopicProducer):
         await self._producer.shutdown()
 
 
-class _LakemqClient(PeerClient):
+class RocketMQProtocolClient(PeerClient):
+    """lakemq's Python client against any RocketMQ-protocol NameServer (lakemq's or Apache
+    RocketMQ's own)."""
+
     def __init__(self, namesrv_addr: str) -> None:
         self._namesrv_addr = namesrv_addr
         self._instances = 0

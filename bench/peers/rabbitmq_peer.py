@@ -1,13 +1,15 @@
-"""rabbitmq-server (a private node) through aio-pika (AMQP 0-9-1, publisher confirms).
+"""rabbitmq-server (a private node), each queue type through the client its users run for it.
 
-Two queue types, both durable with persistent messages and publisher confirms:
+Two queue types, both durable with publisher confirms:
 
-* a **stream** queue: an append-only log read by offset, the closest RabbitMQ has to a
-  CommitLog with consumer groups reading it from the start. Its confirm is sent once the
-  message is written to the stream's segment file; streams do not fsync each write (they lean on
-  replication), so this is compared with lakemq's ASYNC_FLUSH.
-* a **quorum** queue: a Raft log whose confirms are sent after the write-ahead log is fsync'ed,
-  so it is compared with SYNC_FLUSH. It is a queue, not a log: a consumer removes what it acks.
+* a **stream** queue, through RabbitMQ's stream protocol (the ``rabbitmq_stream`` plugin) with
+  rstream (bench/peers/rabbitmq_stream_client.py): an append-only log read by offset, the
+  closest RabbitMQ has to a CommitLog with consumer groups reading it from the start. Its
+  confirm is sent once the message is written to the stream's segment file; streams do not
+  fsync each write (they lean on replication), so this is compared with lakemq's ASYNC_FLUSH.
+* a **quorum** queue, through aio-pika (AMQP 0-9-1, persistent messages): a Raft log whose
+  confirms are sent after the write-ahead log is fsync'ed, so it is compared with SYNC_FLUSH.
+  It is a queue, not a log: a consumer removes what it acks.
 
 The node gets its own name, epmd (on a free port, started and stopped by us), cookie (HOME is
 the temp dir), mnesia and log dirs, config and plugin files, so it cannot clash with a system
@@ -37,6 +39,7 @@ class _RabbitPeer(Peer):
     def __init__(self) -> None:
         super().__init__()
         self.port = 0
+        self.stream_port = 0  # the stream protocol's listener (stream peer only)
 
     def start(self, workdir: Path) -> None:
         ensure_binary("rabbitmq-server", "rabbitmq-server")
@@ -48,12 +51,15 @@ class _RabbitPeer(Peer):
         except ImportError as exc:
             raise PeerUnavailable("the aio-pika package is not installed") from exc
         self.port, epmd_port, dist_port = free_port(), free_port(), free_port()
-        (workdir / "rabbitmq.conf").write_text(
-            f"listeners.tcp.1 = 127.0.0.1:{self.port}\n"
-            "log.console = false\n"
-            "log.file.level = warning\n"
-        )
-        (workdir / "enabled_plugins").write_text("[].\n")
+        conf = f"listeners.tcp.1 = 127.0.0.1:{self.port}\nlog.console = false\nlog.file.level = warning\n"
+        plugins = "[]"
+        if self.queue_type == "stream":
+            self.stream_port = free_port()
+            conf += (f"stream.listeners.tcp.1 = 127.0.0.1:{self.stream_port}\n"
+                     f"stream.advertised_host = 127.0.0.1\nstream.advertised_port = {self.stream_port}\n")
+            plugins = "[rabbitmq_stream]"
+        (workdir / "rabbitmq.conf").write_text(conf)
+        (workdir / "enabled_plugins").write_text(f"{plugins}.\n")
         (workdir / "rabbitmq-env.conf").write_text("")
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -82,6 +88,8 @@ class _RabbitPeer(Peer):
         # RabbitMQ opens its AMQP listener last in its boot; it can take tens of seconds.
         wait_tcp(self.port, 120, "rabbitmq-server", server.alive)
         wait_until(self._connects, 30, "rabbitmq AMQP handshake", server.alive)
+        if self.stream_port:
+            wait_tcp(self.stream_port, 60, "rabbitmq stream listener", server.alive)
 
     def _connects(self) -> bool:
         async def attempt() -> bool:
@@ -105,10 +113,23 @@ class _RabbitPeer(Peer):
 
 class RabbitStreamPeer(_RabbitPeer):
     key = "rabbitmq-stream"
-    title = "RabbitMQ 3.10 stream queue"
+    title = "RabbitMQ 3.10 stream (stream protocol)"
     durability = Durability.ASYNC
-    settings = "x-queue-type=stream, persistent messages, publisher confirms (no per-write fsync)"
+    settings = "stream, publish confirms (no per-write fsync), rstream client"
     queue_type = "stream"
+    batch_note = "one send_batch of 32, one wait for the 32 confirms"
+
+    def start(self, workdir: Path) -> None:
+        try:
+            import rstream  # noqa: F401 - fail early with a clear reason
+        except ImportError as exc:
+            raise PeerUnavailable("the rstream package is not installed (the bench extra)") from exc
+        super().start(workdir)
+
+    def client(self) -> PeerClient:
+        from bench.peers.rabbitmq_stream_client import RabbitStreamClient
+
+        return RabbitStreamClient(self.stream_port)
 
 
 class RabbitQuorumPeer(_RabbitPeer):

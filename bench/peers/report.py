@@ -15,8 +15,28 @@ from bench.peers.workload import LatencyResult, PeerResult, Plan
 __all__ = ["render_section", "plot_latency", "write_json", "SECTION"]
 
 SECTION = "## Peers"
-LAKEMQ_REFERENCE = {"ASYNC_FLUSH": "lakemq-async", "SYNC_FLUSH": "lakemq-sync"}
-CLIENTS = ("redis", "nats-py", "aio-pika")
+# How each peer is driven, and why: written into every run's section.
+CLIENT_CHOICES = """Peers and their clients, each as its users run it:
+
+- **lakemq** and **Apache RocketMQ** (its own NameServer and broker 4.9.7 from the Maven jars, G1 as
+  in its runbroker.sh, 2 GiB heap, 1 GiB CommitLog files, the same broker.conf keys) are each
+  driven twice: by lakemq's Python client (the same client for both brokers, so the comparison
+  is the brokers'), and by Apache RocketMQ's Java client 4.9.8 (what RocketMQ users run; the
+  Java bench driver in tests/compat/java). A Java row is compared with lakemq's Java row.
+- **redis** Streams: redis-py with hiredis (its C reply parser); XADD, pipelines of 32 for
+  batches, one consumer group reading 256 entries per XREADGROUP and acknowledging each read
+  with one XACK.
+- **NATS** JetStream: nats-py, the NATS Python client; a durable pull consumer (JetStream's
+  consumer group) fetching 512 at a time, AckAll.
+- **RabbitMQ** streams: rstream, the RabbitMQ team's client of the stream protocol (what
+  stream users run for throughput, rather than AMQP 0-9-1), every send
+  confirmed, a batch one send_batch; read from the first offset with server-side offset
+  tracking (a stream's consumer group). Quorum queues: aio-pika, the usual asyncio AMQP 0-9-1
+  client, persistent messages with publisher confirms (32 in flight for a batch)."""
+# The lakemq row each peer is compared with: same flush mode, same client.
+LAKEMQ_REFERENCE = {("ASYNC_FLUSH", "python"): "lakemq-async", ("SYNC_FLUSH", "python"): "lakemq-sync",
+                    ("ASYNC_FLUSH", "java"): "lakemq-async-java", ("SYNC_FLUSH", "java"): "lakemq-sync-java"}
+CLIENTS = ("redis", "hiredis", "nats-py", "aio-pika", "rstream")
 PERCENTILES = ("p50", "p90", "p99", "p99.9")
 
 
@@ -51,20 +71,46 @@ def _latency_at(result: PeerResult | None, rate: int) -> LatencyResult | None:
     return next((lat for lat in result.latency if lat.rate == rate), None)
 
 
+def _reference_key(result: PeerResult) -> str:
+    return LAKEMQ_REFERENCE[(result.durability, result.client)]
+
+
 def _reference(result: PeerResult, by_key: dict[str, PeerResult]) -> PeerResult | None:
     """The lakemq row this peer is compared with; None for the lakemq rows themselves."""
-    key = LAKEMQ_REFERENCE[result.durability]
+    key = _reference_key(result)
     return None if key == result.key else by_key.get(key)
 
 
 def _vs(result: PeerResult) -> str:
-    return "(reference)" if LAKEMQ_REFERENCE[result.durability] == result.key else result.durability
+    if _reference_key(result) == result.key:
+        return "(reference)"
+    return result.durability + (" (Java)" if result.client == "java" else "")
+
+
+def _cpu(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.1f}"
+
+
+def _cpu_table(measured: list[PeerResult], rates: tuple[int, ...]) -> list[str]:
+    """The broker's CPU time per message (utime + stime of its processes from /proc)."""
+    lines = [
+        "| peer | 1 producer | 16 producers | 16 x batch 32 | consume | "
+        + " | ".join(f"latency {rate:,}/s" for rate in rates) + " |",
+        "|---|" + "---:|" * (4 + len(rates)),
+    ]
+    for result in measured:
+        by_shape = {(p.producers, p.batch): p.cpu_us_per_msg for p in result.produce}
+        cells = [by_shape.get(shape, float("nan")) for shape in ((1, 1), (16, 1), (16, 32))]
+        cells.append(result.consume.cpu_us_per_msg if result.consume else float("nan"))
+        cells += [lat.cpu_us_per_msg if (lat := _latency_at(result, rate)) else float("nan") for rate in rates]
+        lines.append(f"| {result.title} | " + " | ".join(_cpu(c) for c in cells) + " |")
+    return lines
 
 
 def _throughput_table(measured: list[PeerResult], by_key: dict[str, PeerResult]) -> list[str]:
     lines = [
-        "| peer | vs | 1 producer msg/s | 16 producers msg/s | 16 x batch 32 msg/s "
-        "| consume msg/s (MB/s) |",
+        ("| peer | vs | 1 producer msg/s | 16 producers msg/s | 16 x batch 32 msg/s "
+        "| consume msg/s (MB/s) |"),
         "|---|---|---:|---:|---:|---:|",
     ]
     for result in measured:
@@ -113,29 +159,38 @@ def render_section(results: list[PeerResult], plan: Plan, command: str, when: st
     lines = [
         SECTION, "",
         f"Measured {when} with:", "", "```", command, "```", "",
-        f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python "
-        f"{platform.python_version()}; clients {', '.join(_client_versions())}, lakemq.client. "
+        (f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python "
+        f"{platform.python_version()}; clients {', '.join(_client_versions())}, lakemq.client, and Apache "
+        "RocketMQ's Java client 4.9.8 for the rows marked (Java client). "
         "The servers, the client process and any other load share these cores, so treat "
-        "small differences as noise.", "",
-        f"Workload: {plan.body_size}-byte bodies. Producers are asyncio tasks in one client "
+        "small differences as noise."), "",
+        (f"Workload: {plan.body_size}-byte bodies. Producers are asyncio tasks in one client "
         "process, each with its own connection, every send waiting for the peer's durable ack; "
         "the same for every peer, so one client core bounds everyone alike (separate processes "
-        "would take cores from the servers on this machine). "
+        "would take cores from the servers on this machine). With the Java client (rows marked so) "
+        "the same phases run in one JVM, each producer a thread with its own client instance "
+        "(bench/peers/java_bench.py). "
+        f"Every peer first takes {plan.warmup_seconds:g} s of unmeasured sends (JIT and caches warm). "
         f"{plan.phase_seconds:g} s per produce phase; then one consumer group reads everything "
         f"produced (bounded by {plan.consume_timeout:g} s). Latency is end to end (scheduled "
         f"send -> consumer callback) at {rates} msg/s for {plan.latency_seconds:g} s each, open "
         f"loop with at most {plan.max_in_flight} sends in flight, measured from the scheduled "
         "send time. A peer is marked *saturated* when a send had to wait for a free in-flight "
         "slot or the achieved rate fell under 95% of the schedule: its latency is then mostly "
-        "queueing.", "",
-        *([f"**Smoke run** (`--quick`, {plan.phase_seconds:g} s phases): too short for stable "
-           "figures; run without `--quick` for numbers to quote.", ""] if plan.smoke else []),
-        "Ratios in brackets are peer / lakemq with the comparable flush mode (the `vs` column):"
-        " above 1 the peer has more throughput, or more latency.", "",
+        "queueing."), "",
+        *([(f"**Smoke run** (`--quick`, {plan.phase_seconds:g} s phases): too short for stable "
+           "figures; run without `--quick` for numbers to quote."), ""] if plan.smoke else []),
+        CLIENT_CHOICES, "",
+        ("Ratios in brackets are peer / lakemq with the comparable flush mode and the same client (the"
+        " `vs` column): above 1 the peer has more throughput, or more latency."), "",
         "### Throughput", "",
         *_throughput_table(measured, by_key), "",
         "### End-to-end latency", "",
         *_latency_table(measured, by_key, plan.latency_rates), "",
+        "### Broker CPU per message (microseconds)", "",
+        ("CPU time (user + system, /proc/PID/stat) of the broker's processes during each phase, divided by "
+        "the messages of the phase: what the server spent, whoever drove it."), "",
+        *_cpu_table(measured, plan.latency_rates), "",
         "Durability settings and how a batch of 32 is sent:", "",
     ]
     lines += [f"- **{r.title}**: {r.settings}; batch: {r.batch_note}." for r in measured]

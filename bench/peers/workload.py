@@ -1,6 +1,8 @@
 """The one workload every peer runs, through its :class:`~bench.peers.base.PeerClient`.
 
-Phases, each on a fresh topic except that the consume phase reads what the produce phases wrote:
+Phases, each on a fresh topic except that the consume phase reads what the produce phases wrote
+(after an unmeasured warm-up: 16 producers for ``warmup_seconds`` on a topic of its own, so that
+a JVM broker's JIT and every peer's caches are warm before the first measured send):
 
 1. produce, 1 producer, one message per send, for ``phase_seconds``;
 2. produce, 16 producers (asyncio tasks, one connection each), one message per send;
@@ -13,20 +15,35 @@ Phases, each on a fresh topic except that the consume phase reads what the produ
    for the whole backlog (no coordinated omission), and the achieved send rate shows it. At
    most ``max_in_flight`` sends are outstanding; the phase is bounded by ``latency_seconds``
    plus a drain timeout, and messages that never arrive are counted as lost.
+
+Around every phase the broker's CPU time is read from /proc (``cpu``): CPU per message is
+the broker's own cost, whatever the client spent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import struct
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bench.peers.base import PeerClient
 
-__all__ = ["Plan", "FULL", "QUICK", "ProduceResult", "ConsumeResult", "LatencyResult",
-           "PeerResult", "run_workload"]
+__all__ = [
+    "FULL",
+    "QUICK",
+    "ConsumeResult",
+    "LatencyResult",
+    "PeerResult",
+    "Plan",
+    "ProduceResult",
+    "describe_consume",
+    "describe_latency",
+    "describe_produce",
+    "run_workload",
+]
 
 _STAMP = struct.Struct(">q")  # the scheduled send time, time.monotonic_ns(), first in the body
 _WARM_UP = 0  # the stamp of the latency phase's first, unmeasured message
@@ -44,13 +61,18 @@ class Plan:
     batch_size: int = 32
     producer_counts: tuple[int, ...] = (1, 16)
     max_in_flight: int = 256
+    warmup_seconds: float = 5.0
     smoke: bool = False  # a short run to check the harness, not to quote
 
 
 FULL = Plan(phase_seconds=5.0, latency_rates=(500, 2000), latency_seconds=10.0, consume_timeout=25.0,
             drain_timeout=5.0)
 QUICK = Plan(phase_seconds=1.5, latency_rates=(500, 2000), latency_seconds=2.0, consume_timeout=8.0,
-             drain_timeout=3.0, smoke=True)
+             drain_timeout=3.0, warmup_seconds=1.0, smoke=True)
+
+
+def _per_message_us(cpu_seconds: float, messages: int) -> float:
+    return cpu_seconds / messages * 1e6 if messages > 0 else float("nan")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +81,15 @@ class ProduceResult:
     batch: int
     messages: int
     seconds: float
+    cpu_seconds: float = 0.0  # the broker's, during the phase
 
     @property
     def rate(self) -> float:
         return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cpu_us_per_msg(self) -> float:
+        return _per_message_us(self.cpu_seconds, self.messages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +98,11 @@ class ConsumeResult:
     messages: int
     seconds: float
     mbytes: float
+    cpu_seconds: float = 0.0
+
+    @property
+    def cpu_us_per_msg(self) -> float:
+        return _per_message_us(self.cpu_seconds, self.messages)
 
     @property
     def rate(self) -> float:
@@ -91,6 +123,11 @@ class LatencyResult:
     failed_sends: int = 0  # sends the peer refused or timed out (after the client's retries)
     first_error: str | None = None
     held_back: int = 0  # sends that waited for a free in-flight slot (the peer fell behind)
+    cpu_seconds: float = 0.0
+
+    @property
+    def cpu_us_per_msg(self) -> float:
+        return _per_message_us(self.cpu_seconds, self.received)
 
     @property
     def achieved_rate(self) -> float:
@@ -110,6 +147,7 @@ class PeerResult:
     durability: str
     settings: str
     batch_note: str
+    client: str = "python"
     produce: list[ProduceResult] = field(default_factory=list)
     consume: ConsumeResult | None = None
     latency: list[LatencyResult] = field(default_factory=list)
@@ -121,9 +159,10 @@ def _body(size: int, stamp_ns: int) -> bytes:
 
 
 async def _produce(client: PeerClient, topic: str, producers: int, batch: int,
-                   plan: Plan) -> ProduceResult:
+                   plan: Plan, cpu: Callable[[], float]) -> ProduceResult:
     handles = [await client.producer(topic) for _ in range(producers)]
     counts = [0] * producers
+    cpu_start = cpu()
     start = time.monotonic()
     deadline = start + plan.phase_seconds
 
@@ -141,23 +180,26 @@ async def _produce(client: PeerClient, topic: str, producers: int, batch: int,
     try:
         await asyncio.gather(*(loop(i) for i in range(producers)))
         elapsed = time.monotonic() - start
+        cpu_spent = cpu() - cpu_start
     finally:
         for handle in handles:
             await handle.close()
-    return ProduceResult(producers, batch, sum(counts), elapsed)
+    return ProduceResult(producers, batch, sum(counts), elapsed, cpu_spent)
 
 
-async def _consume(client: PeerClient, topic: str, expected: int, plan: Plan) -> ConsumeResult:
+async def _consume(client: PeerClient, topic: str, expected: int, plan: Plan,
+                   cpu: Callable[[], float]) -> ConsumeResult:
     total_bytes = 0
 
     def on_body(body: bytes) -> None:
         nonlocal total_bytes
         total_bytes += len(body)
 
+    cpu_start = cpu()
     start = time.monotonic()
     got = await client.consume(topic, "bench-group", expected, on_body, plan.consume_timeout)
     elapsed = time.monotonic() - start
-    return ConsumeResult(expected, got, elapsed, total_bytes / 1e6)
+    return ConsumeResult(expected, got, elapsed, total_bytes / 1e6, cpu() - cpu_start)
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -167,7 +209,7 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan) -> LatencyResult:
+async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan, cpu: Callable[[], float]) -> LatencyResult:
     total = int(rate * plan.latency_seconds)
     latencies_ms: list[float] = []
     subscribed = asyncio.Event()
@@ -204,6 +246,7 @@ async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan) -> Lat
         # consumer's start-up (group join, rebalance, first fetch).
         await handle.send(_body(plan.body_size, _WARM_UP))
         await _first(warmed.wait(), consumer, "the warm-up message")
+        cpu_start = cpu()
         start_ns = time.monotonic_ns() + 50_000_000
         interval_ns = 1e9 / rate
         for i in range(total):
@@ -224,6 +267,7 @@ async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan) -> Lat
         drain_end = time.monotonic() + plan.drain_timeout
         while len(latencies_ms) < expected and time.monotonic() < drain_end and not consumer.done():
             await asyncio.sleep(0.02)
+        cpu_spent = cpu() - cpu_start
     finally:
         consumer.cancel()
         await asyncio.gather(consumer, return_exceptions=True)
@@ -233,7 +277,7 @@ async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan) -> Lat
                    for name, q in (("p50", 50), ("p90", 90), ("p99", 99), ("p99.9", 99.9))}
     first_error = f"{type(failed[0]).__name__}: {failed[0]}" if failed else None
     return LatencyResult(rate, total, len(values), send_seconds, percentiles, len(failed), first_error,
-                         held_back)
+                         held_back, cpu_spent)
 
 
 async def _first(event_wait: Awaitable[object], consumer: asyncio.Task[int], what: str) -> None:
@@ -250,29 +294,47 @@ async def _first(event_wait: Awaitable[object], consumer: asyncio.Task[int], wha
     raise TimeoutError(f"no {what} within {_WARM_UP_TIMEOUT:.0f} s")
 
 
-async def run_workload(client: PeerClient, result: PeerResult, plan: Plan, log=print) -> None:
+async def run_workload(client: PeerClient, result: PeerResult, plan: Plan, log=print,
+                       cpu: Callable[[], float] = lambda: 0.0) -> None:
     """Run all phases, filling ``result`` as each finishes (so a late failure keeps the rest)."""
     stamp = time.strftime("%H%M%S")
+    warm_topic = f"bench-warm-{stamp}"
+    await client.create_topic(warm_topic)
+    await _produce(client, warm_topic, max(plan.producer_counts), 1,
+                   dataclasses.replace(plan, phase_seconds=plan.warmup_seconds), cpu)
     topic = f"bench-{stamp}"
     await client.create_topic(topic)
     runs = [(n, 1) for n in plan.producer_counts] + [(max(plan.producer_counts), plan.batch_size)]
     for producers, batch in runs:
-        produced = await _produce(client, topic, producers, batch, plan)
+        produced = await _produce(client, topic, producers, batch, plan, cpu)
         result.produce.append(produced)
-        log(f"  produce {producers:>2} producer(s) x batch {batch:>2}: "
-            f"{produced.rate:>9,.0f} msg/s ({produced.messages:,} in {produced.seconds:.1f} s)")
+        log(describe_produce(produced))
     expected = sum(p.messages for p in result.produce)
-    result.consume = await _consume(client, topic, expected, plan)
-    log(f"  consume one group: {result.consume.messages:,}/{expected:,} "
-        f"at {result.consume.rate:,.0f} msg/s, {result.consume.mb_per_s:.1f} MB/s")
+    result.consume = await _consume(client, topic, expected, plan, cpu)
+    log(describe_consume(result.consume))
     for rate in plan.latency_rates:
         latency_topic = f"bench-lat{rate}-{stamp}"
         await client.create_topic(latency_topic)
-        measured = await _latency(client, latency_topic, rate, plan)
+        measured = await _latency(client, latency_topic, rate, plan, cpu)
         result.latency.append(measured)
-        failures = f" ({measured.failed_sends:,} sends failed: {measured.first_error})" \
-            if measured.failed_sends else ""
-        saturated = ", saturated" if measured.saturated else ""
-        log(f"  latency at {rate:,} msg/s (achieved {measured.achieved_rate:,.0f}{saturated}): received "
+        log(describe_latency(measured))
+
+
+def describe_produce(produced: ProduceResult) -> str:
+    return (f"  produce {produced.producers:>2} producer(s) x batch {produced.batch:>2}: "
+            f"{produced.rate:>9,.0f} msg/s ({produced.messages:,} in {produced.seconds:.1f} s; "
+            f"broker CPU {produced.cpu_us_per_msg:.1f} us/msg)")
+
+
+def describe_consume(consumed: ConsumeResult) -> str:
+    return (f"  consume one group: {consumed.messages:,}/{consumed.expected:,} at {consumed.rate:,.0f} msg/s, "
+            f"{consumed.mb_per_s:.1f} MB/s (broker CPU {consumed.cpu_us_per_msg:.1f} us/msg)")
+
+
+def describe_latency(measured: LatencyResult) -> str:
+    failures = f" ({measured.failed_sends:,} sends failed: {measured.first_error})" if measured.failed_sends else ""
+    saturated = ", saturated" if measured.saturated else ""
+    return (f"  latency at {measured.rate:,} msg/s (achieved {measured.achieved_rate:,.0f}{saturated}): received "
             f"{measured.received:,}/{measured.sent:,}{failures}; "
-            + ", ".join(f"{k} {v:.2f} ms" for k, v in measured.percentiles_ms.items()))
+            + ", ".join(f"{k} {v:.2f} ms" for k, v in measured.percentiles_ms.items())
+            + f"; broker CPU {measured.cpu_us_per_msg:.1f} us/msg")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,15 +33,19 @@ from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
 from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProcessor
+from lakemq.broker.processor.broker_config_processor import BROKER_CONFIG_CODES, BrokerConfigProcessor
 from lakemq.broker.processor.client_manage_processor import ClientManageProcessor
 from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProcessor
+from lakemq.broker.processor.group_admin_processor import GROUP_ADMIN_CODES, GroupAdminProcessor
 from lakemq.broker.processor.pull_processor import PullMessageProcessor
 from lakemq.broker.processor.query_processor import QueryMessageProcessor
+from lakemq.broker.processor.reply_processor import REPLY_CODES, ReplyMessageProcessor
 from lakemq.broker.processor.send_back_processor import ConsumerSendMsgBackProcessor
 from lakemq.broker.processor.send_processor import SendMessageProcessor
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
+from lakemq.broker.runtime_stats import RuntimeStats
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from lakemq.broker.transaction import (
@@ -51,6 +56,7 @@ from lakemq.broker.transaction import (
 )
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
+from lakemq.common.record import STORE_TIMESTAMP_POS
 from lakemq.errors import StoreError
 from lakemq.remoting.client import RemotingClient, RemotingClientConfig
 from lakemq.remoting.codec import RemotingCommand
@@ -86,7 +92,7 @@ class _Unavailable:
             name = "unknown"
         return request.reply(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-            f"request code {request.code} ({name}) not supported by this broker",
+            f"request code {request.code} ({name}) not supported by lakemq's broker",
         )
 
 
@@ -101,7 +107,8 @@ class BrokerController:
         self.producer_manager = ProducerManager(broker_config.channel_expired_timeout)
         self.rebalance_lock_manager = RebalanceLockManager(broker_config.rebalance_lock_max_live_time)
         self.remoting_server = RemotingServer(
-            ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port)
+            ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port,
+                         backlog=broker_config.server_socket_backlog)
         )
         self.remoting_client = RemotingClient(RemotingClientConfig())
         self.outer_api = BrokerOuterAPI(
@@ -150,6 +157,7 @@ class BrokerController:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.boot_timestamp = int(time.time() * 1000)
         self.broker_addr = broker_config.broker_addr
+        self.runtime_stats = RuntimeStats(self.metrics.sends.total_messages, self._got_total)
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -205,6 +213,7 @@ class BrokerController:
                 self._every(c.client_housekeeping_interval, self._scan_clients), name="client-housekeeping"
             ),
             loop.create_task(self._register_periodically(), name="register-broker"),
+            loop.create_task(self.runtime_stats.run(), name="runtime-stats"),
         ]
         if self.transaction_check_service is not None:
             self._tasks.append(loop.create_task(self.transaction_check_service.run(), name="transaction-check"))
@@ -257,6 +266,10 @@ class BrokerController:
         )
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             server.register_processor(code, send)
+        reply = ReplyMessageProcessor(c, self.store, self.topic_config_manager, self.producer_manager,
+                                      self.send_pool)
+        for code in REPLY_CODES:
+            server.register_processor(code, reply)
         server.register_processor(
             RequestCode.CONSUMER_SEND_MSG_BACK,
             ConsumerSendMsgBackProcessor(
@@ -284,13 +297,15 @@ class BrokerController:
             self.subscription_group_manager,
             self.consumer_manager,
             self.producer_manager,
+            self._register_broker_blocking,
+            self._executor("ClientManageThread", c.client_manage_thread_pool_nums),
         )
-        client_pool = self._executor("ClientManageThread", c.client_manage_thread_pool_nums)
+        # It hops to its pool itself when a request writes files (see its module docstring).
         for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
                      RequestCode.CHECK_CLIENT_CONFIG):
-            server.register_processor(code, client_manage, client_pool)
+            server.register_processor(code, client_manage)
         consumer_manage = ConsumerManageProcessor(
-            self.store, self.consumer_manager, self.consumer_offset_manager
+            self.store, self.topic_config_manager, self.consumer_manager, self.consumer_offset_manager
         )
         consumer_pool = self._executor("ConsumerManageThread", c.consumer_manage_thread_pool_nums)
         for code in (
@@ -330,6 +345,30 @@ class BrokerController:
         admin_pool = self._executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
         for code in ADMIN_CODES:
             server.register_processor(code, admin, admin_pool)
+        assert self._loop is not None
+        groups = GroupAdminProcessor(c, self.store, self.topic_config_manager, self.subscription_group_manager,
+                                     self.consumer_offset_manager, self.consumer_manager, self.producer_manager,
+                                     self._loop)
+        for code in GROUP_ADMIN_CODES:
+            server.register_processor(code, groups, admin_pool)
+        configs = BrokerConfigProcessor(lambda: (self.broker_config, self.store_config), self._apply_broker_config)
+        for code in BROKER_CONFIG_CODES:
+            server.register_processor(code, configs, admin_pool)
+
+    def _apply_broker_config(self, updated: BrokerConfig) -> None:
+        """Put a BrokerConfig changed at run time (mqadmin updateBrokerConfig) in force; only
+        its RUNTIME_KEYS differ, and these are the transaction check service's."""
+        self.broker_config = updated
+        checks = self.transaction_check_service
+        if checks is not None:
+            checks.transaction_timeout_ms = updated.transaction_time_out
+            checks.check_interval_ms = updated.transaction_check_interval
+            checks.check_max = updated.transaction_check_max
+
+    def _got_total(self) -> int:
+        """Messages returned to pulls since the broker started."""
+        return int(sum(sample.value for family in self.metrics.get_messages.collect()
+                       for sample in family.samples if sample.name.endswith("_total")))
 
     async def shutdown(self) -> None:
         """Stop in the order that loses nothing; safe to call once after a failed start."""
@@ -443,5 +482,21 @@ class BrokerController:
             "heldPullRequests": self.hold_service.held_count if self.hold_service else 0,
             "brokerAddr": self.broker_addr,
             "storePathRootDir": self.store_config.store_path_root_dir,
+            "earliestMessageTimeStamp": self.store.commit_log.pickup_store_timestamp(
+                self.store.get_min_phy_offset(), STORE_TIMESTAMP_POS + 8),
+            "commitLogDiskRatio": f"{_disk_used_ratio(self.store_config.store_path_root_dir):.4f}",
+            "pageCacheLockTimeMills": self.store.commit_log.lock_time_ms(),
+            "sendThreadPoolQueueHeadWaitTimeMills": self.send_pool.head_wait_ms(),
+            "pullThreadPoolQueueHeadWaitTimeMills": self.pull_pool.head_wait_ms(),
+            **self.runtime_stats.info(),
         }
         return {k: str(v) for k, v in info.items()}
+
+
+def _disk_used_ratio(path: str) -> float:
+    """Used share of the store's disk, as RocketMQ's commitLogDiskRatio (0 when unknown)."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return 0.0
+    return (usage.total - usage.free) / usage.total if usage.total else 0.0

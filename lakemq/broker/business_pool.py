@@ -81,6 +81,11 @@ class BusinessPool:
                 )
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
 
+    def head_wait_ms(self) -> int:
+        """How long the oldest waiting request has waited (RocketMQ's headSlowTimeMills)."""
+        pending = self._pending
+        return int((time.monotonic() - pending[0].enqueued) * 1000) if pending else 0
+
     async def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on a worker thread when one is free; raises SystemBusyError on overload."""
         if len(self._pending) >= self._capacity:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from lakemq.common.constants import MASTER_ID, PermName
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import ConfigError
+from lakemq.remoting.server import DEFAULT_BACKLOG
 
 __all__ = ["KEY_ALIASES", "BrokerConfig", "apply_key_aliases"]
 
@@ -34,6 +35,8 @@ class BrokerConfig:
     broker_ip1: str = "127.0.0.1"  # the address registered with the NameServers
     listen_port: int = 10911  # 0 binds an ephemeral port (tests); the bound one is registered
     namesrv_addr: tuple[str, ...] = ("127.0.0.1:9876",)  # ``;``-separated in broker.conf
+    # Connections the kernel queues before the server accepts them (RocketMQ's default).
+    server_socket_backlog: int = DEFAULT_BACKLOG
     broker_permission: int = PermName.PERM_READ | PermName.PERM_WRITE
     # Queues of the TBW102 template (RocketMQ's 8); an auto-created topic gets
     # min(the producer's defaultTopicQueueNums, this).
@@ -85,6 +88,9 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     end_transaction_thread_pool_nums: int = 4
+    # request() / reply: a reply is pushed to the requesting client and also stored in the
+    # {cluster}_REPLY_TOPIC (RocketMQ's storeReplyMessageEnable, true there too).
+    store_reply_message_enable: bool = True
     # Prometheus metrics over HTTP on brokerIP1 (GET /metrics): -1 = listenPort + 2 (a free
     # port when listenPort is 0), 0 = a free port, -2 = off; the URL is printed at boot.
     metrics_port: int = -1
@@ -134,6 +140,7 @@ class BrokerConfig:
             "transaction_check_max",
             "transaction_check_interval",
             "end_transaction_thread_pool_nums",
+            "server_socket_backlog",
         )
         for name in positive:
             if getattr(self, name) <= 0:

@@ -2,7 +2,9 @@
 
 Like RocketMQ's ConfigManager: the new content goes to ``{file}.tmp``, is synced, the old file
 becomes ``{file}.bak`` and the tmp file takes its name, so a crash at any point leaves either
-the old or the new content readable. Loading falls back to the ``.bak`` copy.
+the old or the new content readable. Loading falls back to the ``.bak`` copy. Writers of one
+file take turns: pool threads persist the same table at once (two heartbeats each creating a
+group), and two writers sharing ``{file}.tmp`` would rename each other's torn copy into place.
 """
 
 from __future__ import annotations
@@ -15,15 +17,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lakemq.errors import CorruptFileError
+from lakemq.errors import CorruptFileError, FrameError
+from lakemq.remoting import fastjson
 
-__all__ = ["DataVersion", "load_json", "save_json"]
+__all__ = ["DataVersion", "file_lock", "load_json", "save_json"]
 
 log = logging.getLogger(__name__)
 
+_WRITERS_LOCK = threading.Lock()
+_WRITERS: dict[Path, threading.RLock] = {}
+
 
 def load_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path`` (or its ``.bak``), or None when neither exists.
+    """The JSON object in ``path`` (or its ``.bak``), or None when neither exists. Files an
+    Apache RocketMQ broker wrote load too (fastjson's bare integer keys).
 
     A file that exists but does not parse raises CorruptFileError when no good backup exists:
     starting with an empty offset table would silently rewind every consumer."""
@@ -39,8 +46,8 @@ def load_json(path: Path) -> dict[str, Any] | None:
             errors.append(f"{candidate} is empty")
             continue
         try:
-            data = json.loads(text)
-        except ValueError as exc:
+            data = fastjson.loads(text)  # strict JSON, or what a RocketMQ broker wrote (bare int keys)
+        except FrameError as exc:
             errors.append(f"{candidate}: {exc}")
             continue
         if not isinstance(data, dict):
@@ -54,10 +61,22 @@ def load_json(path: Path) -> dict[str, Any] | None:
     return None
 
 
+def file_lock(path: Path) -> threading.RLock:
+    """The lock writers of ``path`` take turns with (re-entrant); a caller holds it from
+    encoding to saving so that the newest content is also the last one written."""
+    with _WRITERS_LOCK:
+        return _WRITERS.setdefault(path.absolute(), threading.RLock())
+
+
 def save_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, indent=2, sort_keys=True)
     tmp = path.with_name(path.name + ".tmp")
+    with file_lock(path):
+        _write(path, tmp, text)
+
+
+def _write(path: Path, tmp: Path, text: str) -> None:
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)

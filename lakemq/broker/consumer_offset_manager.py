@@ -2,7 +2,9 @@
 
 Persisted as ``{config_dir}/consumerOffset.json`` (``{"offsetTable": {"TopicTest@g1":
 {"0": 12, "1": 7}}}``, RocketMQ's layout with JSON-legal string keys) every
-``flushConsumerOffsetInterval`` and at shutdown, so offsets survive a restart.
+``flushConsumerOffsetInterval`` and at shutdown, so offsets survive a restart. A topic or
+group name enters the table only if it follows RocketMQ's rules (the key is file content, and
+``@`` separates its parts).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
-from lakemq.broker.config_file import load_json, save_json
+from lakemq.broker.config_file import file_lock, load_json, save_json
+from lakemq.common.validation import GROUP_MAX_LENGTH, check_group, check_topic, is_valid_name
 from lakemq.errors import CorruptFileError
 
 __all__ = ["TOPIC_GROUP_SEPARATOR", "ConsumerOffsetManager"]
@@ -20,6 +23,11 @@ __all__ = ["TOPIC_GROUP_SEPARATOR", "ConsumerOffsetManager"]
 log = logging.getLogger(__name__)
 
 TOPIC_GROUP_SEPARATOR: Final = "@"
+
+
+def _valid_key(key: str) -> bool:
+    topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+    return is_valid_name(topic) and is_valid_name(group, GROUP_MAX_LENGTH)
 
 
 class ConsumerOffsetManager:
@@ -39,6 +47,10 @@ class ConsumerOffsetManager:
                 table[key] = {int(qid): int(off) for qid, off in offsets.items()}
         except (AttributeError, TypeError, ValueError) as exc:
             raise CorruptFileError(f"{self.path}: bad offset table: {exc}") from exc
+        for key in [k for k in table if not _valid_key(k)]:
+            # Written by a broker that took any name: no consumer can pull with such a group.
+            log.warning("%s: ignoring offsets of %r, not a valid topic@group", self.path, key)
+            del table[key]
         with self._lock:
             self._table = table
 
@@ -57,7 +69,8 @@ class ConsumerOffsetManager:
                 return False
             self._dirty = False
         try:
-            save_json(self.path, self.encode())
+            with file_lock(self.path):  # the flush thread and shutdown may persist at once
+                save_json(self.path, self.encode())
         except OSError:
             with self._lock:
                 self._dirty = True
@@ -65,7 +78,11 @@ class ConsumerOffsetManager:
         return True
 
     def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Raises InvalidNameError for a topic or group name that breaks the rules."""
         key = topic + TOPIC_GROUP_SEPARATOR + group
+        if key not in self._table:  # names already in the table were checked when they entered
+            check_topic(topic)
+            check_group(group)
         with self._lock:
             offsets = self._table.setdefault(key, {})
             previous = offsets.get(queue_id)
@@ -105,6 +122,12 @@ class ConsumerOffsetManager:
                 for k in self._table
                 if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic
             }
+
+    def remove_group(self, group: str) -> None:
+        with self._lock:
+            for key in [k for k in self._table if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group]:
+                del self._table[key]
+                self._dirty = True
 
     def remove_topic(self, topic: str) -> None:
         with self._lock:

@@ -128,6 +128,12 @@ class SendTallies(Collector):
         tally.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1  # le: a bound counts its equal
         tally.latency_sum += seconds
 
+    def total_messages(self) -> int:
+        """Messages stored by sends since the broker started (all topics)."""
+        with self._lock:
+            tallies = list(self._tallies)
+        return sum(counts[0] for tally in tallies for counts in list(tally.topics.values()))
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             tallies = list(self._tallies)

@@ -74,6 +74,16 @@ class ProducerManager:
             self._round_robin += 1
             return channels[self._round_robin % len(channels)]
 
+    def find_channel(self, client_id: str) -> Hashable | None:
+        """The connection of the producer whose heartbeat named ``client_id`` (a request()
+        reply is pushed to it)."""
+        with self._lock:
+            for channels in self._table.values():
+                for info in channels.values():
+                    if info.client_id == client_id:
+                        return info.channel
+        return None
+
     def groups(self) -> dict[str, list[ClientChannelInfo]]:
         with self._lock:
             return {g: list(channels.values()) for g, channels in self._table.items()}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.config_file import DataVersion, load_json, save_json
+from lakemq.broker.config_file import DataVersion, file_lock, load_json, save_json
 from lakemq.common.constants import MASTER_ID
 from lakemq.common.validation import GROUP_MAX_LENGTH, check_group, is_valid_name
 from lakemq.errors import InvalidNameError
@@ -115,7 +115,8 @@ class SubscriptionGroupManager:
             }
 
     def persist(self) -> None:
-        save_json(self.path, self.encode())
+        with file_lock(self.path):  # threads creating groups at once: the newest table is written last
+            save_json(self.path, self.encode())
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config if it exists; never creates one (no file write)."""

@@ -39,6 +39,7 @@ __all__ = [
     "TopicConfig",
     "TopicConfigManager",
     "dlq_topic",
+    "reply_topic",
     "retry_topic",
 ]
 
@@ -69,6 +70,11 @@ def retry_topic(group: str) -> str:
 
 def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def reply_topic(cluster: str) -> str:
+    """Where request() replies of a cluster go (RocketMQ: cluster + "_" + REPLY_TOPIC_POSTFIX)."""
+    return f"{cluster}_REPLY_TOPIC"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +152,7 @@ class TopicConfigManager:
             TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
             TopicConfig(TRANS_HALF_TOPIC, 1, 1),
             TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1),
+            TopicConfig(reply_topic(c.broker_cluster_name), 1, 1),
             TopicConfig(
                 c.broker_cluster_name, perm=PermName.PERM_INHERIT | (rw if c.cluster_topic_enable else 0)
             ),
@@ -207,6 +214,10 @@ class TopicConfigManager:
             self._table[tc.topic_name] = tc
             self._changed(tc, "updated" if old else "created")
         return tc
+
+    def is_system_topic(self, topic: str) -> bool:
+        """One of the topics the broker makes itself (mqadmin may not delete them)."""
+        return topic in {tc.topic_name for tc in self._system_topics()} or topic in NOT_ALLOWED_SEND_TOPICS
 
     def delete_topic_config(self, topic: str) -> TopicConfig | None:
         with self._lock:

@@ -1,7 +1,8 @@
 """The ``lakemq`` command: a thin face over the packages.
 
 Each area keeps its commands in its own module here and registers them on ``main``; errors
-from lakemq become one line on stderr and a non-zero exit, with the traceback in the log.
+from lakemq become one line on stderr and a non-zero exit, with the traceback in the log; so
+does any other failure (a fault of ours), with the log file named.
 """
 
 from __future__ import annotations
@@ -39,6 +40,21 @@ class LakeMQGroup(click.Group):
             log.exception("command failed")
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # a fault of ours is still one line for the user
+            log.exception("command failed unexpectedly")
+            click.echo(f"error: {type(exc).__name__}: {exc} (a lakemq fault; the traceback is in "
+                       f"{_log_file() or 'the log'})", err=True)
+            sys.exit(1)
+
+
+def _log_file() -> str | None:
+    """The file this process logs to (set up by the command), if any."""
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, "_lakemq", False):
+            return str(getattr(handler, "baseFilename", "")) or None
+    return None
 
 
 @click.group(cls=LakeMQGroup)

@@ -12,9 +12,9 @@ from datetime import datetime
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from lakemq.cli import main
+from lakemq.cli.output import print_rows
 from lakemq.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
@@ -59,8 +59,8 @@ def produce(namesrv: str, topic: str, tags: str | None, keys: str | None, count:
             return (f"{i}:".encode() + b"x" * size)[:size]
         return (body if body is not None else f"message {i}").encode()
 
-    async def run() -> tuple[int, float, str]:
-        last_id = ""
+    async def run() -> tuple[int, float, str, str]:
+        last_id = last_offset_id = ""
         started = time.monotonic()
         async with Producer(group, namesrv_addr=namesrv) as producer:
             with Progress(TextColumn("sending"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -71,12 +71,14 @@ def produce(namesrv: str, topic: str, tags: str | None, keys: str | None, count:
                     msg.tags = tags
                     msg.keys = keys
                     result = await producer.send(msg)
-                    last_id = result.msg_id
+                    last_id, last_offset_id = result.msg_id, result.offset_msg_id
                     progress.advance(task)
-        return count, time.monotonic() - started, last_id
+        return count, time.monotonic() - started, last_id, last_offset_id
 
-    sent, elapsed, last_id = asyncio.run(run())
-    click.echo(f"sent {sent} message(s) to {topic} in {elapsed:.2f}s, last msg id {last_id}")
+    sent, elapsed, last_id, last_offset_id = asyncio.run(run())
+    # Both ids, named: `admin message view` takes either (--id; a unique key with --topic).
+    click.echo(f"sent {sent} message(s) to {topic} in {elapsed:.2f}s, last msg id {last_id} (unique key), "
+               f"offset msg id {last_offset_id}")
 
 
 def _line(msg: MessageExt) -> str:
@@ -197,11 +199,9 @@ def topic_stats(namesrv: str, topic: str) -> None:
         async with Admin(namesrv) as admin_api:
             return await admin_api.topic_stats(topic)
 
-    table = Table("broker", "queue", "min offset", "max offset", "messages")
-    for row in asyncio.run(run()):
-        table.add_row(row.mq.broker_name, str(row.mq.queue_id), str(row.min_offset), str(row.max_offset),
-                      str(row.max_offset - row.min_offset))
-    Console().print(table)
+    print_rows(("broker", "queue", "min offset", "max offset", "messages"),
+               [(row.mq.broker_name, str(row.mq.queue_id), str(row.min_offset), str(row.max_offset),
+                 str(row.max_offset - row.min_offset)) for row in asyncio.run(run())])
 
 
 @admin.group()
@@ -223,9 +223,7 @@ def consumer_progress(namesrv: str, group: str, topic: str | None) -> None:
     rows = asyncio.run(run())
     if not rows:
         raise LakeMQError(f"group {group} has no committed offsets")
-    table = Table("topic", "broker", "queue", "broker offset", "consumer offset", "lag")
-    for row in rows:
-        table.add_row(row.mq.topic, row.mq.broker_name, str(row.mq.queue_id), str(row.broker_offset),
-                      str(row.consumer_offset), str(row.lag))
-    Console().print(table)
+    print_rows(("topic", "broker", "queue", "broker offset", "consumer offset", "lag"),
+               [(row.mq.topic, row.mq.broker_name, str(row.mq.queue_id), str(row.broker_offset),
+                 str(row.consumer_offset), str(row.lag)) for row in rows])
     click.echo(f"total lag {sum(r.lag for r in rows)}")

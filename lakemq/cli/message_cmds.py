@@ -10,11 +10,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from lakemq.cli.client_cmds import admin, log_to_file, namesrv_option
-from lakemq.client.admin import Admin
+from lakemq.cli.output import print_rows
+from lakemq.client.admin import BROKER_QUERY_MAX, Admin, MessageQuery
+from lakemq.client.message_id import message_id_kind
 from lakemq.common.message import MessageExt
 from lakemq.common.timeparse import parse_millis
 from lakemq.errors import LakeMQError
@@ -43,12 +43,12 @@ def _lake_row(m: LakeMessage) -> tuple[str, ...]:
                 m.keys, m.body)
 
 
+_COLUMNS = ("tier", "msg id (offset)", "unique key", "topic", "queue", "queue offset", "stored", "tags", "keys",
+            "body")
+
+
 def _show(rows: Sequence[tuple[str, ...]]) -> None:
-    table = Table("tier", "msg id (offset)", "unique key", "topic", "queue", "queue offset", "stored", "tags", "keys",
-                  "body")
-    for row in rows:
-        table.add_row(*row)
-    Console().print(table)
+    print_rows(_COLUMNS, rows, wrap=("keys", "body"))
 
 
 @admin.group()
@@ -77,9 +77,12 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
         raise LakeMQError("give exactly one of --key and --unique-key")
     begin_ms, end_ms = parse_millis(begin, 0), parse_millis(end, int(time.time() * 1000))
 
-    async def run() -> list[MessageExt]:
+    if max_num < 1:
+        raise LakeMQError("--max must be at least 1")
+
+    async def run() -> MessageQuery:
         async with Admin(namesrv) as admin_api:
-            return await admin_api.query_message(
+            return await admin_api.query_message_limited(
                 topic, key or unique_key or "", max_num=max_num, begin_ms=begin_ms, end_ms=end_ms,
                 unique_key=bool(unique_key))
 
@@ -91,36 +94,57 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
         # History outlives brokers: with a lake to search, an unreachable cluster is a note.
         logging.getLogger(__name__).warning("hot tier not searched", exc_info=True)
         click.echo(f"note: hot tier not searched: {exc}", err=True)
-        hot = []
-    rows = [(m.store_timestamp, _hot_row(m)) for m in hot]
+        hot = MessageQuery([], False, False)
+    rows = [(m.store_timestamp, _hot_row(m)) for m in hot.messages]
+    more = hot.more
     if lake:
         from lakemq.cli.lake_cmds import parse_storage_options, spark_session
         from lakemq.jobs.message_lookup import find_messages
 
-        seen = {m.msg_id for m in hot}
+        seen = {m.msg_id for m in hot.messages}
         with spark_session(master) as spark:
+            # One more than shown: finding it says that --max cut the result.
             cold = find_messages(spark, lake, topic=topic, key=key, unique_key=unique_key, begin_ms=begin_ms,
-                                 end_ms=end_ms, limit=max_num, storage_options=parse_storage_options(storage_option))
+                                 end_ms=end_ms, limit=max_num + 1,
+                                 storage_options=parse_storage_options(storage_option))
         rows += [(m.store_timestamp, _lake_row(m)) for m in cold if m.msg_id not in seen]
     if not rows:
         where = " (hot tier and lake)" if lake else ""
         raise LakeMQError(f"no message of {topic} with {'key' if key else 'unique key'} {key or unique_key}{where}")
     rows.sort(key=lambda pair: pair[0])
+    more |= len(rows) > max_num
     _show([row for _, row in rows[:max_num]])
-    click.echo(f"{min(len(rows), max_num)} message(s)")
+    shown = min(len(rows), max_num)
+    if more:
+        click.echo(f"{shown} message(s) shown, oldest first; more match: raise --max or narrow --begin/--end")
+    elif hot.capped:
+        click.echo(f"{shown} message(s); a broker answers at most {BROKER_QUERY_MAX} per query, so more may match: "
+                   "narrow --begin/--end")
+    else:
+        click.echo(f"{shown} message(s)")
 
 
 @message.command("view")
 @namesrv_option
-@click.option("--id", "msg_id", help="the offset message id (store host + CommitLog offset)")
+@click.option("--id", "msg_id", help="a message id: the offset message id (store host + CommitLog offset), or the "
+                                     "unique key a producer got back, with --topic")
 @click.option("--unique-key", "-u", help="the client message id (UNIQ_KEY) a producer got back; needs --topic")
-@click.option("--topic", "-t", help="the message's topic, with --unique-key")
+@click.option("--topic", "-t", help="the message's topic, with a unique key")
 def view_cmd(namesrv: str, msg_id: str | None, unique_key: str | None, topic: str | None) -> None:
     """One message, with every property: by offset message id (VIEW_MESSAGE_BY_ID) or by
     unique key (QUERY_MESSAGE on UNIQ_KEY; a message stored twice by a retried send shows twice)."""
     log_to_file()
     if bool(msg_id) == bool(unique_key):
         raise LakeMQError("give exactly one of --id and --unique-key")
+    if msg_id:
+        kind = message_id_kind(msg_id)
+        if kind is None:
+            raise LakeMQError(f"{msg_id} is not a message id: an offset message id or a unique key is 32 hex digits")
+        if kind == "unique":
+            if not topic:
+                raise LakeMQError(f"{msg_id} is a unique key (the id a producer gets back), not an offset message id: "
+                                  f"add --topic TOPIC, or use --unique-key {msg_id} --topic TOPIC")
+            msg_id, unique_key = None, msg_id
     if unique_key and not topic:
         raise LakeMQError("--unique-key needs --topic")
 
@@ -135,9 +159,6 @@ def view_cmd(namesrv: str, msg_id: str | None, unique_key: str | None, topic: st
         raise LakeMQError(f"no message of {topic} with unique key {unique_key}")
     for msg in found:
         _show([_hot_row(msg)])
-        props = Table("property", "value")
-        for name, value in sorted(msg.properties.items()):
-            props.add_row(name, value)
-        Console().print(props)
+        print_rows(("property", "value"), sorted(msg.properties.items()))
         click.echo(f"reconsume times {msg.reconsume_times}, born {msg.born_host}, stored on {msg.store_host}, "
                    f"commit log offset {msg.commit_log_offset}, body {len(msg.body)} bytes")

@@ -21,7 +21,10 @@ from lakemq.errors import LakeMQError, TopicNotExistError
 from lakemq.remoting import RemotingClient, fastjson
 from lakemq.remoting.bodies import KVTable
 
-__all__ = ["Admin", "QueueProgress", "QueueStats"]
+__all__ = ["BROKER_QUERY_MAX", "Admin", "MessageQuery", "QueueProgress", "QueueStats"]
+
+# The most a broker returns for one QUERY_MESSAGE (RocketMQ's maxMsgsNumBatch, 64 by default).
+BROKER_QUERY_MAX = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,17 @@ class QueueProgress:
     @property
     def lag(self) -> int:
         return max(self.broker_offset - self.consumer_offset, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageQuery:
+    """What a QUERY_MESSAGE look-up found, and whether a limit cut it: ``more`` when more
+    messages matched than ``messages`` holds; ``capped`` when a broker returned as many as it
+    returns at once (BROKER_QUERY_MAX), so more may match than any limit shows."""
+
+    messages: list[MessageExt]
+    more: bool
+    capped: bool
 
 
 class Admin:
@@ -125,19 +139,32 @@ class Admin:
                             end_ms: int | None = None, unique_key: bool = False) -> list[MessageExt]:
         """Messages of ``topic`` with ``key`` (or UNIQ_KEY ``key``) stored in [begin_ms, end_ms],
         from every master that serves the topic, oldest first."""
+        found = await self.query_message_limited(topic, key, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms,
+                                                 unique_key=unique_key)
+        return found.messages
+
+    async def query_message_limited(self, topic: str, key: str, *, max_num: int = 64, begin_ms: int = 0,
+                                    end_ms: int | None = None, unique_key: bool = False) -> MessageQuery:
+        """As query_message, saying whether ``max_num`` (or a broker's own limit) cut the result:
+        each broker is asked for one message more than ``max_num``."""
         route = await self.api.get_topic_route(check_topic(topic))
         if route is None:
             raise LakeMQError(f"topic {topic} does not exist")
         end = end_ms if end_ms is not None else 2**63 - 1
+        asked = max_num + 1
         found: dict[str, MessageExt] = {}
+        capped = False
         for broker in route.broker_datas:
             addr = broker.select_addr()
             if addr is None:
                 continue
-            for msg in await self.api.query_message(addr, topic, key, max_num=max_num, begin_ms=begin_ms,
-                                                    end_ms=end, unique_key=unique_key):
+            msgs = await self.api.query_message(addr, topic, key, max_num=asked, begin_ms=begin_ms, end_ms=end,
+                                                unique_key=unique_key)
+            capped |= asked > BROKER_QUERY_MAX and len(msgs) >= BROKER_QUERY_MAX
+            for msg in msgs:
                 found[msg.msg_id] = msg
-        return sorted(found.values(), key=lambda m: (m.store_timestamp, m.msg_id))[:max_num]
+        ordered = sorted(found.values(), key=lambda m: (m.store_timestamp, m.msg_id))
+        return MessageQuery(ordered[:max_num], len(ordered) > max_num, capped)
 
     async def view_message(self, msg_id: str) -> MessageExt:
         """The message with offset message id ``msg_id`` (store host + CommitLog offset)."""

@@ -137,17 +137,25 @@ class ClientInstance:
 
     # -- routes -----------------------------------------------------------------------
     async def update_route(self, topic: str) -> TopicRouteData | None:
-        """Fetch ``topic``'s route, remember it and tell the members; None if unknown."""
+        """Fetch ``topic``'s route, remember it and tell the members; None if unknown.
+
+        A route that names a broker this client has not met (a topic created after its
+        consumer started) is followed at once by a heartbeat, so that broker knows the
+        consumer groups before a rebalance asks it for their members, and by a rebalance."""
         async with self._route_lock:
             route = await self.api.get_topic_route(topic)
             if route is None:
                 return None
             self.routes[topic] = route
+            met = [b.broker_name for b in route.broker_datas if b.broker_name not in self.brokers]
             for broker in route.broker_datas:
                 self.brokers[broker.broker_name] = broker
         members: list[ProducerMember | ConsumerMember] = [*self.producers.values(), *self.consumers.values()]
         for member in members:
             member.on_route(topic, route)
+        if met and self.consumers:
+            await self.send_heartbeat_to_all()
+            self.wake_rebalance()
         return route
 
     async def refresh_all_routes(self) -> None:

@@ -21,8 +21,13 @@ import socket
 import struct
 import threading
 import time
+from typing import Literal
 
-__all__ = ["MessageIdGenerator", "create_uniq_id", "ip_from_id", "local_ip", "pid_from_id", "time_from_id"]
+from lakemq.common.record import decode_message_id
+from lakemq.errors import RecordError
+
+__all__ = ["MessageIdGenerator", "create_uniq_id", "ip_from_id", "local_ip", "message_id_kind", "pid_from_id",
+           "time_from_id"]
 
 _FIX = struct.Struct(">4sHi")
 _TAIL = struct.Struct(">iH")
@@ -94,3 +99,21 @@ def time_from_id(msg_id: str, now_ms: int | None = None) -> int:
     if start + span >= current:
         start, _ = _month_bounds(start - 1)
     return start + span
+
+
+def message_id_kind(text: str) -> Literal["offset", "unique"] | None:
+    """Which id ``text`` is: an offset message id (store host + CommitLog offset, what
+    VIEW_MESSAGE_BY_ID takes), a unique key (UNIQ_KEY, the id a producer gets back), or
+    neither. Both are 32 hex digits; a unique key's pid and random bytes read as a port
+    above 65535."""
+    if len(text) != 32:
+        return None
+    try:
+        decode_message_id(text)
+    except RecordError:
+        try:
+            bytes.fromhex(text)
+        except ValueError:
+            return None
+        return "unique"
+    return "offset"

@@ -7,7 +7,8 @@
 
 Rebalance decides the owned queues; the fetcher runs a long-polling pull loop per owned queue
 (see :mod:`lakemq.client.fetcher`) feeding the consume service. Clustering consumers also read
-their group's retry topic, where RECONSUME_LATER messages come back.
+their group's retry topic, where RECONSUME_LATER messages come back. A consumer may start
+before its topics exist: it consumes a topic from the moment the route refresh finds it.
 """
 
 from __future__ import annotations
@@ -95,9 +96,8 @@ class PushConsumer:
                 await instance.update_route(topic)
             except (RemotingError, BrokerError) as exc:
                 log.warning("route of %s: %s", topic, exc)
-        if not any(t in instance.routes for t in self.subscriptions if not t.startswith("%RETRY%")):
-            await self.core.close()
-            raise LakeMQError(f"none of the topics {sorted(self.subscriptions)} exists")
+        # As RocketMQ's consumer: a topic that does not exist yet is consumed once it appears
+        # (the route refresh finds it, then heartbeat and rebalance follow at once).
         await instance.send_heartbeat_to_all()
         if orderly and self.config.message_model is MessageModel.CLUSTERING:
             self._lock_task = asyncio.create_task(self._renew_locks())

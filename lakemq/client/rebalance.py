@@ -18,9 +18,10 @@ from datetime import datetime
 
 from lakemq.client.allocate import STRATEGIES
 from lakemq.client.config import ConsumeFromWhere, MessageModel
-from lakemq.client.consumer_core import ConsumerCore
+from lakemq.client.consumer_core import ConsumerCore, retry_topic
 from lakemq.client.offset_store import ReadOffsetType
 from lakemq.client.process_queue import ProcessQueue
+from lakemq.client.route import subscribe_queues
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 
@@ -56,6 +57,7 @@ class Rebalancer:
         self._start_pull = start_pull
         self._topics = subscribed_topics
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._missing: set[str] = set()  # subscribed topics the name server does not know yet
         try:
             self._strategy = STRATEGIES[core.config.allocate_strategy]
         except KeyError:
@@ -67,11 +69,20 @@ class Rebalancer:
             try:
                 await self._rebalance_topic(topic)
             except (RemotingError, BrokerError, LakeMQError) as exc:
+                if not self.core.started:
+                    return  # the consumer shut down meanwhile: nothing left to balance
                 log.warning("rebalance of %s for %s failed: %s", topic, self.core.group, exc)
 
     async def _rebalance_topic(self, topic: str) -> None:
         instance = self.core.instance
-        mq_all = sorted(await self.core.subscribe_queues(topic))
+        route = instance.routes.get(topic) or await instance.update_route(topic)
+        if route is None:
+            self._await_topic(topic)
+            return
+        if topic in self._missing:
+            self._missing.discard(topic)
+            log.info("topic %s exists now; group %s consumes it", topic, self.core.group)
+        mq_all = sorted(subscribe_queues(topic, route))
         if self.core.config.message_model is MessageModel.BROADCASTING:
             allocated = set(mq_all)
         else:
@@ -96,6 +107,14 @@ class Rebalancer:
         if to_drop or to_add:
             log.info("group %s topic %s: dropped %s, added %s", self.core.group, topic,
                      [str(m) for m in to_drop], [str(m) for m in to_add])
+
+    def _await_topic(self, topic: str) -> None:
+        """A subscribed topic without a route: nothing to own until it appears. Said once (a
+        group's own retry topic only appears after the broker has seen the group: not news)."""
+        if topic not in self._missing:
+            self._missing.add(topic)
+            if topic != retry_topic(self.core.group):
+                log.info("topic %s does not exist (yet); group %s consumes it once it does", topic, self.core.group)
 
     async def _add(self, mq: MessageQueue) -> None:
         if self.orderly and self.core.config.message_model is MessageModel.CLUSTERING and not await self.lock(mq):

@@ -24,6 +24,7 @@ __all__ = [
     "properties_to_string",
     "string_to_properties",
     "tags_hash_code",
+    "without_wait_true",
 ]
 
 NAME_VALUE_SEPARATOR: Final = "\x01"
@@ -61,6 +62,12 @@ class MessageConst:
     CHECK_IMMUNITY_TIME_IN_SECONDS: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
     INSTANCE_ID: Final = "INSTANCE_ID"
     SHARDING_KEY: Final = "SHARDING_KEY"
+    # request() / reply (RocketMQ 4.6+): set by the client, read by the broker's reply path.
+    CORRELATION_ID: Final = "CORRELATION_ID"
+    REPLY_TO_CLIENT: Final = "REPLY_TO_CLIENT"
+    MESSAGE_TTL: Final = "TTL"
+    MESSAGE_TYPE: Final = "MSG_TYPE"
+    PUSH_REPLY_TIME: Final = "PUSH_REPLY_TIME"
     # Aliyun/ONS style absolute delivery time (epoch millis); the lake delay sweep honours it.
     START_DELIVER_TIME: Final = "__STARTDELIVERTIME"
 
@@ -77,7 +84,12 @@ class MessageSysFlag:
     TRANSACTION_MASK: Final = 0xC  # the two bits of the transaction type
     BORNHOST_V6_FLAG: Final = 0x10
     STOREHOSTADDRESS_V6_FLAG: Final = 0x20
+    # Bits 8-10 name the body's compression (RocketMQ 4.9.4+ clients): 0 (older clients) and 3
+    # are zlib, the only one lakemq and its jobs decompress; LZ4 (1) and ZSTD (2) are refused.
+    COMPRESSION_TYPE_MASK: Final = 0x700
+    COMPRESSION_ZLIB_TYPE: Final = 0x300
     # lakemq stores IPv4 hosts only; the v6 bits are refused so the fixed record layout holds.
+    # A sys flag with bits outside this mask takes the store's checked path (unknown_bits).
     KNOWN_MASK: Final = COMPRESSED_FLAG | MULTI_TAGS_FLAG | TRANSACTION_MASK
 
     @staticmethod
@@ -90,7 +102,10 @@ class MessageSysFlag:
 
     @classmethod
     def unknown_bits(cls, sys_flag: int) -> int:
-        return sys_flag & ~cls.KNOWN_MASK
+        """The bits lakemq does not store: unknown flags, and a compression type but zlib."""
+        compression = sys_flag & cls.COMPRESSION_TYPE_MASK
+        refused = sys_flag & ~(cls.KNOWN_MASK | cls.COMPRESSION_TYPE_MASK)
+        return refused | (compression if compression not in (0, cls.COMPRESSION_ZLIB_TYPE) else 0)
 
 
 def properties_to_string(properties: dict[str, str]) -> str:
@@ -101,6 +116,18 @@ def properties_to_string(properties: dict[str, str]) -> str:
         return PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, properties.items())) + PROPERTY_SEPARATOR
     except TypeError:
         return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in properties.items())
+
+
+_WAIT_TRUE: Final = f"{MessageConst.WAIT_STORE_MSG_OK}{NAME_VALUE_SEPARATOR}true{PROPERTY_SEPARATOR}"
+
+
+def without_wait_true(text: str) -> str:
+    """A send's property text without ``WAIT=true``, which RocketMQ's broker does not store
+    (9 bytes a message; absent means true). ``WAIT=false`` is kept: it changes the put."""
+    at = text.find(_WAIT_TRUE)
+    while at > 0 and text[at - 1] != PROPERTY_SEPARATOR:  # inside another pair: look further
+        at = text.find(_WAIT_TRUE, at + 1)
+    return text if at < 0 else text[:at] + text[at + len(_WAIT_TRUE):]
 
 
 def string_to_properties(text: str) -> dict[str, str]:

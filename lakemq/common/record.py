@@ -149,7 +149,10 @@ def create_message_id(store_ip: bytes, store_port: int, commit_log_offset: int) 
 
 
 def decode_message_id(msg_id: str) -> tuple[str, int]:
-    """Offset message id -> ("ip:port", CommitLog offset)."""
+    """Offset message id -> ("ip:port", CommitLog offset).
+
+    A unique key (the id a producer gets back) has the same length; its bytes 4-7 (pid and
+    a random number) read as a port above 65535, so it is refused here, never dialled."""
     try:
         raw = bytes.fromhex(msg_id)
     except ValueError as exc:
@@ -157,6 +160,9 @@ def decode_message_id(msg_id: str) -> tuple[str, int]:
     if len(raw) != _MSG_ID.size:
         raise RecordError(f"message id {msg_id!r} is not 16 bytes")
     ip, port, offset = _MSG_ID.unpack(raw)
+    if not 0 <= port <= 0xFFFF or offset < 0:
+        raise RecordError(f"{msg_id} is not an offset message id (store host and CommitLog offset): "
+                          "it is probably a unique key, the id a producer gets back")
     return decode_host(ip, port), offset
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from lakemq.client.admin import Admin
+from lakemq.client.message_id import message_id_kind
 from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.results import PullStatus
@@ -31,7 +32,7 @@ from lakemq.console.sampler import Sampler
 from lakemq.errors import LakeMQError
 from lakemq.tiering.lake_fs import LakeLocation
 
-__all__ = ["DLQ_PREFIX", "RETRY_PREFIX", "BrokerRow", "ConsoleData", "Found", "GroupRow", "TopicRow"]
+__all__ = ["DLQ_PREFIX", "RETRY_PREFIX", "BrokerRow", "ConsoleData", "Found", "GroupRow", "Searched", "TopicRow"]
 
 T = TypeVar("T")
 RETRY_PREFIX = "%RETRY%"
@@ -74,6 +75,15 @@ class Found:
     def lake(cls, m: LakeMessage) -> Found:
         return cls("lake", m.topic, m.queue_id, m.queue_offset, m.msg_id, m.uniq_key or "", m.tags or "", m.keys,
                    m.store_timestamp, m.born_timestamp, m.store_host, m.reconsume_times, m.properties, m.body)
+
+
+@dataclass(frozen=True, slots=True)
+class Searched:
+    """A search's rows (oldest first), notes on what could not be searched, and ``more`` when
+    the limit cut the rows."""
+    rows: list[Found]
+    notes: list[str]
+    more: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,15 +234,22 @@ class ConsoleData:
     # -- messages --------------------------------------------------------------------------
     async def search(self, *, topic: str, key: str = "", msg_id: str = "", unique_key: str = "",
                      begin_ms: int = 0, end_ms: int | None = None, limit: int = 100,
-                     hot_tier: bool = True) -> tuple[list[Found], list[str]]:
+                     hot_tier: bool = True) -> Searched:
         """Hot tier and lake results merged (hot wins on the same message id), oldest first,
-        with notes about a tier that could not be searched."""
+        with notes about a tier that could not be searched, and whether ``limit`` cut them
+        (each tier is asked for one more than the limit)."""
         end = end_ms if end_ms is not None else int(time.time() * 1000)
         notes: list[str] = []
+        if msg_id and not unique_key and message_id_kind(msg_id) == "unique":
+            notes.append(f"{msg_id} is a unique key (the id a producer gets back): searched as one")
+            msg_id, unique_key = "", msg_id
+        if unique_key and not topic and hot_tier:
+            notes.append("hot tier not searched: a unique key is looked up in the brokers' IndexFiles with its topic")
         hot: list[Found] = []
+        more = False
         try:
             if hot_tier:
-                hot = await self._search_hot(topic, key, msg_id, unique_key, begin_ms, end, limit)
+                hot, more = await self._search_hot(topic, key, msg_id, unique_key, begin_ms, end, limit)
         except (LakeMQError, OSError) as exc:
             notes.append(f"hot tier not searched: {exc}")
         cold: list[Found] = []
@@ -240,7 +257,7 @@ class ConsoleData:
             try:
                 found = await self.in_thread(search_lake, self.lake, topic=topic or None, key=key or None,
                                              msg_id=msg_id or None, unique_key=unique_key or None,
-                                             begin_ms=begin_ms, end_ms=end, limit=limit)
+                                             begin_ms=begin_ms, end_ms=end, limit=limit + 1)
                 cold = [Found.lake(m) for m in found]
             except (LakeMQError, OSError) as exc:
                 notes.append(f"lake not searched: {exc}")
@@ -250,31 +267,34 @@ class ConsoleData:
         merged = [dataclasses.replace(f, source="hot+lake") if f.msg_id in in_lake else f for f in hot]
         merged += [f for f in cold if f.msg_id not in seen]
         merged.sort(key=lambda f: (f.store_timestamp, f.msg_id))
-        return merged[:limit], notes
+        return Searched(merged[:limit], notes, more or len(merged) > limit)
 
     async def _search_hot(self, topic: str, key: str, msg_id: str, unique_key: str, begin_ms: int, end_ms: int,
-                          limit: int) -> list[Found]:
+                          limit: int) -> tuple[list[Found], bool]:
+        """The hot tier's matches (at most ``limit``) and whether more matched."""
         if msg_id:
             try:
-                return [Found.hot(await self.admin.view_message(msg_id))]
+                return [Found.hot(await self.admin.view_message(msg_id))], False
             except LakeMQError:
-                return []  # the record left the hot tier
+                return [], False  # the record left the hot tier
         if not topic:
-            return []
+            return [], False
         if key or unique_key:
-            found = await self.admin.query_message(topic, key or unique_key, max_num=limit, begin_ms=begin_ms,
-                                                   end_ms=end_ms, unique_key=bool(unique_key))
-            return [Found.hot(m) for m in found]
+            found = await self.admin.query_message_limited(topic, key or unique_key, max_num=limit,
+                                                           begin_ms=begin_ms, end_ms=end_ms,
+                                                           unique_key=bool(unique_key))
+            return [Found.hot(m) for m in found.messages], found.more or found.capped
         return await self._browse(topic, begin_ms, end_ms, limit)
 
-    async def _browse(self, topic: str, begin_ms: int, end_ms: int, limit: int) -> list[Found]:
-        """Messages of ``topic`` stored in [begin_ms, end_ms], pulled from every queue."""
+    async def _browse(self, topic: str, begin_ms: int, end_ms: int, limit: int) -> tuple[list[Found], bool]:
+        """Messages of ``topic`` stored in [begin_ms, end_ms], pulled from every queue, and
+        whether more than ``limit`` were."""
         out: list[Found] = []
         for mq in await self._puller.fetch_subscribe_message_queues(topic):
             offset = await self._puller.search_offset(mq, begin_ms) if begin_ms else await self._puller.min_offset(mq)
-            out.extend(f for f in await self._pull(mq, offset, limit) if f.store_timestamp <= end_ms)
+            out.extend(f for f in await self._pull(mq, offset, limit + 1) if f.store_timestamp <= end_ms)
         out.sort(key=lambda f: (f.store_timestamp, f.msg_id))
-        return out[:limit]
+        return out[:limit], len(out) > limit
 
     async def _pull(self, mq: MessageQueue, offset: int, limit: int) -> list[Found]:
         out: list[Found] = []
@@ -288,8 +308,8 @@ class ConsoleData:
 
     async def message(self, msg_id: str, topic: str = "", source: str = "hot") -> Found | None:
         """One message by offset message id; ``source`` "lake" skips the hot tier."""
-        found, _ = await self.search(topic=topic, msg_id=msg_id, limit=1, hot_tier=source != "lake")
-        return found[0] if found else None
+        found = await self.search(topic=topic, msg_id=msg_id, limit=1, hot_tier=source != "lake")
+        return found.rows[0] if found.rows else None
 
     async def trace(self, msg: Found) -> list[Found]:
         """The message's retries and dead letter: records with its unique key in the
@@ -317,24 +337,52 @@ class ConsoleData:
     async def dlq_topics(self) -> list[str]:
         return [t for t in await self.admin.list_topics() if t.startswith(DLQ_PREFIX)]
 
-    async def dlq_messages(self, topic: str, limit: int = 50) -> list[Found]:
-        """The newest ``limit`` dead letters of ``topic``, newest first."""
-        out: list[Found] = []
-        for mq in await self._puller.fetch_subscribe_message_queues(topic):
-            low, high = await self._puller.min_offset(mq), await self._puller.max_offset(mq)
-            out.extend(await self._pull(mq, max(low, high - limit), limit))
-        out.sort(key=lambda f: (-f.store_timestamp, f.msg_id))
-        return out[:limit]
+    async def dlq_messages(self, topic: str, limit: int = 50) -> tuple[list[Found], list[str]]:
+        """The newest ``limit`` dead letters of ``topic``, newest first, from the queues' hot
+        offsets and from the lake (dead letters whose CommitLog files were tiered and deleted
+        are below the hot minimum offset; the lake still has them), with notes about a tier
+        that could not be read."""
+        hot: list[Found] = []
+        notes: list[str] = []
+        try:
+            for mq in await self._puller.fetch_subscribe_message_queues(topic):
+                low, high = await self._puller.min_offset(mq), await self._puller.max_offset(mq)
+                hot.extend(await self._pull(mq, max(low, high - limit), limit))
+        except (LakeMQError, OSError) as exc:
+            notes.append(f"hot tier not read: {exc}")
+        cold: list[Found] = []
+        if self.lake is not None:
+            try:
+                found = await self.in_thread(search_lake, self.lake, topic=topic, limit=limit, newest=True)
+                cold = [Found.lake(m) for m in found]
+            except (LakeMQError, OSError) as exc:
+                notes.append(f"lake not read: {exc}")
+        in_lake = {f.msg_id for f in cold}
+        seen = {f.msg_id for f in hot}
+        merged = [dataclasses.replace(f, source="hot+lake") if f.msg_id in in_lake else f for f in hot]
+        merged += [f for f in cold if f.msg_id not in seen]
+        merged.sort(key=lambda f: (-f.store_timestamp, f.msg_id))
+        return merged[:limit], notes
 
-    async def resend(self, msg_id: str) -> tuple[str, str]:
-        """Send a dead letter again to the topic it was first sent to; (topic, new msg id)."""
-        dead = await self.admin.view_message(msg_id)
-        target = dead.properties.get(MessageConst.RETRY_TOPIC) or dead.properties.get(MessageConst.REAL_TOPIC)
+    async def resend(self, msg_id: str, topic: str = "") -> tuple[str, str]:
+        """Send a dead letter again to the topic it was first sent to; (topic, new msg id). A
+        dead letter no longer in the hot tier is read from the lake."""
+        try:
+            hot = await self.admin.view_message(msg_id)
+            body, flag, properties = hot.body, hot.flag, dict(hot.properties)
+        except LakeMQError:
+            if self.lake is None:
+                raise
+            found = await self.in_thread(search_lake, self.lake, topic=topic or None, msg_id=msg_id, limit=1)
+            if not found:
+                raise LakeMQError(f"dead letter {msg_id} is in neither the hot tier nor the lake") from None
+            body, flag, properties = found[0].body, 0, dict(found[0].properties)
+        target = properties.get(MessageConst.RETRY_TOPIC) or properties.get(MessageConst.REAL_TOPIC)
         if not target:
             raise LakeMQError(f"message {msg_id} carries no original topic (RETRY_TOPIC)")
-        props = {k: v for k, v in dead.properties.items() if k not in _BROKER_PROPERTIES}
-        props[MessageConst.ORIGIN_MESSAGE_ID] = dead.msg_id
-        result = await self._producer.send(Message(target, dead.body, dead.flag, props))
+        props = {k: v for k, v in properties.items() if k not in _BROKER_PROPERTIES}
+        props[MessageConst.ORIGIN_MESSAGE_ID] = msg_id
+        result = await self._producer.send(Message(target, body, flag, props))
         return target, result.msg_id
 
     # -- lake ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ those files, not ``DeltaTable.to_pyarrow_table`` (see ARCHITECTURE.md's hazard n
 from __future__ import annotations
 
 import datetime as dt
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,8 +144,9 @@ def _filesystem(lake: LakeLocation) -> tuple[object | None, str]:
 
 def search_lake(lake: LakeLocation, *, topic: str | None = None, key: str | None = None,
                 msg_id: str | None = None, unique_key: str | None = None, begin_ms: int = 0,
-                end_ms: int = 2**63 - 1, limit: int = 100) -> list[LakeMessage]:
-    """Messages of the lake's ``messages`` table matching every given criterion, oldest first."""
+                end_ms: int = 2**63 - 1, limit: int = 100, newest: bool = False) -> list[LakeMessage]:
+    """Messages of the lake's ``messages`` table matching every given criterion, oldest first;
+    with ``newest``, the newest ``limit`` of them, newest first."""
     table = _table(lake)
     if table is None:
         return []
@@ -160,7 +162,8 @@ def search_lake(lake: LakeLocation, *, topic: str | None = None, key: str | None
             day = dt.date.fromisoformat(day)
         if day is not None and not first_day <= day <= last_day:
             continue  # store_date is the UTC day of store_timestamp: outside the range
-        by_topic.setdefault(part_topic, []).append(f"{root}/{path}")
+        # Add-action paths are URIs: %RETRY% and %DLQ% partition directories are escaped in them.
+        by_topic.setdefault(part_topic, []).append(f"{root}/{urllib.parse.unquote(path)}")
     cond = (pc.field("store_timestamp") >= begin_ms) & (pc.field("store_timestamp") <= end_ms)
     if msg_id:
         cond &= pc.field("msg_id") == msg_id
@@ -180,5 +183,5 @@ def search_lake(lake: LakeLocation, *, topic: str | None = None, key: str | None
                                      row["uniq_key"], row["tags"], keys, dict(row["properties"] or []),
                                      row["body"] or b"", row["store_timestamp"], row["born_timestamp"],
                                      row["store_host"], row["reconsume_times"], row["sys_flag"]))
-    found.sort(key=lambda m: (m.store_timestamp, m.msg_id))
+    found.sort(key=lambda m: (m.store_timestamp, m.msg_id), reverse=newest)
     return found[:limit]

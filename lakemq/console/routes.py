@@ -21,6 +21,8 @@ __all__ = ["install"]
 
 log = logging.getLogger(__name__)
 PERMS = {6: "read + write", 4: "read only", 2: "write only"}
+SEARCH_LIMIT = 100  # rows a search shows unless the page asks for more (?limit=)
+MAX_SEARCH_LIMIT = 10_000
 
 
 async def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
@@ -120,13 +122,20 @@ async def search(request: web.Request) -> web.Response:
     asked = any((key, msg_id, unique_key, begin, end)) or "go" in q
     rows: list[Any] = []
     notes: list[str] = []
+    more = False
+    limit = _int(request, "limit", SEARCH_LIMIT)
+    if not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise LakeMQError(f"limit must be within 1..{MAX_SEARCH_LIMIT}")
     if asked:
         if not (topic or msg_id or unique_key):
             raise LakeMQError("give a topic (with a key or a time range), a message id or a unique key")
-        rows, notes = await request.app[DATA_KEY].search(topic=topic, key=key, msg_id=msg_id, unique_key=unique_key,
-                                                         begin_ms=begin or 0, end_ms=end,
-                                                         limit=_int(request, "limit", 100))
-    return await render(request, "search.html", rows=rows, notes=notes, asked=asked, q=q, nav="search")
+        found = await request.app[DATA_KEY].search(topic=topic, key=key, msg_id=msg_id, unique_key=unique_key,
+                                                   begin_ms=begin or 0, end_ms=end, limit=limit)
+        rows, notes, more = found.rows, found.notes, found.more
+    wider = min(limit * 10, MAX_SEARCH_LIMIT)
+    return await render(request, "search.html", rows=rows, notes=notes, asked=asked, q=q, more=more, limit=limit,
+                        wider_url=f"/search?{urlencode({**q, 'limit': wider})}" if more and wider > limit else "",
+                        wider=wider, nav="search")
 
 
 async def message(request: web.Request) -> web.Response:
@@ -152,14 +161,14 @@ async def dlq(request: web.Request) -> web.Response:
     data = request.app[DATA_KEY]
     names = await data.dlq_topics()
     topic = request.query.get("topic") or (names[0] if names else "")
-    rows = await data.dlq_messages(topic) if topic else []
-    return await render(request, "dlq.html", names=names, topic=topic, rows=rows,
+    rows, notes = await data.dlq_messages(topic) if topic else ([], [])
+    return await render(request, "dlq.html", names=names, topic=topic, rows=rows, notes=notes,
                         resent=request.query.get("resent", ""), nav="dlq")
 
 
 async def dlq_resend(request: web.Request) -> web.Response:
     form = await request.post()
-    target, new_id = await request.app[DATA_KEY].resend(str(form.get("id", "")))
+    target, new_id = await request.app[DATA_KEY].resend(str(form.get("id", "")), str(form.get("topic", "")))
     raise web.HTTPSeeOther("/dlq?" + urlencode({"topic": str(form.get("topic", "")), "resent": f"{target}: {new_id}"}))
 
 

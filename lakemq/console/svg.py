@@ -13,6 +13,17 @@ _PAD_L, _PAD_R, _PAD_T, _PAD_B = 56, 12, 12, 28
 _COLORS = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2")
 
 
+def _axis_top(peak: float) -> float:
+    """The top of a value axis with 4 steps, each step 1, 2 or 5 times a power of ten, so
+    every label is a true whole number (a flat zero series gets 0..4, not 1, 1, 0, 0, 0)."""
+    magnitude = 1.0
+    while True:
+        for step in (magnitude, 2 * magnitude, 5 * magnitude):
+            if step * 4 >= peak:
+                return step * 4
+        magnitude *= 10
+
+
 def _frame(width: int, height: int, top: float, label: str) -> list[str]:
     inner_h = height - _PAD_T - _PAD_B
     parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="{escape(label)}" '
@@ -33,7 +44,7 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], *, lab
     if not points:
         return Markup(f'<p class="empty">{escape(label)}: no samples yet</p>')
     t0, t1 = min(t for t, _ in points), max(t for t, _ in points)
-    top = max(max(v for _, v in points), 1.0)
+    top = _axis_top(max(v for _, v in points))
     span = max(t1 - t0, 1)
     inner_w, inner_h = width - _PAD_L - _PAD_R, height - _PAD_T - _PAD_B
     parts = _frame(width, height, top, label)
@@ -56,7 +67,7 @@ def bar_chart(bars: Sequence[tuple[str, float]], *, label: str, width: int = 120
     """Vertical bars, one per (label, value), left to right."""
     if not bars:
         return Markup(f'<p class="empty">{escape(label)}: nothing to show yet</p>')
-    top = max(max(v for _, v in bars), 1.0)
+    top = _axis_top(max(v for _, v in bars))
     inner_w, inner_h = width - _PAD_L - _PAD_R, height - _PAD_T - _PAD_B
     step = inner_w / len(bars)
     parts = _frame(width, height, top, label)

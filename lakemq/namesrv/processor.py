@@ -82,8 +82,12 @@ class NamesrvProcessor:
     async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         handler = self._handlers.get(request.code)
         if handler is None:
+            try:
+                name = RequestCode(request.code).name
+            except ValueError:
+                name = "unknown"
             return request.reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                 f"request code {request.code} not supported by the name server")
+                                 f"request code {request.code} ({name}) not supported by lakemq's name server")
         if self.metrics is None:
             return await handler(ctx, request)
         started = time.perf_counter()

@@ -10,6 +10,12 @@ A processor is anything with ``process_request(ctx, request)`` and ``reject_requ
 It returns the response, or None for oneway requests and for responses written later with
 ``ctx.write_response`` (a held pull). Raising a LakeMQError that has a ``code`` answers with
 that code and the message as remark; any other exception answers SYSTEM_ERROR.
+
+What the log says of a failed request, one line each and rate limited per kind (a hostile
+client must not fill the disk): a refusal with a code at INFO; a malformed request (a header
+field missing or not a number, a body that does not decode, a name breaking the rules:
+RemotingCommandError, InvalidNameError) at WARNING with the peer's address and no traceback;
+anything else is a fault of ours, at ERROR with its traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.logs import LogLimiter
+from lakemq.errors import InvalidNameError, RemotingCommandError
 from lakemq.remoting.codec import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from lakemq.remoting.protocol import RemotingConnection
 
@@ -83,6 +91,9 @@ class Dispatcher:
         self._table: dict[int, tuple[RequestProcessor, Executor | None]] = {}
         self._default: tuple[RequestProcessor, Executor | None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._refused_log = LogLimiter()
+        self._bad_request_log = LogLimiter()
+        self._fault_log = LogLimiter()
 
     def register(self, code: int, processor: RequestProcessor, executor: Executor | None = None) -> None:
         self._table[int(code)] = (processor, executor)
@@ -116,15 +127,14 @@ class Dispatcher:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    @staticmethod
-    def _call(processor: RequestProcessor, ctx: RequestContext, request: RemotingCommand) -> ProcessResult:
+    def _call(self, processor: RequestProcessor, ctx: RequestContext, request: RemotingCommand) -> ProcessResult:
         try:
             if processor.reject_request():
                 return request.reply(ResponseCode.SYSTEM_BUSY,
                                      "[REJECTREQUEST]system busy, start flow control for a while")
             return processor.process_request(ctx, request)
         except Exception as exc:  # noqa: BLE001 - any processor failure becomes the caller's error answer
-            return _error_reply(request, exc)
+            return self._error_reply(ctx.remote_addr, request, exc)
 
     async def _finish(self, connection: RemotingConnection, request: RemotingCommand,
                       pending: Awaitable[RemotingCommand | None]) -> None:
@@ -133,7 +143,7 @@ class Dispatcher:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - as in _call
-            response = _error_reply(request, exc)
+            response = self._error_reply(connection.remote_addr, request, exc)
         self._respond(connection, request, response)
 
     async def _handle(self, connection: RemotingConnection, request: RemotingCommand,
@@ -141,7 +151,7 @@ class Dispatcher:
         if entry is None:
             response: RemotingCommand | None = request.reply(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f"request code {request.code} ({_code_name(request.code)}) not supported")
+                f"request code {request.code} ({_code_name(request.code)}) not supported by lakemq")
         else:
             ctx = connection.context
             if ctx is None:
@@ -171,17 +181,22 @@ class Dispatcher:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - as in _call
-            return _error_reply(request, exc)
+            return self._error_reply(ctx.remote_addr, request, exc)
 
-
-def _error_reply(request: RemotingCommand, exc: Exception) -> RemotingCommand:
-    code = getattr(exc, "code", None)
-    if isinstance(code, int) and code != ResponseCode.SUCCESS:
-        log.info("request %d from processor failed with code %d: %s", request.code, code, exc)
-        remark = getattr(exc, "remark", None) or str(exc)
-        return request.reply(code, remark)
-    log.exception("processor for request code %d failed", request.code)
-    return request.reply(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    def _error_reply(self, peer: str, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        code = getattr(exc, "code", None)
+        if isinstance(code, int) and code != ResponseCode.SUCCESS:
+            self._refused_log.log(log, logging.INFO, "request %d (%s) from %s refused with code %d: %s",
+                                  request.code, _code_name(request.code), peer, code, exc)
+            remark = getattr(exc, "remark", None) or str(exc)
+            return request.reply(code, remark)
+        if isinstance(exc, (RemotingCommandError, InvalidNameError)):
+            self._bad_request_log.log(log, logging.WARNING, "bad request %d (%s) from %s: %s",
+                                      request.code, _code_name(request.code), peer, exc)
+            return request.reply(ResponseCode.SYSTEM_ERROR, str(exc))
+        self._fault_log.log(log, logging.ERROR, "processor for request %d (%s) from %s failed",
+                            request.code, _code_name(request.code), peer, exc_info=True)
+        return request.reply(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
 
 def _code_name(code: int) -> str:

@@ -2,9 +2,10 @@
 
 fastjson writes maps whose keys are not strings with bare keys: ``{"brokerAddrs":{0:"ip:port"}}``
 (a Long broker id) and ``{"offsetTable":{{"topic":"T","brokerName":"b","queueId":0}:{...}}}``
-(a MessageQueue). Neither is valid JSON, and official name servers and brokers send both, so
-lakemq parses them: numeric keys come back as ints, object keys as sorted tuples of their items
-(``dict(key)`` gives the object back).
+(a MessageQueue). Neither is valid JSON. Official name servers and brokers send both, and a
+RocketMQ broker's config files hold them (``consumerOffset.json``: ``{"T@g":{0:5}}``), so lakemq
+parses them (bodies, the broker's config files): numeric keys come back as ints, object keys as
+sorted tuples of their items (``dict(key)`` gives the object back).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ _V2_NAMES = dict(zip("abcdefghijklmn", (
     "batch", "brokerName")))
 _V2_SHORT = {long: short for short, long in _V2_NAMES.items()}
 _V2_WIRE = tuple(_V2_SHORT.items())
-_V2_CODES = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+_V2_CODES = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
 
 
 # Bound once: looking them up per send would hash _V2_WIRE's 14 pairs every time.
@@ -102,7 +102,8 @@ def encode_send_header_v2(header: SendMessageRequestHeader) -> dict[str, str]:
 
 
 def decode_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
-    """The send header of SEND_MESSAGE (long names) or SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE."""
+    """The send header of SEND_MESSAGE / SEND_REPLY_MESSAGE (long names) or SEND_MESSAGE_V2 /
+    SEND_BATCH_MESSAGE / SEND_REPLY_MESSAGE_V2 (one-letter names)."""
     decode = _decode_send_v2 if request.code in _V2_CODES else _decode_send_v1
     header: SendMessageRequestHeader = decode(request.ext_fields)
     return header

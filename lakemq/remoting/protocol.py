@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lakemq.common.codes import ResponseCode
+from lakemq.common.logs import LogLimiter
 from lakemq.errors import FrameError, RemotingConnectError, RemotingTimeoutError
 from lakemq.remoting.codec import (
     DEFAULT_MAX_FRAME_LENGTH,
@@ -30,6 +31,10 @@ __all__ = ["RemotingConnection", "RequestCallback"]
 log = logging.getLogger(__name__)
 
 RequestCallback = Callable[["RemotingConnection", RemotingCommand], None]
+
+# What peers send wrong is logged rate limited: a flood of bad frames must not fill the disk.
+_BAD_FRAME_LOG = LogLimiter()
+_STRAY_RESPONSE_LOG = LogLimiter()
 
 # A body at least this large is handed to the transport after its header as it is
 # (writelines), not copied into one buffer with it first.
@@ -82,7 +87,7 @@ class RemotingConnection(asyncio.Protocol):
         try:
             commands = self._decoder.feed(data)
         except FrameError as exc:
-            log.warning("closing %s: %s", self.remote_addr, exc)
+            _BAD_FRAME_LOG.log(log, logging.WARNING, "closing %s: %s", self.remote_addr, exc)
             if self._reply_on_frame_error and self._transport is not None:
                 error = RemotingCommand(code=ResponseCode.SYSTEM_ERROR, flag=FLAG_RESPONSE,
                                         remark=f"bad frame: {exc}")
@@ -107,8 +112,9 @@ class RemotingConnection(asyncio.Protocol):
             if command.flag & FLAG_RESPONSE:
                 future = self._pending.pop(command.opaque, None)
                 if future is None:
-                    log.warning("response from %s for unknown opaque %d (code %d): %s",
-                                self.remote_addr, command.opaque, command.code, command.remark)
+                    _STRAY_RESPONSE_LOG.log(log, logging.WARNING,
+                                            "response from %s for unknown opaque %d (code %d): %s",
+                                            self.remote_addr, command.opaque, command.code, command.remark)
                 elif not future.done():
                     future.set_result(command)
             else:

@@ -15,21 +15,29 @@ from lakemq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from lakemq.remoting.dispatch import Dispatcher, RequestProcessor
 from lakemq.remoting.protocol import RemotingConnection
 
-__all__ = ["RemotingServer", "ServerConfig"]
+__all__ = ["DEFAULT_BACKLOG", "RemotingServer", "ServerConfig"]
 
 log = logging.getLogger(__name__)
 
 ConnectionListener = Callable[[RemotingConnection], None]
 
 
+# RocketMQ's serverSocketBacklog: connections the kernel completes while the loop has not
+# accepted them yet. asyncio's 100 overflows under a burst of clients, and each connect
+# dropped then waits a second for its SYN to be sent again.
+DEFAULT_BACKLOG = 1024
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     """``listen_port`` 0 picks a free port (tests); ``listen_host`` defaults to loopback, set
-    0.0.0.0 to serve other machines."""
+    0.0.0.0 to serve other machines. ``backlog`` is capped by the kernel's
+    ``net.core.somaxconn``."""
 
     listen_host: str = "127.0.0.1"
     listen_port: int = 0
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    backlog: int = DEFAULT_BACKLOG
 
 
 class RemotingServer:
@@ -70,7 +78,7 @@ class RemotingServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             self._new_connection, self.config.listen_host, self.config.listen_port,
-            reuse_address=True)
+            reuse_address=True, backlog=self.config.backlog)
         log.info("remoting server listening on %s", self.address)
 
     async def shutdown(self) -> None:

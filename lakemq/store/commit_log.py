@@ -14,6 +14,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from lakemq.common.faults import append_stall_seconds
 from lakemq.common.message import (
@@ -267,12 +268,7 @@ class CommitLog:
             if isinstance(checked, PutMessageResult):
                 return checked
             rewrite_delayed_message(msg, self.delay_levels)
-        try:
-            records = self._encoder.gather((msg,), self._encode, _UNKNOWN_BITS, False)
-        except OverflowError as exc:  # a field outside its int32/int64 slot: nothing written
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
-        except UnicodeEncodeError as exc:  # text that is not UTF-8 (a lone surrogate)
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"not UTF-8: {exc}")
+        records = self._gather((msg,), self._encode, _UNKNOWN_BITS, False)
         if not isinstance(records, Records):
             return records
         return self._append_records(records)
@@ -285,18 +281,23 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         if not self._running:
             return self._not_writable()
-        try:
-            records = self._encoder.gather(msgs, self._encode_batch_member, _REFUSED_IN_BATCH, True)
-        except OverflowError as exc:  # a field outside its int32/int64 slot: nothing written
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
-        except UnicodeEncodeError as exc:  # text that is not UTF-8 (a lone surrogate)
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"not UTF-8: {exc}")
+        records = self._gather(msgs, self._encode_batch_member, _REFUSED_IN_BATCH, True)
         if not isinstance(records, Records):
             return records
         if records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"batch of {records.total} bytes exceeds a CommitLog file")
         return self._append_records(records)
+
+    def _gather(self, msgs: Sequence[MessageExtBrokerInner], slow: Callable[[MessageExtBrokerInner], Any],
+                refused_bits: int, check_delay: bool) -> Records | PutMessageResult:
+        """RecordEncoder.gather, with a field it cannot encode refused (nothing written)."""
+        try:
+            return self._encoder.gather(msgs, slow, refused_bits, check_delay)
+        except OverflowError as exc:  # a field outside its int32/int64 slot
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
+        except UnicodeEncodeError as exc:  # text that is not UTF-8 (a lone surrogate)
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"not UTF-8: {exc}")
 
     def _append_records(self, records: Records) -> PutMessageResult:
         """Records checked and measured: into the current file (rolled if they do not fit)."""
@@ -362,7 +363,12 @@ class CommitLog:
                 self._valid_topics.clear()
                 self._topic_parts.clear()
             self._valid_topics.add(topic)
-        if MessageSysFlag.unknown_bits(msg.sys_flag):
+        unknown = MessageSysFlag.unknown_bits(msg.sys_flag)
+        if unknown & MessageSysFlag.COMPRESSION_TYPE_MASK:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"body compression type {unknown >> 8} (sys flag 0x{msg.sys_flag:x}) is "
+                                    "not supported by lakemq: only zlib (rocketmq.message.compressType=ZLIB)")
+        if unknown:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"unknown sys flag bits 0x{msg.sys_flag:x}")
         return None

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from lakemq.common.validation import check_topic
-from lakemq.errors import StoreError
+from lakemq.errors import InvalidNameError, StoreError
 from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
 
@@ -54,9 +54,9 @@ class CqUnit(NamedTuple):
 
 
 def check_queue_id(queue_id: int) -> int:
-    """Return ``queue_id`` or raise ValueError: it becomes a directory name."""
+    """Return ``queue_id`` or raise InvalidNameError (a ValueError): it becomes a directory name."""
     if isinstance(queue_id, bool) or not isinstance(queue_id, int) or not 0 <= queue_id <= MAX_QUEUE_ID:
-        raise ValueError(f"queue id must be an int in [0, {MAX_QUEUE_ID}], got {queue_id!r}")
+        raise InvalidNameError(f"queue id must be an int in [0, {MAX_QUEUE_ID}], got {queue_id!r}")
     return queue_id
 
 

@@ -11,6 +11,7 @@ sequentially costs one lake read per block. Callers run ``read`` off the event l
 from __future__ import annotations
 
 import threading
+import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +94,9 @@ class ColdReader:
             filesystem, root = None, uri
         else:
             filesystem, root = PyFileSystem(FSSpecHandler(self.lake.fs)), uri.split("://", 1)[1]
-        files = [f"{root}/{path}" for path, part in zip(actions["path"], actions["partition.topic"]) if part == topic]
+        # Add-action paths are URIs: %RETRY% and %DLQ% partition directories are escaped in them.
+        files = [f"{root}/{urllib.parse.unquote(path)}"
+                 for path, part in zip(actions["path"], actions["partition.topic"]) if part == topic]
         if not files:
             return {}
         cond = (

@@ -9,10 +9,11 @@ import time
 
 import pytest
 
-from lakemq.remoting.fastjson import loads as fastjson_loads
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageConst
+from lakemq.common.message_queue import MessageQueue
 from lakemq.common.record import iter_records
+from lakemq.common.subscription import SubscriptionData
 from lakemq.remoting import RemotingClient, RemotingCommand, RequestContext
 from lakemq.remoting.bodies import (
     ConsumerData,
@@ -22,8 +23,7 @@ from lakemq.remoting.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
 )
-from lakemq.common.subscription import SubscriptionData
-from lakemq.common.message_queue import MessageQueue
+from lakemq.remoting.fastjson import loads as fastjson_loads
 from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -317,6 +317,39 @@ def test_send_back_redelivers_through_retry_topic_then_dlq(cluster: Cluster) -> 
                     addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, missing), T
                 )
             ).code == ResponseCode.SYSTEM_ERROR
+        finally:
+            await client.shutdown()
+
+    asyncio.run(main())
+
+
+def test_pull_right_after_a_version_bump_heartbeat_is_served(cluster: Cluster) -> None:
+    """A Java consumer bumps its subscription version and heartbeats as it dispatches its first
+    pulls; both go out on one connection, heartbeat first. The pull must see the new version
+    (it was refused SUBSCRIPTION_NOT_LATEST, and the client waited a second, when heartbeats
+    took a thread hop that pulls do not)."""
+    addr = cluster.broker_addr()
+
+    def versioned(version: int) -> RemotingCommand:
+        data = HeartbeatData("c-bump", (), (ConsumerData(
+            "g-bump", "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_FIRST_OFFSET",
+            (SubscriptionData("Bumped", "*", sub_version=version),)),))
+        return RemotingCommand.request(RequestCode.HEART_BEAT, body=data.encode())
+
+    async def main() -> None:
+        client = RemotingClient()
+        try:
+            await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                              CreateTopicRequestHeader("Bumped", "TBW102", 1, 1, 6, "SINGLE_TAG")), T)
+            # The first heartbeat creates the group and its retry topic.
+            assert (await client.invoke(addr, versioned(1000), T)).code == ResponseCode.SUCCESS
+            for version in range(2000, 2020):
+                beat, pulled = await asyncio.gather(
+                    client.invoke(addr, versioned(version), T),
+                    client.invoke(addr, pull_request("g-bump", "Bumped", 0, 0, subscription=None,
+                                                     sub_version=version), T))
+                assert beat.code == ResponseCode.SUCCESS
+                assert pulled.code == ResponseCode.PULL_NOT_FOUND, (version, pulled.code, pulled.remark)
         finally:
             await client.shutdown()
 

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from lakemq.remoting.fastjson import loads as fastjson_loads
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageConst
 from lakemq.common.record import decode_message_id, iter_records
 from lakemq.remoting import RemotingClient, RemotingCommand, SyncRemotingClient
 from lakemq.remoting.bodies import TopicRouteData
+from lakemq.remoting.fastjson import loads as fastjson_loads
 from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,

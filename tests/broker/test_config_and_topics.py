@@ -7,7 +7,6 @@ import json
 import pytest
 
 from lakemq.broker.config import BrokerConfig
-from lakemq.common.constants import PermName
 from lakemq.broker.topic_config_manager import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     SCHEDULE_TOPIC,
@@ -16,6 +15,7 @@ from lakemq.broker.topic_config_manager import (
 )
 from lakemq.cli.broker_cmds import load_broker_configs
 from lakemq.common.config import bind, read_properties
+from lakemq.common.constants import PermName
 from lakemq.errors import ConfigError, CorruptFileError, InvalidNameError
 from lakemq.tiering.config import DelaySweepConfig, TieringConfig, TransactionSweepConfig
 

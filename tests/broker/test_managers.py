@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,10 +16,10 @@ from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from lakemq.common.message import tags_hash_code
-from lakemq.common.subscription import SubscriptionData
-from lakemq.errors import CorruptFileError, FilterExpressionError
-from lakemq.filter import parse_subscription
 from lakemq.common.message_queue import MessageQueue
+from lakemq.common.subscription import SubscriptionData
+from lakemq.errors import CorruptFileError, FilterExpressionError, InvalidNameError
+from lakemq.filter import parse_subscription
 
 
 def test_offsets_persist_and_survive_restart(tmp_path) -> None:
@@ -146,3 +147,43 @@ def test_rebalance_locks_exclusive_until_expiry() -> None:
     time.sleep(0.1)
     assert mgr.try_lock_batch("g", [q0], "c2") == {q0}  # c1's lock expired
     assert MessageQueue.from_json(q0.to_json()) == q0
+
+
+def test_config_files_written_by_rocketmq_load(tmp_path: Path) -> None:
+    # Apache RocketMQ 4.9 writes its offset table with fastjson's bare integer keys.
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    (config_dir / "consumerOffset.json").write_text(
+        '{\n\t"offsetTable":{\n\t\t"T1@g1":{0:8,1:7\n\t\t},\n\t\t"%RETRY%g1@g1":{0:0\n\t\t}\n\t}\n}')
+    offsets = ConsumerOffsetManager(config_dir)
+    offsets.load()
+    assert offsets.query_offsets("g1", "T1") == {0: 8, 1: 7} and offsets.query_offset("g1", "%RETRY%g1", 0) == 0
+
+
+def test_offset_table_takes_only_valid_names(tmp_path) -> None:
+    mgr = ConsumerOffsetManager(tmp_path)
+    for group, topic in (("../escape", "T"), ("", "T"), ("g" * 256, "T"), ("g", "a@b"), ("g", "")):
+        with pytest.raises(InvalidNameError):
+            mgr.commit_offset("127.0.0.1:1", group, topic, 0, 1)
+    mgr.commit_offset("127.0.0.1:1", "g", "T", 0, 1)
+    mgr.persist()
+    assert json.loads((tmp_path / "consumerOffset.json").read_text())["offsetTable"] == {"T@g": {"0": 1}}
+    # A file written by a broker that took any name: those entries are left out on load.
+    (tmp_path / "consumerOffset.json").write_text(json.dumps({"offsetTable": {
+        "T@g": {"0": 1}, "LegitT@../escape": {"0": 9}, "LegitT@": {"0": 9}}}))
+    again = ConsumerOffsetManager(tmp_path)
+    again.load()
+    assert again.which_group_by_topic("LegitT") == set() and again.query_offset("g", "T", 0) == 1
+
+
+def test_groups_created_at_once_by_many_threads_all_reach_the_file(tmp_path) -> None:
+    """Heartbeats in the client-manage pool create groups concurrently; each persist must
+    leave a whole file holding every group created so far (they once shared one tmp file)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    mgr = SubscriptionGroupManager(BrokerConfig(), tmp_path)
+    with ThreadPoolExecutor(8) as pool:
+        created = list(pool.map(mgr.find_subscription_group_config, [f"g{i}" for i in range(400)]))
+    assert all(created)
+    on_disk = json.loads((tmp_path / "subscriptionGroup.json").read_text())["subscriptionGroupTable"]
+    assert set(on_disk) >= {f"g{i}" for i in range(400)}

@@ -7,9 +7,9 @@ import threading
 import time
 
 from lakemq.broker.filter import TagMessageFilter
-from lakemq.filter import parse_subscription
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.common.message import tags_hash_code
+from lakemq.filter import parse_subscription
 
 
 def run(coro):

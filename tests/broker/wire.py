@@ -39,8 +39,9 @@ def send_request(
     group: str = "PG",
     default_topic: str = "TBW102",
     default_queue_nums: int = 4,
+    properties: dict[str, str] | None = None,
 ) -> RemotingCommand:
-    props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"U{time.time_ns()}"}
+    props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"U{time.time_ns()}", **(properties or {})}
     if tags:
         props[MessageConst.TAGS] = tags
     if keys:

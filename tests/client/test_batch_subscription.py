@@ -1,9 +1,9 @@
 import pytest
 
 from lakemq.client.subscription import build_subscription, tag_matches
-from lakemq.common.subscription import ExpressionType
 from lakemq.common.message import Message, MessageExt, string_to_properties, tags_hash_code
 from lakemq.common.message_batch import decode_batch, encode_messages
+from lakemq.common.subscription import ExpressionType
 from lakemq.errors import MessageIllegalError
 
 

@@ -128,7 +128,13 @@ async def test_orderly_queue_dropped_mid_batch_keeps_that_batch_committed(cluste
         gate.set()
         await asyncio.wait_for(drop, 5)
         async with Admin(ns) as admin:
-            (progress,) = [p for p in await admin.consumer_progress(group, topic) if p.mq == mq]
+            # The offset update is oneway (as RocketMQ's): wait until the broker has applied it.
+            deadline = time.monotonic() + 5
+            while True:
+                (progress,) = [p for p in await admin.consumer_progress(group, topic) if p.mq == mq]
+                if progress.consumer_offset == 3 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.05)
             addr = (await admin.masters())[mq.broker_name]
             locked = await admin.api.lock_batch_mq(addr, unique("other"), "other@1", [mq])
         assert progress.consumer_offset == 3

@@ -128,3 +128,29 @@ def test_cli_consume_stops_cleanly_on_sigterm(cluster: Cluster) -> None:
     assert proc.returncode == 0 and "consumed 3 message(s)" in err
     progress = run_cli("admin", "consumer", "progress", "-n", ns, "--group", group, "--topic", topic)
     assert "total lag 0" in progress.stdout  # the offsets were committed before exit
+
+
+def test_push_consumer_starts_before_its_topic_exists_and_consumes_it_quietly(cluster: Cluster) -> None:
+    """As RocketMQ's consumer: start() does not need the topic; once a producer creates it
+    (auto-created on its first send) the consumer finds it and consumes from it. A new group's
+    own %RETRY% topic is not the user's business: nothing reaches stderr."""
+    ns, topic, group = cluster.namesrv_addr, unique("Later"), unique("lg")
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("early_consumer_proc.py")), ns, topic,
+                             group, "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()
+        assert ready == "READY\n", ready + proc.communicate(timeout=30)[1]
+
+        async def produce() -> None:
+            async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+                for i in range(3):
+                    await producer.send(Message(topic, f"later-{i}".encode()))
+
+        asyncio.run(produce())
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert sorted(out.split()) == ["later-0", "later-1", "later-2"]
+    assert err == ""

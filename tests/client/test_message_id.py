@@ -1,7 +1,14 @@
 import re
 import time
 
-from lakemq.client.message_id import MessageIdGenerator, create_uniq_id, ip_from_id, pid_from_id, time_from_id
+from lakemq.client.message_id import (
+    MessageIdGenerator,
+    create_uniq_id,
+    ip_from_id,
+    message_id_kind,
+    pid_from_id,
+    time_from_id,
+)
 
 
 def test_format_and_fields() -> None:
@@ -21,3 +28,24 @@ def test_unique_and_counter_wraps() -> None:
     assert len(set(ids[:65536])) == 65536
     assert ids[65536][-4:] == "0000"
     assert create_uniq_id() != create_uniq_id()
+
+
+def test_the_two_id_kinds_are_told_apart() -> None:
+    """A unique key and an offset message id are both 32 hex digits; a unique key read as an
+    offset id names a port above 65535 and must never be dialled (it was: OverflowError)."""
+    import socket
+
+    import pytest
+
+    from lakemq.common.record import create_message_id, decode_message_id
+    from lakemq.errors import RecordError
+
+    offset_id = create_message_id(socket.inet_aton("127.0.0.1"), 10911, 4096)
+    assert message_id_kind(offset_id) == "offset"
+    for pid in (1, 0x2345, 0xFFFF, 0x1_0001):
+        unique = MessageIdGenerator(ip="127.0.0.1", pid=pid, salt=0).create()
+        assert message_id_kind(unique) == "unique"
+        with pytest.raises(RecordError, match="probably a unique key"):
+            decode_message_id(unique)
+    assert message_id_kind(create_uniq_id()) == "unique"
+    assert message_id_kind("Z" * 32) is None and message_id_kind("7F00") is None

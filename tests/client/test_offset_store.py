@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lakemq.common.message_queue import MessageQueue
 from lakemq.client.offset_store import LocalFileOffsetStore, ReadOffsetType
+from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import LakeMQError
 
 MQ0 = MessageQueue("T", "b", 0)

@@ -3,7 +3,6 @@ import zlib
 import pytest
 
 from lakemq.client import Message, MessageQueue, Producer, select_by_hash
-from lakemq.remoting.bodies import TopicRouteData
 from lakemq.client.sender import RetryAction, _derived_route, classify_failure
 from lakemq.common.codes import ResponseCode
 from lakemq.common.message import MessageSysFlag
@@ -16,6 +15,7 @@ from lakemq.errors import (
     RemotingTimeoutError,
     for_code,
 )
+from lakemq.remoting.bodies import TopicRouteData
 
 
 def test_prepare_sets_uniq_key_and_compresses_at_4k() -> None:

@@ -2,12 +2,12 @@ from collections import Counter
 
 import pytest
 
-from lakemq.remoting import fastjson
-from lakemq.common.message_queue import MessageQueue
 from lakemq.client.route import TopicPublishInfo, publish_queues, subscribe_queues
 from lakemq.common.constants import PermName
-from lakemq.remoting.bodies import TopicRouteData
+from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import FrameError, RemotingCommandError
+from lakemq.remoting import fastjson
+from lakemq.remoting.bodies import TopicRouteData
 
 # What a Java name server sends: fastjson writes the Long broker-id keys bare.
 NAMESRV_JSON = (

@@ -8,6 +8,7 @@ from lakemq.common.message import (
     properties_to_string,
     string_to_properties,
     tags_hash_code,
+    without_wait_true,
 )
 
 
@@ -43,3 +44,21 @@ def test_sys_flag_helpers() -> None:
     assert flag == 5 and MessageSysFlag.transaction_value(flag) == 4
     assert MessageSysFlag.unknown_bits(flag) == 0
     assert MessageSysFlag.unknown_bits(MessageSysFlag.BORNHOST_V6_FLAG) != 0
+
+
+def test_compression_type_bits() -> None:
+    # RocketMQ 4.9.4+ clients name the compression in bits 8-10: zlib (3) is stored as it came,
+    # LZ4 (1) and ZSTD (2) are refused (nothing in lakemq could decompress them).
+    zlib_type = MessageSysFlag.COMPRESSED_FLAG | MessageSysFlag.COMPRESSION_ZLIB_TYPE
+    assert zlib_type == 0x301 and MessageSysFlag.unknown_bits(zlib_type) == 0
+    assert MessageSysFlag.unknown_bits(0x101) == 0x100 and MessageSysFlag.unknown_bits(0x201) == 0x200
+    assert MessageSysFlag.unknown_bits(0x301 | MessageSysFlag.BORNHOST_V6_FLAG) == MessageSysFlag.BORNHOST_V6_FLAG
+
+
+def test_without_wait_true() -> None:
+    # RocketMQ's broker stores a single send's properties without WAIT=true.
+    assert without_wait_true("WAIT\x01true\x02TAGS\x01a\x02") == "TAGS\x01a\x02"
+    assert without_wait_true("TAGS\x01a\x02WAIT\x01true\x02KEYS\x01k\x02") == "TAGS\x01a\x02KEYS\x01k\x02"
+    assert without_wait_true("WAIT\x01false\x02") == "WAIT\x01false\x02"  # changes the put: kept
+    assert without_wait_true("xWAIT\x01true\x02") == "xWAIT\x01true\x02"  # another key
+    assert without_wait_true("xWAIT\x01true\x02WAIT\x01true\x02") == "xWAIT\x01true\x02"

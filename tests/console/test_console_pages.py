@@ -46,6 +46,25 @@ def test_time_range_bounds_apply_to_both_tiers(console: ConsoleEnv) -> None:
     assert re.search(r'id="lake-count">0 in lake<', page)
 
 
+def test_search_says_when_its_limit_cut_the_result(console: ConsoleEnv) -> None:
+    status, page = console.get(f"/search?topic={TOPIC}&begin=0&go=1&limit=20")
+    assert status == 200, page
+    assert re.search(r'id="result-count">20<', page)
+    more = page.split('id="more"')[1].split("</div>")[0]
+    assert "first 20 matches" in more and "limit=200" in html.unescape(more)
+    status, page = console.get(f"/search?topic={TOPIC}&begin=0&go=1&limit={TIERED + HOT_ONLY}")
+    assert re.search(rf'id="result-count">{TIERED + HOT_ONLY}<', page) and 'id="more"' not in page
+    status, page = console.get(f"/search?topic={TOPIC}&key=order-3&go=1&limit=1")
+    assert re.search(r'id="result-count">1<', page) and 'id="more"' not in page  # one match, nothing cut
+
+
+def test_a_unique_key_given_as_message_id_is_searched_as_one(console: ConsoleEnv) -> None:
+    status, page = console.get(f"/search?topic={TOPIC}&msg_id={console.unique_keys['order-3']}&go=1")
+    assert status == 200, page
+    assert re.search(r'id="result-count">1<', page) and console.msg_ids["order-3"] in page
+    assert "is a unique key" in html.unescape(page)
+
+
 def test_message_detail_shows_properties_body_and_dead_letter_trace(console: ConsoleEnv) -> None:
     key = console.dead_keys[0]
     status, page = console.get(f"/message?id={console.msg_ids[key]}&topic={TOPIC}")

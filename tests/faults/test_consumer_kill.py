@@ -6,14 +6,14 @@ so duplicates are bounded by (offset persist interval + takeover time) x send ra
 
 from __future__ import annotations
 
-import pytest
-
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from lakemq.client import Message, SyncProducer
 from tests.cluster import Cluster, start_cluster

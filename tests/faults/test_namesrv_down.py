@@ -7,12 +7,12 @@ it comes back on the same address."""
 
 from __future__ import annotations
 
-import pytest
-
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from lakemq.client import (
     ConsumeConcurrentlyStatus,

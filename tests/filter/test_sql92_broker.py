@@ -25,10 +25,10 @@ from lakemq.client import (
 )
 from lakemq.client.admin import Admin
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.subscription import SubscriptionData
 from lakemq.errors import FilterExpressionError
 from lakemq.filter import compile_sql92
 from lakemq.remoting import RemotingCommand
-from lakemq.common.subscription import SubscriptionData
 from lakemq.remoting.bodies import ConsumerData, HeartbeatData
 from lakemq.remoting.client import RemotingClientConfig
 from lakemq.remoting.headers import PullMessageRequestHeader, encode_header

@@ -4,8 +4,6 @@ broker wrote, and the broker started again on it serves pulls and key queries.""
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import os
 import shutil
@@ -13,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from reindex_helpers import STORE_CONF, snapshot
 
 from lakemq.client.admin import Admin

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from lakemq.client import Message, SyncProducer, SyncPullConsumer
 from tests.cluster import Cluster, start_cluster
-from tests.metrics.metrics_scrape import metrics_url, scrape, value
+from tests.metrics.metrics_scrape import Samples, metrics_url, scrape, value
+
+
+def _scrape_until(url: str, done: Callable[[Samples], bool], timeout: float = 20.0) -> Samples:
+    """The first scrape for which ``done`` holds; the last one when the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        samples = scrape(url)
+        if done(samples) or time.monotonic() > deadline:
+            return samples
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +42,10 @@ def test_broker_counts_puts_lag_and_delayed_backlog(cluster: Cluster) -> None:
         delayed.delay_time_level = 18  # 2 h with the default levels: stays in the backlog
         producer.send(delayed)
 
-    samples = scrape(url)
+    # A send is answered once stored; the ConsumeQueues and the delay level fill when dispatch
+    # has read it, a moment later.
+    samples = _scrape_until(url, lambda s: value(s, "lakemq_broker_consumequeue_messages", topic=topic) == 12
+                            and value(s, "lakemq_broker_delayed_backlog_messages", broker="broker-a", level="18") == 1)
     assert value(samples, "lakemq_broker_put_messages_total", broker="broker-a", topic=topic) == 13
     assert value(samples, "lakemq_broker_put_bytes_total", topic=topic) == 10 * 4 + 2 * 7 + 5
     assert value(samples, "lakemq_broker_put_latency_seconds_count", broker="broker-a") >= 12

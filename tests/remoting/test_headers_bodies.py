@@ -7,6 +7,8 @@ import json
 import pytest
 
 from lakemq.common.codes import RequestCode
+from lakemq.common.message_queue import MessageQueue
+from lakemq.common.subscription import SubscriptionData
 from lakemq.errors import RemotingCommandError
 from lakemq.remoting import RemotingCommand
 from lakemq.remoting.bodies import (
@@ -19,8 +21,6 @@ from lakemq.remoting.bodies import (
     RegisterBrokerBody,
     TopicRouteData,
 )
-from lakemq.common.subscription import SubscriptionData
-from lakemq.common.message_queue import MessageQueue
 from lakemq.remoting.headers import (
     PullMessageRequestHeader,
     SendMessageRequestHeader,

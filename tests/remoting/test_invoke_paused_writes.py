@@ -13,8 +13,8 @@ import pytest
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import RemotingConnectError, RemotingTimeoutError
 from lakemq.remoting import (
-    RemotingClientConfig,
     RemotingClient,
+    RemotingClientConfig,
     RemotingCommand,
     RemotingServer,
     RequestContext,

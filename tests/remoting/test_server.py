@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import struct
 import threading
@@ -15,6 +16,7 @@ import pytest
 
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import RemotingConnectError, RemotingTimeoutError, TopicNotExistError
+from lakemq.remoting.headers import GetRouteInfoRequestHeader, decode_header
 from lakemq.remoting import (
     RemotingClientConfig,
     RemotingClient,
@@ -64,6 +66,8 @@ class Raising:
     async def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         if request.ext_fields.get("kind") == "topic":
             raise TopicNotExistError(ResponseCode.TOPIC_NOT_EXIST, "no such topic")
+        if request.ext_fields.get("kind") == "header":
+            decode_header(GetRouteInfoRequestHeader, request.ext_fields)  # no topic: a malformed request
         raise ValueError("boom")
 
     def reject_request(self) -> bool:
@@ -159,6 +163,25 @@ async def test_processor_errors_become_responses() -> None:
         assert (coded.code, coded.remark) == (ResponseCode.TOPIC_NOT_EXIST, "no such topic")
         other = await client.invoke(server.address, RemotingCommand.request(RequestCode.PULL_MESSAGE), 2.0)
         assert other.code == ResponseCode.SYSTEM_ERROR and "boom" in (other.remark or "")
+
+
+async def test_failed_requests_are_logged_one_line_each_by_kind(caplog) -> None:  # type: ignore[no-untyped-def]
+    """A malformed request is the client's fault: one WARNING naming the peer, no traceback; a
+    refusal with a code is INFO; only an unexpected failure (ours) carries a traceback."""
+    async with running() as (server, client):
+        with caplog.at_level(logging.INFO, logger="lakemq.remoting.dispatch"):
+            bad = await client.invoke(server.address,
+                                      RemotingCommand.request(RequestCode.PULL_MESSAGE, {"kind": "header"}), 2.0)
+            await client.invoke(server.address, RemotingCommand.request(RequestCode.PULL_MESSAGE, {"kind": "topic"}),
+                                2.0)
+            await client.invoke(server.address, RemotingCommand.request(RequestCode.PULL_MESSAGE), 2.0)
+    assert bad.code == ResponseCode.SYSTEM_ERROR and bad.remark == "the custom field <topic> is null"
+    by_level = {r.levelno: r for r in caplog.records if r.name == "lakemq.remoting.dispatch"}
+    warning, info, error = by_level[logging.WARNING], by_level[logging.INFO], by_level[logging.ERROR]
+    assert not warning.exc_info and "<topic> is null" in warning.getMessage()
+    assert "PULL_MESSAGE" in warning.getMessage() and "from 127.0.0.1:" in warning.getMessage()
+    assert not info.exc_info and "refused with code 17" in info.getMessage()
+    assert error.exc_info and "from 127.0.0.1:" in error.getMessage()
 
 
 async def test_rejected_request_is_system_busy() -> None:

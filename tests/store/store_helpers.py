@@ -11,6 +11,7 @@ from lakemq.common.message import MessageConst, MessageExtBrokerInner, tags_hash
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+from lakemq.store.results import PutMessageResult
 
 
 def small_config(root: Path, **overrides: Any) -> StoreConfig:
@@ -87,3 +88,15 @@ def records_but_store_time(cl: CommitLog) -> list[bytes]:
         out.append(data[pos:pos + 56] + bytes(8) + data[pos + 64:pos + size])
         pos += size
     return out
+
+
+def assert_same_put(fast: CommitLog, slow: CommitLog, result: PutMessageResult, expected: PutMessageResult) -> None:
+    """Two puts (one into each log) had the same outcome and left the same records (but
+    their store times)."""
+    assert result.status is expected.status and result.remark == expected.remark and not result.pending
+    if expected.append_result is None:
+        assert result.append_result is None
+    else:
+        assert result.append_result is not None
+        assert result.append_result._replace(store_timestamp=0) == expected.append_result._replace(store_timestamp=0)
+    assert records_but_store_time(fast) == records_but_store_time(slow)

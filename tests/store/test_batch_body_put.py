@@ -19,7 +19,7 @@ from lakemq.errors import MessageIllegalError
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.put_request import BatchPut, MessagesPut
 from lakemq.store.results import PutMessageResult, PutMessageStatus
-from tests.store.store_helpers import open_commit_log_1m, records_but_store_time
+from tests.store.store_helpers import assert_same_put, open_commit_log_1m, records_but_store_time
 
 TOPIC, QUEUE, BORN, SUFFIX = "BatchTopic", 3, "10.1.2.3:4567", b"CLUSTER\x01c1\x02"
 BORN_TS, RECONSUME = 1_700_000_000_123, 0
@@ -56,14 +56,7 @@ def _put_both(fast: CommitLog, slow: CommitLog, batch: BatchPut) -> PutMessageRe
         assert result.append_result is None
         return result
     assert len(members) > 1
-    expected = slow.put(MessagesPut(members))
-    assert result.status is expected.status and result.remark == expected.remark and not result.pending
-    if expected.append_result is None:
-        assert result.append_result is None
-    else:
-        assert result.append_result is not None
-        assert result.append_result._replace(store_timestamp=0) == expected.append_result._replace(store_timestamp=0)
-    assert records_but_store_time(fast) == records_but_store_time(slow)
+    assert_same_put(fast, slow, result, slow.put(MessagesPut(members)))
     return result
 
 

@@ -7,7 +7,13 @@ from __future__ import annotations
 import struct
 
 from lakemq.common import message_batch, record
-from lakemq.common.message import KEY_SEPARATOR, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Message, MessageSysFlag
+from lakemq.common.message import (
+    KEY_SEPARATOR,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    Message,
+    MessageSysFlag,
+)
 from lakemq.store import consume_queue, index_file
 from lakemq.store._layout import layout
 

@@ -16,7 +16,7 @@ from lakemq.common.record import decode_record
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.put_request import MessagesPut, PlainPut
 from lakemq.store.results import PutMessageResult, PutMessageStatus
-from tests.store.store_helpers import open_commit_log_1m, records_but_store_time
+from tests.store.store_helpers import assert_same_put, open_commit_log_1m, records_but_store_time
 
 TOPIC, QUEUE, BORN, SUFFIX = "PlainTopic", 2, "10.1.2.3:4567", b"CLUSTER\x01c1\x02"
 BORN_TS = 1_700_000_000_123
@@ -30,14 +30,7 @@ def _plain(body: bytes, text: str, *, flag: int = 0, sys_flag: int = 0, reconsum
 def _same(fast: CommitLog, slow: CommitLog, put: PlainPut) -> PutMessageResult:
     """``put`` into ``fast`` and its message objects into ``slow``: the same outcome and bytes."""
     result = fast.put(put)
-    expected = slow.put(MessagesPut(put.messages(slow.store_host)))
-    assert result.status is expected.status and result.remark == expected.remark and not result.pending
-    if expected.append_result is None:
-        assert result.append_result is None
-    else:
-        assert result.append_result is not None
-        assert result.append_result._replace(store_timestamp=0) == expected.append_result._replace(store_timestamp=0)
-    assert records_but_store_time(fast) == records_but_store_time(slow)
+    assert_same_put(fast, slow, result, slow.put(MessagesPut(put.messages(slow.store_host))))
     return result
 
 

@@ -110,7 +110,7 @@ def test_a_put_waits_for_every_condition(parts: tuple[MappedFileQueue, SlaveOffs
 
 
 def test_the_first_unmet_condition_names_the_timeout(parts: tuple[MappedFileQueue, SlaveOffset, PutAcks]) -> None:
-    queue, slave, acks = parts
+    queue, _slave, acks = parts
     sink = Sink()
     end = _append(queue, 100)
     started = time.monotonic()

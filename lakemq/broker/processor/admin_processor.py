@@ -1,4 +1,4 @@
-"""Admin requests (RocketMQ AdminBrokerProcessor): topics, queue offsets, consume stats,
+"""Admin requests (RocketMQ AdminBrokerProcessor): topics (create, delete), queue offsets, consume stats,
 runtime info, all consumer offsets, the orderly consumers' queue locks, and the transaction
 sweep's hand-back of half messages from the lake (lakemq's own code, see transaction/lake_resume).
 
@@ -22,6 +22,7 @@ from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from lakemq.broker.transaction.lake_resume import LakeHalfResumer
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message_queue import MessageQueue
+from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import for_code
 from lakemq.remoting.bodies import (
     KVTable,
@@ -33,6 +34,7 @@ from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
@@ -50,6 +52,7 @@ log = logging.getLogger(__name__)
 
 ADMIN_CODES = (
     RequestCode.UPDATE_AND_CREATE_TOPIC,
+    RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.GET_ALL_TOPIC_CONFIG,
     RequestCode.GET_TOPIC_STATS_INFO,
     RequestCode.GET_MAX_OFFSET,
@@ -121,6 +124,7 @@ class AdminBrokerProcessor:
         self._runtime_info = runtime_info
         self._handlers: dict[int, Handler] = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self._update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self._delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: lambda ctx, r: r.reply(
                 ResponseCode.SUCCESS, body=encode_json(self._topics.encode())
             ),
@@ -176,6 +180,20 @@ class AdminBrokerProcessor:
         log.info("topic %s created or updated by %s: %s", tc.topic_name, ctx.remote_addr, tc)
         # As RocketMQ: answer once the NameServers know the route, so a client that sends
         # right after creating the topic finds it with its queue count.
+        self._register_broker()
+        return request.reply(ResponseCode.SUCCESS)
+
+    def _delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """As RocketMQ: the topic's config and ConsumeQueues go (its records age out of the
+        CommitLog as usual), and its consumer offsets with them; the NameServers learn it at
+        once. The broker's own topics cannot be deleted."""
+        topic = decode_header(DeleteTopicRequestHeader, request.ext_fields).topic
+        if self._topics.is_system_topic(topic):
+            raise for_code(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        existed = self._topics.delete_topic_config(topic) is not None
+        self._store.delete_topics({topic})
+        self._offsets.remove_topic(topic)
+        log.info("topic %s deleted by %s (existed: %s)", topic, ctx.remote_addr, existed)
         self._register_broker()
         return request.reply(ResponseCode.SUCCESS)
 
@@ -235,6 +253,7 @@ class AdminBrokerProcessor:
         """Per queue: the broker's max offset, the group's committed offset and the store time
         of the last consumed message; lag = brokerOffset - consumerOffset."""
         header = decode_header(GetConsumeStatsRequestHeader, request.ext_fields)
+        check_group(header.consumer_group)
         topics = (
             {header.topic} if header.topic else self._offsets.which_topic_by_consumer(header.consumer_group)
         )
@@ -263,11 +282,19 @@ class AdminBrokerProcessor:
         )
 
     def _lock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = LockBatchRequestBody.decode(request.body)
+        body = _checked(LockBatchRequestBody.decode(request.body))
         locked = self._locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.reply(ResponseCode.SUCCESS, body=LockBatchResponseBody(tuple(sorted(locked))).encode())
 
     def _unlock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = LockBatchRequestBody.decode(request.body)
+        body = _checked(LockBatchRequestBody.decode(request.body))
         self._locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.reply(ResponseCode.SUCCESS)
+
+
+def _checked(body: LockBatchRequestBody) -> LockBatchRequestBody:
+    """The body, once its group and topics follow the naming rules (the lock table keeps them)."""
+    check_group(body.consumer_group)
+    for mq in body.mq_set:
+        check_topic(mq.topic)
+    return body

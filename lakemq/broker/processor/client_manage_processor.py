@@ -2,13 +2,28 @@
 
 A heartbeat registers the client's producer groups and consumer groups (with their
 subscriptions); for each consumer group the group config and its retry topic
-(``%RETRY%group``) are created if missing, so the group's failed messages have a home.
-Runs in the client-manage pool: creating a group or topic writes a config file.
+(``%RETRY%group``) are created if missing, so the group's failed messages have a home. As in
+RocketMQ, a new retry topic is registered with the NameServers before the heartbeat is
+answered: the consumer's first rebalance then finds the retry topic's route and pulls it.
+
+A heartbeat that creates a group or a retry topic (config files written, a registration)
+runs in the client-manage pool, as UNREGISTER_CLIENT does. Any other heartbeat only updates
+tables in memory and is handled on the loop, in order with the pulls of its connection: a
+Java consumer bumps its subscription version and sends a heartbeat right as it dispatches its
+first pulls, and a pull that overtook that heartbeat would be refused SUBSCRIPTION_NOT_LATEST
+and retried a second later.
+
+Every group and subscribed topic name is checked before anything is registered: a heartbeat
+naming one that breaks RocketMQ's rules is refused whole (InvalidNameError, answered
+SYSTEM_ERROR with the reason).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ClientChannelInfo, ConsumerManager
@@ -19,6 +34,7 @@ from lakemq.broker.topic_config_manager import TopicConfigManager, retry_topic
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.constants import PermName
 from lakemq.common.subscription import ExpressionType, SubscriptionData
+from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import FilterExpressionError
 from lakemq.filter import parse_subscription
 from lakemq.remoting.bodies import HeartbeatData, decode_json
@@ -39,7 +55,11 @@ class ClientManageProcessor:
         groups: SubscriptionGroupManager,
         consumers: ConsumerManager,
         producers: ProducerManager,
+        register_broker: Callable[[], None] = lambda: None,
+        pool: Executor | None = None,
     ) -> None:
+        self._register_broker = register_broker
+        self._pool = pool
         self._config = config
         self._topics = topics
         self._groups = groups
@@ -49,12 +69,24 @@ class ClientManageProcessor:
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        if request.code == RequestCode.UNREGISTER_CLIENT:
-            return self._unregister(ctx, request)
+    def process_request(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         if request.code == RequestCode.CHECK_CLIENT_CONFIG:
             return self._check_client_config(request)
-        return self._heartbeat(ctx, request)
+        if request.code == RequestCode.UNREGISTER_CLIENT:
+            return self._pooled(self._unregister, ctx, request)
+        data = HeartbeatData.decode(request.body)
+        if any(self._groups.get(c.group_name) is None
+               or self._topics.select_topic_config(retry_topic(c.group_name)) is None
+               for c in data.consumer_data_set):
+            return self._pooled(self._heartbeat, ctx, request, data)
+        return self._heartbeat(ctx, request, data)
+
+    def _pooled(self, fn: Callable[..., RemotingCommand], *args: object) -> RemotingCommand | Awaitable[RemotingCommand]:
+        if self._pool is None:
+            return fn(*args)
+        return asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     def _check_client_config(self, request: RemotingCommand) -> RemotingCommand:
         """CHECK_CLIENT_CONFIG: Java consumers ask before using a SQL92 subscription."""
@@ -82,8 +114,13 @@ class ClientManageProcessor:
             ctx.connection, client_id, request.language.name, request.version, ctx.remote_addr
         )
 
-    def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        data = HeartbeatData.decode(request.body)
+    def _heartbeat(self, ctx: RequestContext, request: RemotingCommand, data: HeartbeatData) -> RemotingCommand:
+        for group in data.producer_groups:
+            check_group(group)
+        for consumer in data.consumer_data_set:
+            check_group(consumer.group_name)
+            for sub in consumer.subscription_data_set:
+                check_topic(sub.topic)
         # Every subscription is parsed before anything is registered: a bad SQL92 expression
         # refuses the whole heartbeat (SUBSCRIPTION_PARSE_FAILED) and changes nothing.
         subscriptions = [[from_heartbeat(s) for s in consumer.subscription_data_set]
@@ -93,11 +130,14 @@ class ClientManageProcessor:
             notify = self._config.notify_consumer_ids_changed_enable
             if group_config is not None:
                 notify = notify and group_config.notify_consumer_ids_changed_enable
-                self._topics.create_topic_in_send_message_back_method(
-                    retry_topic(consumer.group_name),
-                    group_config.retry_queue_nums,
-                    PermName.PERM_WRITE | PermName.PERM_READ,
-                )
+                retry = retry_topic(consumer.group_name)
+                if self._topics.select_topic_config(retry) is None:
+                    self._topics.create_topic_in_send_message_back_method(
+                        retry, group_config.retry_queue_nums, PermName.PERM_WRITE | PermName.PERM_READ)
+                    try:
+                        self._register_broker()
+                    except Exception:  # a NameServer down: the periodic registration retries
+                        log.warning("registering retry topic %s with the name servers failed", retry, exc_info=True)
             changed = self._consumers.register_consumer(
                 consumer.group_name,
                 self._info(ctx, request, data.client_id),
@@ -121,8 +161,9 @@ class ClientManageProcessor:
     def _unregister(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
         if header.producer_group:
-            self._producers.unregister_producer(header.producer_group, ctx.connection)
+            self._producers.unregister_producer(check_group(header.producer_group), ctx.connection)
         if header.consumer_group:
+            check_group(header.consumer_group)
             group_config = self._groups.find_subscription_group_config(header.consumer_group)
             notify = self._config.notify_consumer_ids_changed_enable and (
                 group_config is None or group_config.notify_consumer_ids_changed_enable

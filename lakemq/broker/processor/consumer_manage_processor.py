@@ -1,6 +1,11 @@
 """GET_CONSUMER_LIST_BY_GROUP, UPDATE_CONSUMER_OFFSET and QUERY_CONSUMER_OFFSET
 (RocketMQ ConsumerManageProcessor), in the consumer-manage pool (store lookups may read a
-ConsumeQueue file)."""
+ConsumeQueue file).
+
+Group and topic names are checked as they enter (InvalidNameError, answered SYSTEM_ERROR with
+the reason); an offset is stored only for a queue of a topic this broker has, since
+consumerOffset.json keeps whatever is committed.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,10 @@ import os
 
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
+from lakemq.broker.topic_config_manager import TopicConfigManager
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.validation import check_group, check_topic
+from lakemq.errors import for_code
 from lakemq.remoting.bodies import GetConsumerListByGroupResponseBody
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
@@ -35,9 +43,11 @@ def _memory_budget(ratio_percent: int) -> int:
 
 class ConsumerManageProcessor:
     def __init__(
-        self, store: MessageStore, consumers: ConsumerManager, offsets: ConsumerOffsetManager
+        self, store: MessageStore, topics: TopicConfigManager, consumers: ConsumerManager,
+        offsets: ConsumerOffsetManager,
     ) -> None:
         self._store = store
+        self._topics = topics
         self._consumers = consumers
         self._offsets = offsets
         self._memory_budget = _memory_budget(store.config.access_message_in_memory_max_ratio)
@@ -48,7 +58,7 @@ class ConsumerManageProcessor:
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         if request.code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
             header = decode_header(GetConsumerListByGroupRequestHeader, request.ext_fields)
-            info = self._consumers.get_consumer_group_info(header.consumer_group)
+            info = self._consumers.get_consumer_group_info(check_group(header.consumer_group))
             ids = info.all_client_ids() if info else []
             if not ids:
                 return request.reply(
@@ -59,6 +69,14 @@ class ConsumerManageProcessor:
             )
         if request.code == RequestCode.UPDATE_CONSUMER_OFFSET:
             update = decode_header(UpdateConsumerOffsetRequestHeader, request.ext_fields)
+            check_group(update.consumer_group)
+            topic = self._topics.select_topic_config(check_topic(update.topic))
+            if topic is None:
+                raise for_code(ResponseCode.TOPIC_NOT_EXIST, f"topic[{update.topic}] not exist, apply first please!")
+            if not 0 <= update.queue_id < max(topic.read_queue_nums, topic.write_queue_nums):
+                raise for_code(ResponseCode.SYSTEM_ERROR,
+                               f"queueId[{update.queue_id}] is illegal, topic:[{update.topic}] has "
+                               f"{max(topic.read_queue_nums, topic.write_queue_nums)} queues")
             self._offsets.commit_offset(
                 ctx.remote_addr, update.consumer_group, update.topic, update.queue_id, update.commit_offset
             )
@@ -67,6 +85,8 @@ class ConsumerManageProcessor:
 
     def _query_offset(self, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(QueryConsumerOffsetRequestHeader, request.ext_fields)
+        check_group(header.consumer_group)
+        check_topic(header.topic)
         offset = self._offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
         if offset >= 0:
             return request.reply(

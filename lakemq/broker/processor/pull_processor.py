@@ -32,6 +32,7 @@ from lakemq.broker.topic_config_manager import TopicConfigManager
 from lakemq.common.codes import ResponseCode
 from lakemq.common.constants import MASTER_ID, PermName, PullSysFlag
 from lakemq.common.subscription import ExpressionType, SubscriptionData
+from lakemq.common.validation import check_group
 from lakemq.errors import FilterExpressionError, for_code
 from lakemq.filter import parse_subscription
 from lakemq.remoting.codec import RemotingCommand
@@ -167,6 +168,7 @@ class PullMessageProcessor:
             )
         group_config = self._groups.find_subscription_group_config(header.consumer_group)
         if group_config is None:
+            check_group(header.consumer_group)  # a name that breaks the rules is refused as such
             raise for_code(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group [{header.consumer_group}] does not exist",

@@ -21,6 +21,7 @@ from lakemq.broker.topic_config_manager import TopicConfigManager, dlq_topic, re
 from lakemq.common.codes import ResponseCode
 from lakemq.common.constants import PermName
 from lakemq.common.message import MessageConst, MessageExtBrokerInner, properties_to_string, tags_hash_code
+from lakemq.common.validation import check_group
 from lakemq.errors import for_code
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
@@ -61,6 +62,7 @@ class ConsumerSendMsgBackProcessor:
         header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
         group_config = self._groups.find_subscription_group_config(header.group)
         if group_config is None:
+            check_group(header.group)  # a name that breaks the rules is refused as such
             raise for_code(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}"
             )

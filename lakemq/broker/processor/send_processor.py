@@ -44,6 +44,7 @@ from lakemq.common.message import (
     PROPERTY_SEPARATOR,
     MessageConst,
     MessageExtBrokerInner,
+    without_wait_true,
 )
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import for_code
@@ -208,6 +209,8 @@ class SendMessageProcessor:
             return batch, batch.queue_id
         queue_id = self._queue_id(header, topic_config)
         properties = header.properties or ""
+        if MessageConst.WAIT_STORE_MSG_OK in properties:  # as RocketMQ: WAIT=true is not stored
+            properties = without_wait_true(properties)
         plain = PlainPut(header.topic, queue_id, request.body, properties, header.flag, header.sys_flag,
                          header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix)
         if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and _TRANSACTION_PAIR not in properties:

@@ -1,0 +1,25 @@
+"""CPU time of a server's processes from /proc/PID/stat (utime + stime), for the benchmark's
+broker CPU per message: what the server spent, whoever drove it and whatever else ran."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["process_cpu_seconds"]
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU seconds of the live processes ``pids`` (all their threads)."""
+    total = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue  # exited: its time is no longer counted anywhere we can read
+        fields = stat[stat.rindex(")") + 2:].split()  # after the parenthesised command
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / _TICKS

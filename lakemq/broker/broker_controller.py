@@ -192,7 +192,11 @@ class BrokerController:
         # the reput thread then neither wakes nor takes the GIL per send, and held pulls are
         # woken right here without a hand-off between threads.
         store = self.store
-        self.store.dispatch_inline(lambda: loop.call_soon(store.dispatch))
+
+        def dispatch_soon() -> None:
+            loop.call_soon(store.dispatch)
+
+        self.store.dispatch_inline(dispatch_soon)
         self._register_processors(registry)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.send_pool.start()

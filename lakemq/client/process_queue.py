@@ -87,8 +87,7 @@ class ProcessQueue:
                 self.msg_size += len(m.body)
                 added += 1
             self._last_key = last
-            if last > self.queue_offset_max:
-                self.queue_offset_max = last
+            self.queue_offset_max = max(self.queue_offset_max, last)
         return added
 
     def remove_messages(self, msgs: list[MessageExt]) -> int:

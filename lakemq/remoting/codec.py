@@ -34,7 +34,8 @@ from typing import Any, Final
 import orjson
 
 from lakemq.errors import FrameError
-from lakemq.remoting import _codec
+from lakemq.remoting._codec import bind, decode_frames, encode_head
+from lakemq.remoting._codec import encode_frame as _encode_frame
 
 __all__ = [
     "DEFAULT_MAX_FRAME_LENGTH",
@@ -146,14 +147,14 @@ def encode(command: RemotingCommand) -> bytes:
 
 def encode_frame(command: RemotingCommand) -> bytes:
     """The whole frame, length prefix included, in one buffer."""
-    frame = _codec.encode_frame(command)
+    frame = _encode_frame(command)
     return frame if frame is not None else b"".join(_encode_parts(command))
 
 
 def encode_parts(command: RemotingCommand) -> tuple[bytes, bytes]:
     """The frame as (length prefix + header, body): a large body is written after its head
     as it is (``transport.writelines``), not copied into one buffer first."""
-    head = _codec.encode_head(command)
+    head = encode_head(command)
     return (head, command.body) if head is not None else _encode_parts(command)
 
 
@@ -227,7 +228,7 @@ class FrameDecoder:
         size = len(source)
         try:
             # Consumed bytes (pos) are cut once at the end: many frames in one read stay linear.
-            commands, pos = _codec.decode_frames(source, 0, self.max_frame_length)
+            commands, pos = decode_frames(source, 0, self.max_frame_length)
         except FrameError as exc:
             self._failed = exc
             buffer.clear()
@@ -384,5 +385,5 @@ def _decode_rocketmq_header(data: memoryview) -> RemotingCommand:
                            serialize_type=SerializeType.ROCKETMQ)
 
 
-_codec.bind(RemotingCommand, _decode, FrameError, _LANGUAGE_BY_NAME, LanguageCode.OTHER,
+bind(RemotingCommand, _decode, FrameError, _LANGUAGE_BY_NAME, LanguageCode.OTHER,
             [_LANGUAGE_NAME[language] for language in sorted(LanguageCode)], SerializeType.JSON)

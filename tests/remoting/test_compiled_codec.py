@@ -22,15 +22,15 @@ from lakemq.remoting.codec import (
 
 
 def _python_frame(command: RemotingCommand) -> bytes:
-    return b"".join(codec._encode_parts(command))  # noqa: SLF001 - the definition itself
+    return b"".join(codec._encode_parts(command))
 
 
 def _python_decode(frame: bytes) -> RemotingCommand:
     """A whole frame (length prefix included) through the Python decoder alone."""
-    return codec._decode(frame, codec.FRAME_LENGTH_SIZE, len(frame))  # noqa: SLF001
+    return codec._decode(frame, codec.FRAME_LENGTH_SIZE, len(frame))
 
 
-def _outcome(decode, frame: bytes) -> RemotingCommand | str:  # noqa: ANN001
+def _outcome(decode, frame: bytes) -> RemotingCommand | str:
     try:
         return decode(frame)
     except FrameError:
@@ -55,7 +55,7 @@ def test_layout_names_are_the_python_sides() -> None:
         "FRAME_LENGTH_SIZE": codec.FRAME_LENGTH_SIZE,
         "HEADER_MARK_SIZE": codec.HEADER_MARK_SIZE,
         "SERIALIZE_TYPE_SHIFT": codec.SERIALIZE_TYPE_SHIFT,
-        "HEADER_LENGTH_MASK": codec._HEADER_LENGTH_MASK,  # noqa: SLF001
+        "HEADER_LENGTH_MASK": codec._HEADER_LENGTH_MASK,
         "SERIALIZE_JSON": SerializeType.JSON,
         "SERIALIZE_ROCKETMQ": SerializeType.ROCKETMQ,
         "FLAG_RESPONSE": FLAG_RESPONSE,

@@ -91,7 +91,6 @@ def main() -> None:
                     store_dir=root / "cluster" / "broker-a" / "store",
                     broker_name="broker-a",
                     config=TieringConfig(lake_uri=str(root / "lake"), tier_seal_idle_ms=1),
-                    retention=False,
                     upkeep=False,
                 )
             finally:

@@ -25,7 +25,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PYTHON = "{{ var.value.get('lakemq_python', '%s') }}" % (_ROOT / ".venv" / "bin" / "python")
 
 DEFAULTS = {
-    "store_dir": os.path.expanduser("~/store"),  # RocketMQ's default storePathRootDir
+    "store_dir": "",  # empty: as the broker finds it (broker_conf's storePathRootDir, else ~/lakemq-data)
     "lake_uri": os.path.expanduser("~/lake"),
     "broker_name": "broker-a",
     "namesrv": "127.0.0.1:9876",
@@ -42,7 +42,8 @@ def common_params(*names: str) -> dict[str, Param]:
     """Run params for ``names`` (empty = use the Variable or the default), plus the free-form
     ones every lakemq task takes."""
     params = {
-        name: Param("", type="string", description=f"default: Variable lakemq_{name}, else {DEFAULTS[name]}")
+        name: Param("", type="string", description=f"default: Variable lakemq_{name}, else "
+                    f"{DEFAULTS[name] or 'the broker_conf storePathRootDir, else ~/lakemq-data'}")
         for name in names
     }
     params["conf"] = Param(

@@ -26,11 +26,14 @@ def cold_read_broker_conf(lake: Path, **extra: str) -> dict[str, str]:
 
 
 def tier_run_process(root: Path, store: Path, lake: Path, broker: str, *options: str,
-                     env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+                     env: Mapping[str, str] | None = None,
+                     broker_conf: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """One ``lakemq tier run`` (Spark local[1], no maintain) over STORE into LAKE, sealing idle
-    files at once; its conf goes to ROOT/tier.conf and its logs to ROOT/tier-logs."""
+    files at once; its conf (with the broker's keys ``broker_conf``: its ``lakeUri`` and
+    ``fileReservedTime`` decide retention) goes to ROOT/tier.conf and its logs to ROOT/tier-logs."""
     conf = root / "tier.conf"
-    conf.write_text(f"storePathRootDir={store}\nbrokerName={broker}\ntierSealIdleMs=1\n")
+    keys = {"storePathRootDir": str(store), "brokerName": broker, "tierSealIdleMs": "1", **(broker_conf or {})}
+    conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))
     run_env = {**(os.environ if env is None else env), "LAKEMQ_LOG_DIR": str(root / "tier-logs")}
     return subprocess.run(lakemq_command("tier", "run", "-c", str(conf), "--lake", str(lake), "--master",
                                          "local[1]", "--no-maintain", *options),

@@ -54,6 +54,7 @@ from lakemq.broker.transaction import (
     TransactionalMessageCheckService,
     TransactionalMessageService,
 )
+from lakemq.broker.unconsumed import oldest_unconsumed
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
 from lakemq.common.record import STORE_TIMESTAMP_POS
@@ -173,6 +174,8 @@ class BrokerController:
             self.metrics_server = start_metrics_server(self.metrics.registry, c.broker_ip1, metrics_port)
         self.store = MessageStore(self.store_config, store_host=self.broker_addr)
         self.store.set_flush_listener(self.metrics.record_flush)
+        store = self.store
+        self.store.set_unconsumed_probe(lambda: oldest_unconsumed(store, self.consumer_offset_manager))
         if c.lake_uri:
             from lakemq.tiering.lake_fs import LakeLocation
             from lakemq.tiering.retention import retention_guard
@@ -464,6 +467,8 @@ class BrokerController:
 
     def _on_connection_closed(self, connection: RemotingConnection) -> None:
         assert self.consumer_manager is not None
+        if self.hold_service is not None:
+            self.hold_service.release_connection(connection)
         self.consumer_manager.do_channel_close_event(connection)
         self.producer_manager.do_channel_close_event(connection)
 
@@ -478,6 +483,10 @@ class BrokerController:
             "commitLogMinOffset": self.store.get_min_phy_offset(),
             "commitLogMaxOffset": self.store.get_max_phy_offset(),
             "dispatchBehindBytes": self.store.dispatch_behind_bytes(),
+            "diskUsedRatio": f"{self.store.health.disk_used_ratio:.1f}",
+            # Why sends are refused now (disk full, dispatch failing or behind); empty: taken.
+            "putRefusal": refusal[1].remark if (refusal := self.store.health.refusal) else "",
+            "dispatchFailures": self.store.health.dispatch_failures,
             "sendThreadPoolQueueSize": self.send_pool.queue_size,
             "sendThreadPoolQueueCapacity": self.broker_config.send_thread_pool_queue_capacity,
             "pullThreadPoolQueueSize": self.pull_pool.queue_size,

@@ -63,6 +63,9 @@ class BrokerConfig:
     wait_time_mills_in_pull_queue: int = 5_000
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1_000  # hold time of a suspended pull without long polling
+    # lakemq: the longest a pull is held, whatever its suspendTimeoutMillis asks (RocketMQ's
+    # clients ask 15 s (push) or 20 s (pull) and wait 30 s for the answer).
+    max_suspend_timeout_millis: int = 20_000
     # How often held pulls are re-checked against the queue's max offset (a safety net: the
     # store's arrival notification normally wakes them at once).
     pull_hold_check_interval_mills: int = 5_000
@@ -130,6 +133,7 @@ class BrokerConfig:
             "wait_time_mills_in_send_queue",
             "wait_time_mills_in_pull_queue",
             "short_polling_time_mills",
+            "max_suspend_timeout_millis",
             "pull_hold_check_interval_mills",
             "flush_consumer_offset_interval",
             "register_name_server_period",

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.consumer_offset_manager import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
 from lakemq.store.delay_levels import SCHEDULE_TOPIC
+from lakemq.store.health import REFUSAL_REASONS
 from lakemq.store.message_store import MessageStore
 
 if TYPE_CHECKING:  # the tiering code (Delta, pyarrow) is imported only by brokers with a lakeUri
@@ -66,6 +67,7 @@ class BrokerStateCollector(Collector):
         if store is None:
             return
         yield from self._commit_log(b, store)
+        yield from self._health(b, store)
         yield from self._queues(b, store)
         lag = s.tiering_lag() if s.tiering_lag is not None else None
         if lag is not None:
@@ -100,6 +102,44 @@ class BrokerStateCollector(Collector):
             g = GaugeMetricFamily(name, text, labels=["broker"])
             g.add_metric([b], value)
             yield g
+
+    @staticmethod
+    def _health(b: str, store: MessageStore) -> Iterator[Metric]:
+        health, clean = store.health, store.clean_service
+        refusal = health.refusal
+        for name, text, value in (
+            ("lakemq_broker_disk_used_ratio", "Percent of the store's file system in use.", health.disk_used_ratio),
+            ("lakemq_broker_disk_full", "1 while the disk is used above diskSpaceWarningLevelRatio (sends refused).",
+             int(health.disk_full)),
+            ("lakemq_broker_dispatch_failing", "1 while dispatch (ConsumeQueue and index building) fails.",
+             int(health.dispatch_failure is not None)),
+            ("lakemq_broker_sends_refused", "1 while the store refuses puts (disk full, dispatch failing or behind).",
+             int(refusal is not None)),
+        ):
+            g = GaugeMetricFamily(name, text, labels=["broker"])
+            g.add_metric([b], value)
+            yield g
+        failures = CounterMetricFamily("lakemq_broker_dispatch_failures", "Dispatch passes that failed.",
+                                       labels=["broker"])
+        failures.add_metric([b], health.dispatch_failures)
+        yield failures
+        refused = CounterMetricFamily("lakemq_broker_put_refusals",
+                                      "Puts the store refused, by reason (disk_full, dispatch_failed, "
+                                      "dispatch_behind).", labels=["broker", "reason"])
+        for reason in REFUSAL_REASONS:
+            refused.add_metric([b, reason], health.refused_puts[reason])
+        yield refused
+        deleted = CounterMetricFamily("lakemq_broker_commitlog_files_deleted",
+                                      "CommitLog files deleted by the store's expiry, by reason (expired, forced: "
+                                      "before expiry on a nearly full disk, manual).", labels=["broker", "reason"])
+        for reason in ("expired", "forced", "manual"):
+            deleted.add_metric([b, reason], clean.deleted_files[reason])
+        yield deleted
+        unconsumed = CounterMetricFamily("lakemq_broker_unconsumed_files_deleted",
+                                         "CommitLog files deleted although they held messages a consumer group "
+                                         "had not consumed.", labels=["broker"])
+        unconsumed.add_metric([b], clean.unconsumed_files_deleted)
+        yield unconsumed
 
     def _queues(self, b: str, store: MessageStore) -> Iterator[Metric]:
         sizes = GaugeMetricFamily("lakemq_broker_consumequeue_messages",

@@ -6,6 +6,9 @@ each dispatched batch of messages through :meth:`notify_messages_arriving` (from
 the loop's own when it dispatched its puts itself, else the reput thread), which wakes the pulls of their queues whose offset a message reaches and whose
 filter accepts its tags code. The pull processor then runs the pull again and answers. A periodic check
 against the queue's max offset is the safety net for a notification that found no waiter.
+A held pull whose connection closes is released at once (:meth:`release_connection`): its
+answer has nowhere to go, and holding it would keep the request, its filter and the connection
+alive until the timeout.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lakemq.remoting.protocol import RemotingConnection
 from lakemq.store.dispatch import Arrival
 from lakemq.store.filter import MessageFilter
 
@@ -41,6 +45,7 @@ class PullRequestHoldService:
         self._max_offset = max_offset_in_queue
         self._check_interval = check_interval_s
         self._held: dict[tuple[str, int], list[_HeldPull]] = {}
+        self._by_connection: dict[RemotingConnection, set[_HeldPull]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._checker: asyncio.Task[None] | None = None
@@ -75,13 +80,20 @@ class PullRequestHoldService:
         pull_from_offset: int,
         timeout_s: float,
         message_filter: MessageFilter | None = None,
+        connection: RemotingConnection | None = None,
     ) -> bool:
         """Wait until the queue holds a message at or after ``pull_from_offset`` that the
-        filter may accept; True when woken by one, False on timeout."""
+        filter may accept; True when woken by one, False on timeout or when ``connection``
+        (the puller's) closes."""
         loop = asyncio.get_running_loop()
         held = _HeldPull(pull_from_offset, message_filter, loop.create_future())
         key = (topic, queue_id)
         self._held.setdefault(key, []).append(held)
+        if connection is not None:
+            if not connection.is_open:  # closed while the pull was read: nobody waits for it
+                self._unregister(key, held, None)
+                return False
+            self._by_connection.setdefault(connection, set()).add(held)
         try:
             # Registered first, then checked, both on the loop: a message dispatched before the
             # check is seen here, one dispatched after it finds this waiter registered.
@@ -95,11 +107,26 @@ class PullRequestHoldService:
             finally:
                 timer.cancel()
         finally:
-            waiters = self._held.get(key)
-            if waiters is not None:
-                waiters.remove(held)
-                if not waiters:
-                    del self._held[key]
+            self._unregister(key, held, connection)
+
+    def _unregister(self, key: tuple[str, int], held: _HeldPull, connection: RemotingConnection | None) -> None:
+        waiters = self._held.get(key)
+        if waiters is not None:
+            waiters.remove(held)
+            if not waiters:
+                del self._held[key]
+        if connection is not None:
+            mine = self._by_connection.get(connection)
+            if mine is not None:
+                mine.discard(held)
+                if not mine:
+                    del self._by_connection[connection]
+
+    def release_connection(self, connection: RemotingConnection) -> None:
+        """The connection closed: its held pulls end now (on the loop)."""
+        for held in self._by_connection.pop(connection, ()):
+            if not held.future.done():
+                held.future.set_result(False)
 
     def notify_message_arriving(
         self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None

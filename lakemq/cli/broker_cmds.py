@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import signal
-from pathlib import Path
 
 import click
 
@@ -17,15 +15,12 @@ from lakemq.cli import main
 from lakemq.common.config import bind, check_unknown_keys, read_properties
 from lakemq.common.logs import setup_logging
 from lakemq.remoting import event_loop
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import StoreConfig, store_root
 from lakemq.tiering.config import LAKE_JOB_CONFIGS
 
 __all__ = ["broker", "load_broker_configs"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_DATA_DIR = Path.home() / "lakemq-data"
-
 
 def load_broker_configs(
     config_path: str | None,
@@ -35,8 +30,9 @@ def load_broker_configs(
     namesrv: str | None = None,
 ) -> tuple[BrokerConfig, StoreConfig]:
     """BrokerConfig and StoreConfig from a broker.conf (or embedded defaults) plus the
-    command line's overrides. Without a conf or ``--data-dir`` the store lives in
-    ``~/lakemq-data``; an explicit ``storePathRootDir`` in the conf is kept."""
+    command line's overrides. The store root is :func:`lakemq.store.config.store_root`'s:
+    ``--data-dir``, else the conf's ``storePathRootDir``, else ``~/lakemq-data`` (the jobs
+    resolve it the same way)."""
     props = apply_key_aliases(read_properties(config_path)) if config_path else {}
     check_unknown_keys(props, (BrokerConfig, StoreConfig, *LAKE_JOB_CONFIGS))  # one conf for broker and jobs
     broker_overrides: dict[str, object] = {}
@@ -45,10 +41,7 @@ def load_broker_configs(
     if namesrv is not None:
         broker_overrides["namesrv_addr"] = tuple(a.strip() for a in namesrv.split(";") if a.strip())
     broker_config = bind(BrokerConfig, props, **broker_overrides)
-    store_config = bind(StoreConfig, props)
-    if data_dir is not None or not any(k in props for k in ("storePathRootDir", "store_path_root_dir")):
-        root = Path(data_dir).expanduser() if data_dir else DEFAULT_DATA_DIR
-        store_config = dataclasses.replace(store_config, store_path_root_dir=str(root.resolve()))
+    store_config = bind(StoreConfig, props, store_path_root_dir=str(store_root(props, data_dir)))
     return broker_config, store_config
 
 

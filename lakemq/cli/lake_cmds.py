@@ -1,8 +1,10 @@
 """``lakemq tier run|status`` and ``lakemq sql``: the lake tier from the command line.
 
-Settings come from a broker.conf (``storePathRootDir``, ``brokerName``, ``lakeUri``,
-``tierSealIdleMs`` ...) and are overridden by options. Lake storage options (S3 endpoint,
-keys) are ``-o KEY=VALUE`` in object_store spelling, e.g. ``-o AWS_ENDPOINT_URL=http://...``.
+Settings come from the broker's broker.conf (``storePathRootDir``, ``brokerName``,
+``lakeUri``, ``fileReservedTime``, ``tierSealIdleMs`` ...) and are overridden by options. The
+store is found as the broker finds it (``--data-dir``, else ``storePathRootDir``, else
+``~/lakemq-data``), and a missing store is an error. Lake storage options (S3 endpoint, keys)
+are ``-o KEY=VALUE`` in object_store spelling, e.g. ``-o AWS_ENDPOINT_URL=http://...``.
 """
 
 from __future__ import annotations
@@ -22,18 +24,21 @@ from lakemq.cli import main
 from lakemq.common.config import bind, read_properties
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
-from lakemq.store.config import StoreConfig
-from lakemq.tiering.config import TieringConfig
+from lakemq.store.config import check_store_root, store_root
+from lakemq.tiering.config import DELETE_WITHOUT_COLD_READS_FLAG, TieringConfig
 
 log = logging.getLogger(__name__)
 
 
-def _settings(config: str | None, store: str | None, lake: str | None, broker: str | None) -> tuple[Path, str, TieringConfig]:
+def _settings(config: str | None, store: str | None, lake: str | None,
+              broker: str | None) -> tuple[Path, str, TieringConfig, dict[str, str]]:
+    """(store root, broker name, tiering config, the conf's properties); the store must exist."""
     props = read_properties(config) if config else {}
-    store_dir = Path(store) if store else bind(StoreConfig, props).root_dir
+    store_dir = store_root(props, store)
+    check_store_root(store_dir)
     overrides: dict[str, Any] = {"lake_uri": lake} if lake else {}
     tiering = bind(TieringConfig, props, **overrides)
-    return store_dir, broker or props.get("brokerName", "broker-a"), tiering
+    return store_dir, broker or props.get("brokerName", "broker-a"), tiering, props
 
 
 def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -69,7 +74,9 @@ def spark_session(master: str | None) -> Iterator[Any]:
 
 _common = [
     click.option("--config", "-c", type=click.Path(exists=True, dir_okay=False), help="broker.conf"),
-    click.option("--store", type=click.Path(file_okay=False), help="store root (storePathRootDir)"),
+    click.option("--data-dir", "--store", "store", type=click.Path(file_okay=False),
+                 help="the broker's store root, as given to `lakemq broker --data-dir` [storePathRootDir, "
+                      "else ~/lakemq-data]"),
     click.option("--lake", help="lake URI (lakeUri): a directory or s3://bucket/prefix"),
     click.option("--broker", help="broker name (brokerName)"),
     click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store"),
@@ -92,15 +99,24 @@ def tier() -> None:
 @click.option("--master", help="Spark master (default from conf/spark-defaults.conf)")
 @click.option("--skip-corrupt", is_flag=True, help="leave corrupt records out (reported) instead of failing")
 @click.option("--no-retention", is_flag=True, help="keep local CommitLog files even when verified")
+@click.option(DELETE_WITHOUT_COLD_READS_FLAG, "delete_without_cold_reads", is_flag=True,
+              help="delete verified files older than fileReservedTime even though the broker's conf has no "
+                   "lakeUri naming this lake (the broker then cannot serve those offsets)")
 @click.option("--no-maintain", is_flag=True, help="skip optimize, vacuum and checkpoint")
 def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker: str | None,
                  storage_option: tuple[str, ...], master: str | None, skip_corrupt: bool, no_retention: bool,
-                 no_maintain: bool) -> None:
-    """Seal, compact, verify, apply hot retention and maintain the table, once."""
+                 delete_without_cold_reads: bool, no_maintain: bool) -> None:
+    """Seal, compact, verify, apply hot retention (as the broker's own retention rules allow)
+    and maintain the table, once."""
     from lakemq.jobs.tier_run import tier_run
+    from lakemq.tiering.lake_fs import LakeLocation
+    from lakemq.tiering.retention import RetentionRules
 
     setup_logging("lakemq-tier")
-    store_dir, broker_name, tiering = _settings(config, store, lake, broker)
+    store_dir, broker_name, tiering, props = _settings(config, store, lake, broker)
+    options = parse_storage_options(storage_option)
+    rules = None if no_retention else RetentionRules.for_broker(
+        props, LakeLocation.of(tiering.lake_uri, options), delete_without_cold_reads=delete_without_cold_reads)
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar, spark_session(master) as spark:
@@ -108,15 +124,17 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
 
         def progress(step: str, done: int, total: int) -> None:
             if step not in tasks:
-                tasks[step] = bar.add_task(step, total=max(total, 1))
-            bar.update(tasks[step], completed=done if total else 1, total=max(total, 1))
+                tasks[step] = bar.add_task(step, total=total)
+            bar.update(tasks[step], completed=done, total=total)
 
         result = tier_run(spark, store_dir=store_dir, broker_name=broker_name, config=tiering,
-                          storage_options=parse_storage_options(storage_option), skip_corrupt=skip_corrupt,
-                          retention=not no_retention, upkeep=not no_maintain, progress=progress)
+                          storage_options=options, skip_corrupt=skip_corrupt,
+                          retention=rules, upkeep=not no_maintain, progress=progress)
     c = result.compact
+    kept = result.retention.kept
     click.echo(f"committed {len(c.committed)} range(s), {c.rows} rows, {c.bytes_in / 1e6:.1f} MB in {c.seconds:.1f}s; "
-               f"verified {result.verified}; deleted {len(result.deleted)} local file(s)")
+               f"verified {result.verified}; deleted {len(result.deleted)} local file(s)"
+               + (f"; kept {len(kept)} verified local file(s): {result.retention.why_kept}" if kept else ""))
     for a, b in c.skipped_corrupt:
         click.echo(f"skipped corrupt CommitLog bytes [{a}, {b})")
 
@@ -125,28 +143,35 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
 @_with_common
 def tier_status_cmd(config: str | None, store: str | None, lake: str | None, broker: str | None,
                     storage_option: tuple[str, ...]) -> None:
-    """What is sealed, committed and verified, and which local files remain."""
+    """Every range the manifest holds or the store has sealed, its state, and whether its
+    CommitLog file is still local."""
     from lakemq.tiering.lake_fs import LakeLocation
     from lakemq.tiering.manifest import Manifest
     from lakemq.tiering.seal import commitlog_files, load_seals
 
     setup_logging("lakemq-tier")
-    store_dir, broker_name, tiering = _settings(config, store, lake, broker)
+    store_dir, broker_name, tiering, _props = _settings(config, store, lake, broker)
     location = LakeLocation.of(tiering.lake_uri, parse_storage_options(storage_option))
     manifest = Manifest.open(location, broker_name)
-    table = Table(title=f"{broker_name}: lake {location.uri}")
-    for col in ("range", "segment", "state", "rows", "delta version"):
-        table.add_column(col)
-    for seal in load_seals(store_dir):
-        entry = manifest.entry(seal.range_start)
-        state = "sealed" if entry is None else ("verified" if entry.verified else "committed")
-        table.add_row(f"[{seal.range_start}, {seal.range_end})", seal.file_name, state, str(seal.rows),
-                      "" if entry is None else str(entry.delta_version))
-    console = Console()
-    console.print(table)
+    seals = {s.range_start: s for s in load_seals(store_dir)}
     files = commitlog_files(store_dir)
-    console.print(f"local CommitLog files: {len(files)}; committed to {manifest.committed_end}; "
-                  f"verified to {manifest.verified_end}; manifest ranges: {len(manifest.entries)}")
+    local = {f.path.name for f in files}
+    table = Table(title=f"{broker_name}: store {store_dir}, lake {location.uri}")
+    table.add_column("range", overflow="fold")
+    table.add_column("segment", no_wrap=True, min_width=20)  # a file name is copied whole
+    for col in ("state", "rows", "delta version", "local file"):
+        table.add_column(col, overflow="fold")
+    for start in sorted({*seals, *(e.range_start for e in manifest.entries)}):
+        entry, seal = manifest.entry(start), seals.get(start)
+        end = entry.range_end if entry is not None else seal.range_end if seal is not None else start
+        segment = entry.segment if entry is not None else seal.file_name if seal is not None else ""
+        state = "sealed" if entry is None else ("verified" if entry.verified else "committed")
+        rows = entry.rows if entry is not None else seal.rows if seal is not None else 0
+        table.add_row(f"[{start}, {end})", segment, state, str(rows), "" if entry is None else str(entry.delta_version),
+                      "present" if segment in local else "deleted")
+    Console().print(table)
+    click.echo(f"local CommitLog files: {len(files)}; committed to {manifest.committed_end}; "
+               f"verified to {manifest.verified_end}; manifest ranges: {len(manifest.entries)}")
 
 
 @main.command("sql")

@@ -118,7 +118,8 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, files:
         for f in files
     ]
     now = int(time.time() * 1000)
-    metadata = commit_metadata(broker, seal.file_name, seal.range_start, seal.range_end, rows, digest)
+    metadata = commit_metadata(broker, seal.file_name, seal.range_start, seal.range_end, rows, digest,
+                               seal.queue_ends)
     try:
         table.create_write_transaction(
             actions, mode="append", schema=Schema.from_arrow(MESSAGES_SCHEMA), partition_by=list(PARTITION_COLUMNS),
@@ -133,7 +134,8 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, files:
         raise LakeError(f"Delta commit of [{seal.range_start}, {seal.range_end}) failed: {exc}") from exc
     version, committed_at = _commit_version(DeltaTable(uri, storage_options=lake.delta_options()), broker,
                                             seal.range_end)
-    return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, committed_at)
+    return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, committed_at,
+                         queue_ends_recorded=seal.queue_ends is not None)
 
 
 def _commit_version(table: Any, broker: str, range_end: int) -> tuple[int, int]:
@@ -185,7 +187,7 @@ def compact(
         crash_point("before-write")
     files = write_segment_files(spark, store_dir=store_dir, lake=lake, segments=pending, skip_corrupt=skip_corrupt)
     if progress:
-        progress("write", len(pending), len(pending))
+        progress("write", len(pending), len(pending))  # one Spark job wrote every pending range
     if pending:
         crash_point("before-commit")
     committed: list[ManifestEntry] = []
@@ -197,7 +199,7 @@ def compact(
         else:
             committed.append(entry)
             crash_point("before-manifest")
-            manifest = manifest.with_entries([entry])
+            manifest = manifest.with_entries([entry], seal.queue_ends)
             manifest.save(lake)
         if progress:
             progress("commit", i + 1, len(pending))

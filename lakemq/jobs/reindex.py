@@ -13,7 +13,12 @@ builds from the same CommitLog, byte for byte, because the same code builds it:
    :class:`~lakemq.store.index_service.IndexService` (which leave out prepared and rollback
    records, skip blank ones, index ``topic#UNIQ_KEY`` and ``topic#KEY``), writing into
    staging directories next to the live ones;
-5. the staging directories replace ``consumequeue/`` (or one topic's directory) and
+5. every queue that ends below its floor (:mod:`lakemq.jobs.reindex_floors`: the lake's
+   manifest, the committed consumer offsets, the delay levels' offsets) is continued at the
+   floor, so no offset already given to a message is handed out again; a rebuild that cannot
+   know where queues ended (older CommitLog files gone, in no lake, and no ConsumeQueue left
+   to keep) is refused before anything changes, unless ``allow_offset_reuse``;
+6. the staging directories replace ``consumequeue/`` (or one topic's directory) and
    ``index/``, and the checkpoint's timestamps are set to what the rebuilt files hold.
 
 IndexFile names come from the data: the store time of each file's first record (counted on
@@ -33,7 +38,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,18 +46,22 @@ import pyarrow as pa
 
 from lakemq.common.config import bind, read_properties
 from lakemq.errors import ConfigError, CorruptSegmentError, StoreError
+from lakemq.jobs.reindex_floors import QueueFloors, queue_floors
 from lakemq.jobs.reindex_source import DispatchDataSource, DispatchRange, RangePlan, plan_ranges
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log_scan import DispatchRequest
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import StoreConfig, store_root
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.dispatch import CommitLogDispatcher, dispatch_to
 from lakemq.store.index_service import IndexService
+from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.seal import commitlog_files
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ReindexResult", "ReindexSettings", "check_store_idle", "holders_of", "reindex", "run_reindex"]
+__all__ = ["ReindexResult", "ReindexSettings", "check_store_idle", "floors_for", "holders_of", "reindex",
+           "run_reindex"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +77,7 @@ class ReindexResult:
     bytes: int  # CommitLog bytes read
     queues: int  # ConsumeQueues written
     kept_queues: tuple[str, ...]  # "topic/queueId" with no record left in the CommitLog: kept as they were
+    continued: tuple[str, ...]  # "topic/queueId at N (witness)": raised to where the queue really ended
     index_files: tuple[str, ...]
     corrupt: tuple[tuple[int, int], ...]  # CommitLog bytes stepped over (skip_corrupt)
     dispatched_end: int  # CommitLog offset after the last record dispatched
@@ -75,7 +85,7 @@ class ReindexResult:
 
     def summary(self) -> dict[str, Any]:
         return {"records": self.records, "bytes": self.bytes, "queues": self.queues,
-                "kept_queues": list(self.kept_queues),
+                "kept_queues": list(self.kept_queues), "continued": list(self.continued),
                 "index_files": list(self.index_files), "corrupt": [list(c) for c in self.corrupt],
                 "dispatched_end": self.dispatched_end, "seconds": round(self.seconds, 3)}
 
@@ -128,26 +138,38 @@ class ReindexSettings:
     force: bool = False
     stride: int = 64 << 20
     master: str | None = None
+    lake_uri: str = ""  # the lake the broker tiers to (its lakeUri): where queues ended
+    broker_name: str = "broker-a"
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+    allow_offset_reuse: bool = False  # rebuild even when some queues' ends cannot be known
+
+    @property
+    def lake(self) -> LakeLocation | None:
+        return LakeLocation.of(self.lake_uri, self.storage_options) if self.lake_uri else None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> ReindexSettings:
         """What a scheduler passes: ``store_dir``, ``broker_conf``, ``conf`` (camelCase
         overrides), ``topic``, ``consume_queue``, ``index``, ``skip_corrupt``, ``force``,
-        ``master``; unknown keys are refused."""
+        ``master``, ``lake_uri`` (else the conf's ``lakeUri``), ``broker_name`` (else
+        ``brokerName``), ``storage_options``, ``allow_offset_reuse``; unknown keys are refused."""
         known = {"store_dir", "broker_conf", "conf", "topic", "consume_queue", "index", "skip_corrupt", "force",
-                 "master", "stride"}
+                 "master", "stride", "lake_uri", "broker_name", "storage_options", "allow_offset_reuse"}
         unknown = set(values) - known
         if unknown:
             raise ConfigError(f"unknown reindex setting(s): {', '.join(sorted(unknown))}")
         props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
         props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
-        if values.get("store_dir"):
-            props["storePathRootDir"] = str(values["store_dir"])
-        config = bind(StoreConfig, props)
+        # The store as the broker finds it: --data-dir, else storePathRootDir, else ~/lakemq-data.
+        config = bind(StoreConfig, props, store_path_root_dir=str(store_root(props, values.get("store_dir") or None)))
         return cls(config=config, topic=values.get("topic") or None,
                    consume_queue=_bool(values.get("consume_queue", True)), index=_bool(values.get("index", True)),
                    skip_corrupt=_bool(values.get("skip_corrupt", False)), force=_bool(values.get("force", False)),
-                   stride=int(values.get("stride") or 64 << 20), master=values.get("master") or None)
+                   stride=int(values.get("stride") or 64 << 20), master=values.get("master") or None,
+                   lake_uri=str(values.get("lake_uri") or props.get("lakeUri") or ""),
+                   broker_name=str(values.get("broker_name") or props.get("brokerName") or "broker-a"),
+                   storage_options={str(k): str(v) for k, v in (values.get("storage_options") or {}).items()},
+                   allow_offset_reuse=_bool(values.get("allow_offset_reuse", False)))
 
 
 def _bool(value: Any) -> bool:
@@ -240,6 +262,64 @@ def _name_index_files(index_dir: Path, keep: list[str]) -> tuple[str, ...]:
     return tuple(final)
 
 
+def _has_queues(cq_dir: Path, topic: str | None) -> bool:
+    """Whether ``consumequeue/`` still holds a queue directory (of ``topic``, if given)."""
+    if not cq_dir.is_dir():
+        return False
+    topics = [cq_dir / topic] if topic else [p for p in cq_dir.iterdir() if p.is_dir()]
+    return any(t.is_dir() and any(q.is_dir() for q in t.iterdir()) for t in topics)
+
+
+def floors_for(settings: ReindexSettings) -> QueueFloors:
+    """The queues' floors; refuses (StoreError, nothing changed) a rebuild that cannot know
+    where queues ended: older CommitLog files are gone, no lake range covers them, and the
+    ConsumeQueues that would be kept are gone too."""
+    config = settings.config
+    files = commitlog_files(config.root_dir)
+    start = files[0].start if files else 0
+    floors = queue_floors(config, start, settings.lake, settings.broker_name)
+    scope = config.consume_queue_dir / settings.topic if settings.topic else config.consume_queue_dir
+    if floors.unknown_below and not _has_queues(config.consume_queue_dir, settings.topic) \
+            and not settings.allow_offset_reuse:
+        where = (f"the lake {floors.lake} does not cover them with queue ends" if floors.lake
+                 else "no lake is configured (lakeUri) to say where queues ended")
+        raise StoreError(
+            f"the CommitLog starts at offset {floors.unknown_below}: older files were deleted, {where}, and "
+            f"{scope} is gone, so a queue whose records were all in those files would restart at a used offset. "
+            "Restore the ConsumeQueue files, give the lake the CommitLog was tiered to (--lake or lakeUri), or "
+            "pass --allow-offset-reuse to rebuild anyway (such queues then continue at their highest committed "
+            "consumer offset, else 0); nothing changed")
+    if floors.unknown_below:
+        log.warning("CommitLog offsets below %d are in no lake; queues kept from %s keep their ends",
+                    floors.unknown_below, scope)
+    return floors
+
+
+def _continue_queues(config: StoreConfig, staging: Path, floors: QueueFloors, topic: str | None) -> tuple[str, ...]:
+    """Raise every staged queue of ``topic`` (all: None) that ends below its floor to it."""
+    store = ConsumeQueueStore(staging, config.mapped_file_size_consume_queue, lambda _o, _s: -1)
+    continued = []
+    try:
+        if not store.load():
+            raise StoreError(f"cannot load the rebuilt ConsumeQueues in {staging}")
+        store.recover()
+        for (name, queue_id), floor in sorted(floors.of_topic(topic).items()):
+            try:
+                cq = store.find_or_create(name, queue_id)
+            except ValueError as exc:  # a name no queue can have (a stale consumer offset)
+                log.warning("no queue %s/%d to continue: %s", name, queue_id, exc)
+                continue
+            before = cq.get_max_offset_in_queue()
+            if cq.continue_at(floor):
+                why = floors.why[(name, queue_id)]
+                continued.append(f"{name}/{queue_id} at {floor} (was {before}; {why})")
+                log.info("queue %s/%d continued at %d (rebuilt to %d; %s)", name, queue_id, floor, before, why)
+        store.flush(0)
+    finally:
+        store.shutdown()
+    return tuple(continued)
+
+
 def reindex(spark: SparkSession, settings: ReindexSettings, *, progress: Progress | None = None) -> ReindexResult:
     config = settings.config
     root = config.root_dir
@@ -251,6 +331,7 @@ def reindex(spark: SparkSession, settings: ReindexSettings, *, progress: Progres
     check_store_idle(root, force=settings.force)
     started = time.monotonic()
     _clean_leftovers(root)
+    floors = floors_for(settings) if queues else QueueFloors()
     spark.dataSource.register(DispatchDataSource)
 
     plan: RangePlan = plan_ranges(root, stride=settings.stride, skip_corrupt=settings.skip_corrupt)
@@ -314,15 +395,18 @@ def reindex(spark: SparkSession, settings: ReindexSettings, *, progress: Progres
 
     names: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
+    continued: tuple[str, ...] = ()
     if queues:
         cq_staging.mkdir(parents=True, exist_ok=True)
         if settings.topic is None:
             kept = _carry_over(cq_staging, config.consume_queue_dir, None)
+            continued = _continue_queues(config, cq_staging, floors, None)
             _swap(cq_staging, config.consume_queue_dir)
         else:
             staged_topic, live_topic = cq_staging / settings.topic, config.consume_queue_dir / settings.topic
             staged_topic.mkdir(parents=True, exist_ok=True)
             kept = _carry_over(cq_staging, config.consume_queue_dir, settings.topic)
+            continued = _continue_queues(config, cq_staging, floors, settings.topic)
             config.consume_queue_dir.mkdir(parents=True, exist_ok=True)
             _swap(staged_topic, live_topic)
             if not any(live_topic.iterdir()):
@@ -335,7 +419,7 @@ def reindex(spark: SparkSession, settings: ReindexSettings, *, progress: Progres
     unfiltered = queues and settings.topic is None  # every record went by: the last one is the newest
     _update_checkpoint(config, last_store_ts if unfiltered else 0, logics_stamp if queues and settings.topic is None else None,
                        index_stamp if index else None)
-    result = ReindexResult(records, done_bytes, queue_count, kept, names, tuple(corrupt), dispatched_end,
+    result = ReindexResult(records, done_bytes, queue_count, kept, continued, names, tuple(corrupt), dispatched_end,
                            time.monotonic() - started)
     log.info("reindex of %s: %s", root, result.summary())
     return result

@@ -1,7 +1,9 @@
 """One tiering pass: seal -> compact -> verify -> hot retention -> table upkeep.
 
 What ``lakemq tier run`` and the scheduler call; every step is idempotent, so a pass that
-died anywhere is finished by the next one.
+died anywhere is finished by the next one. Hot retention deletes local CommitLog files only
+as the broker's own rules allow (:class:`lakemq.tiering.retention.RetentionRules`); without
+rules it deletes nothing.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from typing import TYPE_CHECKING
 
 from lakemq.jobs.compact import CompactResult, compact
 from lakemq.jobs.maintain import MaintainResult, maintain
+from lakemq.store.config import check_store_root
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
-from lakemq.tiering.retention import delete_tiered_files
+from lakemq.tiering.retention import RetentionOutcome, RetentionRules, apply_retention
 from lakemq.tiering.verify import verify_manifest
 
 if TYPE_CHECKING:
@@ -31,15 +34,20 @@ Progress = Callable[[str, int, int], None]
 class TierRunResult:
     compact: CompactResult
     verified: int
-    deleted: tuple[str, ...]
+    retention: RetentionOutcome  # deleted and kept local files
     maintain: MaintainResult | None
+
+    @property
+    def deleted(self) -> tuple[str, ...]:
+        return self.retention.deleted
 
 
 def tier_run(
     spark: SparkSession, *, store_dir: str | Path, broker_name: str, config: TieringConfig,
-    storage_options: Mapping[str, str] | None = None, skip_corrupt: bool = False, retention: bool = True,
-    upkeep: bool = True, progress: Progress | None = None,
+    storage_options: Mapping[str, str] | None = None, skip_corrupt: bool = False,
+    retention: RetentionRules | None = None, upkeep: bool = True, progress: Progress | None = None,
 ) -> TierRunResult:
+    check_store_root(Path(store_dir))
     lake = LakeLocation.of(config.lake_uri, storage_options)
     compacted = compact(
         spark, store_dir=store_dir, lake_uri=config.lake_uri, broker_name=broker_name,
@@ -51,9 +59,9 @@ def tier_run(
     verify_progress = (lambda done, total: progress("verify", done, total)) if progress else None
     manifest, counts = verify_manifest(lake, store_dir, manifest, verify_progress)
     manifest.save(lake)
-    deleted: tuple[str, ...] = ()
-    if retention and config.tier_hot_retention_enable:
-        deleted = tuple(p.name for p in delete_tiered_files(store_dir, manifest))
+    outcome = RetentionOutcome()
+    if retention is not None and config.tier_hot_retention_enable:
+        outcome = apply_retention(store_dir, manifest, retention)
     upkept = None
     if upkeep:
         if progress:
@@ -62,4 +70,4 @@ def tier_run(
                           vacuum_retention_hours=config.tier_vacuum_retention_hours)
         if progress:
             progress("maintain", 1, 1)
-    return TierRunResult(compacted, len(counts), deleted, upkept)
+    return TierRunResult(compacted, len(counts), outcome, upkept)

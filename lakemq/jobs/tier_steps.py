@@ -6,9 +6,13 @@ each in a fresh process. Every step is idempotent, as in ``tier_run``: a step th
 finished by running it again, and a step that finds nothing to do does nothing.
 
 Settings arrive as a plain mapping (what a scheduler can pass between processes):
-``store_dir``, ``broker_name``, ``lake_uri``, ``broker_conf`` (a broker.conf whose tiering keys
-apply), ``conf`` (camelCase overrides such as ``{"tierSealIdleMs": "60000"}``),
-``storage_options`` and ``master`` (Spark). Each step returns a JSON-able summary.
+``store_dir`` (the broker's ``--data-dir``; else the conf's ``storePathRootDir``, else
+``~/lakemq-data``, as the broker resolves it), ``broker_name``, ``lake_uri``, ``broker_conf``
+(the broker's broker.conf: its tiering keys, ``fileReservedTime`` and ``lakeUri`` apply),
+``conf`` (camelCase overrides such as ``{"tierSealIdleMs": "60000"}``), ``storage_options``,
+``master`` (Spark) and ``delete_hot_files_without_cold_reads`` (retention deletes verified files
+even when the broker's conf has no ``lakeUri`` naming this lake). Each step returns a JSON-able
+summary.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from typing import Any
 
 from lakemq.common.config import bind, read_properties
 from lakemq.errors import ConfigError
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import check_store_root, store_root
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
+from lakemq.tiering.retention import RetentionRules
 
 __all__ = ["STEPS", "TierSettings", "compact", "maintain", "retention", "run_step", "seal", "verify"]
 
@@ -39,32 +44,40 @@ class TierSettings:
     config: TieringConfig
     storage_options: Mapping[str, str] = field(default_factory=dict)
     master: str | None = None
+    # The broker's conf (for its retention rules) and whether to delete without cold reads.
+    broker_props: Mapping[str, str] = field(default_factory=dict)
+    delete_without_cold_reads: bool = False
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TierSettings:
         """Explicit values win over the broker.conf's, which win over the defaults."""
-        known = {"store_dir", "broker_name", "lake_uri", "broker_conf", "conf", "storage_options", "master"}
+        known = {"store_dir", "broker_name", "lake_uri", "broker_conf", "conf", "storage_options", "master",
+                 "delete_hot_files_without_cold_reads"}
         unknown = set(values) - known
         if unknown:
             raise ConfigError(f"unknown tiering setting(s): {', '.join(sorted(unknown))}")
         props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
         props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
-        if values.get("lake_uri"):
-            props["lakeUri"] = str(values["lake_uri"])
-        store_dir = (
-            Path(values["store_dir"]) if values.get("store_dir") else bind(StoreConfig, props).root_dir
-        )
+        lake: dict[str, Any] = {"lake_uri": str(values["lake_uri"])} if values.get("lake_uri") else {}
+        flag = values.get("delete_hot_files_without_cold_reads", False)
         return cls(
-            store_dir=store_dir,
+            store_dir=store_root(props, values.get("store_dir") or None),
             broker_name=str(values.get("broker_name") or props.get("brokerName", "broker-a")),
-            config=bind(TieringConfig, props),
+            config=bind(TieringConfig, props, **lake),
             storage_options={str(k): str(v) for k, v in (values.get("storage_options") or {}).items()},
             master=values.get("master") or None,
+            broker_props=props,
+            delete_without_cold_reads=flag if isinstance(flag, bool) else str(flag).lower() in ("true", "1", "yes"),
         )
 
     @property
     def lake(self) -> LakeLocation:
         return LakeLocation.of(self.config.lake_uri, self.storage_options)
+
+    @property
+    def retention_rules(self) -> RetentionRules:
+        return RetentionRules.for_broker(self.broker_props, self.lake,
+                                         delete_without_cold_reads=self.delete_without_cold_reads)
 
 
 def seal(settings: TierSettings, *, now_ms: int | None = None) -> Summary:
@@ -132,13 +145,16 @@ def verify(settings: TierSettings) -> Summary:
 
 
 def retention(settings: TierSettings) -> Summary:
-    """Delete local CommitLog files the lake holds, verified (when hot retention is on)."""
-    from lakemq.tiering.retention import delete_tiered_files
+    """Delete local CommitLog files the lake verifiably holds, as the broker's retention rules
+    allow (when hot retention is on); the summary also lists the verified files kept and why."""
+    from lakemq.tiering.retention import apply_retention
 
     if not settings.config.tier_hot_retention_enable:
-        return {"deleted": [], "enabled": False}
+        return {"deleted": [], "kept": [], "why_kept": "tierHotRetentionEnable is false", "enabled": False}
     manifest = Manifest.open(settings.lake, settings.broker_name)
-    return {"deleted": [p.name for p in delete_tiered_files(settings.store_dir, manifest)], "enabled": True}
+    outcome = apply_retention(settings.store_dir, manifest, settings.retention_rules)
+    return {"deleted": list(outcome.deleted), "kept": list(outcome.kept), "why_kept": outcome.why_kept,
+            "enabled": True}
 
 
 def maintain(settings: TierSettings) -> Summary:
@@ -172,6 +188,7 @@ def run_step(step: str, values: Mapping[str, Any], *, now_ms: int | None = None)
     if step not in STEPS:
         raise ConfigError(f"unknown tiering step {step!r}; the steps are {', '.join(STEPS)}")
     settings = TierSettings.from_mapping(values)
+    check_store_root(settings.store_dir)
     if step == "seal":
         return seal(settings, now_ms=now_ms)
     return _STEP_FUNCTIONS[step](settings)

@@ -7,15 +7,19 @@ is RocketMQ's own (``storePathRootDir``, ``mappedFileSizeCommitLog``, ``flushDis
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from lakemq.errors import ConfigError
+from lakemq.errors import ConfigError, StoreError
 
-__all__ = ["CONSUME_QUEUE_UNIT_SIZE", "FlushDiskType", "StoreConfig"]
+__all__ = ["CONSUME_QUEUE_UNIT_SIZE", "DEFAULT_STORE_ROOT", "FlushDiskType", "StoreConfig", "check_store_root",
+           "store_root"]
 
 CONSUME_QUEUE_UNIT_SIZE = 20
+# Where a broker keeps its store when neither --data-dir nor storePathRootDir says.
+DEFAULT_STORE_ROOT = os.path.join(os.path.expanduser("~"), "lakemq-data")
 
 
 class FlushDiskType(Enum):
@@ -25,7 +29,7 @@ class FlushDiskType(Enum):
 
 @dataclass(frozen=True, slots=True)
 class StoreConfig:
-    store_path_root_dir: str = os.path.join(os.path.expanduser("~"), "store")
+    store_path_root_dir: str = DEFAULT_STORE_ROOT
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
     mapped_file_size_consume_queue: int = 300_000 * CONSUME_QUEUE_UNIT_SIZE
     max_message_size: int = 4 * 1024 * 1024
@@ -41,8 +45,17 @@ class StoreConfig:
     file_reserved_time: int = 72  # hours
     clean_resource_interval: int = 10_000
     delete_when: str = "04"  # hours of the day (``;``-separated) when expired files go
+    # Disk usage (%) of the store's file system, as RocketMQ: above diskMaxUsedSpaceRatio
+    # expired files go at any hour; above diskSpaceCleanForciblyRatio files go before they
+    # expire (cleanFileForciblyEnable); above diskSpaceWarningLevelRatio the disk is full and
+    # puts are refused.
     disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
     clean_file_forcibly_enable: bool = True
+    # lakemq: puts are refused while dispatch is this many bytes behind the CommitLog's end
+    # (what is acknowledged must become readable).
+    max_dispatch_behind_bytes: int = 1024 * 1024 * 1024
     delete_commit_log_files_interval: int = 100
     delete_consume_queue_files_interval: int = 100
     destroy_mapped_file_interval_forcibly: int = 120_000
@@ -75,6 +88,12 @@ class StoreConfig:
             raise ConfigError(
                 f"mapped_file_size_consume_queue must be a multiple of {CONSUME_QUEUE_UNIT_SIZE}"
             )
+        ratios = (self.disk_max_used_space_ratio, self.disk_space_clean_forcibly_ratio,
+                  self.disk_space_warning_level_ratio)
+        if not all(0 < r <= 100 for r in ratios):
+            raise ConfigError(f"disk ratios must be within 1..100, got {ratios}")
+        if self.max_dispatch_behind_bytes <= 0:
+            raise ConfigError(f"max_dispatch_behind_bytes must be > 0, got {self.max_dispatch_behind_bytes}")
         if self.max_properties_size > 32767:
             raise ConfigError("max_properties_size cannot exceed 32767 (a 2-byte length field)")
 
@@ -109,3 +128,21 @@ class StoreConfig:
     @property
     def delay_offset_path(self) -> Path:
         return self.config_dir / "delayOffset.json"
+
+
+def store_root(props: Mapping[str, str], data_dir: str | Path | None = None) -> Path:
+    """The store root every command takes the same way: ``data_dir`` (``--data-dir``) when
+    given, else the conf's ``storePathRootDir``, else ``~/lakemq-data``; made absolute."""
+    if data_dir is not None and str(data_dir):
+        chosen = str(data_dir)
+    else:
+        chosen = props.get("storePathRootDir") or props.get("store_path_root_dir") or DEFAULT_STORE_ROOT
+    return Path(chosen).expanduser().resolve()
+
+
+def check_store_root(root: Path) -> None:
+    """Raise StoreError unless ``root`` holds a broker's store (its commitlog/ or checkpoint)."""
+    if not ((root / "commitlog").is_dir() or (root / "checkpoint").is_file()):
+        what = "does not exist" if not root.exists() else "holds no commitlog/ and no checkpoint"
+        raise StoreError(f"no broker store at {root}: the directory {what}; pass the broker's store with "
+                         "--data-dir DIR or storePathRootDir in its conf")

@@ -184,14 +184,39 @@ class ConsumeQueue:
             if expect > current:
                 log.warning("%s: entries %d..%d missing; filled with blank entries", self,
                             current // CQ_STORE_UNIT_SIZE, cq_offset - 1)
+        self._fill_blank(current, expect)
+        mf = self._writable_file(expect)
+        mf.append(_UNIT.pack(commit_log_offset, size, tags_code))
+        self.max_physic_offset = commit_log_offset + size
+
+    def _fill_blank(self, current: int, expect: int) -> None:
+        """Blank entries from byte ``current`` (the queue's end) up to ``expect``."""
         while current < expect:
             mf = self._writable_file(current)
             n = min(expect - current, mf.remaining())
             mf.append(_BLANK * (n // CQ_STORE_UNIT_SIZE))
             current += n
-        mf = self._writable_file(expect)
-        mf.append(_UNIT.pack(commit_log_offset, size, tags_code))
-        self.max_physic_offset = commit_log_offset + size
+
+    def continue_at(self, cq_offset: int) -> bool:
+        """Make ``cq_offset`` the queue's next offset if the queue ends below it (its earlier
+        entries are gone with their CommitLog files): blank entries fill up to it, a new
+        queue starting in the file that holds it; an empty file there when it falls on a file
+        boundary. The min offset is then ``cq_offset`` too. Returns whether anything changed."""
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        mfq = self.mapped_file_queue
+        if mfq.mapped_files:
+            current = mfq.get_max_offset()
+            if expect <= current:
+                return False
+        else:
+            current = expect - expect % self.mapped_file_size
+            self.min_logic_offset = expect
+            mfq.flushed_where = current
+            if current == expect:
+                self._writable_file(expect)
+                return True
+        self._fill_blank(current, expect)
+        return True
 
     def put_message_position_infos(self, cq_offset: int, units: bytes) -> None:
         """put_message_position_info for the packed entries ``units`` (20 bytes each, rising

@@ -20,6 +20,7 @@ from lakemq.common.message import MessageSysFlag
 from lakemq.store._scan import scan_records
 from lakemq.store.commit_log_scan import DispatchBatch, DispatchRequest, delay_tags_code, requests_of
 from lakemq.store.delay_levels import DelayLevels
+from lakemq.store.health import StoreHealth
 from lakemq.store.service_thread import ServiceThread
 
 __all__ = [
@@ -97,6 +98,7 @@ class ReputMessageService(ServiceThread):
         delay_levels: DelayLevels | None,
         listeners: list[MessageArrivingListener] | None = None,
         wait_interval_s: float = 0.05,
+        health: StoreHealth | None = None,
     ) -> None:
         super().__init__("ReputMessageService")
         self._commit_log = commit_log
@@ -106,6 +108,7 @@ class ReputMessageService(ServiceThread):
         self._stuck_at = -1
         self._delay_tags_code = delay_tags_code(delay_levels) if delay_levels is not None else None
         self._wait_interval_s = wait_interval_s
+        self._health = health  # told of failing passes: puts are refused while dispatch fails
         self._lock = threading.Lock()  # one pass at a time (thread, recovery, shutdown drain)
 
     def dispatch_behind_bytes(self) -> int:
@@ -187,14 +190,19 @@ class ReputMessageService(ServiceThread):
         while not self.stopped:
             try:
                 done = self.do_reput()
-            except Exception:
+            except Exception as exc:
                 if not failing:
-                    log.exception("reput pass failed at offset %d; retrying", self.reput_from_offset)
+                    log.exception("reput pass failed at offset %d; puts are refused until it resumes; retrying",
+                                  self.reput_from_offset)
+                if self._health is not None:
+                    self._health.dispatch_failed(self.reput_from_offset, exc)
                 failing = True
                 done = 0
             else:
                 if failing:
-                    log.warning("reput resumed at offset %d", self.reput_from_offset)
+                    log.warning("reput resumed at offset %d; puts are taken again", self.reput_from_offset)
+                    if self._health is not None:
+                        self._health.dispatch_resumed()
                 failing = False
             if done:
                 self._stop_event.wait(_PAUSE_AFTER_WORK_S)

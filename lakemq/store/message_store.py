@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
-from lakemq.errors import RecordError
+from lakemq.errors import RecordError, StoreError
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
@@ -39,8 +39,9 @@ from lakemq.store.dispatch import (
 from lakemq.store.filter import MessageFilter
 from lakemq.store.flush import FlushListener
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult
+from lakemq.store.health import StoreHealth
 from lakemq.store.index_service import IndexService
-from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService
+from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService, UnconsumedProbe
 from lakemq.store.put_request import MessagesPut, PutRequest
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 from lakemq.store.schedule import ScheduleMessageService
@@ -90,9 +91,10 @@ class MessageStore:
         if self.index_service is not None:
             self.dispatchers.append(self.index_service)
         self.message_arriving_listeners: list[MessageArrivingListener] = []
+        self.health = StoreHealth(config, lambda: self.reput.dispatch_behind_bytes())
         self.reput = ReputMessageService(
             self.commit_log, self.dispatchers, reput_from_offset=0, delay_levels=self.delay_levels,
-            listeners=self.message_arriving_listeners,
+            listeners=self.message_arriving_listeners, health=self.health,
         )
         self.schedule = ScheduleMessageService(
             self.delay_levels, find_queue=self.consume_queues.find, read_message=self.look_message_by_offset,
@@ -103,9 +105,11 @@ class MessageStore:
             config, self.consume_queues, self.index_service, self.checkpoint
         )
         self._retention_guard: Callable[[], int] | None = None
+        self._unconsumed_probe: UnconsumedProbe | None = None
         self.clean_service = CleanExpiredFilesService(
             config, self.commit_log, self.consume_queues, self.index_service,
             dispatched_offset=lambda: self.reput.reput_from_offset, retention_guard=lambda: self._retention_guard,
+            health=self.health, unconsumed_probe=lambda: self._unconsumed_probe,
         )
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
         # dispatch_inline's thread and request; _inline_due: a pass was requested, not yet run.
@@ -123,6 +127,13 @@ class MessageStore:
         self.last_exit_ok = not abort.exists()
         if not (self.commit_log.load() and self.consume_queues.load() and self.schedule.load()):
             return False
+        if not self.consume_queues.all() and self.commit_log.get_min_offset() > 0:
+            # Dispatch would rebuild only the queues still in the CommitLog: the others would
+            # restart at offsets already used.
+            raise StoreError(
+                f"{self.config.consume_queue_dir} holds no queue but the CommitLog starts at offset "
+                f"{self.commit_log.get_min_offset()} (older files are gone): rebuild the ConsumeQueues with "
+                "`lakemq reindex` (it continues each queue from the lake and the committed offsets) or restore them")
         rebuild_from = None
         if self.index_service is not None:
             rebuild_from = self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
@@ -149,6 +160,7 @@ class MessageStore:
         self.config.abort_file_path.parent.mkdir(parents=True, exist_ok=True)
         self.config.abort_file_path.touch()
         self.reput.do_reput()
+        self.health.check()  # a disk already full refuses the first put
         self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
         self.commit_log.start()
         self._running = True
@@ -185,9 +197,14 @@ class MessageStore:
         """Store ``request`` (lakemq.store.put_request) and wake dispatch. Without ``sink``
         this blocks until the put may be answered (under SYNC_FLUSH: flushed, or its
         deadline passed); with one, a put that waits comes back ``pending`` and ``sink``
-        receives ``(token, status)`` later (CommitLog.put, lakemq.store.acks)."""
+        receives ``(token, status)`` later (CommitLog.put, lakemq.store.acks). Refused, with
+        the reason, while the store is stopped, the disk is full or dispatch fails (StoreHealth)."""
         if not self._running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        if self.health.refusal is not None:
+            refused = self.health.refused_put()
+            if refused is not None:
+                return refused
         result = self.commit_log.put(request, sink, token)
         if result.is_ok:
             if self._inline_thread != threading.get_ident():
@@ -412,6 +429,11 @@ class MessageStore:
         """``guard()`` is the highest CommitLog offset whose file may be deleted (tiering: the
         end of what the lake holds)."""
         self._retention_guard = guard
+
+    def set_unconsumed_probe(self, probe: UnconsumedProbe | None) -> None:
+        """``probe()`` names the oldest message a consumer group has not consumed; expiry logs
+        and counts the deletion of a file that holds it."""
+        self._unconsumed_probe = probe
 
     def set_flush_listener(self, listener: FlushListener | None) -> None:
         """``listener(seconds, bytes)`` after every CommitLog flush that wrote something, on

@@ -27,7 +27,7 @@ from lakemq.store.delay_levels import SCHEDULE_TOPIC, DelayLevels
 from lakemq.store.results import PutMessageResult
 from lakemq.store.service_thread import ServiceThread
 
-__all__ = ["ScheduleMessageService", "restore_real_message"]
+__all__ = ["ScheduleMessageService", "read_delay_offsets", "restore_real_message"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,21 @@ DELAY_FOR_A_WHILE_MS: Final = 100  # nothing (more) in the queue: look again soo
 DELAY_FOR_A_PERIOD_MS: Final = 10_000  # the re-put failed: retry the same message later
 BATCH: Final = 32
 _FASTJSON_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)\s*:")
+
+
+def read_delay_offsets(path: Path) -> dict[int, int]:
+    """delayOffset.json's table, delay level -> the next offset of its queue to deliver (RocketMQ
+    writes the keys as bare numbers); empty when the file does not exist. ValueError when it
+    cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    try:
+        raw = json.loads(_FASTJSON_INT_KEY.sub(r'\1"\2":', text)).get("offsetTable", {})
+        return {int(k): int(v) for k, v in raw.items()}
+    except (ValueError, AttributeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from exc
 
 
 def restore_real_message(msg: MessageExt) -> MessageExtBrokerInner:
@@ -92,14 +107,9 @@ class ScheduleMessageService(ServiceThread):
     def load(self) -> bool:
         """Read the offset table; a missing file means every level starts at 0."""
         try:
-            text = self.offset_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return True
-        try:
-            raw = json.loads(_FASTJSON_INT_KEY.sub(r'\1"\2":', text)).get("offsetTable", {})
-            table = {int(k): int(v) for k, v in raw.items()}
-        except (ValueError, AttributeError) as exc:
-            log.error("cannot read %s: %s", self.offset_path, exc)
+            table = read_delay_offsets(self.offset_path)
+        except ValueError as exc:
+            log.error("%s", exc)
             return False
         self.offset_table = {k: v for k, v in table.items() if 1 <= k <= self.levels.max_level}
         return True

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 
 from lakemq.errors import ConfigError
 
-__all__ = ["LAKE_JOB_CONFIGS", "DelaySweepConfig", "TieringConfig", "TransactionSweepConfig"]
+__all__ = ["DELETE_WITHOUT_COLD_READS_FLAG", "LAKE_JOB_CONFIGS", "DelaySweepConfig", "TieringConfig",
+           "TransactionSweepConfig"]
+
+# ``tier run``'s flag to delete verified hot files a broker without cold reads (no lakeUri
+# naming the lake) could not read back.
+DELETE_WITHOUT_COLD_READS_FLAG = "--delete-hot-files-without-cold-reads"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,11 @@ commit carries the range, row count and digest in its commit info and sets the a
 transaction ``(broker, range_end)``. So a lost manifest, or one a crash left behind the
 table, is rebuilt by :meth:`Manifest.reconcile` from the table's history; only the
 ``verified`` marks are local knowledge, and ranges found again start unverified.
+
+The manifest also knows where each queue ended (``queue_ends``: the queue offset after its
+last record in the lake, merged over the ranges whose commits recorded them), so a rebuild of
+the ConsumeQueues (``lakemq reindex``) continues a queue whose records all left the local
+disk from where it really ended.
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from lakemq.errors import LakeError
 from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.seal import QueueEnds, merge_queue_ends
 from lakemq.tiering.tables import (
     MESSAGES_TABLE,
     META_BROKER,
     META_DIGEST,
+    META_QUEUE_ENDS,
     META_RANGE_END,
     META_RANGE_START,
     META_ROWS,
@@ -44,22 +51,28 @@ class ManifestEntry:
     digest: int
     verified: bool = False
     committed_at_ms: int = 0
+    queue_ends_recorded: bool = False  # the commit recorded the range's queue ends
 
 
 def manifest_path(lake: LakeLocation, broker: str) -> str:
     return lake.join("_lakemq", "manifest", f"{broker}.json")
 
 
-def commit_metadata(broker: str, segment: str, range_start: int, range_end: int, rows: int, digest: int) -> dict[str, Any]:
+def commit_metadata(broker: str, segment: str, range_start: int, range_end: int, rows: int, digest: int,
+                    queue_ends: QueueEnds | None = None) -> dict[str, Any]:
     """The custom commit info of a segment commit (the digest as a string: it is a u64)."""
-    return {META_BROKER: broker, META_SEGMENT: segment, META_RANGE_START: range_start,
-            META_RANGE_END: range_end, META_ROWS: rows, META_DIGEST: str(digest)}
+    meta: dict[str, Any] = {META_BROKER: broker, META_SEGMENT: segment, META_RANGE_START: range_start,
+                            META_RANGE_END: range_end, META_ROWS: rows, META_DIGEST: str(digest)}
+    if queue_ends is not None:
+        meta[META_QUEUE_ENDS] = json.dumps(queue_ends, separators=(",", ":"))
+    return meta
 
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
     broker: str
     entries: tuple[ManifestEntry, ...] = ()
+    queue_ends: QueueEnds = field(default_factory=dict, compare=False)
 
     @property
     def committed_end(self) -> int:
@@ -79,10 +92,23 @@ class Manifest:
     def entry(self, range_start: int) -> ManifestEntry | None:
         return next((e for e in self.entries if e.range_start == range_start), None)
 
-    def with_entries(self, entries: Iterable[ManifestEntry]) -> Manifest:
+    def with_entries(self, entries: Iterable[ManifestEntry], queue_ends: QueueEnds | None = None) -> Manifest:
+        """The entries added (or replaced), and ``queue_ends`` (theirs) merged in."""
         by_start = {e.range_start: e for e in self.entries}
         by_start.update({e.range_start: e for e in entries})
-        return replace(self, entries=tuple(sorted(by_start.values(), key=lambda e: e.range_start)))
+        ends = merge_queue_ends(json.loads(json.dumps(self.queue_ends)), queue_ends or {})
+        return replace(self, entries=tuple(sorted(by_start.values(), key=lambda e: e.range_start)), queue_ends=ends)
+
+    def queue_ends_cover(self) -> tuple[int, int]:
+        """[start, end): the CommitLog offsets whose ranges follow each other from the first
+        entry and all recorded their queue ends (start == end: none)."""
+        start = end = None
+        for e in sorted(self.entries, key=lambda e: e.range_start):
+            if not e.queue_ends_recorded or (end is not None and e.range_start != end):
+                break
+            start = e.range_start if start is None else start
+            end = e.range_end
+        return (start or 0, end or 0) if start is not None else (0, 0)
 
     def mark_verified(self, range_start: int) -> Manifest:
         entry = self.entry(range_start)
@@ -99,14 +125,14 @@ class Manifest:
             return None
         try:
             raw = json.loads(lake.read_bytes(path))
-            return cls(raw["broker"], tuple(ManifestEntry(**e) for e in raw["entries"]))
+            return cls(raw["broker"], tuple(ManifestEntry(**e) for e in raw["entries"]), raw.get("queue_ends", {}))
         except (ValueError, KeyError, TypeError) as exc:
             log.error("manifest %s is unreadable (%s); rebuilding it from the Delta log", path, exc)
             return None
 
     def save(self, lake: LakeLocation) -> None:
         doc = {"broker": self.broker, "entries": [asdict(e) for e in self.entries],
-               "saved_at_ms": int(time.time() * 1000)}
+               "queue_ends": self.queue_ends, "saved_at_ms": int(time.time() * 1000)}
         lake.write_bytes(manifest_path(lake, self.broker), json.dumps(doc, indent=1).encode())
 
     # -- rebuilding from the Delta log ---------------------------------------------------------
@@ -122,19 +148,23 @@ class Manifest:
         table = DeltaTable(uri, storage_options=lake.delta_options())
         known = {e.delta_version for e in self.entries}
         found = []
+        ends: QueueEnds = {}
         for commit in table.history():
             if commit.get(META_BROKER) != self.broker or commit["version"] in known:
                 continue
+            recorded = META_QUEUE_ENDS in commit
+            if recorded:
+                merge_queue_ends(ends, json.loads(commit[META_QUEUE_ENDS]))
             found.append(ManifestEntry(
                 range_start=int(commit[META_RANGE_START]), range_end=int(commit[META_RANGE_END]),
                 segment=str(commit[META_SEGMENT]), delta_version=int(commit["version"]),
                 rows=int(commit[META_ROWS]), digest=int(commit[META_DIGEST]),
-                committed_at_ms=int(commit.get("timestamp", 0)),
+                committed_at_ms=int(commit.get("timestamp", 0)), queue_ends_recorded=recorded,
             ))
         if found:
             log.warning("manifest for %s lacked %d committed range(s); recovered them from the Delta log",
                         self.broker, len(found))
-        merged = self.with_entries(found)
+        merged = self.with_entries(found, ends)
         txn = table.transaction_version(self.broker)
         if txn is not None and txn > merged.committed_end:
             raise LakeError(

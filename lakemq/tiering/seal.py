@@ -12,7 +12,11 @@ gets a seal file ``{store}/tiering/seals/{range start, 20 digits}.json`` holding
 - the row count and digest (:mod:`lakemq.tiering.digest`) of the records, computed from the
   file's bytes with every CRC checked, for verifying the lake later;
 - ``corrupt``: byte ranges that hold no valid record (reported; the lake job refuses them
-  unless told to skip).
+  unless told to skip);
+- ``queue_ends``: per topic and queue id, the queue offset after the range's last record of
+  that queue (records that take no queue offset, prepared and rolled-back ones, left out).
+  The manifest keeps them, so the lake knows where every queue ended even once the local
+  files are gone (``lakemq reindex`` continues each queue from there).
 """
 
 from __future__ import annotations
@@ -30,11 +34,28 @@ import numpy as np
 
 from lakemq.common.record import BODY_POS, HEAD
 from lakemq.tiering.digest import crc32c_slices, digest_of
-from lakemq.tiering.walk import Walk, gather, walk_records
+from lakemq.tiering.walk import HEADER_DTYPE, Walk, gather, walk_records
 
-__all__ = ["CommitLogFile", "SealedSegment", "commitlog_files", "load_seals", "seal_dir", "seal_segments"]
+__all__ = ["CommitLogFile", "QueueEnds", "SealedSegment", "commitlog_files", "load_seals", "merge_queue_ends",
+           "seal_dir", "seal_segments"]
 
 log = logging.getLogger(__name__)
+
+# topic -> {queue id (as a JSON key) -> the queue offset after the last record seen}
+QueueEnds = dict[str, dict[str, int]]
+# Sys flag bits of the transaction type: prepared (4) and rollback (12) records take no queue offset.
+_TRANSACTION_BITS = 0xC
+_COMMIT_TYPE = 0x8
+_KEY_CHUNK = 1 << 16
+
+
+def merge_queue_ends(into: QueueEnds, more: QueueEnds) -> QueueEnds:
+    """``into`` with ``more``'s ends added, the higher end winning (``into`` is changed)."""
+    for topic, queues in more.items():
+        mine = into.setdefault(topic, {})
+        for queue_id, end in queues.items():
+            mine[queue_id] = max(mine.get(queue_id, 0), end)
+    return into
 
 @dataclass(frozen=True, slots=True)
 class CommitLogFile:
@@ -62,6 +83,7 @@ class SealedSegment:
     boundaries: tuple[int, ...]
     corrupt: tuple[tuple[int, int], ...]
     sealed_at_ms: int
+    queue_ends: QueueEnds | None = None  # None: sealed before queue ends were recorded
 
     def byte_ranges(self) -> list[tuple[int, int]]:
         """CommitLog offset ranges, each starting on a record, covering the sealed records."""
@@ -134,6 +156,38 @@ def _digest(buf: mmap.mmap, base: int, starts: np.ndarray) -> int:
     return digest_of(starts + base, crcs)
 
 
+def _queue_ends(buf: mmap.mmap, starts: np.ndarray) -> QueueEnds:
+    """Per topic and queue id, the queue offset after the last record that takes one. Keys are
+    grouped with numpy (topic bytes and queue id as one fixed-width key); only the distinct
+    queues reach Python."""
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    ends: QueueEnds = {}
+    for lo in range(0, len(starts), _KEY_CHUNK):
+        chunk = starts[lo : lo + _KEY_CHUNK]
+        hdr = gather(raw, chunk, BODY_POS).view(HEADER_DTYPE).reshape(-1)
+        tx = hdr["sys_flag"] & _TRANSACTION_BITS
+        keep = (tx == 0) | (tx == _COMMIT_TYPE)
+        chunk, hdr = chunk[keep], hdr[keep]
+        if not len(chunk):
+            continue
+        topic_pos = chunk + BODY_POS + hdr["body_len"].astype(np.int64)
+        topic_len = raw[topic_pos].astype(np.int64)
+        width = int(topic_len.max()) + 1  # the length byte and the longest topic
+        near_end = topic_pos + width > len(raw)  # a window would run past the buffer: done one by one
+        window = np.zeros((len(chunk), width), dtype=np.uint8)
+        window[~near_end] = gather(raw, topic_pos[~near_end], width)
+        for i in np.flatnonzero(near_end):
+            window[i, : topic_len[i] + 1] = raw[topic_pos[i] : topic_pos[i] + topic_len[i] + 1]
+        window[np.arange(width)[None, :] > topic_len[:, None]] = 0  # bytes past the topic are not the key
+        queue_ids = np.ascontiguousarray(hdr["queue_id"]).view(np.uint8).reshape(-1, 4)
+        keys = np.ascontiguousarray(np.hstack([window, queue_ids])).view(f"V{width + 4}").ravel()
+        _, first_from_end = np.unique(keys[::-1], return_index=True)
+        for i in (len(keys) - 1 - first_from_end).tolist():
+            topic = bytes(window[i, 1 : topic_len[i] + 1]).decode("utf-8", "replace")
+            merge_queue_ends(ends, {topic: {str(int(hdr["queue_id"][i])): int(hdr["queue_offset"][i]) + 1}})
+    return ends
+
+
 def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, stride: int) -> SealedSegment | None:
     with open(f.path, "rb") as fh:
         if f.size == 0:
@@ -163,6 +217,7 @@ def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, st
                 range_end=range_end, data_end=data_end, full=full, rows=len(starts),
                 digest=_digest(buf, f.start, starts), boundaries=tuple(int(b) + f.start for b in bounds),
                 corrupt=tuple((a + f.start, b + f.start) for a, b in corrupt), sealed_at_ms=int(time.time() * 1000),
+                queue_ends=_queue_ends(buf, starts),
             )
     for a, b in seal.corrupt:
         log.error("CommitLog %s: no valid record in offsets [%d, %d)", f.path.name, a, b)

@@ -27,6 +27,7 @@ __all__ = [
     "MESSAGES_TABLE",
     "META_BROKER",
     "META_DIGEST",
+    "META_QUEUE_ENDS",
     "META_RANGE_END",
     "META_RANGE_START",
     "META_ROWS",
@@ -94,6 +95,8 @@ META_RANGE_END: Final = "lakemq.rangeEnd"
 META_ROWS: Final = "lakemq.rows"
 META_DIGEST: Final = "lakemq.digest"
 META_SEGMENT: Final = "lakemq.segment"
+# JSON {topic: {queue id: next queue offset}} of the range's records (lakemq.tiering.seal).
+META_QUEUE_ENDS: Final = "lakemq.queueEnds"
 
 
 def encode_row(topic: bytes, row: Mapping[str, Any], properties: dict[str, str], store_host: str) -> bytes:

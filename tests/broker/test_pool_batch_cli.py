@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from lakemq.broker.business_pool import BusinessPool
-from lakemq.cli.broker_cmds import DEFAULT_DATA_DIR, load_broker_configs
+from lakemq.cli.broker_cmds import load_broker_configs
 from lakemq.common.codes import ResponseCode
 from lakemq.common.message_batch import decode_batch
 from lakemq.errors import ConfigError, MessageIllegalError, SystemBusyError
+from lakemq.store.config import DEFAULT_STORE_ROOT
 from tests.broker.wire import encode_batch
 
 
@@ -79,7 +80,7 @@ def test_batch_decoding_round_trip_and_refusals() -> None:
 
 def test_broker_configs_from_conf_and_flags(tmp_path: Path) -> None:
     broker, store = load_broker_configs(None)
-    assert store.store_path_root_dir == str(DEFAULT_DATA_DIR.resolve())
+    assert store.store_path_root_dir == str(Path(DEFAULT_STORE_ROOT).resolve())
     assert broker.listen_port == 10911 and broker.namesrv_addr == ("127.0.0.1:9876",)
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerName=broker-x\nstorePathRootDir=/var/tmp/lakemq-store\nflushDiskType=SYNC_FLUSH\n")

@@ -94,7 +94,8 @@ def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path
     conf = {
         "store_dir": str(store_dir),
         "broker_name": "broker-a",
-        "conf": {"tierSealIdleMs": "1"},
+        # The broker reads this lake and keeps no file past its tiering: retention deletes.
+        "conf": {"tierSealIdleMs": "1", "lakeUri": str(lake), "fileReservedTime": "0"},
         "spark_master": "local[1]",
     }
     run = run_script(airflow_py, DAG_TEST_SCRIPT.format(dag_id="lakemq_tiering", run_conf=conf), env)

@@ -38,7 +38,9 @@ def _tier_run(root: Path, store: Path, lake: Path, stage: str | None) -> subproc
     env = {k: v for k, v in os.environ.items() if k != "LAKEMQ_FAULT_STAGE"}
     if stage:
         env["LAKEMQ_FAULT_STAGE"] = stage
-    return tier_run_process(root, store, lake, BROKER, env=env)
+    # The broker reads this lake and keeps no file longer than needed: retention runs.
+    return tier_run_process(root, store, lake, BROKER, env=env,
+                            broker_conf={"lakeUri": str(lake), "fileReservedTime": "0"})
 
 
 def _lake_offsets(lake: Path) -> list[int]:

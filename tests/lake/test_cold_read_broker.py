@@ -138,7 +138,7 @@ def test_tier_run_retention_next_to_a_running_broker_loses_nothing(tmp_path: Pat
         store = tmp_path / BROKER / "store"
         asyncio.run(_produce(namesrv))
         files_before = commitlog_files(store)
-        done = tier_run_process(tmp_path, store, lake, BROKER)
+        done = tier_run_process(tmp_path, store, lake, BROKER, broker_conf=_broker_conf(lake))
         assert done.returncode == 0, done.stderr[-3000:]
         assert len(commitlog_files(store)) < len(files_before)  # tier run deleted some itself
         deadline = time.monotonic() + 20

@@ -19,7 +19,7 @@ from lakemq.jobs.maintain import checkpoint, optimize, vacuum
 from lakemq.jobs.sql import run_sql
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, manifest_path
-from lakemq.tiering.retention import deletable_files, delete_tiered_files
+from lakemq.tiering.retention import RetentionRules, apply_retention, verified_files
 from lakemq.tiering.seal import commitlog_files, load_seals, seal_dir, seal_segments
 from lakemq.tiering.verify import count_lake_range, verify_manifest
 
@@ -156,7 +156,7 @@ def test_retention_deletes_only_committed_and_verified_files(
     run_result = compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name=BROKER, seal_idle_ms=60_000)
     assert len(run_result.committed) == len(files) - 1
     manifest = Manifest.open(location, BROKER)
-    assert deletable_files(store_dir, manifest) == []  # committed, not yet verified
+    assert verified_files(store_dir, manifest) == []  # committed, not yet verified
     # A seal that disagrees with the lake fails verification and nothing is marked.
     seal_file = seal_dir(store_dir) / f"{files[0].start:020d}.json"
     original = seal_file.read_text()
@@ -168,8 +168,8 @@ def test_retention_deletes_only_committed_and_verified_files(
     assert all(e.verified for e in verified.entries) and len(counts) == len(files) - 1
     first = verified.entries[0]
     assert count_lake_range(location, first.range_start, first.range_end).rows == first.rows
-    gone = delete_tiered_files(store_dir, verified)
-    assert gone == [f.path for f in files[:-1]]
+    outcome = apply_retention(store_dir, verified, RetentionRules(0, broker_reads_lake=True))
+    assert outcome.deleted == tuple(f.path.name for f in files[:-1])
     assert [f.path for f in commitlog_files(store_dir)] == [files[-1].path]
     assert verified.verified_end == files[-1].start
 

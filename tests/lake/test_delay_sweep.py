@@ -74,7 +74,6 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
             store_dir=tmp_path / "cluster" / "broker-a" / "store",
             broker_name="broker-a",
             config=TieringConfig(lake_uri=str(lake), tier_seal_idle_ms=1),
-            retention=False,
             upkeep=False,
         )
 

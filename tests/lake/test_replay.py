@@ -56,7 +56,6 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
             store_dir=tmp_path / "cluster" / "broker-a" / "store",
             broker_name="broker-a",
             config=TieringConfig(lake_uri=str(lake), tier_seal_idle_ms=1),
-            retention=False,
             upkeep=False,
         )
 

@@ -70,3 +70,29 @@ def test_damage_is_recorded_with_its_offsets(store_dir: Path, write_store: Write
     assert seal.corrupt == ((first.start + victim, first.start + victim + size),)
     assert seal.rows == len(_records(first.path, first.start, seal.data_end)) - 1
     assert seal.file_size == FILE_SIZE
+
+
+def test_queue_ends_are_where_every_queue_ended(tmp_path: Path) -> None:
+    """Merged over the seals, the queue ends equal the ConsumeQueues the store's own dispatch
+    built: every topic and queue (delayed messages in SCHEDULE_TOPIC_XXXX, a transaction's
+    records), with prepared and rolled-back records taking no offset."""
+    from reindex_helpers import write_store as write_mixed_store
+
+    from lakemq.store.consume_queue_store import ConsumeQueueStore
+    from lakemq.tiering.seal import merge_queue_ends
+
+    root = tmp_path / "store"
+    write_mixed_store(root, count=300)
+    seals = seal_segments(root, idle_ms=0)
+    assert len(seals) >= 2 and all(s.queue_ends is not None for s in seals)
+    merged: dict[str, dict[str, int]] = {}
+    for seal in seals:
+        merge_queue_ends(merged, seal.queue_ends or {})
+    queues = ConsumeQueueStore(root / "consumequeue", 40 * 20, lambda _o, _s: -1)
+    assert queues.load()
+    queues.recover()
+    built = {(cq.topic, cq.queue_id): cq.get_max_offset_in_queue() for cq in queues.all()}
+    queues.shutdown()
+    found = {(topic, int(q)): end for topic, ends in merged.items() for q, end in ends.items()}
+    assert found == built and ("SCHEDULE_TOPIC_XXXX", 0) in found
+    assert load_seals(root)[0].queue_ends == seals[0].queue_ends  # kept in the seal files

@@ -95,7 +95,7 @@ class _CommitOnCheck:
 
 def _tier(spark: Any, store: Path, lake: Path) -> None:
     tier_run(spark, store_dir=store, broker_name=BROKER, config=TieringConfig(lake_uri=str(lake), tier_seal_idle_ms=1),
-             retention=False, upkeep=False)
+             upkeep=False)
 
 
 def _states(spark: Any, lake: Path, query: str = "SELECT * FROM transactions") -> dict[str, dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -9,11 +10,12 @@ import pytest
 
 from lakemq.common.message import MessageSysFlag, tags_hash_code
 from lakemq.common.record import decode_record
-from lakemq.errors import InvalidNameError
+from lakemq.errors import InvalidNameError, StoreError
 from lakemq.store.get_results import GetMessageStatus
+from lakemq.store.message_store import MessageStore
 from lakemq.store.put_request import MessagesPut
 from lakemq.store.results import PutMessageStatus
-from tests.store.store_helpers import make_msg, open_store, wait_dispatched
+from tests.store.store_helpers import make_msg, open_store, small_config, wait_dispatched
 
 
 class TagFilter:
@@ -188,6 +190,24 @@ def test_expired_files_are_deleted_within_the_guard(tmp_path: Path) -> None:
         assert store.query_message("TopicE", "k0", 4, 0, 2**62).messages == []
     finally:
         store.shutdown()
+
+
+def test_lost_consume_queues_over_an_expired_commit_log_are_not_rebuilt_at_used_offsets(tmp_path: Path) -> None:
+    """With the oldest CommitLog files gone, rebuilding the queues from what is left would
+    restart a queue whose records were all in them at 0: the store refuses to load."""
+    store = open_store(tmp_path)
+    try:
+        for i in range(60):
+            store.put(MessagesPut.of(make_msg("TopicGone" if i < 20 else "TopicStays", b"e" * 200)))
+        wait_dispatched(store)
+        assert store.clean_service.clean_once(force=True) >= 2
+        assert store.get_min_phy_offset() > 0
+    finally:
+        store.shutdown()
+    shutil.rmtree(tmp_path / "consumequeue")
+    again = MessageStore(small_config(tmp_path))
+    with pytest.raises(StoreError, match="holds no queue but the CommitLog starts at offset .*lakemq reindex"):
+        again.load()
 
 
 def test_concurrent_producers_and_a_consumer(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@ The request's sys flags (PullSysFlag) say whether to commit ``commitOffset`` for
 whether the pull may be held when nothing is there (suspend), whether the request carries its
 own subscription, and whether class filtering is on. Found records are returned as they lie
 in the CommitLog, concatenated, as the body. A pull that finds nothing and may be suspended
-awaits the hold service (up to ``suspendTimeoutMillis`` with long polling, else
-``shortPollingTimeMills``) and is then run again without suspension.
+awaits the hold service (up to ``suspendTimeoutMillis``, at most ``maxSuspendTimeoutMillis``,
+with long polling, else ``shortPollingTimeMills``; released at once when its connection
+closes) and is then run again without suspension.
 
 Where a pull runs: on the event loop when its group already exists (nothing to create and
 persist) and it reads nothing or starts within the CommitLog's most recent
@@ -116,12 +117,12 @@ class PullMessageProcessor:
         response: RemotingCommand,
     ) -> RemotingCommand:
         timeout_ms = (
-            header.suspend_timeout_millis
+            min(max(header.suspend_timeout_millis, 0), self._config.max_suspend_timeout_millis)
             if self._config.long_polling_enable
             else self._config.short_polling_time_mills
         )
         await self._hold.hold(
-            header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter
+            header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter, ctx.connection
         )
         if not ctx.is_open:
             return response  # the client went away while held; the answer is dropped anyway

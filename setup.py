@@ -1,7 +1,7 @@
 """Builds lakemq's compiled parts (docs/NATIVE.md). The store's per-record loops, one module per
 job (_records: encoding CommitLog records; _scan: parsing them for dispatch; _cq_runs:
-ConsumeQueue entries; _index: IndexFile entries), the append lock, the layout constants they
-share (_layout.pxd) and the SYNC_FLUSH commit thread (_group_commit); the remoting frame codec's
+ConsumeQueue entries; _index: IndexFile entries; _reads: a pull's read), the append lock, the layout constants
+they share (_layout.pxd) and the SYNC_FLUSH commit thread (_group_commit); the remoting frame codec's
 common path (lakemq/remoting/_codec, layout in _frame.pxd). The rest of the project's metadata
 is in pyproject.toml."""
 
@@ -9,7 +9,7 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 MODULES = {
-    "store": ("_layout", "_append_lock", "_records", "_scan", "_cq_runs", "_index", "_group_commit"),
+    "store": ("_layout", "_append_lock", "_records", "_scan", "_cq_runs", "_index", "_group_commit", "_reads"),
     "remoting": ("_codec",),
 }
 

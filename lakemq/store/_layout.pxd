@@ -73,6 +73,7 @@ cdef enum:
     CQ_SIZE_POS = 8
     CQ_TAGS_CODE_POS = 12
     CQ_STORE_UNIT_SIZE = 20
+    CQ_BLANK_UNIT_SIZE = 0x7FFFFFFF  # the size of a blank entry (no message)
 
 # -- an IndexFile (lakemq.store.index_file) ---------------------------------------------------
 cdef enum:

@@ -30,6 +30,7 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, CqUnit
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
+from lakemq.store._reads import gather_records
 from lakemq.store.dispatch import (
     CommitLogDispatcher,
     MessageArrivingListener,
@@ -263,7 +264,12 @@ class MessageStore:
 
     def _read_queue(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
                     max_total_bytes: int, result: GetMessageResult) -> None:
-        units = _iter_units(cq, offset, max(_MAX_FILTER_ENTRIES, max_msg_nums * 20), max(32, max_msg_nums))
+        limit = max(_MAX_FILTER_ENTRIES, max_msg_nums * 20)
+        code_set = getattr(message_filter, "code_set", None)
+        if (message_filter is None or code_set is not None) and self._gather(
+                cq, offset, limit, max_msg_nums, None if code_set is None else code_set(), max_total_bytes, result):
+            return
+        units = _iter_units(cq, offset, limit, max(32, max_msg_nums))
         first = next(units, None)
         if first is None:
             result.status = GetMessageStatus.OFFSET_FOUND_NULL
@@ -303,6 +309,31 @@ class MessageStore:
             next_file_start = -1
         result.next_begin_offset = offset + read
         result.suggest_pulling_from_slave = max_phy - last_phy > self._memory_limit
+
+    def _gather(self, cq: ConsumeQueue, offset: int, limit: int, max_msg_nums: int, codes: frozenset[int] | None,
+                max_total_bytes: int, result: GetMessageResult) -> bool:
+        """The read of _read_queue in compiled code (lakemq/store/_reads.pyx), for a filter
+        decided by tags codes alone; False when it leaves the read to Python."""
+        entries = cq.entries_view(offset, limit)
+        if entries is None:
+            return False
+        c = self.config
+        max_phy = self.commit_log.get_max_offset()
+        got = gather_records(entries, codes, max_msg_nums, max_total_bytes, max_phy, self._memory_limit,
+                             c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk,
+                             c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory,
+                             self.commit_log.view_of)
+        if got is None:
+            return False
+        body, count, read, last_phy = got
+        if count:
+            result.set_body(body, count)
+            result.status = GetMessageStatus.FOUND
+        else:
+            result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        result.next_begin_offset = offset + read
+        result.suggest_pulling_from_slave = max_phy - last_phy > self._memory_limit
+        return True
 
     def _is_batch_full(self, size: int, max_msg_nums: int, max_total_bytes: int, result: GetMessageResult,
                        in_disk: bool) -> bool:

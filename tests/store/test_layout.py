@@ -73,6 +73,7 @@ def test_batch_consume_queue_and_index_entries_are_the_same() -> None:
     unit = consume_queue._UNIT  # offset (8), size (4), tags code (8)
     assert [compiled["CQ_OFFSET_POS"], compiled["CQ_SIZE_POS"], compiled["CQ_TAGS_CODE_POS"]] == _offsets(unit.format)
     assert compiled["CQ_STORE_UNIT_SIZE"] == consume_queue.CQ_STORE_UNIT_SIZE == unit.size
+    assert compiled["CQ_BLANK_UNIT_SIZE"] == consume_queue.BLANK_UNIT_SIZE
     assert compiled["INDEX_HEADER_SIZE"] == index_file.HEADER_SIZE
     assert compiled["INDEX_SLOT_SIZE"] == index_file.SLOT_SIZE
     assert compiled["INDEX_ENTRY_SIZE"] == index_file.ENTRY_SIZE == index_file._ENTRY.size

@@ -262,7 +262,7 @@ class PullMessageProcessor:
                 max_offset=result.max_offset,
             )
         )
-        body = b"".join(result.buffers) if code == ResponseCode.SUCCESS else b""
+        body = result.joined() if code == ResponseCode.SUCCESS else b""
         if body:
             labels = (self._config.broker_name, header.topic, header.consumer_group)
             self._metrics.get_messages.labels(*labels).inc(result.msg_count)

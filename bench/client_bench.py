@@ -237,6 +237,7 @@ def main() -> None:
     parser.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], default="ASYNC_FLUSH")
     parser.add_argument("--rate", type=int, default=5000, help="latency phase rate, msg/s [5000]")
     parser.add_argument("--seconds", type=float, default=5.0, help="latency phase length [5]")
+    parser.add_argument("--profile", type=Path, help="profile the broker (cProfile, all threads) into this dir")
     args = parser.parse_args()
     phases = args.only.split(",")
     unknown = set(phases) - set(PHASES)
@@ -244,7 +245,7 @@ def main() -> None:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     work = Path(tempfile.mkdtemp(prefix="client_bench_"))
     try:
-        with servers(work, args.flush, None) as (namesrv, _broker, pid):
+        with servers(work, args.flush, args.profile) as (namesrv, _broker, pid):
             topics = {phase: f"ClientBench_{phase}" for phase in PHASES}
             topics["pull"] = topics["push"]
 

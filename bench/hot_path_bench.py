@@ -9,7 +9,9 @@ store, the response's encoding) and none of the kernel's. Phases:
 
 - ``send``: SEND_MESSAGE_V2 requests as lakemq.client writes them (1 KiB body, UNIQ_KEY and
   WAIT properties), one per read, each answered before the next is fed;
-- ``pull``: PULL_MESSAGE of 32 over everything the send phase stored, one queue at a time.
+- ``pull``: PULL_MESSAGE of 32 over everything the send phase stored, one queue at a time;
+- ``deliver``: what a push consumer at a low rate costs per message: a long-polling pull is
+  held on an empty queue, a send arrives and wakes it, the pull is answered with that message.
 
 Printed per phase: CPU per request and per message of the whole process (time.process_time:
 the loop plus the store's dispatch thread, measured once dispatch caught up) and of the loop
@@ -76,19 +78,19 @@ class _Transport:
         return ("127.0.0.1", 40000) if name == "peername" else default
 
 
-def _send_frame(n: int) -> bytes:
+def _send_frame(n: int, topic: str = TOPIC, queue_id: int | None = None) -> bytes:
     props = properties_to_string({MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"7F0000010001{n:020X}",
                                   MessageConst.WAIT_STORE_MSG_OK: "true"})
-    fields = send_header_v2_fields("hot_path_pg", TOPIC, "TBW102", 4, n % QUEUES, 0, int(time.time() * 1000), 0,
-                                   props, 0, False, None, False)
+    fields = send_header_v2_fields("hot_path_pg", topic, "TBW102", 4, n % QUEUES if queue_id is None else queue_id,
+                                   0, int(time.time() * 1000), 0, props, 0, False, None, False)
     command = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, BODY)
     command.opaque = n + 1
     return encode(command)
 
 
-def _pull_frame(queue_id: int, offset: int, opaque: int) -> bytes:
-    header = PullMessageRequestHeader(GROUP, TOPIC, queue_id, offset, 32, PullSysFlag.SUBSCRIPTION, 0, 0, 0, "*",
-                                      "TAG")
+def _pull_frame(queue_id: int, offset: int, opaque: int, topic: str = TOPIC, suspend_ms: int = 0) -> bytes:
+    flag = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_ms else 0)
+    header = PullMessageRequestHeader(GROUP, topic, queue_id, offset, 32, flag, 0, suspend_ms, 0, "*", "TAG")
     command = RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
     command.opaque = opaque
     return encode(command)
@@ -102,14 +104,17 @@ class _Harness:
         self.connection.connection_made(self.transport)  # type: ignore[arg-type]
         self.decoder = FrameDecoder()
 
-    async def call(self, frame: bytes) -> RemotingCommand:
+    async def call(self, frame: bytes, answers: int = 1) -> list[RemotingCommand]:
+        """Feed one request; the responses once ``answers`` of them were written."""
         self.connection.data_received(frame)
-        while not self.transport.written:
-            await asyncio.sleep(0)
-        data = b"".join(self.transport.written)
-        self.transport.written.clear()
-        [response] = self.decoder.feed(data)
-        return response
+        responses: list[RemotingCommand] = []
+        while len(responses) < answers:
+            while not self.transport.written:
+                await asyncio.sleep(0)
+            data = b"".join(self.transport.written)
+            self.transport.written.clear()
+            responses += self.decoder.feed(data)
+        return responses
 
 
 def _caught_up(controller: BrokerController) -> None:
@@ -142,7 +147,7 @@ async def _run(args: argparse.Namespace, work: Path) -> None:
         _caught_up(controller)
         cpu, loop_cpu = time.process_time(), time.thread_time()
         for frame in frames[100:]:
-            response = await harness.call(frame)
+            [response] = await harness.call(frame)
             if response.code != ResponseCode.SUCCESS:
                 raise RuntimeError(f"send refused: {response.code} {response.remark}")
         loop_cpu = time.thread_time() - loop_cpu
@@ -155,7 +160,7 @@ async def _run(args: argparse.Namespace, work: Path) -> None:
         cpu, loop_cpu = time.process_time(), time.thread_time()
         while pulls < args.pulls:
             queue_id = pulls % QUEUES
-            response = await harness.call(_pull_frame(queue_id, offsets[queue_id], pulls + 2))
+            [response] = await harness.call(_pull_frame(queue_id, offsets[queue_id], pulls + 2))
             if response.code != ResponseCode.SUCCESS:
                 offsets[queue_id] = 0  # read the queue again from its start
                 continue
@@ -165,6 +170,22 @@ async def _run(args: argparse.Namespace, work: Path) -> None:
             pulls += 1
         loop_cpu = time.thread_time() - loop_cpu
         _report("pull", "pull", pulls, max(1, messages // pulls), time.process_time() - cpu, loop_cpu)
+
+        deliver_topic = TOPIC + "Deliver"
+        controller.topic_config_manager.create_topic_in_send_message_method(deliver_topic, "TBW102", 1)
+        cpu = loop_cpu = 0.0
+        for n in range(args.deliveries + 100):
+            if n == 100:  # after a warm-up
+                cpu, loop_cpu = time.process_time(), time.thread_time()
+            harness.connection.data_received(_pull_frame(0, n, 2 * n + 1, deliver_topic, suspend_ms=15_000))
+            await asyncio.sleep(0)
+            if harness.transport.written:
+                raise RuntimeError("the pull was answered before a message arrived")
+            send, pulled = await harness.call(_send_frame(n, deliver_topic, 0), answers=2)
+            if send.code != ResponseCode.SUCCESS or pulled.code != ResponseCode.SUCCESS:
+                raise RuntimeError(f"deliver: {send.code} {send.remark} / {pulled.code} {pulled.remark}")
+        loop_cpu = time.thread_time() - loop_cpu
+        _report("deliver", "message", args.deliveries, 1, time.process_time() - cpu, loop_cpu)
         harness.connection.connection_lost(None)
     finally:
         await controller.shutdown()
@@ -174,6 +195,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sends", type=int, default=20_000, help="send requests [20000]")
     parser.add_argument("--pulls", type=int, default=5_000, help="pull requests of 32 [5000]")
+    parser.add_argument("--deliveries", type=int, default=5_000, help="held pulls woken by a send [5000]")
     parser.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], default="ASYNC_FLUSH")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hot_path_") as work:

@@ -2,7 +2,9 @@
 job (_records: encoding CommitLog records; _scan: parsing them for dispatch; _cq_runs:
 ConsumeQueue entries; _index: IndexFile entries; _reads: a pull's read), the append lock, the layout constants
 they share (_layout.pxd) and the SYNC_FLUSH commit thread (_group_commit); the remoting frame codec's
-common path (lakemq/remoting/_codec, layout in _frame.pxd). The rest of the project's metadata
+common path (lakemq/remoting/_codec, layout in _frame.pxd); pulled records decoded into
+messages (lakemq/common/_pulled, the record layout in _record_layout.pxd, which the store's
+_layout.pxd shares). The rest of the project's metadata
 is in pyproject.toml."""
 
 from Cython.Build import cythonize
@@ -11,6 +13,7 @@ from setuptools import Extension, setup
 MODULES = {
     "store": ("_layout", "_append_lock", "_records", "_scan", "_cq_runs", "_index", "_group_commit", "_reads"),
     "remoting": ("_codec",),
+    "common": ("_pulled",),
 }
 
 setup(

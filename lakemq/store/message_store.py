@@ -23,6 +23,7 @@ from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
 from lakemq.errors import RecordError, StoreError
+from lakemq.store._reads import gather_records
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
@@ -30,7 +31,6 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, CqUnit
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
-from lakemq.store._reads import gather_records
 from lakemq.store.dispatch import (
     CommitLogDispatcher,
     MessageArrivingListener,

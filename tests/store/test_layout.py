@@ -1,5 +1,5 @@
-"""The compiled store's named layout (lakemq/store/_layout.pxd, as the compiled code sees it)
-equals the Python side's: record positions from lakemq.common.record (and HEAD's own field
+"""The compiled code's named layout (lakemq/common/_record_layout.pxd and lakemq/store/_layout.pxd,
+as the compiled code sees them) equals the Python side's: record positions from lakemq.common.record (and HEAD's own field
 offsets), sys flag bits, the batch entry, ConsumeQueue and IndexFile entries."""
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def test_record_positions_are_the_same_on_both_sides() -> None:
 
 def test_flags_and_separators_are_the_same() -> None:
     compiled = layout()
+    assert compiled["COMPRESSED_FLAG"] == MessageSysFlag.COMPRESSED_FLAG
     assert compiled["TRANSACTION_MASK"] == MessageSysFlag.TRANSACTION_MASK
     assert compiled["TRANSACTION_PREPARED_TYPE"] == MessageSysFlag.TRANSACTION_PREPARED_TYPE
     assert compiled["TRANSACTION_ROLLBACK_TYPE"] == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE

@@ -61,7 +61,7 @@ def _both(store: MessageStore, queue: int, offset: int, nums: int, max_bytes: in
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.sampled_from(TAGS), min_size=1, max_size=120), st.integers(1, 3), st.data())
 def test_compiled_and_python_reads_agree(tmp_path_factory, tags: list[str | None], queues: int,
-                                         data: st.DataObject) -> None:  # noqa: ANN001
+                                         data: st.DataObject) -> None:
     root = Path(tmp_path_factory.mktemp("reads"))
     # Small files: records and ConsumeQueue entries spread over many of both.
     store = open_store(root, mapped_file_size_commit_log=2048, mapped_file_size_consume_queue=8 * 20,
@@ -81,7 +81,7 @@ def test_compiled_and_python_reads_agree(tmp_path_factory, tags: list[str | None
         store.shutdown()
 
 
-def test_the_compiled_read_is_taken_and_joins_records(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_the_compiled_read_is_taken_and_joins_records(tmp_path: Path, monkeypatch) -> None:
     store = open_store(tmp_path, mapped_file_size_commit_log=1 << 20, mapped_file_size_consume_queue=100 * 20)
     try:
         _fill(store, ["a", "b"] * 20, 1)

@@ -119,7 +119,7 @@ class PullMessageProcessor:
         try:
             # Woken by an arrival: what it reads was just dispatched and sits in the page cache.
             response = self._pull(request, header, message_filter)
-        except Exception as exc:  # noqa: BLE001 - a failure is the puller's answer, as the dispatcher's
+        except Exception as exc:  # a failure is the puller's answer, as the dispatcher's
             log.exception("held pull of %s:%d failed", header.topic, header.queue_id)
             response = request.reply(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         ctx.connection.send_response(response)

@@ -4,8 +4,8 @@ ConsumeQueue entries; _index: IndexFile entries; _reads: a pull's read), the app
 they share (_layout.pxd) and the SYNC_FLUSH commit thread (_group_commit); the remoting frame codec's
 common path (lakemq/remoting/_codec, layout in _frame.pxd); pulled records decoded into
 messages (lakemq/common/_pulled, the record layout in _record_layout.pxd, which the store's
-_layout.pxd shares). The rest of the project's metadata
-is in pyproject.toml."""
+_layout.pxd shares); the broker's plain send (lakemq/broker/_send_path). The rest of the
+project's metadata is in pyproject.toml."""
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -14,6 +14,7 @@ MODULES = {
     "store": ("_layout", "_append_lock", "_records", "_scan", "_cq_runs", "_index", "_group_commit", "_reads"),
     "remoting": ("_codec",),
     "common": ("_pulled",),
+    "broker": ("_send_path",),
 }
 
 setup(

@@ -26,30 +26,7 @@ import dataclasses
 cdef extern from "Python.h":
     bint PyBytes_CheckExact(object)
 
-cdef extern from *:
-    """
-    #include "structmember.h"
-    static Py_ssize_t lakemq_slot_offset(PyObject *descr) {
-        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
-        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
-        return m->offset;
-    }
-    static PyObject *lakemq_alloc(PyObject *cls) {
-        PyTypeObject *t = (PyTypeObject *)cls;
-        return t->tp_alloc(t, 0);
-    }
-    static void lakemq_slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) {
-        PyObject **slot = (PyObject **)((char *)obj + offset);
-        PyObject *old = *slot;
-        Py_INCREF(value);
-        *slot = value;
-        Py_XDECREF(old);
-    }
-    """
-    Py_ssize_t lakemq_slot_offset(object descr)
-    object lakemq_alloc(object cls)
-    void lakemq_slot_set(object obj, Py_ssize_t offset, object value)
+from lakemq.common._slots cimport lakemq_alloc, lakemq_slot_offset, lakemq_slot_set
 
 __all__ = ["bind", "decode_pulled"]
 

@@ -34,40 +34,7 @@ cdef extern from "Python.h":
     bint PyDict_CheckExact(object)
     void PyErr_Clear()
 
-cdef extern from *:
-    """
-    #include "structmember.h"
-    /* Where a slot of a __slots__ class lives in its instances; -1 if ``descr`` is not a
-       plain object slot. */
-    static Py_ssize_t lakemq_slot_offset(PyObject *descr) {
-        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
-        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
-        return m->offset;
-    }
-    /* An instance of ``cls`` (a __slots__ class) with every slot empty, as object.__new__. */
-    static PyObject *lakemq_alloc(PyObject *cls) {
-        PyTypeObject *t = (PyTypeObject *)cls;
-        return t->tp_alloc(t, 0);
-    }
-    static void lakemq_slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) {
-        PyObject **slot = (PyObject **)((char *)obj + offset);
-        PyObject *old = *slot;
-        Py_INCREF(value);
-        *slot = value;
-        Py_XDECREF(old);
-    }
-    static PyObject *lakemq_slot_get(PyObject *obj, Py_ssize_t offset) {
-        PyObject *value = *(PyObject **)((char *)obj + offset);
-        if (value == NULL) value = Py_None;  /* never read: every field is set */
-        Py_INCREF(value);
-        return value;
-    }
-    """
-    Py_ssize_t lakemq_slot_offset(object descr)
-    object lakemq_alloc(object cls)
-    void lakemq_slot_set(object obj, Py_ssize_t offset, object value)
-    object lakemq_slot_get(object obj, Py_ssize_t offset)
+from lakemq.common._slots cimport lakemq_alloc, lakemq_slot_get, lakemq_slot_offset, lakemq_slot_set
 
 __all__ = ["bind", "decode_frames", "encode_frame", "encode_head", "layout"]
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable
 from typing import Final
 
+from lakemq.broker._send_path import PlainSends
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.loop_acks import LoopAcks
@@ -48,7 +49,7 @@ from lakemq.common.message import (
 )
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import for_code
-from lakemq.remoting.codec import FLAG_RESPONSE, RemotingCommand
+from lakemq.remoting.codec import DEFAULT_VERSION, FLAG_RESPONSE, LanguageCode, RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import SendMessageRequestHeader, decode_send_header
 from lakemq.store.config import FlushDiskType
@@ -136,6 +137,12 @@ class SendMessageProcessor:
         self._cluster_suffix = (
             f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
         ).encode()
+        self._plain = PlainSends(
+            topics.select_topic_config, config, PermName.is_writeable, is_valid_name, NOT_ALLOWED_SEND_TOPICS,
+            RETRY_GROUP_TOPIC_PREFIX, _TRANSACTION_PAIR, MessageConst.WAIT_STORE_MSG_OK, without_wait_true,
+            PlainPut, store.put, self._cluster_suffix, PutMessageStatus.PUT_OK, self._record_send, self._reply,
+            RemotingCommand, LanguageCode.PYTHON, DEFAULT_VERSION, MessageConst.MSG_REGION, DEFAULT_REGION,
+            MessageConst.TRACE_SWITCH, "true")
 
     def close(self) -> None:
         """On the loop, once no send is taken any more."""
@@ -151,6 +158,12 @@ class SendMessageProcessor:
     def process_request(
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        if request.code == RequestCode.SEND_MESSAGE_V2 and not self._sync_flush:
+            # A plain send to a known topic, in compiled code (lakemq/broker/_send_path.pyx);
+            # None when it took nothing: everything else is decided below.
+            response = self._plain.send(ctx, request)
+            if response is not None:
+                return response
         header = decode_send_header(request)
         # Under ASYNC_FLUSH a put to a known topic only copies into the mapped CommitLog, so
         # it is done right here on the loop: two thread hops cost more than the put. Under
@@ -163,7 +176,7 @@ class SendMessageProcessor:
             and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
             and self._topics.select_topic_config(header.topic) is not None
         ):
-            return self._reply(ctx, request, header, *self._store_send(ctx, request, header, None))
+            return self._reply(ctx, request, header.topic, *self._store_send(ctx, request, header, None))
         return self._send_pooled(ctx, request, header)
 
     async def _send_pooled(
@@ -174,7 +187,7 @@ class SendMessageProcessor:
         if result.pending:  # answered by the store's PutAcks, which owns the deadline
             assert ack is not None
             result = result.acknowledged(await ack)
-        return self._reply(ctx, request, header, queue_id, result, started)
+        return self._reply(ctx, request, header.topic, queue_id, result, started)
 
     def _ack_future(self) -> asyncio.Future[PutMessageStatus] | None:
         """Under SYNC_FLUSH, the future the store's acknowledgement completes (on the loop)."""
@@ -317,9 +330,10 @@ class SendMessageProcessor:
     # -- reply -------------------------------------------------------------------------
 
     def _reply(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
-        result: PutMessageResult, started: float,
+        self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int, result: PutMessageResult,
+        started: float,
     ) -> RemotingCommand:
+        """The answer to a stored send (``started``: time.perf_counter() when its put began)."""
         status = result.status
         code, remark = _PUT_OK_REPLY if status is PutMessageStatus.PUT_OK else _STATUS_REPLY[status]
         if result.remark:
@@ -327,10 +341,10 @@ class SendMessageProcessor:
         append = result.append_result
         if append is None or (status is not PutMessageStatus.PUT_OK and status not in _STORED):
             log.warning(
-                "send to %s from %s refused: %s %s", header.topic, ctx.remote_addr, result.status.name, remark
+                "send to %s from %s refused: %s %s", topic, ctx.remote_addr, result.status.name, remark
             )
             return request.reply(code, remark)
-        self._record_send(header.topic, append.msg_num, append.body_bytes, time.perf_counter() - started)
+        self._record_send(topic, append.msg_num, append.body_bytes, time.perf_counter() - started)
         # SendMessageResponseHeader's fields, written out: this runs for every send.
         fields = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                   MessageConst.MSG_REGION: DEFAULT_REGION, MessageConst.TRACE_SWITCH: "true"}

@@ -16,7 +16,12 @@ them); the client runs in this process. Phases, each on its own topic:
 
 Printed per phase: msg/s, the client's CPU per message (this process's user + system time,
 every thread) and the broker's (from /proc). On a shared machine compare CPU per message:
-wall rates move with the neighbours.
+wall rates move with the neighbours, or count the client's instructions, which do not move:
+
+    valgrind --tool=callgrind --instr-atstart=no .venv/bin/python bench/client_bench.py --callgrind ...
+
+collects only while a phase is measured (callgrind_control switches it on and off), so the
+instructions per message are the total over the messages.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -54,16 +60,27 @@ BODY = os.urandom(1024)
 PHASES = ("send", "sync_send", "push", "pull", "latency")
 
 
+_CALLGRIND = False  # --callgrind: switch callgrind's instrumentation on for measured phases only
+
+
+def _instrument(on: bool) -> None:
+    if _CALLGRIND:
+        subprocess.run(["callgrind_control", "--instr=on" if on else "--instr=off", str(os.getpid())],
+                       check=True, stdout=subprocess.DEVNULL)
+
+
 class _Meter:
     """CPU of this process and of the broker, and wall time, over one phase."""
 
     def __init__(self, broker_pid: int) -> None:
+        _instrument(True)
         self.broker_pid = broker_pid
         self.wall = time.monotonic()
         self.client = time.process_time()
         self.broker = cpu_seconds(broker_pid)
 
     def report(self, name: str, messages: int, extra: str = "") -> None:
+        _instrument(False)
         wall = time.monotonic() - self.wall
         client = (time.process_time() - self.client) / max(messages, 1) * 1e6
         broker = (cpu_seconds(self.broker_pid) - self.broker) / max(messages, 1) * 1e6
@@ -238,7 +255,11 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5000, help="latency phase rate, msg/s [5000]")
     parser.add_argument("--seconds", type=float, default=5.0, help="latency phase length [5]")
     parser.add_argument("--profile", type=Path, help="profile the broker (cProfile, all threads) into this dir")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="run under valgrind --tool=callgrind --instr-atstart=no: instrument measured phases only")
     args = parser.parse_args()
+    global _CALLGRIND
+    _CALLGRIND = args.callgrind
     phases = args.only.split(",")
     unknown = set(phases) - set(PHASES)
     if unknown:

@@ -109,6 +109,7 @@ class ReputMessageService(ServiceThread):
         self._delay_tags_code = delay_tags_code(delay_levels) if delay_levels is not None else None
         self._wait_interval_s = wait_interval_s
         self._health = health  # told of failing passes: puts are refused while dispatch fails
+        self._failing = False  # the last pass (any thread's) failed
         self._lock = threading.Lock()  # one pass at a time (thread, recovery, shutdown drain)
 
     def dispatch_behind_bytes(self) -> int:
@@ -128,11 +129,28 @@ class ReputMessageService(ServiceThread):
             return
         try:
             self._do_reput()
-        except Exception:
-            log.exception("reput pass failed at offset %d; the reput thread retries", self.reput_from_offset)
-            self.wakeup()
+        except Exception as exc:
+            self._pass_failed(exc)
+            self.wakeup()  # the reput thread retries
+        else:
+            self._pass_done()
         finally:
             self._lock.release()
+
+    def _pass_failed(self, exc: Exception) -> None:
+        if not self._failing:  # a failure that repeats every pass (a full disk) is logged once
+            log.error("reput pass failed at offset %d; puts are refused until it resumes; retrying",
+                      self.reput_from_offset, exc_info=exc)
+        self._failing = True
+        if self._health is not None:
+            self._health.dispatch_failed(self.reput_from_offset, exc)
+
+    def _pass_done(self) -> None:
+        if self._failing:
+            log.warning("reput resumed at offset %d; puts are taken again", self.reput_from_offset)
+            if self._health is not None:
+                self._health.dispatch_resumed()
+        self._failing = False
 
     def _do_reput(self) -> int:
         done = 0
@@ -186,24 +204,14 @@ class ReputMessageService(ServiceThread):
                         log.exception("message arriving listener failed")
 
     def run(self) -> None:
-        failing = False  # a failure that repeats every pass (a full disk) is logged once
         while not self.stopped:
             try:
                 done = self.do_reput()
             except Exception as exc:
-                if not failing:
-                    log.exception("reput pass failed at offset %d; puts are refused until it resumes; retrying",
-                                  self.reput_from_offset)
-                if self._health is not None:
-                    self._health.dispatch_failed(self.reput_from_offset, exc)
-                failing = True
+                self._pass_failed(exc)
                 done = 0
             else:
-                if failing:
-                    log.warning("reput resumed at offset %d; puts are taken again", self.reput_from_offset)
-                    if self._health is not None:
-                        self._health.dispatch_resumed()
-                failing = False
+                self._pass_done()
             if done:
                 self._stop_event.wait(_PAUSE_AFTER_WORK_S)
             # Caught up: sleep until a put wakes us. Puts whose thread dispatches them itself

@@ -207,6 +207,13 @@ class MessageStore:
             if refused is not None:
                 return refused
         result = self.commit_log.put(request, sink, token)
+        if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+            # No room for a new CommitLog file: the disk is measured now, not at the next check
+            # (up to 100 ms away), and a full disk is this put's answer as it is the next ones'.
+            self.health.check()
+            refused = self.health.refused_put() if self.health.disk_full else None
+            if refused is not None:
+                return refused
         if result.is_ok:
             if self._inline_thread != threading.get_ident():
                 self.reput.wakeup()

@@ -112,17 +112,25 @@ def send_worker(job: Job) -> dict[str, float]:
     batch = [body] * job.batch if job.batch > 1 else None
     frames = [send_frame(job.topic, q, body, batch=batch) for q in range(QUEUES)]
     done = errors = 0
+    latencies: list[float] = []  # ms per request: the replication bench's percentiles
+    codes: dict[int, int] = {}
     i = job.index
     time.sleep(max(0.0, job.start - time.monotonic()))
     end = job.start + job.duration
-    while time.monotonic() < end:
-        if conn.call(frames[i % QUEUES]).code == ResponseCode.SUCCESS:
+    now = time.monotonic()
+    while now < end:
+        code = conn.call(frames[i % QUEUES]).code
+        after = time.monotonic()
+        latencies.append((after - now) * 1000)
+        now = after
+        if code == ResponseCode.SUCCESS:
             done += job.batch
         else:
             errors += 1
+            codes[code] = codes.get(code, 0) + 1
         i += 1
     conn.close()
-    return {"messages": done, "errors": errors}
+    return {"messages": done, "errors": errors, "latencies": latencies, "codes": codes}
 
 
 def pull_worker(job: Job) -> dict[str, float]:

@@ -1,12 +1,17 @@
 """Lake tier throughput beside a single-process baseline, and key look-ups over a large lake.
 
-    python bench/lake_bench.py [--messages N] [--rounds R] [--lookup-messages M] [--write-md]
+    python bench/lake_bench.py [--messages N] [--rounds R] [--lookup-messages M] [--sql]
+                               [--cluster-workers 1,2] [--write-md]
 
 1. A CommitLog of N messages (1 KiB bodies, 64 MiB files) is written with lakemq.store.
-2. R rounds, interleaved so both sides see the same machine load:
-   - compact: seal, then Spark local[2] tasks read the sealed byte ranges, decode them, write
-     Parquet and the driver commits each range to the Delta table ``messages`` (a fresh lake
-     and fresh seals every round);
+2. R rounds, interleaved so every side sees the same machine load:
+   - compact (the writer lakemq uses): seal, then Spark local[2] tasks read the sealed byte
+     ranges, decode them, write Parquet and the driver commits each range to the Delta table
+     ``messages`` through delta-rs (a fresh lake and fresh seals every round);
+   - Spark's Delta writer, the alternative: seal, the same tasks decode the same byte ranges
+     but hand the rows to the JVM (``mapInArrow``), and ``df.write.format("delta")`` writes
+     and commits them with Delta's idempotent-write options (txnAppId = broker, txnVersion =
+     the last range end: one commit per run, no digest check before it);
    - baseline: one process, no Spark: the same vectorized decoder (lakemq.jobs.decode) and
      pyarrow writing the same partitioned Parquet with the same writer options. No sealing,
      no digests, no Delta commit, so it is the floor.
@@ -16,7 +21,18 @@
    store's record encoder (lakemq.common.record.encode_record, 16-byte bodies), sealed and
    compacted by ``compact`` like any other (that compaction is reported too), deleted after.
 
-Figures are MB/s of CommitLog bytes in. The machine is shared by everything running on it.
+4. With ``--sql``, Spark SQL over the look-up lake: a full-scan aggregate (count by topic and
+   tag), a unique-key look-up and a time-range query (1% of the time span), each through
+   ``format("delta")`` and Delta's catalog (``lakemq sql``'s path), through the ``lakedelta``
+   Python data source lakemq used before (loaded from git at OLD_COMMIT), and through one
+   process of pyarrow over the same Parquet files (``DeltaTable.to_pyarrow_dataset``), the
+   single-process baseline. Median of 3 after a warm-up; the answers must agree.
+5. With ``--cluster-workers 1,2``, the compaction again on a Spark standalone cluster on this
+   machine (lakemq.jobs.standalone: a master and that many 1-core workers), per worker count.
+
+Figures are MB/s of CommitLog bytes in, and CPU seconds per MB of every process involved
+(driver, JVM, Python workers; not the standalone cluster's daemons). The machine is shared by
+everything running on it: for an idle re-run see BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -27,9 +43,11 @@ import platform
 import shutil
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +67,7 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.put_request import MessagesPut
 
 SECTION = "## Lake (bench/lake_bench.py)"
+OLD_COMMIT = "678cc00"  # the last commit with the lakedelta source and the VERSION AS OF rewrite
 FILE_SIZE = 64 << 20
 BODY = 1024
 SMALL_BODY = 16
@@ -171,6 +190,155 @@ def bench_compact(spark: Any, store_dir: Path, lake: Path) -> CompactRun:
     return CompactRun(sealed - began, done - began, result.bytes_in, result.rows, _tree_cpu() - cpu)
 
 
+@dataclass(frozen=True)
+class _Decoder:
+    """``mapInArrow``: task numbers in, decoded rows out (what Spark's Delta writer gets)."""
+
+    store: Any
+    tasks: tuple[Any, ...]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from lakemq.jobs.decode import decode_range
+        from lakemq.tiering.tables import SPARK_ARROW_SCHEMA
+
+        for batch in batches:
+            for task_id in batch.column(0).to_pylist():
+                for piece in self.tasks[task_id].pieces:
+                    data = self.store.read_range(piece.file_uri, piece.start - piece.file_start,
+                                                 piece.end - piece.file_start)
+                    rows, _ = decode_range(data, piece.start, skip_corrupt=False, check_crc=False, grouped=True)
+                    yield rows.select(SPARK_ARROW_SCHEMA.names).cast(SPARK_ARROW_SCHEMA)
+
+
+def bench_spark_writer(spark: Any, store_dir: Path, lake: Path) -> CompactRun:
+    """Seal, then the same decode in Spark tasks, written and committed by Spark's Delta writer."""
+    from deltalake import DeltaTable
+
+    from lakemq.jobs.lake_writer import plan_tasks
+    from lakemq.tiering.lake_fs import LakeLocation
+    from lakemq.tiering.seal import seal_segments
+    from lakemq.tiering.tables import SPARK_DDL
+
+    cpu, began = _tree_cpu(), time.perf_counter()
+    seals = [s for s in seal_segments(store_dir, idle_ms=1) if s.byte_ranges()]
+    sealed = time.perf_counter()
+    store = LakeLocation.of(str(store_dir.resolve()))
+    tasks = plan_tasks(store, seals, parallelism=spark.sparkContext.defaultParallelism)
+    rows = spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(_Decoder(store, tuple(tasks)), SPARK_DDL)
+    (rows.write.format("delta").mode("append").partitionBy("topic", "store_date")
+     .option("txnAppId", "bench").option("txnVersion", seals[-1].range_end).option("compression", "zstd")
+     .save(str(lake / "messages")))
+    done = time.perf_counter()
+    written = sum(int(n) for n in pa.table(DeltaTable(str(lake / "messages")).get_add_actions(flatten=True))
+                  .column("num_records").to_pylist())
+    return CompactRun(sealed - began, done - began, sum(s.range_end - s.range_start for s in seals), written,
+                      _tree_cpu() - cpu)
+
+
+SQL_QUERIES = {
+    "full scan: count by topic and tag": "SELECT topic, tags, count(*) AS n FROM {t} GROUP BY topic, tags",
+    "unique-key look-up": "SELECT msg_id, queue_offset FROM {t} WHERE topic = '{topic}' AND uniq_key = '{key}'",
+    "time range (1% of the span)": ("SELECT count(*) AS n, sum(length(body)) AS bytes FROM {t} "
+                                    "WHERE store_timestamp BETWEEN {begin} AND {end}"),
+}
+
+
+def _old_lakedelta(spark: Any, work: Path) -> bool:
+    """Register the lakedelta source as it was at OLD_COMMIT; False when git cannot show it."""
+    import importlib.util
+
+    from pyspark import cloudpickle
+
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{OLD_COMMIT}:lakemq/jobs/delta_source.py"],
+                           capture_output=True, text=True, check=False)
+    if shown.returncode != 0:
+        print(f"old lakedelta path skipped: {shown.stderr.strip()}", flush=True)
+        return False
+    path = work / "lakedelta_old.py"
+    path.write_text(shown.stdout)
+    spec = importlib.util.spec_from_file_location("lakedelta_old", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["lakedelta_old"] = module
+    spec.loader.exec_module(module)
+    cloudpickle.register_pickle_by_value(module)  # Python workers cannot import it
+    spark.dataSource.register(module.DeltaDataSource)
+    return True
+
+
+def _pyarrow_query(dataset: Any, name: str, args: dict[str, Any]) -> list[tuple[Any, ...]]:
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    if name.startswith("full scan"):
+        table = dataset.to_table(columns=["topic", "tags"]).group_by(["topic", "tags"]).aggregate([([], "count_all")])
+        return sorted(tuple(r.values()) for r in table.to_pylist())
+    if name.startswith("unique-key"):
+        table = dataset.to_table(columns=["msg_id", "queue_offset"],
+                                 filter=(ds.field("topic") == args["topic"]) & (ds.field("uniq_key") == args["key"]))
+        return sorted(tuple(r.values()) for r in table.to_pylist())
+    table = dataset.to_table(columns=["body"], filter=(ds.field("store_timestamp") >= args["begin"])
+                             & (ds.field("store_timestamp") <= args["end"]))
+    return [(table.num_rows, pc.sum(pc.binary_length(table.column("body"))).as_py())]
+
+
+def bench_sql(spark: Any, lake: Path, count: int, work: Path) -> dict[str, dict[str, list[float]]]:
+    """Seconds per query and engine (median of 3 after a warm-up); answers must agree."""
+    from deltalake import DeltaTable
+
+    from lakemq.jobs.sql import register_tables
+
+    uri = str(lake / "messages")
+    register_tables(spark, str(lake))
+    stamps = spark.sql("SELECT min(store_timestamp) AS lo, max(store_timestamp) AS hi FROM messages").collect()[0]
+    span = stamps["hi"] - stamps["lo"]
+    i = count // 2
+    args = {"topic": f"Topic{i % TOPICS}", "key": uniq_key(i), "begin": stamps["lo"] + span // 2,
+            "end": stamps["lo"] + span // 2 + span // 100}
+    engines: dict[str, Any] = {"Spark + Delta (format delta)": lambda q: spark.sql(q.format(t="messages", **args))}
+    if _old_lakedelta(spark, work):
+        spark.read.format("lakedelta").option("path", uri).load().createOrReplaceTempView("old_messages")
+        engines["lakedelta source (before)"] = lambda q: spark.sql(q.format(t="old_messages", **args))
+    dataset = DeltaTable(uri).to_pyarrow_dataset()
+    times: dict[str, dict[str, list[float]]] = {}
+    for name, query in SQL_QUERIES.items():
+        answers = {}
+        for engine, run in [*engines.items(), ("pyarrow, one process (baseline)", None)]:
+            took = []
+            for attempt in range(4):
+                began = time.perf_counter()
+                if run is None:
+                    answer = _pyarrow_query(dataset, name, args)
+                else:
+                    answer = sorted(tuple(r) for r in run(query).collect())
+                if attempt:
+                    took.append(time.perf_counter() - began)
+            answers[engine] = answer
+            times.setdefault(name, {})[engine] = took
+            print(f"{name} via {engine}: {statistics.median(took):.2f} s", flush=True)
+        if len({repr(a) for a in answers.values()}) != 1:
+            raise RuntimeError(f"{name}: the engines disagree: {answers}")
+    return times
+
+
+def bench_cluster(store: Path, work: Path, workers: int) -> CompactRun:
+    """The compaction on a standalone cluster of ``workers`` 1-core workers (second of two runs)."""
+    from lakemq.jobs.session import build_session
+    from lakemq.jobs.standalone import standalone_cluster
+
+    with standalone_cluster(work / f"cluster-{workers}", workers=workers, memory="1g") as url:
+        spark = build_session(master=url, app_name="lake-bench-cluster", ui_enabled=False,
+                              conf={"spark.executor.memory": "768m", "spark.sql.shuffle.partitions": "2"})
+        try:
+            runs = []
+            for _ in range(2):  # the first one starts the executors' Python workers
+                _reset(store, work / "lake")
+                runs.append(bench_compact(spark, store, work / "lake"))
+            return runs[-1]
+        finally:
+            spark.stop()
+
+
 def bench_baseline(store_dir: Path, out: Path) -> tuple[float, int, int, float]:
     """The same decode and Parquet write in one process, file by file."""
     from lakemq.jobs.decode import decode_range
@@ -221,8 +389,10 @@ def _reset(store: Path, *dirs: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _table(args: argparse.Namespace, compacts: list[CompactRun], baselines: list[tuple[float, int, int, float]],
-           small: CompactRun | None, small_bytes: int, lookups: dict[str, list[float]], lookup_count: int) -> str:
+def _table(args: argparse.Namespace, compacts: list[CompactRun], writers: list[CompactRun],
+           baselines: list[tuple[float, int, int, float]], small: CompactRun | None, small_bytes: int,
+           lookups: dict[str, list[float]], lookup_count: int, sql: dict[str, dict[str, list[float]]],
+           cluster: dict[int, CompactRun]) -> str:
     """Round 1 is the first Spark job of a fresh session (what a one-shot ``tier run`` pays);
     the later rounds run on a warm session."""
     c_mbs = [c.bytes_in / c.seconds / 1e6 for c in compacts]
@@ -245,13 +415,33 @@ def _table(args: argparse.Namespace, compacts: list[CompactRun], baselines: list
         (f"| compaction, each round, MB/s (round 1 = first Spark job of the session) | "
          f"{', '.join(f'{v:,.0f}' for v in c_mbs)} | {', '.join(f'{v:,.0f}' for v in b_mbs)} | "
          f"{', '.join(f'{v:.2f}x' for v in ratios)} | |"),
+        (f"| compaction, CPU seconds per MB, median of {w} | {med(c.cpu_s / c.bytes_in * 1e6 for c in compacts[warm]):.4f}"
+         f" | {med(b[3] / b[1] * 1e6 for b in baselines[warm]):.4f} | | |"),
     ]
+    if writers:
+        s_mbs = [c.bytes_in / c.seconds / 1e6 for c in writers]
+        rows += [
+            (f"| the other writer: Spark's Delta writer (txnAppId/txnVersion), MB/s, warm, median of {w} | "
+             f"{med(s_mbs[warm]):,.1f} (each round: {', '.join(f'{v:,.0f}' for v in s_mbs)}) | "
+             f"{med(b_mbs[warm]):,.1f} | {med(x / y for x, y in zip(s_mbs[warm], b_mbs[warm])):.2f}x | |"),
+            (f"| the other writer: CPU seconds per MB, median of {w} | "
+             f"{med(c.cpu_s / c.bytes_in * 1e6 for c in writers[warm]):.4f} | | | |"),
+        ]
     if small is not None:
         rows.append(
             f"| compaction of the {args.lookup_messages:,} small messages ({small_bytes / 1e6:,.0f} MB), warm | "
             f"{small.bytes_in / small.seconds / 1e6:,.1f} MB/s, {small.rows / small.seconds:,.0f} msg/s "
             f"({small.seconds:.1f} s, of which sealing {small.seal_s:.1f} s) | | | |")
     rows += _lookup_rows(lookups, lookup_count)
+    for workers, run in sorted(cluster.items()):
+        rows.append(f"| compaction on a standalone cluster, {workers} worker(s) of 1 core, warm | "
+                    f"{run.bytes_in / run.seconds / 1e6:,.1f} MB/s ({run.seconds:.2f} s, CPU {run.cpu_s:.2f} s "
+                    "outside the cluster) | | | |")
+    if sql:
+        engines = list(next(iter(sql.values())))
+        rows += ["", f"| SQL over {lookup_count:,} messages, seconds (median of 3) | {' | '.join(engines)} |",
+                 "|---|" + "---:|" * len(engines)]
+        rows += [f"| {name} | {' | '.join(f'{med(t[e]):.2f}' for e in engines)} |" for name, t in sql.items()]
     return "\n".join(rows)
 
 
@@ -262,6 +452,10 @@ def main() -> None:
                     help="interleaved compact/baseline rounds; the first one starts Spark's workers")
     ap.add_argument("--lookup-messages", type=int, default=0,
                     help="build a lake of this many small messages for the look-ups (0: use the --messages lake)")
+    ap.add_argument("--sql", action="store_true", help="time SQL over the look-up lake: Delta, lakedelta, pyarrow")
+    ap.add_argument("--cluster-workers", default="",
+                    help="comma-separated worker counts: the compaction on a standalone cluster of each size")
+    ap.add_argument("--no-spark-writer", action="store_true", help="skip Spark's Delta writer rounds")
     ap.add_argument("--write-md", action="store_true", help="write the results into BENCHMARKS.md")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -269,6 +463,9 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="lakemq-lake-bench-"))
     compacts: list[CompactRun] = []
+    writers: list[CompactRun] = []
+    sql: dict[str, dict[str, list[float]]] = {}
+    cluster: dict[int, CompactRun] = {}
     baselines: list[tuple[float, int, int, float]] = []
     loads: list[float] = []
     small: CompactRun | None = None
@@ -281,13 +478,26 @@ def main() -> None:
                               conf={"spark.sql.shuffle.partitions": "2"})
         try:
             for r in range(args.rounds):
-                _reset(store, work / "lake", work / "baseline")
+                _reset(store, work / "lake", work / "baseline", work / "lake-spark")
                 loads.append(os.getloadavg()[0])
                 compacts.append(bench_compact(spark, store, work / "lake"))
+                if not args.no_spark_writer:
+                    _reset(store)
+                    writers.append(bench_spark_writer(spark, store, work / "lake-spark"))
                 baselines.append(bench_baseline(store, work / "baseline"))
                 print(f"round {r + 1}: compact {compacts[-1].seconds:.2f} s (seal {compacts[-1].seal_s:.2f} s, "
-                      f"cpu {compacts[-1].cpu_s:.2f} s), baseline {baselines[-1][0]:.2f} s "
-                      f"(cpu {baselines[-1][3]:.2f} s), load {loads[-1]:.1f}", flush=True)
+                      f"cpu {compacts[-1].cpu_s:.2f} s), "
+                      + (f"Spark writer {writers[-1].seconds:.2f} s (cpu {writers[-1].cpu_s:.2f} s), "
+                         if writers else "")
+                      + f"baseline {baselines[-1][0]:.2f} s (cpu {baselines[-1][3]:.2f} s), load {loads[-1]:.1f}",
+                      flush=True)
+            if args.cluster_workers:
+                spark.stop()
+                for n in (int(x) for x in args.cluster_workers.split(",")):
+                    cluster[n] = bench_cluster(store, work, n)
+                    print(f"standalone cluster, {n} worker(s): {cluster[n].seconds:.2f} s", flush=True)
+                spark = build_session(master="local[2]", app_name="lake-bench", ui_enabled=False,
+                                      conf={"spark.sql.shuffle.partitions": "2"})
             if args.lookup_messages:
                 shutil.rmtree(work / "baseline", ignore_errors=True)
                 shutil.rmtree(store, ignore_errors=True)
@@ -301,8 +511,12 @@ def main() -> None:
                 lookups = bench_lookups(spark, work / "lake", args.lookup_messages)
                 lookup_count = args.lookup_messages
             else:
+                _reset(store, work / "lake")
+                bench_compact(spark, store, work / "lake")  # the lake of the rounds above, whatever ran last
                 lookups = bench_lookups(spark, work / "lake", args.messages)
                 lookup_count = args.messages
+            if args.sql:
+                sql = bench_sql(spark, work / "lake", lookup_count, work)
         finally:
             spark.stop()
     finally:
@@ -310,15 +524,22 @@ def main() -> None:
     for c, b in zip(compacts, baselines):
         if c.rows != args.messages or b[2] != args.messages:
             raise SystemExit(f"row counts differ: compact {c.rows}, baseline {b[2]}, written {args.messages}")
+    for c in [*writers, *cluster.values()]:
+        if c.rows != args.messages:
+            raise SystemExit(f"row counts differ: {c.rows} written, {args.messages} in the CommitLog")
     if small is not None and small.rows != args.lookup_messages:
         raise SystemExit(f"small-message lake holds {small.rows} rows, not {args.lookup_messages}")
-    table = _table(args, compacts, baselines, small, small_bytes, lookups, lookup_count)
+    table = _table(args, compacts, writers, baselines, small, small_bytes, lookups, lookup_count, sql, cluster)
     print(table)
     print(f"CommitLog bytes: {total:,}; 1-minute load average at each round: {', '.join(f'{v:.1f}' for v in loads)}")
     if args.write_md:
         command = f"python bench/lake_bench.py --messages {args.messages} --rounds {args.rounds}"
         if args.lookup_messages:
             command += f" --lookup-messages {args.lookup_messages}"
+        if args.sql:
+            command += " --sql"
+        if args.cluster_workers:
+            command += f" --cluster-workers {args.cluster_workers}"
         lookup_text = (
             f"Look-ups: a second lake of {args.lookup_messages:,} messages ({SMALL_BODY}-byte bodies, a key "
             "`order-<n>`, a tag and a unique key each, 4 topics), its CommitLog files encoded with the store's "

@@ -93,19 +93,20 @@ def main() -> None:
                     config=TieringConfig(lake_uri=str(root / "lake"), tier_seal_idle_ms=1),
                     upkeep=False,
                 )
+                with SyncProducer("ReplayBenchReplayer", namesrv_addr=ns) as producer:
+                    result = replay(
+                        spark,
+                        lake_uri=str(root / "lake"),
+                        topic=SOURCE,
+                        begin_ms=began_ms,
+                        end_ms=ended_ms,
+                        send_batch=pipelined_sender(producer),
+                        checkpoint=root / "ckpt.json",
+                        target_topic=TARGET,
+                        batch=opts.batch,
+                    )
             finally:
                 spark.stop()
-            with SyncProducer("ReplayBenchReplayer", namesrv_addr=ns) as producer:
-                result = replay(
-                    lake_uri=str(root / "lake"),
-                    topic=SOURCE,
-                    begin_ms=began_ms,
-                    end_ms=ended_ms,
-                    send_batch=pipelined_sender(producer),
-                    checkpoint=root / "ckpt.json",
-                    target_topic=TARGET,
-                    batch=opts.batch,
-                )
             in_target = stored(ns, TARGET, opts.messages)
     if result.sent != opts.messages or in_target != opts.messages:
         raise SystemExit(f"replay sent {result.sent}, the target holds {in_target}; expected {opts.messages}")
@@ -127,7 +128,7 @@ def main() -> None:
             f"Workload: {opts.messages:,} messages ({BODY}-byte bodies, keys, tags, a user property) "
             "produced through a real broker, tiered into a local lake, then replayed by "
             "`lakemq.jobs.replay` (what `lakemq replay` runs) into another topic of the same broker, "
-            f"unthrottled, batches of {opts.batch}, reading the lake through the lakedelta reader. "
+            f"unthrottled, batches of {opts.batch}, reading the lake with Spark's format(\"delta\") (one session). "
             "The target's queues must then hold exactly that many messages.\n\n"
             "| measure | value | target |\n|---|---:|---|\n"
             f"| replay send rate (first send to last acknowledgement) | {send_rate:,.0f} msg/s "

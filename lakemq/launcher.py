@@ -58,8 +58,9 @@ def _ephemeral_low() -> int:
 
 
 def reserved_port() -> int:
-    """A free TCP port below the kernel's ephemeral range, with the port two above it free too
-    (where a server's metrics listen by default: metricsPort -1).
+    """A free TCP port below the kernel's ephemeral range, with the two ports above it and the
+    one two below free too (where a broker's HA listener, metrics and VIP channel listen by
+    default: haListenPort, metricsPort and fastListenPort -1).
 
     A port the kernel picked (bind to 0) is an ephemeral port: once its server stops, any
     outgoing connection may be given it, and the server's restart on the same port fails with
@@ -68,10 +69,10 @@ def reserved_port() -> int:
     """
     low = _ephemeral_low()
     for _ in range(200):
-        port = random.randrange(20000, max(low - 2, 20001))
-        if all(_bindable(p) for p in (port, port + 2)):
+        port = random.randrange(20002, max(low - 2, 20003))
+        if all(_bindable(p) for p in (port - 2, port, port + 1, port + 2)):
             return port
-    raise RuntimeError(f"no free pair of ports in 20000..{low - 1}")
+    raise RuntimeError(f"no free block of ports (P - 2, P .. P + 2) in 20000..{low - 1}")
 
 
 def _bindable(port: int) -> bool:
@@ -135,16 +136,18 @@ class ServerProcess:
 
 
 def spawn(
-    name: str, args: Sequence[str], work_dir: Path, ready: re.Pattern[str], timeout: float = BOOT_TIMEOUT
+    name: str, args: Sequence[str], work_dir: Path, ready: re.Pattern[str], timeout: float = BOOT_TIMEOUT,
+    prefix: Sequence[str] = (),
 ) -> ServerProcess:
-    """Run ``lakemq *args`` with stdout to a file; return once ``ready`` matches a new line."""
+    """Run ``lakemq *args`` (behind ``prefix``, e.g. ``ip netns exec NS``) with stdout to a
+    file; return once ``ready`` matches a new line."""
     work_dir.mkdir(parents=True, exist_ok=True)
     out_path = work_dir / f"{name}.out"
     start = out_path.stat().st_size if out_path.exists() else 0  # a restart appends
     env = dict(os.environ, LAKEMQ_LOG_DIR=str(work_dir / "logs"), PYTHONUNBUFFERED="1")
     with open(out_path, "ab") as out:
         proc = subprocess.Popen(
-            lakemq_command(*args), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work_dir
+            [*prefix, *lakemq_command(*args)], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work_dir
         )
     deadline = time.monotonic() + timeout
     while True:
@@ -167,6 +170,7 @@ class Cluster:
     namesrv: ServerProcess | None = None
     brokers: dict[str, ServerProcess] = field(default_factory=dict)
     _confs: dict[str, dict[str, str]] = field(default_factory=dict)
+    _prefixes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def namesrv_addr(self) -> str:
@@ -184,10 +188,12 @@ class Cluster:
         return self.namesrv
 
     def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None,
-                   port: int | None = None) -> ServerProcess:
+                   port: int | None = None, *, prefix: Sequence[str] = ()) -> ServerProcess:
         """``name`` on a free port, or on ``port`` (a store another broker wrote names it in its
-        message ids); its store is ``{root}/{name}/store``, which may be put there first."""
+        message ids); its store is ``{root}/{name}/store``, which may be put there first. With
+        ``prefix`` its command runs behind it (``ip netns exec NS``)."""
         self._confs[name] = {**SMALL_STORE, "brokerName": name, **(conf or {})}
+        self._prefixes[name] = tuple(prefix)
         return self.start_broker(name, port=port)
 
     def start_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None,
@@ -204,7 +210,8 @@ class Cluster:
         def start(port: int) -> ServerProcess:
             return spawn(name, ["broker", "-c", str(conf_path), "--data-dir", str(work_dir / "store"),
                                 "--port", str(port), "--namesrv", self.namesrv_addr,
-                                "--log-dir", str(work_dir / "logs")], work_dir, BROKER_READY)
+                                "--log-dir", str(work_dir / "logs")], work_dir, BROKER_READY,
+                         prefix=self._prefixes.get(name, ()))
 
         # A restart keeps its port (clients and the NameServer know it); a first start may move.
         if previous is not None:

@@ -11,6 +11,7 @@ class PlainSends:
                  valid_name: Callable[[str], bool], not_allowed: Collection[str], retry_prefix: str,
                  transaction_pair: str, wait: str, without_wait: Callable[[str], str], plain_put: type,
                  put: Callable[..., Any], suffix: bytes, put_ok: Any, record: Callable[[str, int, int, float], None],
-                 reply: Callable[..., RemotingCommand], command_type: type[RemotingCommand], language: Any,
+                 reply: Callable[..., RemotingCommand], later: Callable[..., object], command_type: type[RemotingCommand], language: Any,
                  version: int, region_key: str, region: str, trace_key: str, trace: str) -> None: ...
-    def send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None: ...
+    def send(self, ctx: RequestContext, request: RemotingCommand, sink: object = None,
+             token: object = None) -> object: ...

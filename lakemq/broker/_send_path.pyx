@@ -2,7 +2,8 @@
 """The plain send in C (PlainSends): a SEND_MESSAGE_V2 of one message to a known topic, read
 from the request's extFields, checked, put through the store's one entry point
 (MessageStore.put of a PlainPut) and answered, without the Python send processor's header
-object, checks and reply in between.
+object, checks and reply in between. A put that waits for its acknowledgement (a slave's,
+SYNC_MASTER) is handed to the processor's ``later``, which answers once PutAcks answered.
 
 Why compiled: a sync send's Python around the store's put cost about as much as the put (the
 header decoded into a frozen object, the checks, the reply's fields and command). The send
@@ -95,6 +96,7 @@ cdef class PlainSends:
     cdef object _put_ok  # PutMessageStatus.PUT_OK
     cdef object _record  # SendTallies.record
     cdef object _reply  # the processor's reply for any other result
+    cdef object _later  # the processor's answer to a put that waits for its acknowledgement
     cdef object _command_type  # RemotingCommand
     cdef object _language, _version, _empty_body
     cdef str _region_key, _region, _trace_key, _trace
@@ -103,12 +105,12 @@ cdef class PlainSends:
 
     def __init__(self, topic_config, config, writeable, valid_name, not_allowed, str retry_prefix,
                  str transaction_pair, str wait, without_wait, plain_put, put, bytes suffix, put_ok, record,
-                 reply, command_type, language, int version, str region_key, str region, str trace_key,
+                 reply, later, command_type, language, int version, str region_key, str region, str trace_key,
                  str trace):
         self._topic_config, self._config, self._writeable, self._valid_name = topic_config, config, writeable, valid_name
         self._not_allowed, self._retry_prefix, self._transaction_pair = not_allowed, retry_prefix, transaction_pair
         self._wait, self._without_wait, self._plain_put, self._put = wait, without_wait, plain_put, put
-        self._suffix, self._put_ok, self._record, self._reply = suffix, put_ok, record, reply
+        self._suffix, self._put_ok, self._record, self._reply, self._later = suffix, put_ok, record, reply, later
         self._command_type, self._language, self._version, self._empty_body = command_type, language, version, b""
         self._region_key, self._region, self._trace_key, self._trace = region_key, region, trace_key, trace
         names = ("code", "language", "version", "opaque", "flag", "remark", "ext_fields", "body", "serialize_type")
@@ -119,8 +121,10 @@ cdef class PlainSends:
             self._o[i] = offset
         self._valid = {}
 
-    def send(self, ctx, request):
-        """The response to a plain send, stored; or None, nothing done: the processor decides."""
+    def send(self, ctx, request, sink=None, token=None):
+        """The response to a plain send, stored; or None, nothing done: the processor decides.
+        ``sink`` and ``token`` go to MessageStore.put; a put that comes back pending is
+        answered by ``later`` (what it returns is returned)."""
         cdef dict ext = request.ext_fields
         cdef PyObject *found
         cdef int64_t queue_id, sys_flag, born, flag, ignored, reconsume = 0
@@ -166,10 +170,12 @@ cdef class PlainSends:
         started = t.tv_sec + t.tv_nsec * 1e-9
         put = tuple.__new__(self._plain_put, (topic, queue_id, request.body, properties, flag, sys_flag, born,
                                               ctx.remote_addr, reconsume, self._suffix))
-        result = self._put(put)
+        result = self._put(put, sink, token)
+        if <object>PyTuple_GET_ITEM(result, 3):  # pending: PutAcks answers later, through ``sink``
+            return self._later(ctx, request, topic, queue_id, result, started, token)
         append = <object>PyTuple_GET_ITEM(result, 1)
         if <object>PyTuple_GET_ITEM(result, 0) is not self._put_ok or append is None \
-                or <object>PyTuple_GET_ITEM(result, 2) or <object>PyTuple_GET_ITEM(result, 3):
+                or <object>PyTuple_GET_ITEM(result, 2):
             return self._reply(ctx, request, topic, queue_id, result, started)
         clock_gettime(CLOCK_MONOTONIC, &t)
         elapsed = t.tv_sec + t.tv_nsec * 1e-9 - started

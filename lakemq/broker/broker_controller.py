@@ -8,9 +8,15 @@ NameServer registration every ``registerNameServerPeriod``, transaction check-ba
 ``transactionCheckInterval``) and register with all NameServers.
 Until loading is done every request is answered SERVICE_NOT_AVAILABLE.
 
+Replication (lakemq.broker.ha, docs/REPLICATION.md): every broker listens for slaves on
+its HA port and registers that address; a SLAVE also follows its master (the configured
+``haMasterAddress``, else the HA address the NameServer answers its registration with) and
+syncs the master's topics, offsets and groups. A slave runs no transaction checks and
+delivers no delayed messages: its master does.
+
 Shutdown (SIGTERM in the CLI): unregister from the NameServers, stop accepting, answer held
-pulls, persist offsets and groups, then shut the store down (flush, checkpoint, abort file
-removed) so the next start recovers normally.
+pulls, stop replication, persist offsets and groups, then shut the store down (flush,
+checkpoint, abort file removed) so the next start recovers normally.
 """
 
 from __future__ import annotations
@@ -25,11 +31,17 @@ from typing import TYPE_CHECKING
 
 from lakemq import __version__
 from lakemq.broker.acl import AclGuardedRegistry, PlainAccessValidator, ProcessorRegistry
-from lakemq.broker.broker_outer_api import BrokerIdentity, BrokerOuterAPI, ConsumerIdsChangeNotifier
+from lakemq.broker.broker_outer_api import (
+    BrokerIdentity,
+    BrokerOuterAPI,
+    ConsumerIdsChangeNotifier,
+    Registration,
+)
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
+from lakemq.broker.ha import HaClient, HaConfig, HaServer, ReplicationProgress, SlaveSynchronize, check_role
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
 from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProcessor
@@ -98,9 +110,18 @@ class _Unavailable:
 
 
 class BrokerController:
-    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig,
+                 ha_config: HaConfig | None = None) -> None:
+        broker_config = check_role(broker_config, store_config)
         self.broker_config = broker_config
         self.store_config = store_config
+        self.ha_config = ha_config or HaConfig()
+        self.role = store_config.broker_role
+        self.replication = ReplicationProgress(lambda: self.store.get_max_phy_offset() if self.store else 0)
+        self.ha_server: HaServer | None = None
+        self.ha_client: HaClient | None = None
+        self.slave_sync: SlaveSynchronize | None = None
+        self.ha_server_addr = ""
         config_dir = store_config.config_dir
         self.topic_config_manager = TopicConfigManager(broker_config, config_dir)
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir)
@@ -109,7 +130,8 @@ class BrokerController:
         self.rebalance_lock_manager = RebalanceLockManager(broker_config.rebalance_lock_max_live_time)
         self.remoting_server = RemotingServer(
             ServerConfig(listen_host=broker_config.broker_ip1, listen_port=broker_config.listen_port,
-                         backlog=broker_config.server_socket_backlog)
+                         backlog=broker_config.server_socket_backlog,
+                         extra_ports=(broker_config.fast_port,) if broker_config.fast_port is not None else ())
         )
         self.remoting_client = RemotingClient(RemotingClientConfig())
         self.outer_api = BrokerOuterAPI(
@@ -149,6 +171,8 @@ class BrokerController:
             (self.send_pool, self.pull_pool),
             lambda: self.transaction_check_service.checks_sent if self.transaction_check_service else 0,
             tiering_lag,
+            self.replication,
+            lambda: self.ha_client,
         )))
         self.metrics_server: MetricsServer | None = None
         self._executors: list[ThreadPoolExecutor] = []
@@ -183,6 +207,7 @@ class BrokerController:
             # Expiry deletes only CommitLog files the lake verifiably holds.
             self.store.set_retention_guard(retention_guard(LakeLocation.of(c.lake_uri), c.broker_name))
         await loop.run_in_executor(None, self._load)
+        await self._start_replication()
         self.consumer_manager = ConsumerManager(
             ConsumerIdsChangeNotifier(loop, c.notify_consumer_ids_changed_enable), c.channel_expired_timeout
         )
@@ -211,7 +236,7 @@ class BrokerController:
 
         self.topic_config_manager.on_change.append(topic_changed)
         self._default.started = True
-        accepted = await self.register_broker_all()  # routes exist once start() returns
+        accepted = (await self.register_broker_all()).accepted  # routes exist once start() returns
         self._tasks = [
             loop.create_task(
                 self._every(c.flush_consumer_offset_interval, self._persist_offsets), name="persist-offsets"
@@ -222,12 +247,16 @@ class BrokerController:
             loop.create_task(self._register_periodically(), name="register-broker"),
             loop.create_task(self.runtime_stats.run(), name="runtime-stats"),
         ]
-        if self.transaction_check_service is not None:
+        if self.transaction_check_service is not None and self.role.is_master:
             self._tasks.append(loop.create_task(self.transaction_check_service.run(), name="transaction-check"))
+        if self.slave_sync is not None:
+            self._tasks.append(loop.create_task(self.slave_sync.run(), name="slave-sync"))
         log.info(
-            "broker %s (%s, cluster %s) started; registered with %d of name servers %s",
+            "broker %s (%s, %s id %d, cluster %s) started; registered with %d of name servers %s",
             c.broker_name,
             self.broker_addr,
+            self.role.name,
+            c.broker_id,
             c.broker_cluster_name,
             accepted,
             ";".join(c.namesrv_addr),
@@ -241,6 +270,29 @@ class BrokerController:
         if not self.store.load():
             raise StoreError(f"the store under {self.store_config.store_path_root_dir} could not be loaded")
         self.store.start()
+
+    async def _start_replication(self) -> None:
+        """The HA listener (every role), and a slave's link to its master and metadata sync."""
+        assert self.store is not None
+        c = self.broker_config
+        self.ha_server = HaServer(self.store, self.ha_config, self.replication, c.ha_host,
+                                  self.ha_config.listen_port(c.listen_port))
+        await self.ha_server.start()
+        self.ha_server_addr = self.ha_server.address
+        self.store.message_arriving_listeners.append(self.ha_server.notify_threadsafe)
+        replica_acks = self.store.commit_log.replica_acks
+        if replica_acks is not None:  # SYNC_MASTER: what the slaves report acknowledges puts
+            replica_acks.on_expect = self.ha_server.wake  # a waiting put is pushed at once
+            self.replication.ack_listeners.append(replica_acks.acknowledged)
+            self.replication.connection_listeners.append(replica_acks.slaves_changed)
+        if self.role.is_master:
+            return
+        self.ha_client = HaClient(self.store, self.ha_config, self.ha_config.ha_master_address)
+        self.ha_client.start()
+        self.slave_sync = SlaveSynchronize(
+            self.remoting_client, c.register_broker_timeout_mills / 1000, self.topic_config_manager,
+            self.consumer_offset_manager, self.subscription_group_manager, self.store.schedule.replace_offsets,
+            lambda: self.broker_addr)
 
     def _executor(self, name: str, threads: int) -> ThreadPoolExecutor:
         executor = ThreadPoolExecutor(threads, thread_name_prefix=name)
@@ -386,6 +438,10 @@ class BrokerController:
             await self.outer_api.unregister_broker_all(self.identity)
         if self.hold_service is not None:
             await self.hold_service.shutdown()
+        if self.ha_client is not None:
+            await self.ha_client.shutdown()
+        if self.ha_server is not None:
+            await self.ha_server.shutdown()
         await self.remoting_server.shutdown()
         await self.send_pool.shutdown()
         if self._send_processor is not None:
@@ -412,14 +468,20 @@ class BrokerController:
     @property
     def identity(self) -> BrokerIdentity:
         c = self.broker_config
-        return BrokerIdentity(c.broker_cluster_name, c.broker_name, self.broker_addr, c.broker_id)
+        return BrokerIdentity(c.broker_cluster_name, c.broker_name, self.broker_addr, c.broker_id,
+                              self.ha_server_addr)
 
-    async def register_broker_all(self) -> int:
-        """Register with every NameServer now; returns how many accepted."""
+    async def register_broker_all(self) -> Registration:
+        """Register with every NameServer now. A slave learns its master from the answer."""
         wrapper = self.topic_config_manager.encode()
-        return await self.outer_api.register_broker_all(
+        registration = await self.outer_api.register_broker_all(
             self.identity, wrapper["topicConfigTable"], self.topic_config_manager.data_version
         )
+        if self.ha_client is not None and not self.ha_config.ha_master_address and registration.master_ha_addr:
+            self.ha_client.update_master_address(registration.master_ha_addr)
+        if self.slave_sync is not None and registration.accepted:
+            self.slave_sync.master_addr = registration.master_addr
+        return registration
 
     def _register_broker_blocking(self) -> None:
         """register_broker_all from a pool thread (admin requests run in the admin pool)."""
@@ -437,7 +499,7 @@ class BrokerController:
                 pass
             self._register_soon.clear()
             try:
-                accepted = await self.register_broker_all()
+                accepted = (await self.register_broker_all()).accepted
                 log.debug(
                     "registered with %d of %d name servers", accepted, len(self.broker_config.namesrv_addr)
                 )
@@ -494,6 +556,9 @@ class BrokerController:
             "heldPullRequests": self.hold_service.held_count if self.hold_service else 0,
             "brokerAddr": self.broker_addr,
             "storePathRootDir": self.store_config.store_path_root_dir,
+            "brokerRole": self.role.name,
+            "brokerId": self.broker_config.broker_id,
+            "haServerAddr": self.ha_server_addr,
             "earliestMessageTimeStamp": self.store.commit_log.pickup_store_timestamp(
                 self.store.get_min_phy_offset(), STORE_TIMESTAMP_POS + 8),
             "commitLogDiskRatio": f"{_disk_used_ratio(self.store_config.store_path_root_dir):.4f}",
@@ -502,6 +567,20 @@ class BrokerController:
             "pullThreadPoolQueueHeadWaitTimeMills": self.pull_pool.head_wait_ms(),
             **self.runtime_stats.info(),
         }
+        if self.role.is_master:
+            links = self.replication.snapshot()
+            info["haConnectedSlaves"] = len(links)
+            # RocketMQ's slaveFallBehindMuch: the max offset less the furthest slave acknowledgement.
+            info["slaveFallBehindBytes"] = max(0, self.store.get_max_phy_offset() - self.replication.acked_offset)
+            for i, (link, lag_bytes, lag_seconds) in enumerate(links):
+                info[f"haSlave{i}Addr"] = link.addr
+                info[f"haSlave{i}AckOffset"] = link.ack_offset
+                info[f"haSlave{i}LagBytes"] = lag_bytes
+                info[f"haSlave{i}LagSeconds"] = f"{lag_seconds:.3f}"
+        elif self.ha_client is not None:
+            info["haMasterAddress"] = self.ha_client.master_address
+            info["haConnected"] = str(self.ha_client.connected).lower()
+            info["masterAddr"] = (self.slave_sync.master_addr if self.slave_sync else None) or ""
         return {k: str(v) for k, v in info.items()}
 
 

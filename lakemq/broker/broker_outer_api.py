@@ -8,7 +8,8 @@ REGISTER_BROKER carries the RegisterBrokerBody as JSON::
 
 with ``bodyCrc32`` (CRC-32 of the body, sign bit cleared, as RocketMQ's UtilAll.crc32) in
 the header so the NameServer can refuse a damaged body. Each NameServer is called on its
-own; one being down never stops registration with the others.
+own; one being down never stops registration with the others. A slave's registration is
+answered with its master's address and HA address (RegisterBrokerResponseHeader).
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
+    decode_header,
     encode_header,
 )
 from lakemq.remoting.protocol import RemotingConnection
 
-__all__ = ["BrokerIdentity", "BrokerOuterAPI", "ConsumerIdsChangeNotifier"]
+__all__ = ["BrokerIdentity", "BrokerOuterAPI", "ConsumerIdsChangeNotifier", "Registration"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,17 @@ class BrokerIdentity:
     broker_name: str
     broker_addr: str
     broker_id: int
+    ha_server_addr: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """How registering with every NameServer went: how many accepted, and what the first
+    that answered told a slave about its master (None: no master registered there)."""
+
+    accepted: int
+    master_addr: str | None = None
+    master_ha_addr: str | None = None
 
 
 class BrokerOuterAPI:
@@ -56,8 +70,8 @@ class BrokerOuterAPI:
 
     async def register_broker_all(
         self, broker: BrokerIdentity, topic_config_table: dict[str, dict[str, Any]], data_version: DataVersion
-    ) -> int:
-        """Register with every NameServer at once; returns how many accepted."""
+    ) -> Registration:
+        """Register with every NameServer at once."""
         body = bodies.RegisterBrokerBody(
             topic_config_table, bodies.DataVersion(data_version.timestamp, data_version.counter)
         ).encode()
@@ -66,19 +80,23 @@ class BrokerOuterAPI:
                 broker_name=broker.broker_name,
                 broker_addr=broker.broker_addr,
                 cluster_name=broker.cluster_name,
-                ha_server_addr="",
+                ha_server_addr=broker.ha_server_addr,
                 broker_id=broker.broker_id,
                 compressed=False,
                 body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
             )
         )
-        results = await asyncio.gather(
+        responses = await asyncio.gather(
             *(
-                self._call(addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body))
+                self._send(addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body))
                 for addr in self._addrs
             )
         )
-        return sum(results)
+        answered = [r for r in responses if r is not None]
+        if not answered:
+            return Registration(0)
+        header = decode_header(RegisterBrokerResponseHeader, answered[0].ext_fields)
+        return Registration(len(answered), header.master_addr or None, header.ha_server_addr or None)
 
     async def unregister_broker_all(self, broker: BrokerIdentity) -> int:
         fields = encode_header(
@@ -98,11 +116,15 @@ class BrokerOuterAPI:
         return sum(results)
 
     async def _call(self, addr: str, request: RemotingCommand) -> bool:
+        return await self._send(addr, request) is not None
+
+    async def _send(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
+        """The NameServer's SUCCESS response; None (logged) otherwise."""
         try:
             response = await self._client.invoke(addr, request, self._timeout)
         except RemotingError as exc:
             log.warning("name server %s: %s failed: %s", addr, RequestCode(request.code).name, exc)
-            return False
+            return None
         if response.code != ResponseCode.SUCCESS:
             log.warning(
                 "name server %s refused %s: code %d %s",
@@ -111,8 +133,8 @@ class BrokerOuterAPI:
                 response.code,
                 response.remark,
             )
-            return False
-        return True
+            return None
+        return response
 
 
 class ConsumerIdsChangeNotifier:

@@ -19,7 +19,8 @@ __all__ = ["KEY_ALIASES", "BrokerConfig", "apply_key_aliases"]
 
 
 # RocketMQ keys that the camelCase rule does not produce from a field name.
-KEY_ALIASES = {"brokerIP1": "brokerIp1", "osPageCacheBusyTimeOutMills": "osPageCacheBusyTimeoutMills"}
+KEY_ALIASES = {"brokerIP1": "brokerIp1", "brokerIP2": "brokerIp2",
+               "osPageCacheBusyTimeOutMills": "osPageCacheBusyTimeoutMills"}
 
 
 def apply_key_aliases(props: Mapping[str, str]) -> dict[str, str]:
@@ -31,8 +32,9 @@ def apply_key_aliases(props: Mapping[str, str]) -> dict[str, str]:
 class BrokerConfig:
     broker_name: str = "broker-a"
     broker_cluster_name: str = "DefaultCluster"
-    broker_id: int = MASTER_ID  # 0 is the master; lakemq brokers run as masters
+    broker_id: int = MASTER_ID  # 0 is the master, > 0 a slave of the same brokerName (brokerRole)
     broker_ip1: str = "127.0.0.1"  # the address registered with the NameServers
+    broker_ip2: str = ""  # the host of the HA listener (haServerAddr); empty: brokerIP1
     listen_port: int = 10911  # 0 binds an ephemeral port (tests); the bound one is registered
     namesrv_addr: tuple[str, ...] = ("127.0.0.1:9876",)  # ``;``-separated in broker.conf
     # Connections the kernel queues before the server accepts them (RocketMQ's default).
@@ -91,12 +93,20 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     end_transaction_thread_pool_nums: int = 4
+    # Pulls from consumers may be sent to a slave: a master suggests the group's
+    # whichBrokerWhenConsumeSlowly when a pull reads far behind (accessMessageInMemoryMaxRatio
+    # of RAM), and a slave keeps its readers. Off: every pull is pointed back to the master.
+    slave_read_enable: bool = False
     # request() / reply: a reply is pushed to the requesting client and also stored in the
     # {cluster}_REPLY_TOPIC (RocketMQ's storeReplyMessageEnable, true there too).
     store_reply_message_enable: bool = True
     # Prometheus metrics over HTTP on brokerIP1 (GET /metrics): -1 = listenPort + 2 (a free
     # port when listenPort is 0), 0 = a free port, -2 = off; the URL is printed at boot.
     metrics_port: int = -1
+    # RocketMQ's VIP channel: the same requests on a second port, which RocketMQ brokers call
+    # each other on (a RocketMQ slave syncs its master's topics and offsets there): -1 =
+    # listenPort - 2 (none when listenPort is 0), -2 = off, else that port.
+    fast_listen_port: int = -1
     # The lake this broker's CommitLog is tiered to (a path or s3://bucket/prefix, as given to
     # `lakemq tier`); empty = none. The metrics then report the tiering lag.
     lake_uri: str = ""
@@ -111,6 +121,8 @@ class BrokerConfig:
             raise ConfigError(f"listenPort must be 0..65535, got {self.listen_port}")
         if not -2 <= self.metrics_port <= 65535:
             raise ConfigError(f"metricsPort must be -2..65535, got {self.metrics_port}")
+        if not -2 <= self.fast_listen_port <= 65535:
+            raise ConfigError(f"fastListenPort must be -2..65535, got {self.fast_listen_port}")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must be >= 0, got {self.broker_id}")
         for addr in self.namesrv_addr:
@@ -161,3 +173,14 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def fast_port(self) -> int | None:
+        """The VIP channel's port (fastListenPort), None when there is none."""
+        if self.fast_listen_port == -2 or (self.fast_listen_port == -1 and self.listen_port < 3):
+            return None
+        return self.listen_port - 2 if self.fast_listen_port == -1 else self.fast_listen_port
+
+    @property
+    def ha_host(self) -> str:
+        return self.broker_ip2 or self.broker_ip1

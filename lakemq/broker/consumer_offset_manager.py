@@ -77,6 +77,20 @@ class ConsumerOffsetManager:
             raise
         return True
 
+    def put_from_master(self, wrapper: dict[str, Any]) -> None:
+        """A slave takes its master's offsets (GET_ALL_CONSUMER_OFFSET's offsetTable): each
+        topic@group the master has replaces the slave's; others stay (committed here while
+        the master was away). Raises CorruptFileError for a bad table, changing nothing."""
+        try:
+            table = {str(key): {int(q): int(o) for q, o in offsets.items()}
+                     for key, offsets in (wrapper.get("offsetTable") or {}).items()}
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise CorruptFileError(f"master's offset table: {exc}") from exc
+        with self._lock:
+            self._table.update(table)
+            self._dirty = True
+        self.persist()
+
     def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Raises InvalidNameError for a topic or group name that breaks the rules."""
         key = topic + TOPIC_GROUP_SEPARATOR + group

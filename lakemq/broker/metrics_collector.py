@@ -23,6 +23,7 @@ from lakemq.store.health import REFUSAL_REASONS
 from lakemq.store.message_store import MessageStore
 
 if TYPE_CHECKING:  # the tiering code (Delta, pyarrow) is imported only by brokers with a lakeUri
+    from lakemq.broker.ha import HaClient, ReplicationProgress
     from lakemq.broker.tiering_lag import TieringLag
 
 __all__ = ["BrokerState", "BrokerStateCollector"]
@@ -39,6 +40,8 @@ class BrokerState:
     pools: tuple[BusinessPool, ...]
     transaction_checks: Callable[[], int]
     tiering_lag: Callable[[], TieringLag | None] | None = None  # None: no lakeUri configured
+    replication: ReplicationProgress | None = None  # the slaves this broker feeds
+    ha_client: Callable[[], HaClient | None] | None = None  # a slave's link to its master
 
 
 class BrokerStateCollector(Collector):
@@ -69,6 +72,7 @@ class BrokerStateCollector(Collector):
         yield from self._commit_log(b, store)
         yield from self._health(b, store)
         yield from self._queues(b, store)
+        yield from self._replication(b)
         lag = s.tiering_lag() if s.tiering_lag is not None else None
         if lag is not None:
             for name, text, value in (
@@ -83,6 +87,39 @@ class BrokerStateCollector(Collector):
                 g = GaugeMetricFamily(name, text, labels=["broker"])
                 g.add_metric([b], value)
                 yield g
+
+    def _replication(self, b: str) -> Iterator[Metric]:
+        s = self._state
+        if s.replication is not None:
+            links = s.replication.snapshot()
+            connected = GaugeMetricFamily("lakemq_broker_replication_slaves",
+                                          "Slaves connected to this broker's HA listener.", labels=["broker"])
+            connected.add_metric([b], len(links))
+            yield connected
+            families = (
+                GaugeMetricFamily("lakemq_broker_replication_lag_bytes",
+                                  "CommitLog bytes a slave has not acknowledged (max offset - its offset).",
+                                  labels=["broker", "slave"]),
+                GaugeMetricFamily("lakemq_broker_replication_lag_seconds",
+                                  "Age of the oldest CommitLog byte a slave has not acknowledged (0: none).",
+                                  labels=["broker", "slave"]),
+                GaugeMetricFamily("lakemq_broker_replication_acked_offset_bytes",
+                                  "The CommitLog offset a slave last acknowledged.", labels=["broker", "slave"]),
+            )
+            for link, lag_bytes, lag_seconds in links:
+                for family, value in zip(families, (lag_bytes, lag_seconds, link.ack_offset), strict=True):
+                    family.add_metric([b, link.addr], value)
+            yield from families
+        client = s.ha_client() if s.ha_client is not None else None
+        if client is not None:
+            up = GaugeMetricFamily("lakemq_broker_ha_master_connected",
+                                   "1 while this slave's link to its master is open.", labels=["broker", "master"])
+            up.add_metric([b, client.master_address], 1 if client.connected else 0)
+            yield up
+            received = CounterMetricFamily("lakemq_broker_ha_received_bytes",
+                                           "CommitLog bytes this slave took from its master.", labels=["broker"])
+            received.add_metric([b], client.received_bytes)
+            yield received
 
     @staticmethod
     def _commit_log(b: str, store: MessageStore) -> Iterator[Metric]:

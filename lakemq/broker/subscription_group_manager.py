@@ -118,6 +118,21 @@ class SubscriptionGroupManager:
         with file_lock(self.path):  # threads creating groups at once: the newest table is written last
             save_json(self.path, self.encode())
 
+    def replace_from_master(self, wrapper: dict[str, Any]) -> bool:
+        """A slave takes its master's groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's
+        SubscriptionGroupWrapper) when their data version differs, and persists them; True if
+        it did. Raises InvalidNameError for a bad entry, before anything changes."""
+        version = DataVersion.from_json(wrapper.get("dataVersion"))
+        table = {str(name): SubscriptionGroupConfig.from_json(raw)
+                 for name, raw in (wrapper.get("subscriptionGroupTable") or {}).items()}
+        with self._lock:
+            if version.to_json() == self.data_version.to_json():
+                return False
+            self._table = table
+            self.data_version = version
+        self.persist()
+        return True
+
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config if it exists; never creates one (no file write)."""
         return self._table.get(group)

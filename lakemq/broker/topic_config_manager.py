@@ -197,6 +197,25 @@ class TopicConfigManager:
         with self._lock:
             save_json(self.path, self.encode())
 
+    def replace_from_master(self, wrapper: dict[str, Any]) -> bool:
+        """A slave takes its master's table (GET_ALL_TOPIC_CONFIG's TopicConfigSerializeWrapper)
+        when its data version differs, and persists it; True if it did. Raises
+        InvalidNameError for a bad entry, before anything changes."""
+        version = DataVersion.from_json(wrapper.get("dataVersion"))
+        table = {}
+        for name, raw in (wrapper.get("topicConfigTable") or {}).items():
+            tc = TopicConfig.from_json(raw)
+            if tc.topic_name != name:
+                raise InvalidNameError(f"master's topic entry {name!r} holds topic {tc.topic_name!r}")
+            table[name] = tc
+        with self._lock:
+            if version.to_json() == self.data_version.to_json():
+                return False
+            self._table = table
+            self.data_version = version
+            self.persist()
+        return True
+
     # -- queries -----------------------------------------------------------------------
 
     def select_topic_config(self, topic: str) -> TopicConfig | None:

@@ -22,7 +22,7 @@ log = logging.getLogger("lakemq.cli")
 
 # Modules that add commands to ``main``; imported lazily so `lakemq --help` stays fast.
 COMMAND_MODULES: tuple[str, ...] = ("lakemq.cli.client_cmds", "lakemq.cli.server_cmds", "lakemq.cli.broker_cmds",
-                                     "lakemq.cli.lake_cmds", "lakemq.cli.demo_cmds",
+                                     "lakemq.cli.lake_cmds", "lakemq.cli.sql_cmds", "lakemq.cli.demo_cmds",
                                      "lakemq.cli.message_cmds", "lakemq.cli.replay_cmds",
                                      "lakemq.cli.transaction_cmds",
                                      "lakemq.cli.console_cmds", "lakemq.cli.reindex_cmds")

@@ -11,6 +11,7 @@ import click
 
 from lakemq.broker.broker_controller import BrokerController
 from lakemq.broker.config import BrokerConfig, apply_key_aliases
+from lakemq.broker.ha import HaConfig, check_role
 from lakemq.cli import main
 from lakemq.common.config import bind, check_unknown_keys, read_properties
 from lakemq.common.logs import setup_logging
@@ -28,13 +29,14 @@ def load_broker_configs(
     data_dir: str | None = None,
     port: int | None = None,
     namesrv: str | None = None,
-) -> tuple[BrokerConfig, StoreConfig]:
-    """BrokerConfig and StoreConfig from a broker.conf (or embedded defaults) plus the
-    command line's overrides. The store root is :func:`lakemq.store.config.store_root`'s:
+) -> tuple[BrokerConfig, StoreConfig, HaConfig]:
+    """BrokerConfig, StoreConfig and HaConfig from a broker.conf (or embedded defaults) plus
+    the command line's overrides. The store root is :func:`lakemq.store.config.store_root`'s:
     ``--data-dir``, else the conf's ``storePathRootDir``, else ``~/lakemq-data`` (the jobs
-    resolve it the same way)."""
+    resolve it the same way). A SLAVE without a brokerId > 0 is a ConfigError."""
     props = apply_key_aliases(read_properties(config_path)) if config_path else {}
-    check_unknown_keys(props, (BrokerConfig, StoreConfig, *LAKE_JOB_CONFIGS))  # one conf for broker and jobs
+    # one conf for broker and jobs
+    check_unknown_keys(props, (BrokerConfig, StoreConfig, HaConfig, *LAKE_JOB_CONFIGS))
     broker_overrides: dict[str, object] = {}
     if port is not None:
         broker_overrides["listen_port"] = port
@@ -42,7 +44,7 @@ def load_broker_configs(
         broker_overrides["namesrv_addr"] = tuple(a.strip() for a in namesrv.split(";") if a.strip())
     broker_config = bind(BrokerConfig, props, **broker_overrides)
     store_config = bind(StoreConfig, props, store_path_root_dir=str(store_root(props, data_dir)))
-    return broker_config, store_config
+    return check_role(broker_config, store_config), store_config, bind(HaConfig, props)
 
 
 async def _serve(controller: BrokerController) -> None:
@@ -83,12 +85,12 @@ def broker(
     config_path: str | None, data_dir: str | None, port: int | None, namesrv: str | None, log_dir: str | None
 ) -> None:
     """Run a broker: the hot store behind RocketMQ's remoting protocol."""
-    broker_config, store_config = load_broker_configs(
+    broker_config, store_config, ha_config = load_broker_configs(
         config_path, data_dir=data_dir, port=port, namesrv=namesrv
     )
     log_path = setup_logging(
         f"broker-{broker_config.broker_name}", log_dir or os.environ.get("LAKEMQ_LOG_DIR")
     )
-    log.info("starting broker with %s and %s", broker_config, store_config)
+    log.info("starting broker with %s, %s and %s", broker_config, store_config, ha_config)
     click.echo(f"logging to {log_path}")
-    event_loop.run(_serve(BrokerController(broker_config, store_config)))
+    event_loop.run(_serve(BrokerController(broker_config, store_config, ha_config)))

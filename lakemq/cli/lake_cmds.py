@@ -1,4 +1,4 @@
-"""``lakemq tier run|status`` and ``lakemq sql``: the lake tier from the command line.
+"""``lakemq tier run|status``: the lake tier from the command line (``lakemq sql`` is in sql_cmds).
 
 Settings come from the broker's broker.conf (``storePathRootDir``, ``brokerName``,
 ``lakeUri``, ``fileReservedTime``, ``tierSealIdleMs`` ...) and are overridden by options. The
@@ -24,16 +24,20 @@ from lakemq.cli import main
 from lakemq.common.config import bind, read_properties
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
-from lakemq.store.config import check_store_root, store_root
+from lakemq.store.config import BrokerRole, StoreConfig, check_store_root, store_root
 from lakemq.tiering.config import DELETE_WITHOUT_COLD_READS_FLAG, TieringConfig
 
 log = logging.getLogger(__name__)
 
 
-def _settings(config: str | None, store: str | None, lake: str | None,
-              broker: str | None) -> tuple[Path, str, TieringConfig, dict[str, str]]:
-    """(store root, broker name, tiering config, the conf's properties); the store must exist."""
+def _settings(config: str | None, store: str | None, lake: str | None, broker: str | None,
+              from_slave: bool = True) -> tuple[Path, str, TieringConfig, dict[str, str]]:
+    """(store root, broker name, tiering config, the conf's properties); the store must exist.
+    A SLAVE's store (brokerRole in the conf) only ``from_slave``: tiering runs from the master."""
     props = read_properties(config) if config else {}
+    if bind(StoreConfig, props).broker_role is BrokerRole.SLAVE and not from_slave:
+        raise ConfigError("this is a SLAVE's store: tiering runs from the master (the same CommitLog); when the "
+                          "master is lost, pass --from-slave to tier from here (docs/REPLICATION.md)")
     store_dir = store_root(props, store)
     check_store_root(store_dir)
     overrides: dict[str, Any] = {"lake_uri": lake} if lake else {}
@@ -55,18 +59,17 @@ def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
 def spark_session(master: str | None) -> Iterator[Any]:
     """A session for one command (stopped after it, unless it was already running in this
     process); Spark's own failures become one-line LakeErrors."""
-    from pyspark.errors import PySparkException
     from pyspark.sql import SparkSession
 
-    from lakemq.jobs.session import build_session
+    from lakemq.jobs.session import build_session, spark_error_line, spark_errors
 
     owned = SparkSession.getActiveSession() is None
     spark = build_session(master=master, app_name="lakemq-cli")
     try:
         yield spark
-    except PySparkException as exc:
+    except spark_errors() as exc:
         log.exception("Spark job failed")
-        raise LakeError(f"Spark job failed: {str(exc).strip().splitlines()[0]}") from exc
+        raise LakeError(f"Spark job failed: {spark_error_line(exc)}") from exc
     finally:
         if owned:
             spark.stop()
@@ -103,9 +106,11 @@ def tier() -> None:
               help="delete verified files older than fileReservedTime even though the broker's conf has no "
                    "lakeUri naming this lake (the broker then cannot serve those offsets)")
 @click.option("--no-maintain", is_flag=True, help="skip optimize, vacuum and checkpoint")
+@click.option("--from-slave", is_flag=True,
+              help="tier a SLAVE's store (brokerRole=SLAVE in --config): for when its master is lost")
 def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker: str | None,
                  storage_option: tuple[str, ...], master: str | None, skip_corrupt: bool, no_retention: bool,
-                 delete_without_cold_reads: bool, no_maintain: bool) -> None:
+                 delete_without_cold_reads: bool, no_maintain: bool, from_slave: bool) -> None:
     """Seal, compact, verify, apply hot retention (as the broker's own retention rules allow)
     and maintain the table, once."""
     from lakemq.jobs.tier_run import tier_run
@@ -113,7 +118,7 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
     from lakemq.tiering.retention import RetentionRules
 
     setup_logging("lakemq-tier")
-    store_dir, broker_name, tiering, props = _settings(config, store, lake, broker)
+    store_dir, broker_name, tiering, props = _settings(config, store, lake, broker, from_slave)
     options = parse_storage_options(storage_option)
     rules = None if no_retention else RetentionRules.for_broker(
         props, LakeLocation.of(tiering.lake_uri, options), delete_without_cold_reads=delete_without_cold_reads)
@@ -173,26 +178,3 @@ def tier_status_cmd(config: str | None, store: str | None, lake: str | None, bro
     click.echo(f"local CommitLog files: {len(files)}; committed to {manifest.committed_end}; "
                f"verified to {manifest.verified_end}; manifest ranges: {len(manifest.entries)}")
 
-
-@main.command("sql")
-@click.argument("query")
-@click.option("--lake", required=True, help="lake URI")
-@click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
-@click.option("--version", "version", type=int, help="read the tables as of this Delta version")
-@click.option("--limit", type=int, default=100, show_default=True, help="rows to print")
-@click.option("--master", help="Spark master")
-def sql_cmd(query: str, lake: str, storage_option: tuple[str, ...], version: int | None, limit: int,
-            master: str | None) -> None:
-    """Run Spark SQL over the lake's views (messages, transactions, ...) and print a table."""
-    from lakemq.jobs.sql import run_sql
-
-    setup_logging("lakemq-sql")
-    with spark_session(master) as spark:
-        df = run_sql(spark, lake, query, storage_options=parse_storage_options(storage_option), version=version)
-        rows = df.limit(limit).collect()
-        columns = df.columns
-    table = Table(*columns)
-    for row in rows:
-        table.add_row(*("NULL" if v is None else str(v) for v in row))
-    Console().print(table)
-    click.echo(f"{len(rows)} row(s)")

@@ -97,16 +97,24 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
         hot = MessageQuery([], False, False)
     rows = [(m.store_timestamp, _hot_row(m)) for m in hot.messages]
     more = hot.more
+    lake_error: LakeMQError | None = None
     if lake:
         from lakemq.cli.lake_cmds import parse_storage_options, spark_session
         from lakemq.jobs.message_lookup import find_messages
 
         seen = {m.msg_id for m in hot.messages}
-        with spark_session(master) as spark:
-            # One more than shown: finding it says that --max cut the result.
-            cold = find_messages(spark, lake, topic=topic, key=key, unique_key=unique_key, begin_ms=begin_ms,
-                                 end_ms=end_ms, limit=max_num + 1,
-                                 storage_options=parse_storage_options(storage_option))
+        try:
+            with spark_session(master) as spark:
+                # One more than shown: finding it says that --max cut the result.
+                cold = find_messages(spark, lake, topic=topic, key=key, unique_key=unique_key, begin_ms=begin_ms,
+                                     end_ms=end_ms, limit=max_num + 1,
+                                     storage_options=parse_storage_options(storage_option))
+        except LakeMQError as exc:
+            if not hot.messages:
+                raise
+            # What the hot tier found is shown; the failed lake search still fails the command.
+            logging.getLogger(__name__).warning("lake search failed", exc_info=True)
+            lake_error, cold = exc, []
         rows += [(m.store_timestamp, _lake_row(m)) for m in cold if m.msg_id not in seen]
     if not rows:
         where = " (hot tier and lake)" if lake else ""
@@ -122,6 +130,8 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
                    "narrow --begin/--end")
     else:
         click.echo(f"{shown} message(s)")
+    if lake_error is not None:
+        raise LakeMQError(f"the lake was not searched, only the hot tier is shown: {lake_error}")
 
 
 @message.command("view")

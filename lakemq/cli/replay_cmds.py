@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import parse_storage_options
+from lakemq.cli.lake_cmds import parse_storage_options, spark_session
 from lakemq.common.timeparse import parse_millis
 from lakemq.common.validation import check_topic
 
@@ -33,6 +33,7 @@ from lakemq.common.validation import check_topic
     type=click.Path(dir_okay=False),
     help="resume file (default: ~/.lakemq/replay/TOPIC-TARGET-FROM-TO.json)",
 )
+@click.option("--master", help="Spark master for reading the lake")
 def replay_cmd(
     namesrv: str,
     topic: str,
@@ -44,6 +45,7 @@ def replay_cmd(
     lake: str,
     storage_option: tuple[str, ...],
     checkpoint: str | None,
+    master: str | None,
 ) -> None:
     """Re-produce TOPIC's messages stored between --from and --to, resumable, rate-limited."""
     from lakemq.client import SyncProducer
@@ -60,6 +62,7 @@ def replay_cmd(
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     with (
+        spark_session(master) as spark,
         SyncProducer("lakemq_replay", namesrv_addr=namesrv) as producer,
         broker_lookup(namesrv) as found,
         Progress(
@@ -76,6 +79,7 @@ def replay_cmd(
             bar.update(task, completed=done, total=total)
 
         result = replay(
+            spark,
             lake_uri=lake,
             topic=topic,
             begin_ms=begin_ms,

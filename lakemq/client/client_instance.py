@@ -21,6 +21,7 @@ from lakemq.client.acl import rpc_hook_for
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.config import ClientConfig
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.constants import MASTER_ID
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 from lakemq.remoting import RemotingClient, RemotingCommand, RequestContext
 from lakemq.remoting.bodies import BrokerData, ConsumerData, HeartbeatData, TopicRouteData
@@ -172,6 +173,20 @@ class ClientInstance:
         if broker is None:
             return None
         return broker.master_addr if master_only else broker.select_addr()
+
+    def find_broker_addr_in_subscribe(self, broker_name: str, broker_id: int) -> tuple[str, bool] | None:
+        """Where to pull from (RocketMQ's findBrokerAddressInSubscribe): broker ``broker_id``
+        of the group, a slave's next id when that slave is gone, else any member (the master
+        may be down: a slave serves reads). Returns (address, is a slave)."""
+        broker = self.brokers.get(broker_name)
+        if broker is None or not broker.broker_addrs:
+            return None
+        addrs = broker.broker_addrs
+        for candidate in (broker_id, broker_id + 1) if broker_id != MASTER_ID else (broker_id,):
+            if candidate in addrs:
+                return addrs[candidate], candidate != MASTER_ID
+        any_id = min(addrs)
+        return addrs[any_id], any_id != MASTER_ID
 
     async def broker_addr(self, broker_name: str, topic: str, *, master_only: bool = True) -> str:
         """The address of ``broker_name``, refreshing ``topic``'s route once on a miss."""

@@ -83,12 +83,13 @@ class ConsumerCore:
         await instance.release()
 
     # -- OffsetBroker for the remote store --------------------------------------------
+    # Offsets and queue bounds are read from the master, or a slave while the master is away.
     async def query_consumer_offset(self, mq: MessageQueue, group: str) -> int:
-        addr = await self.instance.broker_addr(mq.broker_name, mq.topic)
+        addr = await self.instance.broker_addr(mq.broker_name, mq.topic, master_only=False)
         return await self.instance.api.query_consumer_offset(addr, mq, group)
 
     async def update_consumer_offset(self, mq: MessageQueue, group: str, offset: int) -> None:
-        addr = await self.instance.broker_addr(mq.broker_name, mq.topic)
+        addr = await self.instance.broker_addr(mq.broker_name, mq.topic, master_only=False)
         await self.instance.api.update_consumer_offset(addr, mq, group, offset)
 
     # -- look-ups ---------------------------------------------------------------------
@@ -100,11 +101,13 @@ class ConsumerCore:
         return subscribe_queues(topic, route)
 
     async def max_offset(self, mq: MessageQueue) -> int:
-        return await self.instance.api.get_max_offset(await self.instance.broker_addr(mq.broker_name, mq.topic), mq)
+        addr = await self.instance.broker_addr(mq.broker_name, mq.topic, master_only=False)
+        return await self.instance.api.get_max_offset(addr, mq)
 
     async def min_offset(self, mq: MessageQueue) -> int:
-        return await self.instance.api.get_min_offset(await self.instance.broker_addr(mq.broker_name, mq.topic), mq)
+        addr = await self.instance.broker_addr(mq.broker_name, mq.topic, master_only=False)
+        return await self.instance.api.get_min_offset(addr, mq)
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        addr = await self.instance.broker_addr(mq.broker_name, mq.topic)
+        addr = await self.instance.broker_addr(mq.broker_name, mq.topic, master_only=False)
         return await self.instance.api.search_offset(addr, mq, timestamp_ms)

@@ -1,6 +1,11 @@
 """Pulling one queue (RocketMQ's PullAPIWrapper): build the PULL_MESSAGE header, decode the
 records the broker returns (the CommitLog bytes as stored), decompress bodies, re-check tags
-on the client, and stamp each message with the queue's min/max offset."""
+on the client, and stamp each message with the queue's min/max offset.
+
+Each queue is pulled from the broker id the last answer suggested (``suggestWhichBrokerId``:
+the master, or a slave when the master's slaveReadEnable says so), falling back to any member
+of the broker group when that one is gone, so consumers go on from a slave while the master is
+down. A pull sent to a slave does not piggyback the consume offset (a slave keeps none)."""
 
 from __future__ import annotations
 
@@ -10,12 +15,12 @@ from lakemq.client.client_api import RawPullResult
 from lakemq.client.client_instance import ClientInstance
 from lakemq.client.results import PullResult, PullStatus
 from lakemq.client.subscription import tag_matches
-from lakemq.common.constants import PullSysFlag
+from lakemq.common.constants import MASTER_ID, PullSysFlag
 from lakemq.common.message import MessageConst, MessageExt
 from lakemq.common.message_queue import MessageQueue
 from lakemq.common.record import decode_pulled, iter_records
 from lakemq.common.subscription import ExpressionType, SubscriptionData
-from lakemq.errors import FrameError, RecordError
+from lakemq.errors import FrameError, LakeMQError, RecordError
 from lakemq.remoting.headers import PullMessageRequestHeader, encode_header
 
 __all__ = ["PullAPI", "decode_pull_result"]
@@ -54,6 +59,17 @@ class PullAPI:
     def __init__(self, instance: ClientInstance, group: str) -> None:
         self.instance = instance
         self.group = group
+        self._pull_from: dict[MessageQueue, int] = {}  # the broker id each queue's last answer suggested
+
+    async def _addr(self, mq: MessageQueue) -> tuple[str, bool]:
+        broker_id = self._pull_from.get(mq, MASTER_ID)
+        found = self.instance.find_broker_addr_in_subscribe(mq.broker_name, broker_id)
+        if found is None:
+            await self.instance.update_route(mq.topic)
+            found = self.instance.find_broker_addr_in_subscribe(mq.broker_name, broker_id)
+        if found is None:
+            raise LakeMQError(f"broker {mq.broker_name} of topic {mq.topic} is not in the route")
+        return found
 
     async def pull(
         self, mq: MessageQueue, subscription: SubscriptionData, offset: int, max_nums: int, *,
@@ -61,8 +77,8 @@ class PullAPI:
     ) -> PullResult:
         """One pull. ``suspend_ms`` > 0 asks the broker to hold the pull that long when there
         is nothing new (long polling); ``commit_offset`` > 0 piggybacks the consume offset."""
-        addr = await self.instance.broker_addr(mq.broker_name, mq.topic, master_only=False)
-        sys_flag = PullSysFlag.build(commit_offset=commit_offset > 0, suspend=suspend_ms > 0,
+        addr, slave = await self._addr(mq)
+        sys_flag = PullSysFlag.build(commit_offset=commit_offset > 0 and not slave, suspend=suspend_ms > 0,
                                      subscription=send_subscription)
         fields = encode_header(PullMessageRequestHeader(
             consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
@@ -72,4 +88,5 @@ class PullAPI:
             expression_type=subscription.expression_type,
         ))
         raw = await self.instance.api.pull_message(addr, fields, timeout_ms)
+        self._pull_from[mq] = raw.suggest_which_broker_id
         return decode_pull_result(mq, raw, subscription)

@@ -93,6 +93,26 @@ class BrokerRow:
     addr: str
     runtime: dict[str, str]
     error: str = ""
+    broker_id: int = 0  # 0: the master of its broker name, > 0 a slave
+
+    @property
+    def role(self) -> str:
+        return self.runtime.get("brokerRole") or ("MASTER" if self.broker_id == 0 else "SLAVE")
+
+    @property
+    def replication(self) -> list[str]:
+        """What the broker says of its replication: a master's slaves and how far behind
+        each is, or a slave's link to its master."""
+        r = self.runtime
+        if self.role == "SLAVE":
+            state = "connected" if r.get("haConnected") == "true" else "not connected"
+            return [f"follows {r.get('haMasterAddress') or '(no master known)'}: {state}"]
+        if "haConnectedSlaves" not in r:
+            return []
+        lines = [f"{r.get(f'haSlave{i}Addr')}: {int(r.get(f'haSlave{i}LagBytes', '0')):,} bytes, "
+                 f"{float(r.get(f'haSlave{i}LagSeconds', '0')):.1f} s behind"
+                 for i in range(int(r["haConnectedSlaves"]))]
+        return lines or ["no slave connected"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,17 +167,21 @@ class ConsoleData:
 
     # -- cluster ---------------------------------------------------------------------------
     async def brokers(self) -> list[BrokerRow]:
+        """Every registered broker, masters and slaves, by name then id."""
         info = await self.admin.cluster_info()
         owner = {b: c for c, names in (info.get("clusterAddrTable") or {}).items() for b in names}
-        masters = await self.admin.masters()
+        members = sorted((str(name), int(broker_id), str(addr))
+                         for name, data in (info.get("brokerAddrTable") or {}).items()
+                         for broker_id, addr in (data.get("brokerAddrs") or {}).items())
 
-        async def one(name: str, addr: str) -> BrokerRow:
+        async def one(name: str, broker_id: int, addr: str) -> BrokerRow:
             try:
-                return BrokerRow(owner.get(name, ""), name, addr, await self.admin.broker_runtime_info(addr))
+                runtime = await self.admin.broker_runtime_info(addr)
+                return BrokerRow(owner.get(name, ""), name, addr, runtime, broker_id=broker_id)
             except (LakeMQError, OSError) as exc:
-                return BrokerRow(owner.get(name, ""), name, addr, {}, str(exc) or type(exc).__name__)
+                return BrokerRow(owner.get(name, ""), name, addr, {}, str(exc) or type(exc).__name__, broker_id)
 
-        return list(await asyncio.gather(*(one(n, a) for n, a in masters.items())))
+        return list(await asyncio.gather(*(one(*member) for member in members)))
 
     async def topics(self, *, pattern: str = "", page: int = 1, per_page: int = 50,
                      show_system: bool = False) -> tuple[list[TopicRow], int]:
@@ -391,6 +415,8 @@ class ConsoleData:
             return [], []
         brokers = []
         for row in await self.brokers():
+            if row.broker_id != 0:
+                continue  # a slave's CommitLog is its master's; the master's is tiered
             store = self.store_dirs.get(row.name) or row.runtime.get("storePathRootDir")
             brokers.append(await self.in_thread(broker_tiering, self.lake, row.name, store))
         return brokers, await self.in_thread(delta_history, self.lake)

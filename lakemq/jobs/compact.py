@@ -166,13 +166,16 @@ def compact(
     began = time.monotonic()
     lake = LakeLocation.of(lake_uri, storage_options)
     lake.check_reachable()
-    new_seals = seal_segments(store_dir, idle_ms=seal_idle_ms, stride=boundary_stride)
     ensure_table(lake, checkpoint_interval=checkpoint_interval)
     manifest = Manifest.open(lake, broker_name)
     from deltalake import DeltaTable
 
     txn = DeltaTable(lake.table_uri(MESSAGES_TABLE), storage_options=lake.delta_options()).transaction_version(broker_name)
-    pending = pending_segments(store_dir, max(txn or 0, manifest.committed_end))
+    committed_end = max(txn or 0, manifest.committed_end)
+    # Sealed from what the lake holds on: the same CommitLog tiered from another store of the
+    # broker (its slave's) continues there instead of committing those records again.
+    new_seals = seal_segments(store_dir, idle_ms=seal_idle_ms, stride=boundary_stride, from_offset=committed_end)
+    pending = pending_segments(store_dir, committed_end)
     skipped = tuple(c for s in pending for c in s.corrupt)
     if skipped and not skip_corrupt:
         a, b = skipped[0]

@@ -22,7 +22,6 @@ only recorded. Bodies go out uncompressed (the producer compresses again as conf
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,7 +34,8 @@ from lakemq.common.config import bind, read_properties
 from lakemq.common.message import Message, MessageConst, MessageSysFlag
 from lakemq.errors import ConfigError
 from lakemq.jobs.broker_lookup import FoundAtBroker, broker_lookup
-from lakemq.jobs.sql import register_views
+from lakemq.jobs.lake_tables import read_table, table_exists
+from lakemq.jobs.sql import DELAY_SWEEP_TABLE, register_views
 from lakemq.store.config import StoreConfig
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.tiering.config import DelaySweepConfig
@@ -56,7 +56,7 @@ __all__ = [
     "sweep",
 ]
 
-OUTCOME_TABLE = "delay_sweep"
+OUTCOME_TABLE = DELAY_SWEEP_TABLE
 OUTCOME_SCHEMA = pa.schema(
     [
         pa.field("source_msg_id", pa.string(), nullable=False),
@@ -106,9 +106,7 @@ def _outcome_uri(lake: LakeLocation) -> str:
 
 
 def _outcome_exists(lake: LakeLocation) -> bool:
-    from deltalake import DeltaTable
-
-    return bool(DeltaTable.is_deltatable(_outcome_uri(lake), storage_options=lake.delta_options()))
+    return table_exists(lake, OUTCOME_TABLE)
 
 
 def _due_rows(
@@ -123,24 +121,20 @@ def _due_rows(
       SELECT s.msg_id, 'schedule' AS kind, s.properties['{MessageConst.REAL_TOPIC}'] AS target, s.body,
              s.sys_flag, s.flag, s.properties, s.uniq_key, s.store_timestamp + {delay} AS deliver_at
       FROM schedule_messages_sweep s
-      LEFT ANTI JOIN messages_sweep r
+      LEFT ANTI JOIN user_messages_sweep r
         ON r.topic = s.properties['{MessageConst.REAL_TOPIC}'] AND r.born_timestamp = s.born_timestamp
        AND r.born_host = s.born_host AND r.body_crc = s.body_crc AND r.uniq_key <=> s.uniq_key
-    ) WHERE deliver_at <= :due_before
+    ) WHERE deliver_at <= {int(now_ms - grace_ms)}
     UNION ALL
     SELECT m.msg_id, 'timer' AS kind, m.topic AS target, m.body, m.sys_flag, m.flag, m.properties, m.uniq_key,
            {start} AS deliver_at
-    FROM messages_sweep m
-    WHERE {start} > m.store_timestamp AND {start} <= :now
+    FROM user_messages_sweep m
+    WHERE {start} > m.store_timestamp AND {start} <= {int(now_ms)}
     """
-    due = spark.sql(query, args={"due_before": now_ms - grace_ms, "now": now_ms})
+    # Plain integers: named parameters were left unbound here under Spark 4.2 with Delta's relations.
+    due = spark.sql(query)
     if _outcome_exists(lake):
-        done = (
-            spark.read.format("lakedelta")
-            .option("path", _outcome_uri(lake))
-            .option("storage_options", json.dumps(lake.options))
-            .load()
-        )
+        done = read_table(spark, lake, OUTCOME_TABLE)
         due = due.join(done, due.msg_id == done.source_msg_id, "left_anti")
     return due.orderBy("deliver_at", "msg_id")
 
@@ -169,10 +163,8 @@ def find_due(
     storage_options: Mapping[str, str] | None = None,
 ) -> Iterator[DueMessage]:
     """Due messages not yet in the outcome table, oldest delivery time first."""
-    from deltalake import DeltaTable
-
     lake = LakeLocation.of(lake_uri, storage_options)
-    if not DeltaTable.is_deltatable(lake.table_uri(MESSAGES_TABLE), storage_options=lake.delta_options()):
+    if not table_exists(lake, MESSAGES_TABLE):
         return  # nothing tiered yet: nothing to sweep
     levels = levels or DelayLevels(StoreConfig().message_delay_level)
     for row in _due_rows(spark, lake, now_ms, grace_ms, levels).toLocalIterator():

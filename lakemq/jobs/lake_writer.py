@@ -9,7 +9,9 @@ segment range's files in one Delta transaction. A file whose task failed, or who
 before the commit, is never referenced by the log and vacuum removes it.
 
 Rows keep CommitLog order inside a file. Parquet is written with dictionaries only for the
-columns that repeat (kind, tags, hosts) and statistics only for the columns readers prune by.
+columns that repeat (kind, tags, hosts) and statistics only for the columns readers prune or
+filter by; the Delta statistics of each file give min, max and null count of the same columns
+(every reader of "standard Delta tables" prunes by them, so they must be complete).
 """
 
 from __future__ import annotations
@@ -50,10 +52,12 @@ _FILE_INFO_SCHEMA = pa.schema([
 ])
 _STATS_COLUMNS = ("queue_id", "queue_offset", "commitlog_offset", "born_timestamp", "store_timestamp",
                   "sys_flag", "reconsume_times")
-# String statistics for look-ups by unique key; Delta readers expect them at most 32 characters.
-_STRING_STATS = ("uniq_key",)
+# String columns people filter on. Bounds longer than 32 characters are cut as Delta's own
+# writer cuts them: the min to its prefix, the max to its prefix + U+10FFFF, still bounds.
+_STRING_STATS = ("kind", "uniq_key", "tags", "keys")
 _STRING_STATS_MAX = 32
-_NULLABLE = ("uniq_key", "tags", "keys", "properties", "body")
+_MAX_CHAR = "\U0010ffff"
+_NULLABLE = ("uniq_key", "tags", "keys")  # as Delta's writer, no statistics for maps and binaries
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 _ROW_GROUP_ROWS = 128 * 1024
 _ROW_GROUP_BYTES = 32 << 20
@@ -62,7 +66,7 @@ _ROW_GROUP_BYTES = 32 << 20
 PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
     "use_dictionary": ["kind", "tags", "born_host", "store_host"],
-    "write_statistics": [*_STATS_COLUMNS, "uniq_key", "keys"],
+    "write_statistics": [*_STATS_COLUMNS, *_STRING_STATS],
 }
 
 
@@ -189,10 +193,14 @@ class _PartFile:
                     log.debug("closing %s after a failure: %s", self.rel, exc)
 
     def _stats(self) -> str:
-        mins = {k: v for k, v in self.mins.items()
-                if k in _STATS_COLUMNS or (len(v) <= _STRING_STATS_MAX and len(self.maxs[k]) <= _STRING_STATS_MAX)}
-        maxs = {k: self.maxs[k] for k in mins}
-        nulls = {**{name: 0 for name in _STATS_COLUMNS}, **self.nulls}
+        mins = dict(self.mins)
+        maxs = dict(self.maxs)
+        for name in _STRING_STATS:
+            if name in mins and len(mins[name]) > _STRING_STATS_MAX:
+                mins[name] = mins[name][:_STRING_STATS_MAX]
+            if name in maxs and len(maxs[name]) > _STRING_STATS_MAX:
+                maxs[name] = maxs[name][:_STRING_STATS_MAX] + _MAX_CHAR
+        nulls = {**{name: 0 for name in (*_STATS_COLUMNS, "kind")}, **self.nulls}
         return json.dumps({"numRecords": self.rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 

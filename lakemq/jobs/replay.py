@@ -1,7 +1,7 @@
 """Replay: re-produce a topic's history from the lake into a topic, through a broker.
 
 A topic's rows with ``store_timestamp`` in [begin, end] are read from the ``messages`` table
-in (store_timestamp, commitlog_offset) order (:mod:`lakemq.jobs.ordered_scan`). They go out
+(Spark, ``format("delta")``) in (store_timestamp, commitlog_offset) order (:mod:`lakemq.jobs.ordered_scan`). They go out
 in batches with the same body (uncompressed; the producer compresses again as configured),
 flag, keys, tags and user properties, and with ORIGIN_MESSAGE_ID set to the original message
 id (the UNIQ_KEY its producer was given). System properties such as UNIQ_KEY, DELAY and the
@@ -41,6 +41,7 @@ from lakemq.jobs.ordered_scan import ordered_pages
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import SparkSession
 
 __all__ = ["SYSTEM_PROPERTIES", "Checkpoint", "ReplayResult", "pipelined_sender", "replay", "replay_uniq_key"]
 
@@ -161,6 +162,7 @@ def pipelined_sender(producer: Any) -> SendBatch:
 
 
 def replay(
+    spark: SparkSession,
     *,
     lake_uri: str,
     topic: str,
@@ -187,6 +189,7 @@ def replay(
     target = target_topic or topic
     state = Checkpoint.load(checkpoint)
     total, left, pages = ordered_pages(
+        spark,
         lake_uri,
         topic=topic,
         begin_ms=begin_ms,

@@ -5,32 +5,40 @@ Settings come, weakest first, from built-in defaults, ``conf/spark-defaults.conf
 (``LAKEMQ_SPARK_MASTER``, ``LAKEMQ_SPARK_UI``) and the caller's arguments. Python workers run
 this interpreter, so they import the same lakemq and pyarrow as the driver.
 
-Delta's own Spark extension is switched on only when its jars are on the classpath (they
-come from Maven, which these machines cannot reach); without them the lake is read and
-written through lakemq's Python data sources and ``deltalake``.
+Delta Lake's jars (delta-spark) and Hadoop's S3 connector (hadoop-aws) come from Maven
+through ``scripts/jvm_deps.sh spark-lake`` into ``build/jvm/spark-lake/lib``
+(``LAKEMQ_SPARK_LAKE_JARS`` names another directory). When they are there they go on
+``spark.jars`` and Delta's SQL extension and catalog are switched on; without them a job that
+reads the lake fails with a :class:`~lakemq.errors.ConfigError` saying how to fetch them.
+
+Logging: the driver JVM logs through ``conf/log4j2.properties`` (warnings to
+``spark-jvm.log`` in lakemq's log directory, only errors on the console), and PySpark's own
+error loggers write to the process's lakemq log file instead of printing JSON to stderr.
 """
 
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakemq.common.logs import default_log_dir
 from lakemq.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "read_spark_defaults", "session_conf"]
+__all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "lake_jars", "read_spark_defaults",
+           "require_delta", "session_conf", "spark_error_line", "spark_errors"]
 
 DEFAULTS: Mapping[str, str] = {
     "spark.master": "local[*]",
     "spark.app.name": "lakemq",
     "spark.sql.shuffle.partitions": "4",
-    "spark.sql.python.filterPushdown.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.showConsoleProgress": "false",
@@ -38,13 +46,25 @@ DEFAULTS: Mapping[str, str] = {
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+JARS_GROUP = "spark-lake"
+_ROOT = Path(__file__).resolve().parents[2]
+LOG4J_CONF = _ROOT / "conf" / "log4j2.properties"
+# PySpark prints these as JSON with the whole Java stack on stderr for every failed query.
+_PYSPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def lake_jars() -> list[str]:
+    """The jars ``scripts/jvm_deps.sh spark-lake`` fetched (delta-spark, hadoop-aws, AWS SDK)."""
+    named = os.environ.get("LAKEMQ_SPARK_LAKE_JARS")
+    lib = Path(named) if named else _ROOT / "build" / "jvm" / JARS_GROUP / "lib"
+    return sorted(str(p) for p in lib.glob("*.jar"))
 
 
 def default_conf_file() -> Path:
     named = os.environ.get("LAKEMQ_SPARK_DEFAULTS")
     if named:
         return Path(named)
-    return Path(__file__).resolve().parents[2] / "conf" / "spark-defaults.conf"
+    return _ROOT / "conf" / "spark-defaults.conf"
 
 
 def read_spark_defaults(path: str | Path) -> dict[str, str]:
@@ -105,6 +125,13 @@ def session_conf(
         merged["spark.app.name"] = app_name
     if ui_enabled is not None:
         merged["spark.ui.enabled"] = str(ui_enabled).lower()
+    if LOG4J_CONF.exists():
+        merged.setdefault("spark.driver.extraJavaOptions",
+                          f"-Dlog4j2.configurationFile={LOG4J_CONF.as_uri()} -Dlakemq.log.dir={default_log_dir()}")
+    jars = [j for j in merged.get("spark.jars", "").split(",") if j.strip()]
+    merged_jars = jars + [j for j in lake_jars() if j not in jars]
+    if merged_jars:
+        merged["spark.jars"] = ",".join(merged_jars)
     if delta_jars(merged):
         merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
         merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
@@ -132,4 +159,41 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     register_sources(spark)
+    _route_pyspark_loggers()
     return spark
+
+
+def _route_pyspark_loggers() -> None:
+    """PySpark's query-error loggers to this process's lakemq log file (or nowhere)."""
+    from pyspark.logger import PySparkLogger
+
+    ours = [h for h in logging.getLogger().handlers if getattr(h, "_lakemq", False)] or [logging.NullHandler()]
+    for name in _PYSPARK_ERROR_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        for handler in ours:
+            logging.Logger.addHandler(logger, handler)  # PySparkLogger.addHandler would make it JSON
+
+
+def require_delta(spark: SparkSession) -> None:
+    """Fail with one clear line when the session cannot read Delta tables."""
+    if DELTA_EXTENSION not in (spark.conf.get("spark.sql.extensions", "") or ""):
+        raise ConfigError("Spark has no Delta Lake jars: run `bash scripts/jvm_deps.sh spark-lake` "
+                          "(or scripts/bootstrap.sh with LAKEMQ_JVM_GROUPS=spark-lake)")
+
+
+def spark_errors() -> tuple[type[Exception], ...]:
+    """What a failed Spark call raises: PySpark's errors, or a Java error py4j did not convert."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    return PySparkException, Py4JJavaError
+
+
+def spark_error_line(exc: BaseException) -> str:
+    """The one line of a Spark error worth showing (the Java exception's, not py4j's call site)."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

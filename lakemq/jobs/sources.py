@@ -12,7 +12,5 @@ __all__ = ["register_sources"]
 
 def register_sources(spark: SparkSession) -> None:
     from lakemq.jobs.commitlog_source import CommitLogDataSource
-    from lakemq.jobs.delta_source import DeltaDataSource
 
     spark.dataSource.register(CommitLogDataSource)
-    spark.dataSource.register(DeltaDataSource)

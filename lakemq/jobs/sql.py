@@ -1,48 +1,56 @@
-"""Spark SQL over the lake: views over the Delta tables, time travel, key lookups.
+"""Spark SQL over the lake, through Delta Lake's own connector and catalog.
 
-Views (all over the ``messages`` Delta table, read through the ``lakedelta`` source):
+Tables (Delta tables registered in the session catalog at their lake locations, when the lake
+holds them, so Delta's SQL works on them as a Spark user types it: ``DESCRIBE HISTORY
+messages``, ``DESCRIBE DETAIL``, ``messages VERSION AS OF 3`` / ``TIMESTAMP AS OF``,
+``OPTIMIZE``, ``VACUUM``, ``MERGE``):
 
-- ``all_messages``: every record, system topics included;
-- ``messages``: user topics only (``kind = 'normal'``);
+- ``messages``: every CommitLog record tiered, system topics included (``kind`` tells them apart);
+- ``transactions``: the table the transaction sweep writes (:mod:`lakemq.jobs.transaction_sweep`);
+- ``delay_sweep``: what the delay sweep delivered (:mod:`lakemq.jobs.delay_sweep`).
+
+Views over ``messages`` (catalog views, so every session of a Spark Connect server sees them):
+
+- ``user_messages``: user topics only (``kind = 'normal'``);
 - ``schedule_messages``: delayed messages waiting in SCHEDULE_TOPIC_XXXX;
 - ``transactions_half`` / ``transactions_op``: the two transaction system topics;
 - ``transactions_derived``: one row per half message with its outcome: COMMIT when a message
   with the commit flag points back at it (PREPARED TRANSACTION OFFSET = the half message's
   CommitLog offset), ROLLBACK when only an op record marks it done, else PENDING; and its
-  check count (TRANSACTION_CHECK_TIMES);
-- ``transactions``: the ``transactions`` Delta table the transaction sweep writes (one row per
-  transaction, see :mod:`lakemq.jobs.transaction_sweep`) when it exists, else the same as
-  ``transactions_derived``.
+  check count (TRANSACTION_CHECK_TIMES). It is also ``transactions`` while the sweep has not
+  written its table.
 
-``t VERSION AS OF n`` in a query is served by registering ``t`` at version ``n`` under a
-private name and rewriting the query to use it (Spark's own syntax needs a v2 catalog). The
-version is that of the view's own table: ``transactions VERSION AS OF n`` reads version n of
-the sweep's table when it exists, the other views version n of ``messages``. A ``version``
-for all views pins the ``messages`` table; ``transactions`` is then the derived view at that
-version, so one query sees one consistent snapshot.
+``version`` pins every name to one version of ``messages`` (temporary views over
+``versionAsOf``, shadowing the catalog's), so one query sees one snapshot; ``transactions`` is
+then the derived view at that version.
+
+Jobs use :func:`register_views`: the same names as temporary views with a suffix, so a job
+never disturbs the names a user's session has registered.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from lakemq.errors import LakeError
+from lakemq.jobs.lake_tables import configure_s3a, read_table, spark_uri, table_exists
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import KIND_NORMAL, KIND_SCHEDULE, KIND_TRANS_HALF, KIND_TRANS_OP, MESSAGES_TABLE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TRANSACTIONS_TABLE", "VIEWS", "lookup_key", "register_views", "rewrite_time_travel", "run_sql"]
+__all__ = ["DELAY_SWEEP_TABLE", "TABLES", "TRANSACTIONS_TABLE", "VIEWS", "register_tables", "register_views",
+           "run_sql"]
 
 TRANSACTIONS_TABLE = "transactions"
-VIEWS = ("all_messages", "messages", "schedule_messages", "transactions_half", "transactions_op",
-         "transactions_derived", "transactions")
+DELAY_SWEEP_TABLE = "delay_sweep"
+TABLES = (MESSAGES_TABLE, TRANSACTIONS_TABLE, DELAY_SWEEP_TABLE)
+VIEWS = ("user_messages", "schedule_messages", "transactions_half", "transactions_op", "transactions_derived")
 
 _KIND_VIEWS = {
-    "messages": KIND_NORMAL, "schedule_messages": KIND_SCHEDULE,
+    "user_messages": KIND_NORMAL, "schedule_messages": KIND_SCHEDULE,
     "transactions_half": KIND_TRANS_HALF, "transactions_op": KIND_TRANS_OP,
 }
 
@@ -63,85 +71,106 @@ LEFT JOIN (SELECT prepared_transaction_offset, MIN(commitlog_offset) AS commit_o
   ON c.prepared_transaction_offset = h.commitlog_offset
 """
 
-_VERSION_AS_OF = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s+VERSION\s+AS\s+OF\s+(\d+)", re.IGNORECASE)
 
-
-def _reader(spark: SparkSession, lake: LakeLocation, table: str, version: int | None) -> DataFrame:
-    reader = (spark.read.format("lakedelta").option("path", lake.table_uri(table))
-              .option("storage_options", json.dumps(lake.options)))
-    if version is not None:
-        reader = reader.option("versionAsOf", str(version))
-    return reader.load()
-
-
-def _has_table(lake: LakeLocation, table: str) -> bool:
-    from deltalake import DeltaTable
-
-    return bool(DeltaTable.is_deltatable(lake.table_uri(table), storage_options=lake.delta_options()))
+def _view_sql(view: str, suffix: str = "") -> str:
+    if view in _KIND_VIEWS:
+        return f"SELECT * FROM {MESSAGES_TABLE}{suffix} WHERE kind = '{_KIND_VIEWS[view]}'"
+    return _TRANSACTIONS.format(half=f"transactions_half{suffix}", op=f"transactions_op{suffix}",
+                                all=f"{MESSAGES_TABLE}{suffix}")
 
 
 def register_views(
     spark: SparkSession, lake_uri: str, *, storage_options: Mapping[str, str] | None = None,
     version: int | None = None, suffix: str = "", transactions_version: int | None = None,
 ) -> list[str]:
-    """Register the lake's views (named ``{view}{suffix}``); returns their names. ``version``
-    pins the ``messages`` table, ``transactions_version`` the sweep's ``transactions`` table."""
+    """Temporary views ``{name}{suffix}`` of the tables and views above, for a job. ``version``
+    pins ``messages``, ``transactions_version`` the sweep's ``transactions`` table."""
     lake = LakeLocation.of(lake_uri, storage_options)
-    base = _reader(spark, lake, MESSAGES_TABLE, version)
-    base.createOrReplaceTempView(f"all_messages{suffix}")
-    for view, kind in _KIND_VIEWS.items():
-        base.where(base.kind == kind).createOrReplaceTempView(f"{view}{suffix}")
-    derived = spark.sql(_TRANSACTIONS.format(half=f"transactions_half{suffix}", op=f"transactions_op{suffix}",
-                                             all=f"all_messages{suffix}"))
-    derived.createOrReplaceTempView(f"transactions_derived{suffix}")
-    swept = (version is None or transactions_version is not None) and _has_table(lake, TRANSACTIONS_TABLE)
-    transactions = _reader(spark, lake, TRANSACTIONS_TABLE, transactions_version) if swept else derived
-    transactions.createOrReplaceTempView(f"transactions{suffix}")
-    return [f"{v}{suffix}" for v in VIEWS]
+    read_table(spark, lake, MESSAGES_TABLE, version=version).createOrReplaceTempView(f"{MESSAGES_TABLE}{suffix}")
+    for view in VIEWS:
+        spark.sql(_view_sql(view, suffix)).createOrReplaceTempView(f"{view}{suffix}")
+    if (version is None or transactions_version is not None) and table_exists(lake, TRANSACTIONS_TABLE):
+        swept = read_table(spark, lake, TRANSACTIONS_TABLE, version=transactions_version)
+    else:
+        swept = spark.table(f"transactions_derived{suffix}")
+    swept.createOrReplaceTempView(f"{TRANSACTIONS_TABLE}{suffix}")
+    return [f"{n}{suffix}" for n in (MESSAGES_TABLE, *VIEWS, TRANSACTIONS_TABLE)]
 
 
-def rewrite_time_travel(
-    spark: SparkSession, lake_uri: str, query: str, *, storage_options: Mapping[str, str] | None = None
-) -> str:
-    """Replace ``view VERSION AS OF n`` with a view registered at version n."""
-    registered: set[str] = set()
+def _catalog(spark: SparkSession, name: str) -> tuple[Any, Any]:
+    """(the session catalog, the identifier of ``name`` in its current database)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return spark._jsparkSession.sessionState().catalog(), jvm.org.apache.spark.sql.catalyst.TableIdentifier(name)
+
+
+def _catalog_kind(spark: SparkSession, name: str) -> str | None:
+    """The catalog's entry ``name``: EXTERNAL, MANAGED or VIEW, from its metadata alone. (Spark's
+    listTables and DROP TABLE load the Delta table first, and one whose storage is gone, such as
+    a stopped S3 endpoint, hangs them.)"""
+    catalog, ident = _catalog(spark, name)
+    if not catalog.tableExists(ident):
+        return None
+    return str(catalog.getTableMetadata(ident).tableType().name())
+
+
+def _drop(spark: SparkSession, name: str) -> None:
+    """Remove ``name`` from the catalog: a view, or an external table (for a Delta table that
+    is metadata only; its files stay). A managed table is never dropped."""
+    kind = _catalog_kind(spark, name)
+    if kind in ("VIEW", "EXTERNAL"):
+        catalog, ident = _catalog(spark, name)
+        catalog.dropTable(ident, True, False)  # ignoreIfNotExists, no purge: metadata only
+    elif kind is not None:
+        raise LakeError(f"the Spark catalog holds a {kind.lower()} table {name!r}; lakemq will not replace it")
+
+
+def _attach(spark: SparkSession, name: str, location: str) -> None:
+    """Register the Delta table at ``location`` as ``name`` in the catalog (no Delta commit)."""
+    key = f"lakemq.catalog.{name}"
+    if spark.conf.get(key, "") == location and _catalog_kind(spark, name) == "EXTERNAL":
+        return
+    _drop(spark, name)
+    quoted = location.replace("\\", "\\\\").replace("'", "\\'")
+    spark.sql(f"CREATE TABLE `{name}` USING delta LOCATION '{quoted}'")
+    spark.conf.set(key, location)
+
+
+def register_tables(
+    spark: SparkSession, lake_uri: str, *, storage_options: Mapping[str, str] | None = None,
+    version: int | None = None,
+) -> list[str]:
+    """Put the lake's tables and views in the session catalog (see the module docstring);
+    returns the names. Raises LakeError when the lake has no ``messages`` table yet."""
     lake = LakeLocation.of(lake_uri, storage_options)
-
-    def swap(match: re.Match[str]) -> str:
-        name, version = match.group(1).lower(), int(match.group(2))
-        if name not in VIEWS:
-            return match.group(0)
-        if name == "transactions" and _has_table(lake, TRANSACTIONS_TABLE):
-            view = f"transactions__tv{version}"
-            if view not in registered:
-                _reader(spark, lake, TRANSACTIONS_TABLE, version).createOrReplaceTempView(view)
-                registered.add(view)
-            return view
-        if f"__v{version}" not in registered:
-            register_views(spark, lake_uri, storage_options=storage_options, version=version, suffix=f"__v{version}")
-            registered.add(f"__v{version}")
-        return f"{name}__v{version}"
-
-    return _VERSION_AS_OF.sub(swap, query)
+    configure_s3a(spark, lake)
+    if not table_exists(lake, MESSAGES_TABLE):
+        raise LakeError(f"no Delta table at {lake.table_uri(MESSAGES_TABLE)}: nothing has been tiered into this lake")
+    present = [t for t in TABLES if t == MESSAGES_TABLE or table_exists(lake, t)]
+    for name in (*TABLES, *VIEWS):
+        spark.catalog.dropTempView(name)  # an earlier pinned version
+    for table in present:
+        _attach(spark, table, spark_uri(lake, table))
+    if TRANSACTIONS_TABLE not in present:
+        _drop(spark, TRANSACTIONS_TABLE)
+        spark.conf.unset(f"lakemq.catalog.{TRANSACTIONS_TABLE}")
+    for view in VIEWS:
+        spark.sql(f"CREATE OR REPLACE VIEW `{view}` AS {_view_sql(view)}")
+    if TRANSACTIONS_TABLE not in present:
+        spark.sql(f"CREATE OR REPLACE VIEW `{TRANSACTIONS_TABLE}` AS SELECT * FROM transactions_derived")
+    if version is not None:
+        # Temporary views shadow the catalog's names: every name reads the same snapshot.
+        read_table(spark, lake, MESSAGES_TABLE, version=version).createOrReplaceTempView(MESSAGES_TABLE)
+        for view in VIEWS:
+            spark.sql(_view_sql(view)).createOrReplaceTempView(view)
+        spark.table("transactions_derived").createOrReplaceTempView(TRANSACTIONS_TABLE)
+    return [*present, *VIEWS, *([] if TRANSACTIONS_TABLE in present else [TRANSACTIONS_TABLE])]
 
 
 def run_sql(
     spark: SparkSession, lake_uri: str, query: str, *, storage_options: Mapping[str, str] | None = None,
     version: int | None = None,
 ) -> DataFrame:
-    """Run ``query`` against the lake's views (at ``version`` if given)."""
-    register_views(spark, lake_uri, storage_options=storage_options, version=version)
-    return spark.sql(rewrite_time_travel(spark, lake_uri, query, storage_options=storage_options))
-
-
-def lookup_key(
-    spark: SparkSession, lake_uri: str, *, topic: str, key: str, storage_options: Mapping[str, str] | None = None,
-) -> DataFrame:
-    """Messages of ``topic`` whose KEYS contain ``key`` or whose UNIQ_KEY is ``key`` (the
-    lake's answer to RocketMQ's query by key). The topic filter prunes partitions."""
-    register_views(spark, lake_uri, storage_options=storage_options)
-    return spark.sql(
-        "SELECT * FROM all_messages WHERE topic = :topic "
-        "AND (uniq_key = :key OR array_contains(split(keys, ' '), :key)) ORDER BY commitlog_offset",
-        args={"topic": topic, "key": key},
-    )
+    """Run ``query`` against the lake's tables and views (at ``version`` if given)."""
+    register_tables(spark, lake_uri, storage_options=storage_options, version=version)
+    return spark.sql(query)

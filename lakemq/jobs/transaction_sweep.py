@@ -24,15 +24,16 @@ the same from the tiered records.
 Idempotent: the table remembers the check count of the copy last handed back
 (``handed_back_checks``); a run hands a transaction back again only when the lake holds a
 newer copy (more checks) than that, and the broker itself never puts back a transaction whose
-copy is still in its half queue or which its hot op queue resolves. Rows are written by a
-Delta MERGE on the key, and only rows that changed: a run that learns nothing new writes no
-Delta version.
+copy is still in its half queue or which its hot op queue resolves. Rows are written by Delta
+Lake's MERGE (Spark SQL) on the key, and only rows that changed: a run that learns nothing new
+writes no Delta version.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -42,6 +43,7 @@ import pyarrow as pa
 from lakemq.common.config import bind, read_properties
 from lakemq.common.message import MessageConst
 from lakemq.errors import ConfigError, LakeMQError
+from lakemq.jobs.lake_tables import read_table, spark_uri, table_exists
 from lakemq.jobs.sql import TRANSACTIONS_TABLE, register_views
 from lakemq.tiering.config import TransactionSweepConfig
 from lakemq.tiering.lake_fs import LakeLocation
@@ -122,7 +124,7 @@ done AS (
 op AS (SELECT store_host, origin, MIN(at) AS op_at FROM done GROUP BY store_host, origin),
 cm AS (
   SELECT h.store_host, h.origin, MIN(m.commitlog_offset) AS commit_offset, MIN(m.store_timestamp) AS commit_at
-  FROM halves{s} h JOIN all_messages{s} m
+  FROM halves{s} h JOIN messages{s} m
     ON m.store_host = h.store_host AND m.prepared_transaction_offset = h.commitlog_offset
   WHERE m.kind = 'normal' AND (m.sys_flag & 12) = 8
   GROUP BY h.store_host, h.origin
@@ -162,23 +164,12 @@ class SweepReport:
     seconds: float = 0.0
 
 
-def _uri(lake: LakeLocation) -> str:
-    return lake.table_uri(TRANSACTIONS_TABLE)
-
-
 def transactions_table_exists(lake: LakeLocation) -> bool:
-    from deltalake import DeltaTable
-
-    return bool(DeltaTable.is_deltatable(_uri(lake), storage_options=lake.delta_options()))
+    return table_exists(lake, TRANSACTIONS_TABLE)
 
 
 def _read_table(spark: SparkSession, lake: LakeLocation) -> DataFrame:
-    return (
-        spark.read.format("lakedelta")
-        .option("path", _uri(lake))
-        .option("storage_options", json.dumps(lake.options))
-        .load()
-    )
+    return read_table(spark, lake, TRANSACTIONS_TABLE)
 
 
 def _candidates(spark: SparkSession, lake: LakeLocation) -> DataFrame:
@@ -320,22 +311,27 @@ def _ask_brokers(
                 progress(done, len(asks))
 
 
-def _write(lake: LakeLocation, rows: Sequence[Mapping[str, Any]]) -> int | None:
-    from deltalake import DeltaTable, write_deltalake
-
-    data = pa.Table.from_pylist(list(rows), schema=TRANSACTIONS_SCHEMA)
+def _write(spark: SparkSession, lake: LakeLocation, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Write the changed rows with Delta's MERGE on the key (the first run creates the table);
+    returns the table's version after the write."""
+    names = TRANSACTIONS_SCHEMA.names
+    data = spark.createDataFrame([tuple(r[n] for n in names) for r in rows], _spark_schema())
+    uri = spark_uri(lake, TRANSACTIONS_TABLE)
     if not transactions_table_exists(lake):
-        write_deltalake(_uri(lake), data, mode="error", storage_options=lake.delta_options())
+        data.write.format("delta").mode("errorifexists").save(uri)
     else:
-        (
-            DeltaTable(_uri(lake), storage_options=lake.delta_options())
-            .merge(data, "t.store_host = s.store_host AND t.half_queue_offset = s.half_queue_offset",
-                   source_alias="s", target_alias="t")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
-    return int(DeltaTable(_uri(lake), storage_options=lake.delta_options()).version())
+        source = f"transaction_sweep_rows_{uuid.uuid4().hex}"
+        data.createOrReplaceTempView(source)
+        try:
+            spark.sql(f"""
+            MERGE INTO delta.`{uri}` t USING {source} s
+            ON t.store_host = s.store_host AND t.half_queue_offset = s.half_queue_offset
+            WHEN MATCHED THEN UPDATE SET *
+            WHEN NOT MATCHED THEN INSERT *
+            """)
+        finally:
+            spark.catalog.dropTempView(source)
+    return int(spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").collect()[0]["version"])
 
 
 def _report(spark: SparkSession, lake: LakeLocation, limit: int) -> tuple[dict[str, int], list[dict[str, Any]]]:
@@ -366,11 +362,9 @@ def sweep_transactions(
 ) -> SweepReport:
     """One sweep: ``brokers`` are the master addresses the cluster has now (a half message of
     any other broker cannot be handed back and ends UNKNOWN)."""
-    from deltalake import DeltaTable
-
     began = time.monotonic()
     lake = LakeLocation.of(lake_uri, storage_options)
-    if not DeltaTable.is_deltatable(lake.table_uri(MESSAGES_TABLE), storage_options=lake.delta_options()):
+    if not table_exists(lake, MESSAGES_TABLE):
         return SweepReport({}, [], 0, seconds=time.monotonic() - began)  # nothing tiered yet
     now = int(time.time() * 1000)
     rows: list[tuple[dict[str, Any], Mapping[str, Any]]] = []
@@ -383,7 +377,7 @@ def sweep_transactions(
     verdicts: dict[str, int] = {}
     _ask_brokers(asks, hand_back, brokers, batch, now, verdicts, progress)
     changed = [row for row, c in rows if _changed(row, c)]
-    version = _write(lake, changed) if changed else None
+    version = _write(spark, lake, changed) if changed else None
     counts, pending = _report(spark, lake, report_limit)
     return SweepReport(counts, pending, len(asks), verdicts, len(changed), version, time.monotonic() - began)
 

@@ -38,6 +38,8 @@ class ServerConfig:
     listen_port: int = 0
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
     backlog: int = DEFAULT_BACKLOG
+    # More ports served by the same processors, on the same host (a broker's VIP channel).
+    extra_ports: tuple[int, ...] = ()
 
 
 class RemotingServer:
@@ -45,6 +47,7 @@ class RemotingServer:
         self.config = config
         self._dispatcher = Dispatcher()
         self._server: asyncio.Server | None = None
+        self._extra: list[asyncio.Server] = []
         self._connections: set[RemotingConnection] = set()
         self._close_listeners: list[ConnectionListener] = []
 
@@ -79,18 +82,27 @@ class RemotingServer:
         self._server = await loop.create_server(
             self._new_connection, self.config.listen_host, self.config.listen_port,
             reuse_address=True, backlog=self.config.backlog)
-        log.info("remoting server listening on %s", self.address)
+        for port in self.config.extra_ports:
+            self._extra.append(await loop.create_server(
+                self._new_connection, self.config.listen_host, port, reuse_address=True, backlog=self.config.backlog))
+        log.info("remoting server listening on %s%s", self.address,
+                 "".join(f" and :{s.sockets[0].getsockname()[1]}" for s in self._extra if s.sockets))
 
     async def shutdown(self) -> None:
         if self._server is None:
             return
         self._server.close()
+        for extra in self._extra:
+            extra.close()
         for connection in list(self._connections):
             connection.close()
         await asyncio.gather(*(c.wait_closed() for c in list(self._connections)))
         await self._dispatcher.cancel_all()
         await self._server.wait_closed()
+        for extra in self._extra:
+            await extra.wait_closed()
         self._server = None
+        self._extra = []
 
     def _new_connection(self) -> RemotingConnection:
         connection = RemotingConnection(

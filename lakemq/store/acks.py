@@ -4,13 +4,17 @@ A put that must wait before it is answered (WAIT=true, the default) waits for ev
 *condition* the store has. Each condition is an offset in the CommitLog below which it holds:
 
 - the group commit (lakemq.store.group_commit, SYNC_FLUSH): "flushed locally up to X";
-- a replication service (SYNC_MASTER, to come): "the slave acknowledged up to X".
+- replication (lakemq.store.replication, SYNC_MASTER): "a slave acknowledged up to X".
 
-A put ending at ``end`` is acknowledged PUT_OK once every condition has reached ``end``. Its
-deadline (``syncFlushTimeout`` after its registration, one for all conditions, as RocketMQ
-waits for the disk and for the slave with the same timeout) is kept here and nowhere else.
-With no condition (ASYNC_FLUSH, no SYNC_MASTER) the CommitLog has no PutAcks and every put is
-answered at its append.
+A put ending at ``end`` is acknowledged PUT_OK once every condition has reached ``end``. Each
+condition has its deadline after the put's registration, kept here and nowhere else: the
+condition's own ``timeout_s`` (replication: ``slaveTimeout``), else PutAcks' timeout
+(``syncFlushTimeout``), as RocketMQ waits for the disk and for the slave side by side. A put
+is answered once every condition has either reached ``end`` or failed it (refused it, or its
+deadline passed); a failure of a later condition names the answer over an earlier one's, as
+RocketMQ's combination puts the replica's status over the flush's. With no condition
+(ASYNC_FLUSH, no SYNC_MASTER) the CommitLog has no PutAcks and every put is answered at its
+append.
 
 One put, from its registration (docs/SYNC_FLUSH.md has the same table):
 
@@ -18,12 +22,12 @@ One put, from its registration (docs/SYNC_FLUSH.md has the same table):
 |---------|---------------------------------------------------------|---------|---------------------------------|
 | -       | register, WAIT=false                                    | -       | PUT_OK at once                  |
 | -       | register, every condition already reached ``end``       | -       | PUT_OK at once                  |
-| -       | register after the last release (shutdown)              | -       | PUT_OK if reached, else the first unmet condition's timeout status, at once |
+| -       | register, a condition refuses, every other reached ``end`` | -    | that refusal at once (SLAVE_NOT_AVAILABLE) |
+| -       | register after the last release (shutdown)              | -       | PUT_OK if reached, else as at the deadlines, at once |
 | -       | register otherwise                                      | WAITING | (later, through the sink)       |
 | WAITING | a release finds every condition reached ``end``         | DONE    | PUT_OK                          |
-| WAITING | a release finds an unmet condition refusing (`refusal`) | DONE    | that status (SLAVE_NOT_AVAILABLE) |
-| WAITING | a release at or after the deadline, a condition unmet   | DONE    | the first unmet condition's `timeout_status` (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT) |
-| WAITING | the last release (shutdown, after the last flush)       | DONE    | PUT_OK if reached, else as at the deadline |
+| WAITING | a release finds every condition reached ``end`` or failed it, one failed | DONE | the last failed condition's status: its `refusal` (SLAVE_NOT_AVAILABLE) or, past its deadline, its `timeout_status` (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT) |
+| WAITING | the last release (shutdown, after the last flush)       | DONE    | PUT_OK if reached, else as at the deadlines |
 
 Who releases: this service's thread, woken by an eventfd that the conditions write whenever
 they move (the commit thread in C after each fdatasync) and at least every 10 ms for the
@@ -36,10 +40,10 @@ its puts that release answered.
 
 A blocking put (no sink: the schedule service, send-back, transactions) waits on each
 condition in turn (``AckCondition.wait``; the group commit's waits on its commit thread
-without the GIL) with what is left of the same deadline, and is answered by the same rules.
+without the GIL) with what is left of that condition's deadline, and is answered by the same
+rules.
 
-A replication service plugs in as a second AckCondition: the CommitLog builds its conditions
-from the configuration, and this class needs no change (docs/SYNC_FLUSH.md says how).
+The CommitLog builds the conditions from the configuration (docs/SYNC_FLUSH.md says how).
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ _POLL_MS = 10
 # asyncio caller on another thread hands the whole list to its loop with one
 # call_soon_threadsafe).
 AckSink = Callable[[list[tuple[Any, PutMessageStatus]]], None]
-_Request = tuple[int, float, AckSink, Any]  # end offset, deadline (monotonic), sink, token
+_Request = tuple[int, float, AckSink, Any]  # end offset, registered at (monotonic), sink, token
 
 
 class AckCondition(Protocol):
@@ -76,6 +80,8 @@ class AckCondition(Protocol):
 
     # Answered to a put this condition did not cover by its deadline.
     timeout_status: PutMessageStatus
+    # The deadline after a put's registration; None: PutAcks' own (syncFlushTimeout).
+    timeout_s: float | None
 
     def expect(self, end: int) -> None:
         """A put ending at ``end`` was appended (every put, waiting or not): make the
@@ -114,8 +120,10 @@ def _silence(conditions: Sequence[AckCondition], fd: int) -> None:
 class PutAcks(ServiceThread):
     def __init__(self, timeout_ms: int, conditions: Sequence[AckCondition]) -> None:
         super().__init__("PutAcks")
-        self._timeout_s = timeout_ms / 1000
         self._conditions = tuple(conditions)
+        default = timeout_ms / 1000
+        self._timeouts = tuple(default if c.timeout_s is None else c.timeout_s for c in self._conditions)
+        self._first_timeout = min(self._timeouts, default=default)
         self._expects = tuple(c.expect for c in self._conditions)
         self._lock = threading.Lock()  # the requests, `_covered` and `_closed`
         self._requests: list[_Request] = []
@@ -136,13 +144,20 @@ class PutAcks(ServiceThread):
             expect(end)
         if not wait:
             return PutMessageStatus.PUT_OK
+        refusals = [c.refusal() for c in self._conditions]
+        if any(refusals):
+            # Refused now (no slave, as RocketMQ's isSlaveOK at the put): answered at once
+            # when every other condition is settled; nothing would wake a release for it.
+            refused = self._unmet(end, [c.advance() for c in self._conditions], refusals, 0.0, False)
+            if refused is not None:
+                return refused
         with self._lock:
             # Under the lock: a release sets _covered and takes the requests in one step, so
             # a request it would not see is answered here.
             if end <= self._covered:
                 return PutMessageStatus.PUT_OK
             if not self._closed:
-                self._requests.append((end, time.monotonic() + self._timeout_s, sink, token))
+                self._requests.append((end, time.monotonic(), sink, token))
                 return None
         return self._status_now(end)
 
@@ -154,19 +169,21 @@ class PutAcks(ServiceThread):
             return PutMessageStatus.PUT_OK
         if self._closed:
             return self._status_now(end)
-        deadline = time.monotonic() + self._timeout_s
-        for condition in self._conditions:
+        registered = time.monotonic()
+        failed = None  # a later condition's failure names the answer over an earlier one's
+        for condition, timeout in zip(self._conditions, self._timeouts, strict=True):
             refusal = condition.refusal()
             if refusal is not None and condition.advance() < end:
-                return refusal
-            if not condition.wait(end, max(0.0, deadline - time.monotonic())):
-                return condition.refusal() or condition.timeout_status
-        return PutMessageStatus.PUT_OK
+                failed = refusal
+            elif not condition.wait(end, max(0.0, registered + timeout - time.monotonic())):
+                failed = condition.refusal() or condition.timeout_status
+        return failed or PutMessageStatus.PUT_OK
 
     def _status_now(self, end: int) -> PutMessageStatus:
         """After the last release: answered at once, as that release would have."""
         marks = [c.advance() for c in self._conditions]
-        return self._unmet(end, marks, [c.refusal() for c in self._conditions], True) or PutMessageStatus.PUT_OK
+        refusals = [c.refusal() for c in self._conditions]
+        return self._unmet(end, marks, refusals, 0.0, True) or PutMessageStatus.PUT_OK
 
     # -- watches ---------------------------------------------------------------------------
 
@@ -223,9 +240,9 @@ class PutAcks(ServiceThread):
             self._release(final=True)
 
     def _release(self, *, final: bool, left_to_watches: bool = False) -> None:
-        """Answer the requests every condition covers, those an unmet condition refuses and
-        those past their deadline (all of them with ``final``); with ``left_to_watches`` a
-        watched sink's requests only past their deadline."""
+        """Answer the requests every condition covers or has failed (refused, or past its
+        deadline; every request with ``final``); with ``left_to_watches`` a watched sink's
+        requests only once the earliest deadline passed."""
         conditions = self._conditions
         marks = [c.advance() for c in conditions]
         covered = min(marks)
@@ -242,15 +259,17 @@ class PutAcks(ServiceThread):
         ok = PutMessageStatus.PUT_OK
         pending: list[_Request] = []
         by_sink: dict[AckSink, list[tuple[Any, PutMessageStatus]]] = {}
+        first_timeout = self._first_timeout
         for request in requests:
-            end, deadline, sink, token = request
-            if now < deadline and sink in watched:
+            end, registered, sink, token = request
+            age = now - registered
+            if age < first_timeout and sink in watched:
                 pending.append(request)
                 continue
             if end <= covered:
                 status = ok
             else:
-                unmet = self._unmet(end, marks, refusals, final or now >= deadline)
+                unmet = self._unmet(end, marks, refusals, age, final)
                 if unmet is None:
                     pending.append(request)
                     continue
@@ -267,7 +286,7 @@ class PutAcks(ServiceThread):
                     self._requests[:0] = pending
             if closed:  # the last release ran meanwhile (on the service's thread): answer now
                 for end, _, sink, token in pending:
-                    status = self._unmet(end, marks, refusals, True) or ok
+                    status = self._unmet(end, marks, refusals, 0.0, True) or ok
                     by_sink.setdefault(sink, []).append((token, status))
         for sink, acks in by_sink.items():
             try:
@@ -276,16 +295,23 @@ class PutAcks(ServiceThread):
                 log.exception("acknowledging %d put(s) failed", len(acks))
 
     def _unmet(self, end: int, marks: list[int], refusals: list[PutMessageStatus | None],
-               expired: bool) -> PutMessageStatus | None:
-        """The status of a put ending at ``end`` that some condition does not cover: the
-        first such condition's refusal, else its timeout status once ``expired``; None while
-        it may still wait (and when every condition covers it)."""
-        for condition, mark, refusal in zip(self._conditions, marks, refusals, strict=True):
-            if mark < end:
-                if refusal is not None:
-                    return refusal
-                return condition.timeout_status if expired else None
-        return None
+               age: float, final: bool) -> PutMessageStatus | None:
+        """The status of a put ending at ``end``, registered ``age`` seconds ago, that some
+        condition does not cover: None while an uncovered condition may still be waited for
+        (and when every condition covers it); else the last uncovered condition's refusal, or
+        its timeout status (its deadline passed, or ``final``)."""
+        failed = None
+        for condition, mark, refusal, timeout in zip(self._conditions, marks, refusals, self._timeouts,
+                                                     strict=True):
+            if mark >= end:
+                continue
+            if refusal is not None:
+                failed = refusal
+            elif final or age >= timeout:
+                failed = condition.timeout_status
+            else:
+                return None
+        return failed
 
 
 class AckWatch:

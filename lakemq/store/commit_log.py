@@ -40,13 +40,14 @@ from lakemq.store.acks import AckCondition, AckSink, AckWatch, PutAcks
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log_recovery import recover_abnormally, recover_normally
 from lakemq.store.commit_log_scan import DispatchRequest
-from lakemq.store.config import FlushDiskType, StoreConfig
+from lakemq.store.config import BrokerRole, FlushDiskType, StoreConfig
 from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
 from lakemq.store.flush import FlushCommitLogService, FlushRealTimeService
 from lakemq.store.group_commit import GroupCommit
 from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import MappedFileQueue
 from lakemq.store.put_request import BatchPut, MessagesPut, PlainPut, PutRequest
+from lakemq.store.replication import ReplicaAcks
 from lakemq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -127,18 +128,24 @@ class CommitLog:
             min(config.max_properties_size, _MAX_PROPERTIES_LEN), self.file_size - END_FILE_MIN_BLANK_LENGTH,
             properties_to_string)
         # The acknowledgement's conditions (lakemq.store.acks): under SYNC_FLUSH the group
-        # commit. A replication service (SYNC_MASTER) is the next one, added here.
+        # commit, under SYNC_MASTER replication (fed by the broker's HA service).
         conditions: list[AckCondition] = []
         self.flush_service: FlushCommitLogService
+        self._publish: Callable[[int], None] | None = None  # a replicated append's flush (SYNC_FLUSH)
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             group_commit = GroupCommit(self.mapped_file_queue, checkpoint)
             conditions.append(group_commit)
             self.flush_service = group_commit
+            self._publish = group_commit.expect
         else:
             self.flush_service = FlushRealTimeService(
                 self.mapped_file_queue, config.flush_interval_commit_log,
                 config.flush_commit_log_least_pages, config.flush_commit_log_thorough_interval, checkpoint,
             )
+        self.replica_acks: ReplicaAcks | None = None
+        if config.broker_role is BrokerRole.SYNC_MASTER:
+            self.replica_acks = ReplicaAcks(config.ha_slave_fallbehind_max, config.slave_timeout)
+            conditions.append(self.replica_acks)
         # None: every put is answered at its append.
         self.acks = PutAcks(config.sync_flush_timeout, conditions) if conditions else None
         self._warm_service = (WarmMappedFileService(self.mapped_file_queue, config.warm_mapped_file_ahead)
@@ -455,6 +462,43 @@ class CommitLog:
 
     def roll_next_file(self, offset: int) -> int:
         return self.mapped_file_queue.roll_next_file(offset)
+
+    # -- replication -------------------------------------------------------------------------
+
+    def append_replica(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """A slave's append: ``data``, the master's CommitLog bytes from ``offset`` on, written
+        at the same offset. ``offset`` must be where this log ends (a file boundary when it is
+        empty) and the bytes must fit in the file holding it, as the master's chunks do.
+        Returns the new max offset; raises StoreError when the bytes cannot go there (nothing
+        is written then)."""
+        size = len(data)
+        queue = self.mapped_file_queue
+        with self._put_lock:
+            if not self._running:
+                raise StoreError("the store is not running")
+            end = queue.get_max_offset()
+            if queue.mapped_files and offset != end:
+                raise StoreError(f"replicated bytes start at {offset}, but this CommitLog ends at {end}")
+            if not queue.mapped_files and offset % self.file_size:
+                raise StoreError(f"replicated bytes start at {offset}, not at a CommitLog file boundary "
+                                 f"(file size {self.file_size}), and this CommitLog is empty")
+            mf = queue.get_last_mapped_file(start_offset=offset)
+            if mf is None:
+                raise StoreError(f"no CommitLog file for offset {offset}")
+            pos = offset - mf.file_from_offset
+            if pos + size > mf.file_size:
+                raise StoreError(f"{size} replicated bytes at {offset} cross the end of CommitLog file "
+                                 f"{mf.path.name} (the file sizes of master and slave differ?)")
+            if not mf.store_timestamp:
+                # The first record's store time: older than anything flushed from this file,
+                # so the checkpoint built from it makes a crash replay start early enough.
+                first = data if pos == 0 else mf.read(0, STORE_TIMESTAMP_POS + 8)
+                if len(first) >= STORE_TIMESTAMP_POS + 8:
+                    mf.store_timestamp = _LONG.unpack_from(first, STORE_TIMESTAMP_POS)[0]
+            mf.append(data)
+        if self._publish is not None:
+            self._publish(offset + size)  # SYNC_FLUSH: the commit thread flushes it soon, unwaited
+        return offset + size
 
     def get_data(self, offset: int, return_first_on_not_found: bool = False) -> memoryview | None:
         """The written bytes from ``offset`` to the end of its file (zero copy)."""

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from lakemq.errors import ConfigError, StoreError
 
-__all__ = ["CONSUME_QUEUE_UNIT_SIZE", "DEFAULT_STORE_ROOT", "FlushDiskType", "StoreConfig", "check_store_root",
-           "store_root"]
+__all__ = ["CONSUME_QUEUE_UNIT_SIZE", "DEFAULT_STORE_ROOT", "BrokerRole", "FlushDiskType", "StoreConfig",
+           "check_store_root", "store_root"]
 
 CONSUME_QUEUE_UNIT_SIZE = 20
 # Where a broker keeps its store when neither --data-dir nor storePathRootDir says.
@@ -25,6 +25,18 @@ DEFAULT_STORE_ROOT = os.path.join(os.path.expanduser("~"), "lakemq-data")
 class FlushDiskType(Enum):
     ASYNC_FLUSH = "ASYNC_FLUSH"  # ack once in the page cache; flushed in the background
     SYNC_FLUSH = "SYNC_FLUSH"  # ack once on disk (group commit)
+
+
+class BrokerRole(Enum):
+    """What the store of a broker group's member does (RocketMQ's BrokerRole)."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"  # takes puts; a slave follows it, a send does not wait for it
+    SYNC_MASTER = "SYNC_MASTER"  # takes puts; a send with WAIT waits for a slave to have it too
+    SLAVE = "SLAVE"  # refuses puts; its CommitLog is the master's, appended by replication
+
+    @property
+    def is_master(self) -> bool:
+        return self is not BrokerRole.SLAVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +51,14 @@ class StoreConfig:
     flush_commit_log_least_pages: int = 4
     flush_commit_log_thorough_interval: int = 10_000
     sync_flush_timeout: int = 5_000
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    # SYNC_MASTER: how long a send waits for a slave to acknowledge it (FLUSH_SLAVE_TIMEOUT),
+    # and how far behind (bytes) a slave may be and still be waited for (SLAVE_NOT_AVAILABLE).
+    slave_timeout: int = 3_000
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    # A slave answers a pull outside its queue's range without moving the consumer's offset
+    # (it may be behind the master); true makes it correct offsets as a master does.
+    offset_check_in_slave: bool = False
     flush_interval_consume_queue: int = 1_000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval: int = 60_000
@@ -80,7 +100,7 @@ class StoreConfig:
         positive = ("mapped_file_size_commit_log", "mapped_file_size_consume_queue",
                     "max_message_size", "max_properties_size", "flush_interval_commit_log",
                     "sync_flush_timeout", "flush_interval_consume_queue", "max_hash_slot_num",
-                    "max_index_num")
+                    "max_index_num", "slave_timeout", "ha_slave_fallbehind_max")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")

@@ -33,6 +33,7 @@ class GroupCommit:
     """The CommitLog's flush service under SYNC_FLUSH, and the condition PutAcks waits on."""
 
     timeout_status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+    timeout_s: float | None = None  # PutAcks' own: syncFlushTimeout
 
     def __init__(self, queue: MappedFileQueue, checkpoint: StoreCheckpoint | None = None) -> None:
         self._queue = queue

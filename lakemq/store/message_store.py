@@ -27,7 +27,7 @@ from lakemq.store._reads import gather_records
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import BrokerRole, StoreConfig
 from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, CqUnit
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 
 # RocketMQ reads at most this many ConsumeQueue entries per pull while filtering.
 _MAX_FILTER_ENTRIES = 16_000
+# Answers whose next offset is a correction rather than where reading stopped.
+_CORRECTED = frozenset({
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_TOO_SMALL,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL})
 
 
 def _total_physical_memory() -> int:
@@ -119,6 +123,10 @@ class MessageStore:
         self._inline_due = False
         self.last_exit_ok = True
         self._running = False
+        # A slave's CommitLog is its master's: only replication appends to it.
+        self._accepts_puts = False
+        self._slave = config.broker_role is BrokerRole.SLAVE
+        self._keeps_offsets = self._slave and not config.offset_check_in_slave
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -165,17 +173,19 @@ class MessageStore:
         self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
         self.commit_log.start()
         self._running = True
+        self._accepts_puts = not self._slave
         self.reput.start()
         self.flush_consume_queue_service.start()
         self.clean_service.start()
-        self.schedule.start()
+        if not self._slave:  # delays are delivered by the master; a slave keeps its offsets
+            self.schedule.start()
 
     def shutdown(self) -> None:
         """Stop puts, deliver nothing more, dispatch what was written, flush everything, write
         the checkpoint; the abort file goes only when all of that completed."""
         if not self._running:
             return
-        self._running = False
+        self._running = self._accepts_puts = False
         self.schedule.shutdown()
         self.clean_service.shutdown()
         self.reput.shutdown()
@@ -194,14 +204,19 @@ class MessageStore:
 
     # -- put ---------------------------------------------------------------------------------
 
+    def _refusal(self) -> PutMessageResult:
+        why = "broker role is SLAVE: puts are refused" if self._slave and self._running else "store is not running"
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=why)
+
     def put(self, request: PutRequest, sink: AckSink | None = None, token: object = None) -> PutMessageResult:
         """Store ``request`` (lakemq.store.put_request) and wake dispatch. Without ``sink``
         this blocks until the put may be answered (under SYNC_FLUSH: flushed, or its
         deadline passed); with one, a put that waits comes back ``pending`` and ``sink``
         receives ``(token, status)`` later (CommitLog.put, lakemq.store.acks). Refused, with
-        the reason, while the store is stopped, the disk is full or dispatch fails (StoreHealth)."""
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        the reason, while the store is stopped, the disk is full or dispatch fails (StoreHealth),
+        and always by a SLAVE's store: its CommitLog is its master's."""
+        if not self._accepts_puts:
+            return self._refusal()
         if self.health.refusal is not None:
             refused = self.health.refused_put()
             if refused is not None:
@@ -237,6 +252,30 @@ class MessageStore:
         self._inline_due = False
         self.reput.dispatch_now()
 
+    # -- replication -------------------------------------------------------------------------
+
+    @property
+    def is_slave(self) -> bool:
+        return self._slave
+
+    @property
+    def commit_log_file_size(self) -> int:
+        return self.config.mapped_file_size_commit_log
+
+    def append_to_commit_log(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """A slave's replication append (CommitLog.append_replica), then dispatch is woken.
+        Returns the new max offset; raises StoreError when the bytes do not go at ``offset``."""
+        end = self.commit_log.append_replica(offset, data)
+        self.reput.wakeup()
+        return end
+
+    def get_commit_log_data(self, offset: int) -> memoryview | None:
+        """A master's bytes for its slaves: from ``offset`` to the end of what is written in
+        the file holding it (None when no file holds it)."""
+        if not self._running:
+            return None
+        return self.commit_log.get_data(offset)
+
     # -- pull --------------------------------------------------------------------------------
 
     def get_message(
@@ -253,7 +292,8 @@ class MessageStore:
         ``offset`` that pass the filter. ``next_begin_offset`` is where the next pull starts."""
         cq = self.consume_queues.find(topic, queue_id)
         if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+                                    next_begin_offset=offset if self._keeps_offsets else 0)
         min_offset, max_offset = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
         result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
         if max_offset == 0:
@@ -267,6 +307,9 @@ class MessageStore:
             result.next_begin_offset = min_offset if min_offset == 0 else max_offset
         else:
             self._read_queue(cq, offset, max_msg_nums, message_filter, max_total_bytes, result)
+        if self._keeps_offsets and result.status in _CORRECTED:
+            # A slave may be behind its master: it does not move a consumer's offset.
+            result.next_begin_offset = offset
         return result
 
     def _read_queue(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,

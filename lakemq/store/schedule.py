@@ -27,7 +27,7 @@ from lakemq.store.delay_levels import SCHEDULE_TOPIC, DelayLevels
 from lakemq.store.results import PutMessageResult
 from lakemq.store.service_thread import ServiceThread
 
-__all__ = ["ScheduleMessageService", "read_delay_offsets", "restore_real_message"]
+__all__ = ["ScheduleMessageService", "parse_delay_offsets", "read_delay_offsets", "restore_real_message"]
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +37,26 @@ BATCH: Final = 32
 _FASTJSON_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)\s*:")
 
 
+def parse_delay_offsets(text: str) -> dict[int, int]:
+    """delayOffset.json's table in ``text``, delay level -> the next offset of its queue to
+    deliver (RocketMQ writes the keys as bare numbers); ValueError when it is not one."""
+    try:
+        raw = json.loads(_FASTJSON_INT_KEY.sub(r'\1"\2":', text)).get("offsetTable", {})
+        return {int(k): int(v) for k, v in raw.items()}
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ValueError(f"not a delay offset table: {exc}") from exc
+
+
 def read_delay_offsets(path: Path) -> dict[int, int]:
-    """delayOffset.json's table, delay level -> the next offset of its queue to deliver (RocketMQ
-    writes the keys as bare numbers); empty when the file does not exist. ValueError when it
+    """parse_delay_offsets of the file; empty when the file does not exist. ValueError when it
     cannot be read."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
     try:
-        raw = json.loads(_FASTJSON_INT_KEY.sub(r'\1"\2":', text)).get("offsetTable", {})
-        return {int(k): int(v) for k, v in raw.items()}
-    except (ValueError, AttributeError) as exc:
+        return parse_delay_offsets(text)
+    except ValueError as exc:
         raise ValueError(f"cannot read {path}: {exc}") from exc
 
 
@@ -111,18 +119,34 @@ class ScheduleMessageService(ServiceThread):
         except ValueError as exc:
             log.error("%s", exc)
             return False
-        self.offset_table = {k: v for k, v in table.items() if 1 <= k <= self.levels.max_level}
+        self.offset_table = self._levels_of(table)
         return True
+
+    def _levels_of(self, table: dict[int, int]) -> dict[int, int]:
+        return {k: v for k, v in table.items() if 1 <= k <= self.levels.max_level}
+
+    def replace_offsets(self, text: str) -> None:
+        """A slave takes its master's delayOffset.json (the text GET_ALL_DELAY_OFFSET
+        answers) and persists it. Raises ValueError for text that is not such a table."""
+        table = self._levels_of(parse_delay_offsets(text))
+        with self._lock:
+            self.offset_table = table
+        self.persist()
+
+    def offsets_text(self) -> str:
+        """The table as delayOffset.json holds it (GET_ALL_DELAY_OFFSET's answer)."""
+        with self._lock:
+            data = {"offsetTable": {str(k): v for k, v in sorted(self.offset_table.items())}}
+        return json.dumps(data, indent=2)
 
     def persist(self) -> None:
         """Write the table atomically (RocketMQ's ConfigManager keeps a .bak; a rename is
         enough to never leave a torn file)."""
-        with self._lock:
-            data = {"offsetTable": {str(k): v for k, v in sorted(self.offset_table.items())}}
+        text = self.offsets_text()
         self.offset_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.offset_path.with_name(self.offset_path.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.offset_path)

@@ -37,7 +37,12 @@ class WarmMappedFileService(ServiceThread):
             if mf is None:
                 continue
             target = min(mf.wrote_position + self._ahead, mf.file_size)
-            while mf.warmed_position < target and not self.stopped:
-                if not mf.warm(min(max(mf.warmed_position, mf.wrote_position) + _CHUNK, target)):
+            while not self.stopped:
+                # Appends may overtake the warmer (a slave catching up, batch puts): what they
+                # wrote needs no warming, and a target they passed is done.
+                start = max(mf.warmed_position, mf.wrote_position)
+                if start >= target:
+                    break
+                if not mf.warm(min(start + _CHUNK, target)):
                     log.info("the kernel cannot pre-fault pages (MADV_POPULATE_READ); warming off")
                     return

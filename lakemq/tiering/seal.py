@@ -225,9 +225,11 @@ def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, st
 
 
 def seal_segments(
-    store_dir: str | Path, *, idle_ms: int, stride: int = 8 << 20, now_ms: int | None = None
+    store_dir: str | Path, *, idle_ms: int, stride: int = 8 << 20, now_ms: int | None = None, from_offset: int = 0
 ) -> list[SealedSegment]:
-    """Seal what became final since the last call; returns the new seals (oldest first)."""
+    """Seal what became final since the last call; returns the new seals (oldest first).
+    Nothing below ``from_offset`` (what the lake holds already) is sealed: a store that did
+    not tier those bytes itself (a slave's, after its master was lost) starts there."""
     files = commitlog_files(store_dir)
     sealed_to: dict[int, int] = {}
     for s in load_seals(store_dir):
@@ -235,7 +237,7 @@ def seal_segments(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     new: list[SealedSegment] = []
     for i, f in enumerate(files):
-        start = sealed_to.get(f.start, f.start)
+        start = max(sealed_to.get(f.start, f.start), min(from_offset, f.end))
         if start >= f.end:
             continue
         last = i == len(files) - 1

@@ -121,7 +121,7 @@ def test_one_broker_conf_serves_the_broker_and_the_lake_jobs(tmp_path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerName=broker-j\nlakeUri=/lake\ntierSealIdleMs=5000\ndelaySweepBatch=8\n"
                     "transactionSweepBatch=16\n")
-    broker, _ = load_broker_configs(str(conf), data_dir=str(tmp_path / "store"))
+    broker, _, _ = load_broker_configs(str(conf), data_dir=str(tmp_path / "store"))
     props = read_properties(conf)
     assert (broker.broker_name, broker.lake_uri) == ("broker-j", "/lake")
     assert bind(TieringConfig, props).tier_seal_idle_ms == 5000

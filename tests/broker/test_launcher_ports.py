@@ -11,13 +11,13 @@ import pytest
 from lakemq.launcher import ServerProcess, _ephemeral_low, _on_a_free_port, reserved_port
 
 
-def test_reserved_port_and_its_metrics_port_are_free_and_below_the_ephemeral_range() -> None:
+def test_reserved_port_and_its_ha_and_metrics_ports_are_free_and_below_the_ephemeral_range() -> None:
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     assert _ephemeral_low() == low
     for _ in range(20):
         port = reserved_port()
         assert 20000 <= port and port + 2 < low
-        for p in (port, port + 2):  # the listen port and the default metrics port (listen + 2)
+        for p in (port - 2, port, port + 1, port + 2):  # listen port, default VIP, HA and metrics ports
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", p))
 

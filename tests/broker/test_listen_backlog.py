@@ -124,7 +124,7 @@ def test_backlog_is_a_config_key(tmp_path: Path) -> None:
 
     conf = tmp_path / "broker.conf"
     conf.write_text("serverSocketBacklog=4096\n")
-    broker, _ = load_broker_configs(str(conf), data_dir=str(tmp_path / "store"), port=0, namesrv="127.0.0.1:1")
+    broker, _, _ = load_broker_configs(str(conf), data_dir=str(tmp_path / "store"), port=0, namesrv="127.0.0.1:1")
     assert broker.server_socket_backlog == 4096
     assert load_namesrv_config().server_config().backlog == 1024
     conf.write_text("serverSocketBacklog=0\n")

@@ -79,16 +79,16 @@ def test_batch_decoding_round_trip_and_refusals() -> None:
 
 
 def test_broker_configs_from_conf_and_flags(tmp_path: Path) -> None:
-    broker, store = load_broker_configs(None)
+    broker, store, _ = load_broker_configs(None)
     assert store.store_path_root_dir == str(Path(DEFAULT_STORE_ROOT).resolve())
     assert broker.listen_port == 10911 and broker.namesrv_addr == ("127.0.0.1:9876",)
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerName=broker-x\nstorePathRootDir=/var/tmp/lakemq-store\nflushDiskType=SYNC_FLUSH\n")
-    broker, store = load_broker_configs(str(conf), port=0, namesrv="127.0.0.1:1;127.0.0.1:2")
+    broker, store, _ = load_broker_configs(str(conf), port=0, namesrv="127.0.0.1:1;127.0.0.1:2")
     assert broker.broker_name == "broker-x" and broker.listen_port == 0
     assert broker.namesrv_addr == ("127.0.0.1:1", "127.0.0.1:2")
     assert store.store_path_root_dir == "/var/tmp/lakemq-store" and store.flush_disk_type.name == "SYNC_FLUSH"
-    _, store = load_broker_configs(str(conf), data_dir=str(tmp_path / "d"))
+    _, store, _ = load_broker_configs(str(conf), data_dir=str(tmp_path / "d"))
     assert store.store_path_root_dir == str((tmp_path / "d").resolve())
     conf.write_text("brokerNmae=typo\n")
     with pytest.raises(ConfigError, match="brokerNmae"):
@@ -97,12 +97,12 @@ def test_broker_configs_from_conf_and_flags(tmp_path: Path) -> None:
 
 def test_shipped_broker_conf_binds() -> None:
     conf = Path(__file__).resolve().parents[2] / "conf" / "broker.conf"
-    broker, store = load_broker_configs(str(conf))
+    broker, store, _ = load_broker_configs(str(conf))
     assert broker.broker_name == "broker-a" and store.max_message_size == 4 * 1024 * 1024
 
 
 def test_rocketmq_spelling_of_broker_ip1(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerIP1=127.0.0.2\n")
-    broker, _ = load_broker_configs(str(conf))
+    broker, _, _ = load_broker_configs(str(conf))
     assert broker.broker_ip1 == "127.0.0.2" and broker.broker_addr == "127.0.0.2:10911"

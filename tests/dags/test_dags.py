@@ -81,8 +81,6 @@ def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
-    from lakemq.jobs.delta_source import snapshot_files
-
     count = 400
     store_dir, lake = tmp_path / "store", tmp_path / "lake"
     _write_store(store_dir, count)
@@ -105,8 +103,8 @@ def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path
     table = DeltaTable(str(lake / "messages"))
     uniq = [
         u
-        for f in snapshot_files(table, str(lake / "messages"))
-        for u in pq.read_table(f["uri"], columns=["uniq_key"]).column("uniq_key").to_pylist()
+        for f in table.file_uris()
+        for u in pq.read_table(f, columns=["uniq_key"]).column("uniq_key").to_pylist()
     ]
     assert sorted(uniq) == [f"AIRFLOW{i:08d}" for i in range(count)]
     files_after = sorted(p.name for p in (store_dir / "commitlog").iterdir())
@@ -126,7 +124,6 @@ def test_sweeps_dag_records_a_pending_transaction(airflow_py: str, tmp_path: Pat
     from lakemq.client import LocalTransactionState, Message
     from lakemq.client.config import ClientConfig
     from lakemq.client.sync import SyncTransactionProducer
-    from lakemq.jobs.delta_source import snapshot_files
     from tests.cluster import lakemq_command, start_cluster
 
     class Unknown:
@@ -160,7 +157,7 @@ def test_sweeps_dag_records_a_pending_transaction(airflow_py: str, tmp_path: Pat
         assert run["state"] == "success", run
         assert run["tasks"] == {"delay_sweep": "success", "transaction_sweep": "success"}
     table_uri = str(lake / "transactions")
-    rows = [r for f in snapshot_files(DeltaTable(table_uri), table_uri) for r in pq.read_table(f["uri"]).to_pylist()]
+    rows = [r for f in DeltaTable(table_uri).file_uris() for r in pq.read_table(f).to_pylist()]
     assert [(r["uniq_key"], r["topic"], r["state"], r["broker_verdict"]) for r in rows] == [
         (sent.msg_id, "DagTx", "PENDING", "in_half_queue")
     ]

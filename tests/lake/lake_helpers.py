@@ -84,3 +84,17 @@ def read_all(namesrv: str, topic: str, group: str = "LakeTestReader") -> list[An
                 msgs += result.msgs
                 offset = result.next_begin_offset
     return msgs
+
+
+def transaction_rows(state: str, n: int, now: int) -> list[dict[str, Any]]:
+    """Rows of the transaction sweep's table, numbered by half queue offset."""
+    from lakemq.jobs.transaction_sweep import TRANSACTIONS_SCHEMA
+
+    rows = []
+    for i in range(n):
+        row = {f.name: None for f in TRANSACTIONS_SCHEMA}
+        row.update(store_host="10.1.2.3:10911", half_queue_offset=i, half_offset=1000 + i, msg_id=f"ID{i:04d}",
+                   uniq_key=f"TX{i:04d}", topic="TopicA", born_timestamp=now, store_timestamp=now, state=state,
+                   checks=i % 3, copies=1, swept_at=now)
+        rows.append(row)
+    return rows

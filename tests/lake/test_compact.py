@@ -57,10 +57,10 @@ def test_compact_reads_back_everywhere_and_rerun_changes_nothing(
     assert sorted(r["commitlog_offset"] for r in rows) == offsets
     first = decode_record(commitlog_files(store_dir)[0].path.read_bytes(), 0)
     assert next(r for r in rows if r["commitlog_offset"] == 0)["body"] == first.body
-    # Spark SQL through the views: system records never show up as user messages.
-    counts = {r["kind"]: r["n"] for r in run_sql(spark, str(lake), "SELECT kind, count(*) n FROM all_messages GROUP BY kind").collect()}
+    # Spark SQL through Delta: system records never show up as user messages.
+    counts = {r["kind"]: r["n"] for r in run_sql(spark, str(lake), "SELECT kind, count(*) n FROM messages GROUP BY kind").collect()}
     assert counts == {"normal": 600, "schedule": 1, "trans_half": 1, "trans_op": 1}
-    assert run_sql(spark, str(lake), "SELECT count(*) c FROM messages").collect()[0]["c"] == 600
+    assert run_sql(spark, str(lake), "SELECT count(*) c FROM user_messages").collect()[0]["c"] == 600
     delayed = run_sql(spark, str(lake), "SELECT properties['REAL_TOPIC'] t FROM schedule_messages").collect()
     assert [r["t"] for r in delayed] == ["TopicA"]
     # The same run again: nothing pending, no new Delta version, the manifest unchanged.
@@ -215,3 +215,26 @@ def test_optimize_and_checkpoint_keep_every_row(
     manifest, _ = verify_manifest(location, store_dir, Manifest.open(location, BROKER))
     assert all(e.verified for e in manifest.entries)
     assert Manifest.open(location, BROKER).entries == Manifest.open(location, BROKER).entries
+
+
+def test_a_slaves_copy_continues_where_the_masters_tiering_stopped(
+    spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path
+) -> None:
+    """The master tiered part of its last file (an idle seal), then was lost; its slave holds
+    the same CommitLog bytes but no seals. Tiering the slave's store commits only what the lake
+    lacks: every record once (docs/REPLICATION.md)."""
+    import shutil
+
+    first = write_store(user_messages(400))  # a 64 KiB file and part of the next
+    lake = tmp_path / "lake"
+    run(spark, store_dir, lake)
+    master_end = Manifest.open(LakeLocation.of(str(lake)), BROKER).committed_end
+    assert master_end > first[-1] and master_end % (64 * 1024)  # a partial file was sealed
+    more = write_store(user_messages(300))
+    slave = tmp_path / "slave"
+    shutil.copytree(store_dir / "commitlog", slave / "commitlog")  # what replication gave the slave
+    result = run(spark, slave, lake)
+    assert result.committed and result.committed[0].range_start == master_end
+    assert load_seals(slave)[0].range_start == master_end  # nothing sealed below the lake
+    offsets = sorted(r["commitlog_offset"] for r in lake_rows(str(lake / "messages")))
+    assert offsets == first + more  # each once

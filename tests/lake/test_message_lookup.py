@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,11 @@ from tests.cluster import lakemq_command, start_cluster
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(lakemq_command("admin", "message", "query", "--master", "local[1]", *args),
                           capture_output=True, text=True, timeout=300, env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"})
+
+
+def _tiers(stdout: str) -> list[str]:
+    """The tier of each message printed, in a table ("│ lake │") or one field a line ("tier: lake")."""
+    return re.findall(r"(?:^\s*tier: |│\s*)(hot|lake)\b", stdout, re.MULTILINE)
 
 
 @pytest.fixture
@@ -51,7 +58,7 @@ def test_cli_searches_the_lake_when_the_cluster_is_gone(lake: Path) -> None:
     found = _cli("-n", "127.0.0.1:1", "--lake", str(lake), "--topic", "TopicA", "--key", "k3")
     assert found.returncode == 0, found.stderr[-2000:]
     assert "note: hot tier not searched" in found.stderr
-    assert "20 message(s)" in found.stdout and "UNIQ00000193" in found.stdout and " lake " in found.stdout
+    assert "20 message(s)" in found.stdout and "UNIQ00000193" in found.stdout and _tiers(found.stdout) == ["lake"] * 20
     missing = _cli("-n", "127.0.0.1:1", "--lake", str(lake), "--topic", "TopicA", "--key", "nope")
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines()[-1] == "error: no message of TopicA with key nope (hot tier and lake)"
@@ -69,9 +76,13 @@ def test_cli_merges_hot_tier_and_lake(lake: Path, tmp_path: Path) -> None:
             hot.keys = ["k3"]
             producer.send(hot)
         found = _cli("-n", cluster.namesrv_addr, "--lake", str(lake), "--topic", "TopicA", "--key", "k3")
+        # A lake that fails mid-search (a data file lost): the hot tier's answer is still shown.
+        broken = tmp_path / "broken-lake"
+        shutil.copytree(lake, broken)
+        next((broken / "messages").rglob("*.parquet")).unlink()
+        partial = _cli("-n", cluster.namesrv_addr, "--lake", str(broken), "--topic", "TopicA", "--key", "k3")
+    assert partial.returncode == 1 and "fresh-from-the-broker" in partial.stdout and "1 message(s)" in partial.stdout
+    assert partial.stderr.strip().splitlines()[-1].startswith("error: the lake was not searched, only the hot tier")
     assert found.returncode == 0, found.stderr[-2000:]
-    assert "21 message(s)" in found.stdout
-    lines = found.stdout.splitlines()
-    hot_lines = [line for line in lines if "fresh-from-the-broker" in line]
-    assert len(hot_lines) == 1 and " hot " in hot_lines[0]
-    assert sum(" lake " in line for line in lines) == 20
+    assert "21 message(s)" in found.stdout and found.stdout.count("fresh-from-the-broker") == 1
+    assert _tiers(found.stdout) == ["lake"] * 20 + ["hot"]  # oldest first: the hot one is new

@@ -19,7 +19,6 @@ from lake_helpers import WriteStore, read_all, user_messages
 from lakemq.client import Message, SyncProducer
 from lakemq.jobs.broker_lookup import broker_lookup
 from lakemq.jobs.compact import compact
-from lakemq.jobs.delta_source import snapshot_files
 from lakemq.jobs.ordered_scan import ordered_pages
 from lakemq.jobs.replay import replay
 from lakemq.jobs.tier_run import tier_run
@@ -80,6 +79,8 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
             "150",
             "--batch",
             "32",
+            "--master",
+            "local[1]",
         )
         env = dict(os.environ, LAKEMQ_LOG_DIR=str(tmp_path / "logs"))
         first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -98,7 +99,7 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
         second = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
         assert second.returncode == 0, second.stderr[-2000:]
         copies = read_all(ns, TARGET)
-        in_flight = _died_after_a_send_then_rerun(ns, lake, began, ended, tmp_path / "replay2.json")
+        in_flight = _died_after_a_send_then_rerun(spark, ns, lake, began, ended, tmp_path / "replay2.json")
     print(
         f"injected: SIGKILL of the replay after {partial} of {COUNT}; measured: {len(copies)} in the target"
     )
@@ -116,7 +117,7 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
     assert sorted(m.properties["ORIGIN_MESSAGE_ID"] for m in in_flight) == sorted(originals)
 
 
-def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int, checkpoint: Path) -> list[Any]:
+def _died_after_a_send_then_rerun(spark: Any, ns: str, lake: Path, began: int, ended: int, checkpoint: Path) -> list[Any]:
     """A run that dies after the broker stored a batch but before the checkpoint says so: the
     re-run finds that batch at the broker and sends only the rest."""
     with SyncProducer("ReplayInProcess", namesrv_addr=ns) as producer, broker_lookup(ns) as found:
@@ -140,11 +141,11 @@ def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int, c
             found_at_broker=found,
         )
         try:
-            replay(send_batch=dies_after_second_send, **common)
+            replay(spark, send_batch=dies_after_second_send, **common)
         except KeyboardInterrupt:
             pass
         assert json.loads(checkpoint.read_text())["sending"], "the checkpoint should show a batch in flight"
-        result = replay(send_batch=producer.send_batch, **common)
+        result = replay(spark, send_batch=producer.send_batch, **common)
     assert (result.skipped, result.recovered, result.sent) == (50, 50, COUNT - 100)
     return read_all(ns, TARGET2)
 
@@ -152,23 +153,17 @@ def _died_after_a_send_then_rerun(ns: str, lake: Path, began: int, ended: int, c
 def test_ordered_scan_pages_every_row_once_in_order(
     spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path
 ) -> None:
-    """Many files and pages, a cache smaller than one file: every row of the topic and time
-    range once, in (store_timestamp, commitlog_offset) order; ``after`` resumes past a row."""
+    """Many files and pages: every row of the topic and time range once, in
+    (store_timestamp, commitlog_offset) order; ``after`` resumes past a row."""
     msgs = user_messages(150, topic="ScanA") + user_messages(60, topic="ScanB")
     offsets = write_store(msgs, file_size=16 * 1024)
     lake = tmp_path / "lake"
     compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name="broker-a", seal_idle_ms=0)
     wanted = sorted(o for o, m in zip(offsets, msgs) if m.topic == "ScanA")
-    files = [
-        f
-        for f in snapshot_files(DeltaTable(str(lake / "messages")), str(lake / "messages"))
-        if f["partition"]["topic"] == "ScanA"
-    ]
+    files = [f for f in DeltaTable(str(lake / "messages")).file_uris() if "/topic=ScanA/" in f]
     assert len(files) > 2, "the topic should span several files"
 
-    total, left, pages = ordered_pages(
-        str(lake), topic="ScanA", begin_ms=0, end_ms=2**62, page_rows=37, cache_bytes=1
-    )
+    total, left, pages = ordered_pages(spark, str(lake), topic="ScanA", begin_ms=0, end_ms=2**62, page_rows=37)
     rows = [
         (ts, off)
         for page in pages
@@ -179,7 +174,7 @@ def test_ordered_scan_pages_every_row_once_in_order(
     assert (total, left) == (150, 150)
     assert rows == sorted(rows) and sorted(off for _, off in rows) == wanted
 
-    total, left, pages = ordered_pages(str(lake), topic="ScanA", begin_ms=0, end_ms=2**62, after=rows[99])
+    total, left, pages = ordered_pages(spark, str(lake), topic="ScanA", begin_ms=0, end_ms=2**62, after=rows[99])
     assert (total, left) == (150, 50)
     assert [off for page in pages for off in page.column("commitlog_offset").to_pylist()] == [
         o for _, o in rows[100:]

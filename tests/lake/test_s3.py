@@ -17,10 +17,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from lake_helpers import WriteStore, user_messages
+from lake_helpers import WriteStore, transaction_rows, user_messages
 
 from lakemq.jobs.compact import compact
+from lakemq.jobs.lake_tables import read_table, spark_uri
 from lakemq.jobs.sql import run_sql
+from lakemq.jobs.transaction_sweep import _write
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.verify import verify_manifest
@@ -105,3 +107,24 @@ def test_compact_to_s3_is_a_delta_table_and_exactly_once(
     assert len(counts) == len(result.committed) and manifest.verified_end == result.committed[-1].range_end
     got = run_sql(spark, lake_uri, "SELECT count(*) c FROM messages", storage_options=s3_options).collect()
     assert got[0]["c"] == len(offsets)
+
+
+def test_spark_writes_and_reads_the_s3_lake_through_s3a(spark: Any, s3_options: dict[str, str]) -> None:
+    """Spark's own S3 connector on the same bucket: Delta's MERGE writes the sweep's table, and
+    delta-rs reads what Spark wrote."""
+    from deltalake import DeltaTable
+
+    lake = LakeLocation.of("s3://lake-bucket/spark-lake", s3_options)
+    first = _write(spark, lake, transaction_rows("PENDING", 12, 1_700_000_000_000))
+    second = _write(spark, lake, transaction_rows("ROLLBACK", 4, 1_700_000_100_000))
+    assert second == first + 1
+    assert spark_uri(lake, "transactions") == "s3a://lake-bucket/spark-lake/transactions"
+    states = read_table(spark, lake, "transactions").groupBy("state").count().collect()
+    assert {r["state"]: r["count"] for r in states} == {"ROLLBACK": 4, "PENDING": 8}
+    table = DeltaTable(lake.table_uri("transactions"), storage_options=s3_options)
+    assert table.version() == second
+    rows: list[str] = []
+    for uri in table.file_uris():
+        with lake.fs.open(uri, "rb") as f:
+            rows += pq.read_table(f, columns=["state"]).column(0).to_pylist()
+    assert sorted(rows) == ["PENDING"] * 8 + ["ROLLBACK"] * 4

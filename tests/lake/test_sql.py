@@ -1,20 +1,23 @@
-"""Spark SQL over the lake: the views, time travel (option and VERSION AS OF), key look-up and
-`lakemq sql` as a user runs it."""
+"""Spark SQL over the lake through Delta's catalog: the tables and views, time travel (option,
+VERSION AS OF, TIMESTAMP AS OF), Delta's own commands, and `lakemq sql` as a user runs it."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from lake_helpers import WriteStore, user_messages
 
 from lakemq.jobs.compact import compact
-from lakemq.jobs.sql import lookup_key, run_sql
+from lakemq.jobs.sql import run_sql
+from lakemq.launcher import reserved_port, spawn
 from tests.cluster import lakemq_command
 
 
-def test_views_time_travel_and_key_lookup(spark: Any, store_dir: Path, write_store: WriteStore,
+def test_tables_views_and_time_travel(spark: Any, store_dir: Path, write_store: WriteStore,
                                           tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     write_store(user_messages(200))
@@ -32,22 +35,62 @@ def test_views_time_travel_and_key_lookup(spark: Any, store_dir: Path, write_sto
     assert count("SELECT count(*) FROM messages WHERE topic = 'TopicB'") == 100
     assert count("SELECT count(*) FROM messages", version=after_first) == 200
     assert count(f"SELECT count(*) FROM messages VERSION AS OF {after_first}") == 200
-    rows = lookup_key(spark, str(lake), topic="TopicA", key="order-7").collect()
+    assert count("SELECT count(*) FROM user_messages") == 300
+    # Delta's own SQL on the registered table, as a Spark user types it.
+    history = run_sql(spark, str(lake), "DESCRIBE HISTORY messages").collect()
+    latest = DeltaTable(str(lake / "messages")).version()
+    assert latest > after_first and [h["version"] for h in history] == list(range(latest, -1, -1))
+    first_commit = next(h for h in history if h["version"] == after_first)["timestamp"]
+    assert count(f"SELECT count(*) FROM messages TIMESTAMP AS OF '{first_commit}'") == 200
+    detail = run_sql(spark, str(lake), "DESCRIBE DETAIL messages").collect()[0]
+    assert detail["format"] == "delta" and detail["partitionColumns"] == ["topic", "store_date"]
+    rows = run_sql(spark, str(lake), "SELECT uniq_key FROM messages WHERE topic = 'TopicA' "
+                   "AND array_contains(split(keys, ' '), 'order-7')").collect()
     assert [r["uniq_key"] for r in rows] == ["UNIQ00000007"]
-    by_uniq = lookup_key(spark, str(lake), topic="TopicA", key="UNIQ00000008").collect()
-    assert [r["keys"] for r in by_uniq] == ["order-8 k8"]
 
 
-def test_sql_command(spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path) -> None:
+def _stderr_lines(stderr: str) -> list[str]:
+    """What lakemq and Spark printed on stderr, less the JVM's own start-up notice."""
+    return [line for line in stderr.strip().splitlines() if not line.startswith("WARNING: Using incubator modules")]
+
+
+@pytest.mark.timeout(600)  # three JVMs: a query, a shell, a server
+def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     write_store(user_messages(50))
     compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name="b", seal_idle_ms=0)
-    done = subprocess.run(lakemq_command("sql", "--lake", str(lake), "--master", "local[1]",
-                                         "SELECT tags, count(*) AS n FROM messages GROUP BY tags ORDER BY tags"),
-                          capture_output=True, text=True, timeout=300, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "tag0" in done.stdout and "17" in done.stdout and "3 row(s)" in done.stdout
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "LAKEMQ_LOG_DIR": str(tmp_path / "logs")}
+    # One statement: a typo is one line on stderr (no Spark WARN lines, no Java stack); details in the log.
     bad = subprocess.run(lakemq_command("sql", "--lake", str(lake), "--master", "local[1]", "SELEC nonsense"),
-                         capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin"})
-    # lakemq's own report is one line (the JVM may print its start-up notices before it).
-    assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith("error: Spark job failed")
+                         check=False, capture_output=True, text=True, timeout=300, env=env)
+    assert bad.returncode == 1
+    assert _stderr_lines(bad.stderr) == [_stderr_lines(bad.stderr)[-1]], bad.stderr[-3000:]
+    assert _stderr_lines(bad.stderr)[-1].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
+    assert "PARSE_SYNTAX_ERROR" in (tmp_path / "logs" / "lakemq-sql.log").read_text()
+    # Without a query: statements from stdin on one session; a bad one does not stop the rest.
+    shell = subprocess.run(lakemq_command("sql", "--lake", str(lake), "--master", "local[1]"),
+                           input="SELECT tags, count(*) AS n FROM messages\n GROUP BY tags ORDER BY tags;\n"
+                                 "SELEC oops;\nSELECT max(queue_offset) AS top FROM user_messages;\n",
+                           check=False, capture_output=True, text=True, timeout=300, env=env)
+    assert shell.returncode == 1, shell.stderr[-3000:]
+    assert "tag0" in shell.stdout and "17" in shell.stdout and "3 row(s)" in shell.stdout
+    assert "top" in shell.stdout and "12" in shell.stdout and "1 row(s)" in shell.stdout
+    errors = _stderr_lines(shell.stderr)
+    assert len(errors) == 2 and errors[0].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
+    assert errors[1].startswith("error: 1 statement(s) failed")
+    # A Spark Connect server keeps the session; `lakemq sql --remote` runs without a JVM of its own.
+    server = spawn("sql-server", ["sql-server", "--lake", str(lake), "--master", "local[1]",
+                                  "--port", str(reserved_port())],
+                   tmp_path / "server", re.compile(r"ready on (sc://\S+) "), timeout=240)
+    try:
+        remote = subprocess.run(lakemq_command("sql", "--remote", server.addr,
+                                               "SELECT count(*) AS n FROM user_messages"),
+                                check=False, capture_output=True, text=True, timeout=120, env=env)
+        assert remote.returncode == 0, remote.stderr[-3000:] + server.logs()
+        assert "50" in remote.stdout and "1 row(s)" in remote.stdout
+        history = subprocess.run(lakemq_command("sql", "--remote", server.addr, "DESCRIBE HISTORY messages"),
+                                 check=False, capture_output=True, text=True, timeout=120, env=env)
+        assert history.returncode == 0, history.stderr[-3000:]
+        assert "operation" in history.stdout and "CREATE TABLE" in history.stdout
+    finally:
+        assert server.stop() == 0

@@ -37,7 +37,7 @@ def test_broker_and_jobs_resolve_the_store_alike(tmp_path: Path) -> None:
     bare.write_text("brokerName=broker-a\n")
     for conf_path, data_dir, want in ((conf, None, pinned), (conf, tmp_path / "d", tmp_path / "d"),
                                       (bare, tmp_path / "d", tmp_path / "d"), (bare, None, Path(DEFAULT_STORE_ROOT))):
-        _, store = load_broker_configs(str(conf_path), data_dir=None if data_dir is None else str(data_dir))
+        _, store, _ = load_broker_configs(str(conf_path), data_dir=None if data_dir is None else str(data_dir))
         tier = TierSettings.from_mapping({"broker_conf": str(conf_path), "store_dir": data_dir})
         reindex = ReindexSettings.from_mapping({"broker_conf": str(conf_path), "store_dir": data_dir})
         assert Path(store.store_path_root_dir) == tier.store_dir == reindex.config.root_dir == want.resolve()

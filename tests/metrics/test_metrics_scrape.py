@@ -64,7 +64,10 @@ def test_broker_counts_puts_lag_and_delayed_backlog(cluster: Cluster) -> None:
         queues = consumer.fetch_subscribe_message_queues(topic)
         for mq in queues:
             consumer.update_consume_offset(mq, 0)
-    assert value(scrape(url), "lakemq_broker_consumer_lag_messages", group=group, topic=topic) == 12
+    # The offset updates are oneway: the broker may read them just after the consumer closes.
+    lag = "lakemq_broker_consumer_lag_messages"
+    assert value(_scrape_until(url, lambda s: value(s, lag, group=group, topic=topic) == 12),
+                 lag, group=group, topic=topic) == 12
 
     # Consuming everything and committing brings the lag to 0 on every queue.
     with SyncPullConsumer(group, namesrv_addr=cluster.namesrv_addr) as consumer:
@@ -74,9 +77,12 @@ def test_broker_counts_puts_lag_and_delayed_backlog(cluster: Cluster) -> None:
             got += len(result.msgs)
             consumer.update_consume_offset(mq, result.next_begin_offset)
     assert got == 12
-    samples = scrape(url)
-    lags = [v for (n, ls), v in samples.items()
-            if n == "lakemq_broker_consumer_lag_messages" and ("group", group) in ls]
+
+    def lags_of(samples: Samples) -> list[float]:
+        return [v for (n, ls), v in samples.items() if n == lag and ("group", group) in ls]
+
+    samples = _scrape_until(url, lambda s: set(lags_of(s)) == {0})
+    lags = lags_of(samples)
     assert len(lags) == len(queues) and set(lags) == {0}
     assert value(samples, "lakemq_broker_get_messages_total", group=group, topic=topic) == 12
     # Whole stored records go out: more than the bodies.

@@ -1,7 +1,8 @@
 """PutAcks' state table (lakemq/store/acks.py, docs/SYNC_FLUSH.md) with the real group commit
-and a second condition, as a replication service will add one: a put is answered PUT_OK once
-both hold, the first unmet condition's refusal or timeout status otherwise, by the one
-deadline PutAcks keeps, for sink puts and blocking puts alike."""
+and a second condition, as replication adds one (lakemq/store/replication.py): a put is
+answered PUT_OK once both hold, else once each has held or failed, with the last failed
+condition's refusal or timeout status, by the deadlines PutAcks keeps (each condition's own,
+else PutAcks'), for sink puts and blocking puts alike."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ class SlaveOffset:
 
     timeout_status = SLAVE
 
-    def __init__(self) -> None:
+    def __init__(self, timeout_s: float | None = None) -> None:
+        self.timeout_s = timeout_s
         self._lock = threading.Condition()
         self._acked = 0
         self._fds: list[int] = []
@@ -109,7 +111,7 @@ def test_a_put_waits_for_every_condition(parts: tuple[MappedFileQueue, SlaveOffs
     assert acks.register(_append(queue, 10), False, sink, "no wait") is OK
 
 
-def test_the_first_unmet_condition_names_the_timeout(parts: tuple[MappedFileQueue, SlaveOffset, PutAcks]) -> None:
+def test_the_failed_condition_names_the_timeout(parts: tuple[MappedFileQueue, SlaveOffset, PutAcks]) -> None:
     queue, _slave, acks = parts
     sink = Sink()
     end = _append(queue, 100)
@@ -127,9 +129,10 @@ def test_a_refusing_condition_answers_at_once(parts: tuple[MappedFileQueue, Slav
     slave.connected = False
     end = _append(queue, 100)
     started = time.monotonic()
-    assert acks.register(end, True, sink, "no slave") is None
+    assert acks.register(end, True, sink, "no slave") is None  # the disk has not covered it yet
     assert sink.answer("no slave") is NO_SLAVE
-    assert time.monotonic() - started < 0.25  # at the next release, before the deadline
+    assert time.monotonic() - started < 0.25  # at the flush's release, before the deadline
+    assert acks.register(end, True, sink, "flushed") is NO_SLAVE  # nothing else to wait for: at register
     assert acks.wait(end, True) is NO_SLAVE
     slave.connected = True
     slave.report(end)
@@ -154,3 +157,31 @@ def test_the_last_release_answers_every_waiter(tmp_path: Path) -> None:
     assert sink.answer("pending", 0) is SLAVE  # flushed by the last flush, never replicated
     assert acks.register(second, True, sink, "late") is SLAVE  # after the last release: at once
     queue.shutdown()
+
+
+def test_each_condition_keeps_its_own_deadline_and_the_later_failure_names_the_answer(tmp_path: Path) -> None:
+    """slaveTimeout beside syncFlushTimeout, as RocketMQ: a put the disk never covers and the
+    slave never acknowledges is answered once both deadlines passed, with the slave's status
+    (RocketMQ's combination puts the replica's over the flush's)."""
+    queue = MappedFileQueue(tmp_path, 1 << 16)
+    group_commit, slave = GroupCommit(queue), SlaveOffset(timeout_s=0.2)
+    acks = PutAcks(600, [group_commit, slave])  # the group commit is never started: no flush
+    acks.start()
+    try:
+        sink = Sink()
+        end = _append(queue, 100)
+        started = time.monotonic()
+        assert acks.register(end, True, sink, "neither") is None
+        assert sink.answer("neither") is SLAVE
+        assert 0.55 <= time.monotonic() - started < 2.0  # the disk's 600 ms, not the slave's 200
+        slave.report(end)
+        started = time.monotonic()
+        assert acks.register(end, True, sink, "slave only") is None
+        assert sink.answer("slave only") is DISK
+        assert 0.55 <= time.monotonic() - started < 2.0
+        started = time.monotonic()
+        assert acks.wait(_append(queue, 10), True) is SLAVE  # blocking: the same deadlines and answer
+        assert 0.55 <= time.monotonic() - started < 2.0
+    finally:
+        acks.shutdown()
+        queue.shutdown()

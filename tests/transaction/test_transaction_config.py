@@ -25,7 +25,7 @@ def test_shipped_conf_documents_the_transaction_defaults() -> None:
         line.split("=", 1)[0] for line in CONF.read_text().splitlines() if "=" in line and line[0] != "#"
     }
     assert set(KEYS) <= lines
-    shipped, _ = load_broker_configs(str(CONF))
+    shipped, _, _ = load_broker_configs(str(CONF))
     defaults = BrokerConfig()
     for field in KEYS.values():
         assert getattr(shipped, field) == getattr(defaults, field), field
@@ -34,7 +34,7 @@ def test_shipped_conf_documents_the_transaction_defaults() -> None:
 def test_transaction_keys_bind_and_bad_values_are_refused(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("transactionTimeOut=0\ntransactionCheckInterval=250\ntransactionCheckMax=2\n")
-    broker, _ = load_broker_configs(str(conf))
+    broker, _, _ = load_broker_configs(str(conf))
     assert (broker.transaction_time_out, broker.transaction_check_interval, broker.transaction_check_max) == (
         0,
         250,

@@ -1,6 +1,7 @@
-"""Admin requests (RocketMQ AdminBrokerProcessor): topics (create, delete), queue offsets, consume stats,
-runtime info, all consumer offsets, the orderly consumers' queue locks, and the transaction
-sweep's hand-back of half messages from the lake (lakemq's own code, see transaction/lake_resume).
+"""Admin requests (RocketMQ AdminBrokerProcessor): topics (create, delete), queue offsets,
+consume stats, runtime info, all topic configs, consumer offsets, delay offsets and groups
+(what a slave syncs), the orderly consumers' queue locks, and the transaction sweep's
+hand-back of half messages from the lake (lakemq's own code, see transaction/lake_resume).
 
 Runs in the admin pool: creating a topic writes topics.json, and offset-by-time lookups read
 ConsumeQueue files.
@@ -62,6 +63,7 @@ ADMIN_CODES = (
     RequestCode.GET_CONSUME_STATS,
     RequestCode.GET_BROKER_RUNTIME_INFO,
     RequestCode.GET_ALL_CONSUMER_OFFSET,
+    RequestCode.GET_ALL_DELAY_OFFSET,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
     RequestCode.LOCK_BATCH_MQ,
     RequestCode.UNLOCK_BATCH_MQ,
@@ -143,6 +145,10 @@ class AdminBrokerProcessor:
             ),
             RequestCode.GET_ALL_CONSUMER_OFFSET: lambda ctx, r: r.reply(
                 ResponseCode.SUCCESS, body=encode_json(self._offsets.encode())
+            ),
+            # delayOffset.json's text, as RocketMQ answers it (its slaves write it as is).
+            RequestCode.GET_ALL_DELAY_OFFSET: lambda ctx, r: r.reply(
+                ResponseCode.SUCCESS, body=self._store.schedule.offsets_text().encode()
             ),
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: lambda ctx, r: r.reply(
                 ResponseCode.SUCCESS, body=encode_json(self._groups.encode())

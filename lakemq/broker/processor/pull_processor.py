@@ -8,6 +8,14 @@ awaits the hold service (up to ``suspendTimeoutMillis``, at most ``maxSuspendTim
 with long polling, else ``shortPollingTimeMills``; released at once when its connection
 closes) and is then run again without suspension.
 
+Which broker the client should pull from next (``suggestWhichBrokerId``, as RocketMQ 4.9):
+the master (id 0), unless ``slaveReadEnable``; then the group's ``whichBrokerWhenConsumeSlowly``
+when the pull read far behind (further from the CommitLog's end than
+``accessMessageInMemoryMaxRatio`` of RAM), else the group's ``brokerId``. A slave serves every
+pull it gets; without ``offsetCheckInSlave`` it never moves a consumer's offset (it may be
+behind its master): such a pull is answered PULL_RETRY_IMMEDIATELY, pointing at the group's
+``brokerId``.
+
 Where a pull runs: on the event loop when its group already exists (nothing to create and
 persist) and it reads nothing or starts within the CommitLog's most recent
 ``accessMessageInMemoryMaxRatio`` of RAM (in the page cache, as RocketMQ judges it); otherwise,
@@ -81,6 +89,8 @@ class PullMessageProcessor:
         # Filters of the subscriptions pulls carry (PullSysFlag.SUBSCRIPTION), by what was sent.
         self._posted: dict[tuple[str, str | None, str | None, int], tuple[SubscriptionData, MessageFilter]] = {}
         self._hot_bytes = _physical_memory() * store.config.access_message_in_memory_max_ratio // 100
+        self._slave_reads = config.slave_read_enable
+        self._keeps_offsets = store.is_slave and not store.config.offset_check_in_slave
 
     def reject_request(self) -> bool:
         return False
@@ -288,7 +298,14 @@ class PullMessageProcessor:
                 message_filter, max_bytes, result,
             ) or result
         code, remark = _map_status(result, header.queue_offset)
-        fields = pull_response_fields(MASTER_ID, result.next_begin_offset, result.min_offset, result.max_offset)
+        suggest = MASTER_ID
+        group = self._groups.get(header.consumer_group) if self._slave_reads or self._keeps_offsets else None
+        if self._slave_reads and group is not None:
+            suggest = group.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else group.broker_id
+        if code == ResponseCode.PULL_OFFSET_MOVED and self._keeps_offsets:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            suggest = group.broker_id if group is not None else MASTER_ID
+        fields = pull_response_fields(suggest, result.next_begin_offset, result.min_offset, result.max_offset)
         body = result.joined() if code == ResponseCode.SUCCESS else b""
         if body:
             self._record_get(header.topic, header.consumer_group, result.msg_count, len(body))

@@ -60,6 +60,9 @@ class ConsumerSendMsgBackProcessor:
 
     def _send_back(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
+        if self._store.is_slave:  # before a retry topic is created: a slave's topics are its master's
+            raise for_code(ResponseCode.SERVICE_NOT_AVAILABLE,
+                           f"the broker[{self._config.broker_name}, id {self._config.broker_id}] is a SLAVE")
         group_config = self._groups.find_subscription_group_config(header.group)
         if group_config is None:
             check_group(header.group)  # a name that breaks the rules is refused as such

@@ -12,6 +12,8 @@ a DLQ config created), and every SYNC_FLUSH put, runs in the send pool with its 
 failure. Under SYNC_FLUSH no thread waits for the disk: the pool thread appends, and the reply
 waits on the loop for the group commit: the loop watches the commit thread's eventfd and
 acknowledges each fdatasync's puts itself (lakemq.broker.loop_acks; docs/SYNC_FLUSH.md).
+Under SYNC_MASTER a reply waits the same way for a slave to have the message
+(docs/REPLICATION.md); a SLAVE refuses every send.
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ _STATUS_REPLY: Final = {
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 _PUT_OK_REPLY: Final = _STATUS_REPLY[PutMessageStatus.PUT_OK]
+# What the compiled send answers for a reply that comes later (the dispatcher writes nothing).
+_LATER: Final = object()
 # Only a send whose properties hold this pair can be a transaction's half (TRAN_MSG=true).
 _TRANSACTION_PAIR: Final = MessageConst.TRANSACTION_PREPARED + NAME_VALUE_SEPARATOR
 _STORED: Final = frozenset(
@@ -132,7 +136,10 @@ class SendMessageProcessor:
         self._record_send = metrics.sends.record
         self._page_cache_busy = metrics.flow_control_rejections.labels(config.broker_name, "page_cache_busy")
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._acks: LoopAcks | None = None  # made on the loop by the first SYNC_FLUSH send
+        # Puts wait for the store's acknowledgement (PutAcks): SYNC_FLUSH, SYNC_MASTER or both.
+        self._acked = store.commit_log.acks is not None
+        self._slave = store.is_slave
+        self._acks: LoopAcks | None = None  # made on the loop by the first acknowledged send
         # Every stored message carries its broker's cluster (RocketMQ's CLUSTER property).
         self._cluster_suffix = (
             f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
@@ -141,7 +148,7 @@ class SendMessageProcessor:
             topics.select_topic_config, config, PermName.is_writeable, is_valid_name, NOT_ALLOWED_SEND_TOPICS,
             RETRY_GROUP_TOPIC_PREFIX, _TRANSACTION_PAIR, MessageConst.WAIT_STORE_MSG_OK, without_wait_true,
             PlainPut, store.put, self._cluster_suffix, PutMessageStatus.PUT_OK, self._record_send, self._reply,
-            RemotingCommand, LanguageCode.PYTHON, DEFAULT_VERSION, MessageConst.MSG_REGION, DEFAULT_REGION,
+            self._answer_later, RemotingCommand, LanguageCode.PYTHON, DEFAULT_VERSION, MessageConst.MSG_REGION, DEFAULT_REGION,
             MessageConst.TRACE_SWITCH, "true")
 
     def close(self) -> None:
@@ -157,27 +164,44 @@ class SendMessageProcessor:
 
     def process_request(
         self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         if request.code == RequestCode.SEND_MESSAGE_V2 and not self._sync_flush:
-            # A plain send to a known topic, in compiled code (lakemq/broker/_send_path.pyx);
-            # None when it took nothing: everything else is decided below.
-            response = self._plain.send(ctx, request)
-            if response is not None:
+            # A plain send to a known topic, appended on the loop in compiled code
+            # (lakemq/broker/_send_path.pyx); None when it took nothing: everything else is
+            # decided below. A put that waits for a slave (SYNC_MASTER) is answered later.
+            ack = self._ack_future()
+            response = self._plain.send(ctx, request, self._acks, ack)
+            if response is _LATER:
+                return None
+            if isinstance(response, RemotingCommand):
                 return response
         header = decode_send_header(request)
         # Under ASYNC_FLUSH a put to a known topic only copies into the mapped CommitLog, so
         # it is done right here on the loop: two thread hops cost more than the put. Under
         # SYNC_FLUSH the disk is on the send path and a put that writes files (creating a
         # topic, a retry group's DLQ) may block: those run in the send pool, where a slow
-        # store meets the queue-time fast failure instead of stalling the loop. A SYNC_FLUSH
-        # reply then waits for its acknowledgement on the loop, holding no thread.
+        # store meets the queue-time fast failure instead of stalling the loop. A reply that
+        # waits for its acknowledgement (SYNC_FLUSH, SYNC_MASTER) waits on the loop, holding
+        # no thread.
         if (
             not self._sync_flush
             and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
             and self._topics.select_topic_config(header.topic) is not None
         ):
-            return self._reply(ctx, request, header.topic, *self._store_send(ctx, request, header, None))
+            ack = self._ack_future()
+            queue_id, result, started = self._store_send(ctx, request, header, ack)
+            if result.pending:
+                assert ack is not None
+                return self._acknowledged(ctx, request, header, queue_id, result, started, ack)
+            return self._reply(ctx, request, header.topic, queue_id, result, started)
         return self._send_pooled(ctx, request, header)
+
+    async def _acknowledged(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
+        result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus],
+    ) -> RemotingCommand:
+        """SYNC_MASTER under ASYNC_FLUSH: appended on the loop, answered once a slave has it."""
+        return self._reply(ctx, request, header.topic, queue_id, result.acknowledged(await ack), started)
 
     async def _send_pooled(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
@@ -189,9 +213,22 @@ class SendMessageProcessor:
             result = result.acknowledged(await ack)
         return self._reply(ctx, request, header.topic, queue_id, result, started)
 
+    def _answer_later(self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
+                      result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus]) -> object:
+        """A compiled plain send whose put waits for its acknowledgement: answered when ``ack``
+        is, on the loop, without a task (the dispatcher writes nothing now)."""
+
+        def acknowledged(done: asyncio.Future[PutMessageStatus]) -> None:
+            if not done.cancelled():
+                ctx.connection.send_response(
+                    self._reply(ctx, request, topic, queue_id, result.acknowledged(done.result()), started))
+
+        ack.add_done_callback(acknowledged)
+        return _LATER
+
     def _ack_future(self) -> asyncio.Future[PutMessageStatus] | None:
-        """Under SYNC_FLUSH, the future the store's acknowledgement completes (on the loop)."""
-        if not self._sync_flush:
+        """When puts wait for an acknowledgement, the future the store's completes (on the loop)."""
+        if not self._acked:
             return None
         acks = self._acks
         if acks is None:
@@ -241,6 +278,9 @@ class SendMessageProcessor:
     def _msg_check(self, ctx: RequestContext, header: SendMessageRequestHeader) -> TopicConfig:
         c = self._config
         topic = header.topic
+        if self._slave:  # before anything is created: a slave's topics are its master's
+            raise for_code(ResponseCode.SERVICE_NOT_AVAILABLE,
+                           f"the broker[{c.broker_name}, id {c.broker_id}] is a SLAVE: send to its master")
         if not PermName.is_writeable(c.broker_permission):
             raise for_code(
                 ResponseCode.NO_PERMISSION, f"the broker[{c.broker_ip1}] sending message is forbidden"

@@ -44,6 +44,7 @@ public final class Driver {
         SCENARIOS.put("from", ConsumeScenarios::consumeFrom);
         SCENARIOS.put("restart", ConsumeScenarios::restart);
         SCENARIOS.put("litepull", ConsumeScenarios::litePull);
+        SCENARIOS.put("sendto", ProduceScenarios::sendTo);
         SCENARIOS.put("readall", ConsumeScenarios::readAll);
         SCENARIOS.put("online", ConsumeScenarios::online);
     }

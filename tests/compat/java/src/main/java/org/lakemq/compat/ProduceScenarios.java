@@ -112,6 +112,18 @@ final class ProduceScenarios {
         consumer.awaitAll(total, 2000);
     }
 
+    /** {@code --count} sync sends to an existing {@code --topic}, bodies labelled {@code --label}
+     *  (a topic that another step of the test created, such as one on a master/slave pair). */
+    static void sendTo(Ctx ctx) throws Exception {
+        String topic = ctx.opts.get("topic");
+        String label = ctx.opts.getOrDefault("label", "sendto");
+        DefaultMQProducer producer = ctx.producer("p");
+        for (int i = 0; i < Integer.parseInt(ctx.opts.get("count")); i++) {
+            Message msg = message(topic, label, i);
+            ctx.emit("sent", Out.sent(msg, producer.send(msg)));
+        }
+    }
+
     /** request() answered through SEND_REPLY_MESSAGE_V2 and PUSH_REPLY_MESSAGE_TO_CLIENT. */
     static void requestReply(Ctx ctx) throws Exception {
         String topic = ctx.topic("req");

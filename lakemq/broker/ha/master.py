@@ -1,0 +1,253 @@
+"""The HA listener: a master pushes its CommitLog to every slave that connects (RocketMQ's
+HAService.AcceptSocketService and HAConnection, on the broker's event loop).
+
+Per connection the slave's first report says where to start (0: at the start of the
+master's last CommitLog file); from there a writer task sends what the CommitLog holds, at
+most ``haTransferBatchSize`` bytes per transfer and never across a file, and an empty
+transfer after ``haSendHeartbeatInterval`` without one. When it has sent everything it waits
+to be woken (:meth:`HaServer.notify`, called when new records were dispatched) or 100 ms, as
+RocketMQ's writer does. Every later report is the slave's acknowledgement
+(:class:`ReplicationProgress`). A report beyond the master's own max offset (the slave holds
+bytes the master lacks) or silence for ``haHousekeepingInterval`` closes the link.
+
+Every broker listens, as RocketMQ's do; a slave's listener serves its own CommitLog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Protocol, cast
+
+from lakemq.broker.ha.config import HaConfig
+from lakemq.broker.ha.progress import ReplicationProgress, SlaveLink
+from lakemq.broker.ha.wire import TRANSFER_HEADER, ReportReader
+
+__all__ = ["CommitLogSource", "HaServer"]
+
+log = logging.getLogger(__name__)
+
+# A writer with nothing to send looks again this often even unwoken (RocketMQ: 100 ms).
+_IDLE_POLL_S = 0.1
+
+
+class CommitLogSource(Protocol):
+    """The store as a master reads it for its slaves (MessageStore)."""
+
+    def get_commit_log_data(self, offset: int) -> memoryview | None: ...
+    def get_max_phy_offset(self) -> int: ...
+    def get_min_phy_offset(self) -> int: ...
+
+    @property
+    def commit_log_file_size(self) -> int: ...
+
+
+class HaServer:
+    def __init__(self, store: CommitLogSource, config: HaConfig, progress: ReplicationProgress,
+                 host: str, port: int) -> None:
+        self.store = store
+        self.config = config
+        self.progress = progress
+        self._host = host
+        self._port = port
+        self._server: asyncio.Server | None = None
+        self._connections: set[_HaConnection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._wake_pending = False
+
+    @property
+    def port(self) -> int:
+        if self._server is None or not self._server.sockets:
+            raise RuntimeError("HA server is not started")
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def address(self) -> str:
+        return f"{self._host}:{self.port}"
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._server = await self._loop.create_server(
+            lambda: _HaConnection(self), self._host, self._port, reuse_address=True)
+        log.info("HA listening on %s", self.address)
+
+    async def shutdown(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for connection in list(self._connections):
+            connection.close()
+        await asyncio.gather(*(c.closed() for c in list(self._connections)))
+        await self._server.wait_closed()
+        self._server = None
+
+    def notify(self) -> None:
+        """New CommitLog bytes may be there: wake every idle writer (loop thread)."""
+        self._wake_pending = False
+        self.progress.sample()
+        for connection in self._connections:
+            connection.wake()
+
+    def wake(self) -> None:
+        """Wake the writers from any thread (a SYNC_MASTER put, which waits for them): at once
+        on the loop's own (a put appended there), else handed to it (a pool thread's)."""
+        if threading.get_ident() == self._loop_thread:
+            for connection in self._connections:
+                connection.wake()
+        else:
+            self.notify_threadsafe()
+
+    def notify_threadsafe(self, *_: object) -> None:
+        """notify from another thread (the store's dispatch): at most one hand-off pending."""
+        loop = self._loop
+        if self._wake_pending or loop is None:
+            return
+        self._wake_pending = True
+        try:
+            loop.call_soon_threadsafe(self.notify)
+        except RuntimeError:  # the loop is closed: shutting down
+            pass
+
+
+class _HaConnection(asyncio.Protocol):
+    def __init__(self, server: HaServer) -> None:
+        self._server = server
+        self._reports = ReportReader()
+        self._transport: asyncio.Transport | None = None
+        self._link: SlaveLink | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._more = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._closed = asyncio.get_running_loop().create_future()
+        self._last_read = time.monotonic()
+        self._housekeeping: asyncio.TimerHandle | None = None
+
+    # -- asyncio.Protocol ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses; both have what is used here.
+        self._transport = stream = cast(asyncio.Transport, transport)
+        stream.set_write_buffer_limits(high=4 * self._server.config.ha_transfer_batch_size + TRANSFER_HEADER.size)
+        peer = transport.get_extra_info("peername")
+        addr = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._link = self._server.progress.link_opened(addr)
+        self._server._connections.add(self)
+        log.info("HA: slave %s connected", addr)
+        self._schedule_housekeeping()
+
+    def data_received(self, data: bytes) -> None:
+        self._last_read = time.monotonic()
+        offset = self._reports.feed(data)
+        if offset is None or self._link is None:
+            return
+        server, link = self._server, self._link
+        if link.reported and offset > server.store.get_max_phy_offset():
+            log.error("HA: slave %s reports offset %d beyond this broker's max offset %d: it holds bytes "
+                      "this broker does not; closing the link", link.addr, offset, server.store.get_max_phy_offset())
+            self.close()
+            return
+        first = not link.reported
+        server.progress.on_report(link, offset)
+        if first:
+            self._writer = asyncio.get_running_loop().create_task(self._push(offset), name=f"ha-push-{link.addr}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        server, link = self._server, self._link
+        server._connections.discard(self)
+        if link is not None:
+            server.progress.link_closed(link)
+            log.info("HA: slave %s disconnected%s", link.addr, f": {exc}" if exc else "")
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+        if self._writer is not None:
+            self._writer.cancel()
+        self._writable.set()
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # -- the link ------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._more.set()
+
+    def close(self) -> None:
+        """At once, dropping what is unsent: a peer that stopped reading (a partition) would
+        keep a graceful close waiting for its buffer forever."""
+        if self._transport is not None:
+            self._transport.abort()
+
+    async def closed(self) -> None:
+        await self._closed
+
+    def _schedule_housekeeping(self) -> None:
+        interval = self._server.config.ha_housekeeping_interval / 1000
+        self._housekeeping = asyncio.get_running_loop().call_at(self._last_read + interval, self._check_silence)
+
+    def _check_silence(self) -> None:
+        silent = time.monotonic() - self._last_read
+        if silent >= self._server.config.ha_housekeeping_interval / 1000:
+            addr = self._link.addr if self._link else "?"
+            log.warning("HA: slave %s silent for %.1f s: closing the link", addr, silent)
+            self.close()
+            return
+        self._schedule_housekeeping()
+
+    async def _push(self, request_offset: int) -> None:
+        store, config = self._server.store, self._server.config
+        transport = self._transport
+        assert transport is not None
+        if request_offset == 0:
+            max_offset = store.get_max_phy_offset()
+            next_offset = max_offset - max_offset % store.commit_log_file_size
+        else:
+            next_offset = request_offset
+        link = self._link
+        log.info("HA: sending to slave %s from offset %d (it asked for %d)",
+                 link.addr if link else "?", next_offset, request_offset)
+        batch = config.ha_transfer_batch_size
+        heartbeat_s = config.ha_send_heartbeat_interval / 1000
+        last_write = time.monotonic()
+        warned_gone = False
+        while not transport.is_closing():
+            if not self._writable.is_set():
+                await self._writable.wait()
+                continue
+            self._more.clear()  # before looking: a wake from now on is not lost
+            data = store.get_commit_log_data(next_offset)
+            if data is not None and len(data):
+                size = min(len(data), batch)
+                chunk = bytes(data[:size])  # the mapping is not held by the transport's buffer
+                data.release()
+                transport.write(TRANSFER_HEADER.pack(next_offset, size))
+                transport.write(chunk)
+                next_offset += size
+                last_write = time.monotonic()
+                await asyncio.sleep(0)  # let the loop serve others between transfers
+                continue
+            if data is not None:
+                data.release()
+            elif not warned_gone and next_offset < store.get_min_phy_offset():
+                warned_gone = True
+                log.error("HA: slave %s needs offset %d, below this broker's min offset %d (those files "
+                          "were deleted): it cannot catch up; start it with an empty store",
+                          link.addr if link else "?", next_offset, store.get_min_phy_offset())
+            now = time.monotonic()
+            if now - last_write >= heartbeat_s:
+                transport.write(TRANSFER_HEADER.pack(next_offset, 0))
+                last_write = now
+            wait = min(_IDLE_POLL_S, max(0.0, heartbeat_s - (now - last_write)))
+            try:
+                await asyncio.wait_for(self._more.wait(), wait)
+            except TimeoutError:
+                pass

@@ -86,15 +86,16 @@ def test_compiled_and_python_sends_answer_and_store_the_same(tmp_path: Path) -> 
         async with in_process_broker(tmp_path / "compiled") as (compiled, client), \
                 in_process_broker(tmp_path / "python") as (python, _):
             class _Off:
-                def send(self, ctx: object, request: object) -> None:
+                def send(self, ctx: object, request: object, sink: object = None, token: object = None) -> None:
                     return None
 
             class _Counted:
                 def __init__(self, inner: PlainSends) -> None:
                     self.inner, self.taken = inner, 0
 
-                def send(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-                    response = self.inner.send(ctx, request)
+                def send(self, ctx: RequestContext, request: RemotingCommand, sink: object = None,
+                         token: object = None) -> object:
+                    response = self.inner.send(ctx, request, sink, token)
                     self.taken += response is not None
                     return response
 

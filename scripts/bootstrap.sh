@@ -32,14 +32,14 @@ if [ -n "${LAKEMQ_APT_PACKAGES:-}" ]; then
   if [ ${#missing[@]} -gt 0 ]; then echo "bootstrap: installing ${missing[*]}"; apt_install "${missing[@]}"; fi
 fi
 
-# The store's compiled loops (lakemq/store/*.pyx) are built on install: a C compiler and
+# The compiled parts (lakemq/*/*.pyx) are built on install: a C compiler and
 # Python's headers must be there.
 has_python_h() {
   "$PY" -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'
 }
 if ! command -v cc >/dev/null 2>&1 || ! has_python_h; then
-  echo "bootstrap: installing a C compiler and Python headers (the store's compiled module)"
+  echo "bootstrap: installing a C compiler and Python headers (lakemq's compiled modules)"
   apt_install gcc libc6-dev python3-dev
 fi
 
@@ -52,7 +52,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.lakemq-installed
 # A changed .pyx or .pxd (or the build script) also means a rebuild: pip install -e compiles them again.
-want=$(cat pyproject.toml constraints.txt setup.py lakemq/store/*.pyx lakemq/store/*.pxd | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt setup.py lakemq/*/*.pyx lakemq/*/*.pxd | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing pinned Python packages into .venv"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null

@@ -61,7 +61,13 @@ class PeerClient(ABC):
                       timeout: float, ready: Callable[[], None] = lambda: None) -> int:
         """Read ``topic`` from its start as consumer group ``group``, acknowledging as the peer
         expects, until ``expected`` messages arrived or ``timeout`` seconds passed; call
-        ``ready`` once subscribed. Returns how many arrived."""
+        ``ready`` once subscribed. Returns how many arrived. ``on_body`` may be called on the
+        client's own threads (a listener in worker threads, as its users' is)."""
+
+    async def consume_pull(self, topic: str, expected: int, on_body: OnBody, timeout: float) -> int | None:
+        """Read ``topic`` from its start by pulling, where the peer's client has a pull API
+        besides the consumer group that ``consume`` uses; None where it has not."""
+        return None
 
     @abstractmethod
     async def close(self) -> None: ...

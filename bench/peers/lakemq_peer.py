@@ -1,5 +1,6 @@
 """lakemq itself as a peer: ``lakemq namesrv`` and ``lakemq broker`` as subprocesses, driven
-through lakemq.client (Producer and PushConsumer, asyncio core).
+through lakemq.client (Producer, PushConsumer on its defaults with a plain listener, and
+PullConsumer; asyncio core).
 
 Durability: ``flushDiskType=ASYNC_FLUSH`` (the send is acked once the record is in the mapped
 CommitLog; a flush service syncs in the background) or ``SYNC_FLUSH`` (acked after the group
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -154,26 +156,29 @@ class RocketMQProtocolClient(PeerClient):
 
     async def consume(self, topic: str, group: str, expected: int, on_body: OnBody,
                       timeout: float, ready: Callable[[], None] = lambda: None) -> int:
+        """A PushConsumer on its default settings (one message per listener call) with a plain
+        listener, which runs in the consumer's worker threads as a user's does."""
         from lakemq.client import ConsumeConcurrentlyStatus, PushConsumer
         from lakemq.client.config import ConsumeFromWhere, ConsumerConfig
 
         received = 0
+        lock = threading.Lock()
         done = asyncio.Event()
+        loop = asyncio.get_running_loop()
 
-        # A coroutine listener runs on the event loop (a plain one would hop to a thread).
-        async def listener(messages, context) -> ConsumeConcurrentlyStatus:  # noqa: ANN001
+        def listener(messages, context) -> ConsumeConcurrentlyStatus:  # noqa: ANN001 - a user's listener
             nonlocal received
             for message in messages:
                 on_body(message.body)
-            received += len(messages)
-            if received >= expected:
-                done.set()
+            with lock:
+                received += len(messages)
+                if received >= expected:
+                    loop.call_soon_threadsafe(done.set)
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
         consumer = PushConsumer(
             group, client_config=self._client_config(),
-            config=ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                  consume_message_batch_max_size=32))
+            config=ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET))
         consumer.subscribe(topic, "*")
         consumer.register_message_listener_concurrently(listener)
         await consumer.start()
@@ -181,8 +186,31 @@ class RocketMQProtocolClient(PeerClient):
             ready()
             try:
                 await asyncio.wait_for(done.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
+        finally:
+            await consumer.shutdown()
+        return received
+
+    async def consume_pull(self, topic: str, expected: int, on_body: OnBody, timeout: float) -> int | None:
+        """A PullConsumer pulling 32 at a time, queue after queue, from each queue's start."""
+        from lakemq.client import PullConsumer, PullStatus
+
+        consumer = PullConsumer("bench_pull", client_config=self._client_config())
+        await consumer.start()
+        received = 0
+        deadline = time.monotonic() + timeout
+        try:
+            for mq in await consumer.fetch_subscribe_message_queues(topic):
+                offset = 0
+                while received < expected and time.monotonic() < deadline:
+                    result = await consumer.pull(mq, "*", offset, 32)
+                    if result.pull_status is not PullStatus.FOUND:
+                        break
+                    for message in result.msgs:
+                        on_body(message.body)
+                    received += len(result.msgs)
+                    offset = result.next_begin_offset
         finally:
             await consumer.shutdown()
         return received

@@ -62,6 +62,7 @@ def _throughput(result: PeerResult) -> dict[str, float]:
         "p16": by_shape.get((16, 1), nan),
         "p16b": by_shape.get((16, 32), nan),
         "consume": result.consume.rate if result.consume else nan,
+        "pull": result.pull.rate if result.pull else nan,
     }
 
 
@@ -94,14 +95,15 @@ def _cpu(value: float) -> str:
 def _cpu_table(measured: list[PeerResult], rates: tuple[int, ...]) -> list[str]:
     """The broker's CPU time per message (utime + stime of its processes from /proc)."""
     lines = [
-        "| peer | 1 producer | 16 producers | 16 x batch 32 | consume | "
+        "| peer | 1 producer | 16 producers | 16 x batch 32 | consume | pull | "
         + " | ".join(f"latency {rate:,}/s" for rate in rates) + " |",
-        "|---|" + "---:|" * (4 + len(rates)),
+        "|---|" + "---:|" * (5 + len(rates)),
     ]
     for result in measured:
         by_shape = {(p.producers, p.batch): p.cpu_us_per_msg for p in result.produce}
         cells = [by_shape.get(shape, float("nan")) for shape in ((1, 1), (16, 1), (16, 32))]
         cells.append(result.consume.cpu_us_per_msg if result.consume else float("nan"))
+        cells.append(result.pull.cpu_us_per_msg if result.pull else float("nan"))
         cells += [lat.cpu_us_per_msg if (lat := _latency_at(result, rate)) else float("nan") for rate in rates]
         lines.append(f"| {result.title} | " + " | ".join(_cpu(c) for c in cells) + " |")
     return lines
@@ -110,8 +112,8 @@ def _cpu_table(measured: list[PeerResult], rates: tuple[int, ...]) -> list[str]:
 def _throughput_table(measured: list[PeerResult], by_key: dict[str, PeerResult]) -> list[str]:
     lines = [
         ("| peer | vs | 1 producer msg/s | 16 producers msg/s | 16 x batch 32 msg/s "
-        "| consume msg/s (MB/s) |"),
-        "|---|---|---:|---:|---:|---:|",
+        "| consume msg/s (MB/s) | pull msg/s |"),
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for result in measured:
         m = _throughput(result)
@@ -121,7 +123,8 @@ def _throughput_table(measured: list[PeerResult], by_key: dict[str, PeerResult])
         lines.append(
             f"| {result.title} | {_vs(result)} "
             + "".join(f"| {_num(m[k])}{_ratio(m[k], r.get(k))} " for k in ("p1", "p16", "p16b"))
-            + f"| {_num(m['consume'])} ({mb:.1f}){_ratio(m['consume'], r.get('consume'))} |")
+            + f"| {_num(m['consume'])} ({mb:.1f}){_ratio(m['consume'], r.get('consume'))} "
+            + f"| {_num(m['pull'])}{_ratio(m['pull'], r.get('pull'))} |")
     return lines
 
 
@@ -172,8 +175,10 @@ def render_section(results: list[PeerResult], plan: Plan, command: str, when: st
         "(bench/peers/java_bench.py). "
         f"Every peer first takes {plan.warmup_seconds:g} s of unmeasured sends (JIT and caches warm). "
         f"{plan.phase_seconds:g} s per produce phase; then one consumer group reads everything "
-        f"produced (bounded by {plan.consume_timeout:g} s). Latency is end to end (scheduled "
-        f"send -> consumer callback) at {rates} msg/s for {plan.latency_seconds:g} s each, open "
+        f"produced (bounded by {plan.consume_timeout:g} s; lakemq's Python client: a PushConsumer on its "
+        "default settings, a plain listener run in its worker threads), and where the client also "
+        "pulls, a pull consumer reads it all again, 32 per pull (the pull column). Latency is end to "
+        f"end (scheduled send -> consumer callback) at {rates} msg/s for {plan.latency_seconds:g} s each, open "
         f"loop with at most {plan.max_in_flight} sends in flight, measured from the scheduled "
         "send time. A peer is marked *saturated* when a send had to wait for a free in-flight "
         "slot or the achieved rate fell under 95% of the schedule: its latency is then mostly "

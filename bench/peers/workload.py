@@ -7,8 +7,9 @@ a JVM broker's JIT and every peer's caches are warm before the first measured se
 1. produce, 1 producer, one message per send, for ``phase_seconds``;
 2. produce, 16 producers (asyncio tasks, one connection each), one message per send;
 3. produce, 16 producers, batches of 32;
-4. consume: one consumer group reads everything phases 1-3 wrote (count, MB/s);
-5. end-to-end latency at fixed rates (a light one, then the headline 2,000 msg/s), each on a
+4. consume: one consumer group reads everything phases 1-3 wrote (count, MB/s); then, for
+   peers whose client also pulls (lakemq, Apache RocketMQ), a pull consumer reads it again;
+5. end-to-end latency at fixed rates (a light one, then the headline 5,000 msg/s), each on a
    fresh topic: the consumer is subscribed first and one unmeasured message goes end to end
    (so no peer pays for its consumer's start-up); sends are scheduled open-loop at the rate
    and each body carries its *scheduled* send time, so a server that cannot keep up is charged
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import struct
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -65,9 +67,9 @@ class Plan:
     smoke: bool = False  # a short run to check the harness, not to quote
 
 
-FULL = Plan(phase_seconds=5.0, latency_rates=(500, 2000), latency_seconds=10.0, consume_timeout=25.0,
+FULL = Plan(phase_seconds=5.0, latency_rates=(500, 5000), latency_seconds=10.0, consume_timeout=25.0,
             drain_timeout=5.0)
-QUICK = Plan(phase_seconds=1.5, latency_rates=(500, 2000), latency_seconds=2.0, consume_timeout=8.0,
+QUICK = Plan(phase_seconds=1.5, latency_rates=(500, 5000), latency_seconds=2.0, consume_timeout=8.0,
              drain_timeout=3.0, warmup_seconds=1.0, smoke=True)
 
 
@@ -150,6 +152,7 @@ class PeerResult:
     client: str = "python"
     produce: list[ProduceResult] = field(default_factory=list)
     consume: ConsumeResult | None = None
+    pull: ConsumeResult | None = None  # the same messages read by a pull consumer, where the client has one
     latency: list[LatencyResult] = field(default_factory=list)
     error: str | None = None
 
@@ -188,16 +191,23 @@ async def _produce(client: PeerClient, topic: str, producers: int, batch: int,
 
 
 async def _consume(client: PeerClient, topic: str, expected: int, plan: Plan,
-                   cpu: Callable[[], float]) -> ConsumeResult:
+                   cpu: Callable[[], float], pull: bool = False) -> ConsumeResult | None:
     total_bytes = 0
+    lock = threading.Lock()  # on_body may run on the client's threads
 
     def on_body(body: bytes) -> None:
         nonlocal total_bytes
-        total_bytes += len(body)
+        with lock:
+            total_bytes += len(body)
 
     cpu_start = cpu()
     start = time.monotonic()
-    got = await client.consume(topic, "bench-group", expected, on_body, plan.consume_timeout)
+    if pull:
+        got = await client.consume_pull(topic, expected, on_body, plan.consume_timeout)
+        if got is None:
+            return None
+    else:
+        got = await client.consume(topic, "bench-group", expected, on_body, plan.consume_timeout)
     elapsed = time.monotonic() - start
     return ConsumeResult(expected, got, elapsed, total_bytes / 1e6, cpu() - cpu_start)
 
@@ -217,10 +227,12 @@ async def _latency(client: PeerClient, topic: str, rate: int, plan: Plan, cpu: C
     failed: list[BaseException] = []
     held_back = 0
 
-    def on_body(body: bytes) -> None:
+    loop = asyncio.get_running_loop()
+
+    def on_body(body: bytes) -> None:  # maybe on the client's threads: list.append is atomic
         stamp = _STAMP.unpack_from(body)[0]
         if stamp == _WARM_UP:
-            warmed.set()
+            loop.call_soon_threadsafe(warmed.set)
         else:
             latencies_ms.append((time.monotonic_ns() - stamp) / 1e6)
 
@@ -312,6 +324,9 @@ async def run_workload(client: PeerClient, result: PeerResult, plan: Plan, log=p
     expected = sum(p.messages for p in result.produce)
     result.consume = await _consume(client, topic, expected, plan, cpu)
     log(describe_consume(result.consume))
+    result.pull = await _consume(client, topic, expected, plan, cpu, pull=True)
+    if result.pull is not None:
+        log(describe_consume(result.pull, "pull"))
     for rate in plan.latency_rates:
         latency_topic = f"bench-lat{rate}-{stamp}"
         await client.create_topic(latency_topic)
@@ -326,8 +341,8 @@ def describe_produce(produced: ProduceResult) -> str:
             f"broker CPU {produced.cpu_us_per_msg:.1f} us/msg)")
 
 
-def describe_consume(consumed: ConsumeResult) -> str:
-    return (f"  consume one group: {consumed.messages:,}/{consumed.expected:,} at {consumed.rate:,.0f} msg/s, "
+def describe_consume(consumed: ConsumeResult, how: str = "consume one group") -> str:
+    return (f"  {how}: {consumed.messages:,}/{consumed.expected:,} at {consumed.rate:,.0f} msg/s, "
             f"{consumed.mb_per_s:.1f} MB/s (broker CPU {consumed.cpu_us_per_msg:.1f} us/msg)")
 
 

@@ -217,6 +217,15 @@ class BrokerController:
         )
         self.hold_service.start()
         self.store.message_arriving_listeners.append(self.hold_service.notify_messages_arriving)
+        # The loop dispatches its own puts, one pass per turn of the loop that put something:
+        # the reput thread then neither wakes nor takes the GIL per send, and held pulls are
+        # woken right here without a hand-off between threads.
+        store = self.store
+
+        def dispatch_soon() -> None:
+            loop.call_soon(store.dispatch)
+
+        self.store.dispatch_inline(dispatch_soon)
         self._register_processors(registry)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.send_pool.start()
@@ -418,8 +427,7 @@ class BrokerController:
 
     def _got_total(self) -> int:
         """Messages returned to pulls since the broker started."""
-        return int(sum(sample.value for family in self.metrics.get_messages.collect()
-                       for sample in family.samples if sample.name.endswith("_total")))
+        return self.metrics.gets.total_messages()
 
     async def shutdown(self) -> None:
         """Stop in the order that loses nothing; safe to call once after a failed start."""

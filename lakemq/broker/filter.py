@@ -46,6 +46,13 @@ class TagMessageFilter:
     ) -> bool:
         return True
 
+    def code_set(self) -> frozenset[int] | None:
+        """lakemq.store.filter.CodeSetFilter: what is_matched_by_consume_queue accepts."""
+        sub = self.subscription
+        if sub is None or sub.class_filter_mode or sub.expression_type != ExpressionType.TAG or sub.sub_all:
+            return None
+        return sub.code_set
+
 
 def message_filter_for(subscription: SubscriptionData) -> MessageFilter:
     """The store filter of a checked subscription (its SQL92 text compiled, from the cache)."""

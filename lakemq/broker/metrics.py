@@ -11,6 +11,7 @@ for them. TPS is ``rate()`` over the ``_total`` counters. docs/METRICS.md lists 
 Recording, from any thread::
 
     metrics.sends.record(topic, messages, body_bytes, seconds)   # a stored send (the hot path)
+    metrics.gets.record(topic, group, messages, body_bytes)      # a pull's found messages
     metrics.record_flush(seconds, flushed_bytes)                 # the store's flush listener
     metrics.cold_reads.labels(broker, topic).inc()              # a pull served from the lake
     metrics.cold_read_latency_seconds.labels(broker, topic).observe(seconds)
@@ -27,7 +28,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-__all__ = ["COLD_READ_BUCKETS", "LATENCY_BUCKETS", "BrokerMetrics", "SendTallies"]
+__all__ = ["COLD_READ_BUCKETS", "LATENCY_BUCKETS", "BrokerMetrics", "GetTallies", "SendTallies"]
 
 # Put latency: 50 µs (page-cache append) to 5 s (a SYNC_FLUSH timeout).
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -46,12 +47,8 @@ class BrokerMetrics:
         r = self.registry
         self.sends = SendTallies(broker)
         r.register(self.sends)
-        self.get_messages = Counter(
-            "lakemq_broker_get_messages", "Messages returned to pulls.",
-            ["broker", "topic", "group"], registry=r)
-        self.get_bytes = Counter(
-            "lakemq_broker_get_bytes", "Bytes of the messages returned to pulls.",
-            ["broker", "topic", "group"], registry=r)
+        self.gets = GetTallies(broker)
+        r.register(self.gets)
         self.flow_control_rejections = Counter(
             "lakemq_broker_flow_control_rejections",
             "Sends refused with SYSTEM_BUSY before queueing, by reason (page_cache_busy: a put held the "
@@ -165,3 +162,53 @@ class SendTallies(Collector):
             cumulative.append((le, running))
         latency.add_metric([self._broker], cumulative, latency_sum)
         yield from (put_messages, put_bytes, latency)
+
+
+class GetTallies(Collector):
+    """lakemq_broker_get_messages and _get_bytes, tallied per thread as SendTallies are (a
+    labelled Counter's inc takes a lock and builds its label tuple: two per pull)."""
+
+    def __init__(self, broker: str) -> None:
+        self._broker = broker
+        self._local = threading.local()
+        self._tallies: list[dict[tuple[str, str], list[int]]] = []
+        self._lock = threading.Lock()  # taken once per thread, when its tally is made
+
+    def record(self, topic: str, group: str, messages: int, body_bytes: int) -> None:
+        """A pull that returned ``messages`` of ``topic`` to ``group``, ``body_bytes`` in all."""
+        try:
+            tally: dict[tuple[str, str], list[int]] = self._local.tally
+        except AttributeError:
+            tally = self._local.tally = {}
+            with self._lock:
+                self._tallies.append(tally)
+        counts = tally.get((topic, group))
+        if counts is None:
+            counts = tally[(topic, group)] = [0, 0]
+        counts[0] += messages
+        counts[1] += body_bytes
+
+    def _sums(self) -> dict[tuple[str, str], list[int]]:
+        with self._lock:
+            tallies = list(self._tallies)
+        sums: dict[tuple[str, str], list[int]] = {}
+        for tally in tallies:
+            for key, (messages, body_bytes) in list(tally.items()):  # a copy: its thread may add
+                total = sums.setdefault(key, [0, 0])
+                total[0] += messages
+                total[1] += body_bytes
+        return sums
+
+    def total_messages(self) -> int:
+        """Messages returned to pulls since the broker started."""
+        return sum(messages for messages, _ in self._sums().values())
+
+    def collect(self) -> Iterator[Metric]:
+        get_messages = CounterMetricFamily("lakemq_broker_get_messages", "Messages returned to pulls.",
+                                           labels=["broker", "topic", "group"])
+        get_bytes = CounterMetricFamily("lakemq_broker_get_bytes", "Bytes of the messages returned to pulls.",
+                                        labels=["broker", "topic", "group"])
+        for (topic, group), (messages, body_bytes) in sorted(self._sums().items()):
+            get_messages.add_metric([self._broker, topic, group], messages)
+            get_bytes.add_metric([self._broker, topic, group], body_bytes)
+        yield from (get_messages, get_bytes)

@@ -145,8 +145,18 @@ class MQClientAPI:
         self, addr: str, mq: MessageQueue, fields: Mapping[str, str], body: bytes, *,
         batch: bool, timeout_ms: int, uniq_id: str,
     ) -> SendResult:
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        response = await self._invoke(addr, code, fields, body, timeout_ms)
+        response = await self.remoting.invoke(addr, self.send_request(fields, body, batch=batch),
+                                              self._timeout(timeout_ms))
+        return self.send_result(mq, response, uniq_id)
+
+    def send_request(self, fields: Mapping[str, str], body: bytes, *, batch: bool) -> RemotingCommand:
+        """A send's request (SEND_MESSAGE_V2, or SEND_BATCH_MESSAGE), for any transport."""
+        return self._request(RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
+                             fields, body)
+
+    @staticmethod
+    def send_result(mq: MessageQueue, response: RemotingCommand, uniq_id: str) -> SendResult:
+        """A send's answer as its result; BrokerError (for_code) for a refusal."""
         status = _SEND_STATUS.get(response.code)  # type: ignore[call-overload]
         if status is None:
             raise for_code(response.code, response.remark)

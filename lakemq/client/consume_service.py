@@ -5,11 +5,18 @@ A listener is a plain function (run in a worker thread, at most consume_thread_m
 or an ``async def`` (awaited on the loop). It returns a status; an exception or None counts
 as RECONSUME_LATER (orderly: SUSPEND_CURRENT_QUEUE_A_MOMENT). The offset committed for a
 queue is always the smallest offset still in flight (see ProcessQueue).
+
+Concurrently, a plain listener's messages cross threads once per pulled batch, not once per
+message: the batch is one job for the consume threads, which call the listener on each chunk
+of consume_message_batch_max_size in turn, then forget what succeeded and move the queue's
+committed offset themselves (as RocketMQ's ConsumeRequest does). Only what failed goes back
+to the event loop, to be sent back to the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 import time
@@ -43,15 +50,16 @@ SendBack = Callable[[MessageExt, MessageQueue, int], Awaitable[bool]]
 LOCAL_RETRY_DELAY = 5.0  # RocketMQ's submitConsumeRequestLater
 
 
-def _prepare(group: str, msgs: list[MessageExt]) -> None:
+def _prepare(group_retry: str, msgs: list[MessageExt]) -> None:
     """Give the listener the original topic of retried messages and a consume start time."""
-    group_retry = retry_topic(group)
     now = str(int(time.time() * 1000))
     for m in msgs:
-        real = m.properties.get(MessageConst.RETRY_TOPIC)
-        if real and m.topic == group_retry:
-            m.topic = real
-        m.properties[MessageConst.CONSUME_START_TIMESTAMP] = now
+        properties = m.properties
+        if m.topic == group_retry:
+            real = properties.get(MessageConst.RETRY_TOPIC)
+            if real:
+                m.topic = real
+        properties[MessageConst.CONSUME_START_TIMESTAMP] = now
 
 
 async def _call(listener: Callable[..., Any], msgs: list[MessageExt], ctx: Any, slots: asyncio.Semaphore,
@@ -93,42 +101,127 @@ class _Service:
 
 class ConcurrentConsumeService(_Service):
     def __init__(self, core: ConsumerCore, listener: ConcurrentListener, send_back: SendBack) -> None:
+        """Made on the event loop (PushConsumer.start)."""
         super().__init__(core)
         self.listener = listener
         self.send_back = send_back
+        self._loop = asyncio.get_running_loop()
+        self._group_retry = retry_topic(core.group)
+        # A coroutine listener runs on the loop; a plain one in these threads (RocketMQ's
+        # consumeExecutor, consumeThreadMax of them).
+        self._executor = None if inspect.iscoroutinefunction(listener) else concurrent.futures.ThreadPoolExecutor(
+            max(1, core.config.consume_thread_max), thread_name_prefix=f"ConsumeMessageThread_{core.group}")
+        self._jobs: set[concurrent.futures.Future[None]] = set()
 
     def submit(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay: float = 0.0) -> None:
-        size = max(1, self.core.config.consume_message_batch_max_size)
-        for i in range(0, len(msgs), size):
-            self._spawn(self._consume(msgs[i : i + size], pq, mq, delay))
-
-    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay: float) -> None:
         if delay:
-            await asyncio.sleep(delay)
+            self._spawn(self._later(msgs, pq, mq, delay))
+        elif self._executor is not None:
+            job = self._executor.submit(self._consume_in_thread, msgs, pq, mq)
+            self._jobs.add(job)
+            job.add_done_callback(self._jobs.discard)
+        else:
+            size = max(1, self.core.config.consume_message_batch_max_size)
+            for i in range(0, len(msgs), size):
+                self._spawn(self._consume(msgs[i : i + size], pq, mq))
+
+    async def _later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if not pq.dropped:
+            self.submit(msgs, pq, mq)
+
+    async def shutdown(self, timeout: float) -> None:
+        await super().shutdown(timeout)
+        if self._executor is not None:
+            if self._jobs:  # listeners still running: let them finish, up to the timeout
+                await asyncio.wait([asyncio.wrap_future(job) for job in list(self._jobs)], timeout=timeout)
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _failed(self, chunk: list[MessageExt], ctx: ConsumeConcurrentlyContext, status: object) -> list[MessageExt]:
+        """The messages of ``chunk`` the listener did not consume (RocketMQ's ackIndex)."""
+        if status is not ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            return chunk
+        if ctx.ack_index < 0 or ctx.ack_index >= len(chunk) - 1:
+            return []
+        return chunk[ctx.ack_index + 1 :]
+
+    def _consume_in_thread(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        """A consume thread's job: one pulled batch, chunk after chunk."""
         if pq.dropped:
             return
-        _prepare(self.core.group, msgs)
+        size = max(1, self.core.config.consume_message_batch_max_size)
+        listener, broadcasting = self.listener, self.core.config.message_model is MessageModel.BROADCASTING
+        failed: list[tuple[MessageExt, int]] = []
+        _prepare(self._group_retry, msgs)
+        for i in range(0, len(msgs), size):
+            chunk = msgs if size >= len(msgs) else msgs[i : i + size]
+            ctx = ConsumeConcurrentlyContext(mq)
+            try:
+                status = listener(chunk, ctx)
+                if inspect.isawaitable(status):  # a plain function that returned a coroutine
+                    status = asyncio.run_coroutine_threadsafe(_awaited(status), self._loop).result()
+            except Exception:  # the user's code: any failure means "later"
+                log.exception("message listener raised on %d message(s) of %s", len(chunk), mq)
+                status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+            if pq.dropped:
+                return  # the queue moved to another consumer, which will deliver these again
+            for m in self._failed(chunk, ctx, status):
+                if broadcasting:
+                    log.warning("broadcast message %s failed and is dropped", m.msg_id)
+                else:
+                    failed.append((m, ctx.delay_level_when_next_consume))
+        done = msgs
+        if failed:
+            unfinished = {id(m) for m, _ in failed}
+            done = [m for m in msgs if id(m) not in unfinished]
+            self._loop.call_soon_threadsafe(self._spawn, self._send_back_failed(failed, pq, mq))
+        self._commit(done, pq, mq)
+
+    def _commit(self, done: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        offset = pq.remove_messages(done)
+        if offset >= 0 and not pq.dropped:
+            self.core.offset_store.update_offset(mq, offset, increase_only=True)
+
+    async def _send_back_failed(self, failed: list[tuple[MessageExt, int]], pq: ProcessQueue,
+                                mq: MessageQueue) -> None:
+        """On the loop: what the broker takes back is done; the rest is retried here later."""
+        sent: list[MessageExt] = []
+        retry_locally: list[MessageExt] = []
+        for m, delay_level in failed:
+            if await self.send_back(m, mq, delay_level):
+                sent.append(m)
+            else:
+                m.reconsume_times += 1
+                retry_locally.append(m)
+        if sent:
+            self._commit(sent, pq, mq)
+        if retry_locally:
+            self.submit(retry_locally, pq, mq, LOCAL_RETRY_DELAY)
+
+    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        """A coroutine listener's chunk, on the loop."""
+        if pq.dropped:
+            return
+        _prepare(self._group_retry, msgs)
         ctx = ConsumeConcurrentlyContext(mq)
         status = await _call(self.listener, msgs, ctx, self.slots, ConsumeConcurrentlyStatus.RECONSUME_LATER)
         if pq.dropped:
             return  # the queue moved to another consumer, which will deliver these again
-        ack_index = len(msgs) - 1 if ctx.ack_index < 0 else min(ctx.ack_index, len(msgs) - 1)
-        if status is not ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
-            ack_index = -1
-        retry_locally: list[MessageExt] = []
-        for m in msgs[ack_index + 1 :]:
-            if self.core.config.message_model is MessageModel.BROADCASTING:
+        failed = self._failed(msgs, ctx, status)
+        if failed and self.core.config.message_model is MessageModel.BROADCASTING:
+            for m in failed:
                 log.warning("broadcast message %s failed and is dropped", m.msg_id)
-            elif not await self.send_back(m, mq, ctx.delay_level_when_next_consume):
-                m.reconsume_times += 1
-                retry_locally.append(m)
-        retry_ids = {id(m) for m in retry_locally}
-        done = [m for m in msgs if id(m) not in retry_ids]
-        offset = pq.remove_messages(done)
-        if offset >= 0 and not pq.dropped:
-            self.core.offset_store.update_offset(mq, offset, increase_only=True)
-        if retry_locally:
-            self.submit(retry_locally, pq, mq, LOCAL_RETRY_DELAY)
+            failed = []
+        if failed:
+            unfinished = {id(m) for m in failed}
+            self._commit([m for m in msgs if id(m) not in unfinished], pq, mq)
+            await self._send_back_failed([(m, ctx.delay_level_when_next_consume) for m in failed], pq, mq)
+        else:
+            self._commit(msgs, pq, mq)
+
+
+async def _awaited(awaitable: Awaitable[S]) -> S:
+    return await awaitable
 
 
 class OrderlyConsumeService(_Service):
@@ -165,7 +258,7 @@ class OrderlyConsumeService(_Service):
 
     async def _consume_batch(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> int | None:
         """Run the listener on one batch; returns how long to suspend the queue, or None."""
-        _prepare(self.core.group, msgs)
+        _prepare(retry_topic(self.core.group), msgs)
         ctx = ConsumeOrderlyContext(mq)
         status = await _call(self.listener, msgs, ctx, self.slots, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)
         suspend = status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT

@@ -5,11 +5,18 @@ still in flight (or one past the largest seen when nothing is), so a crash re-de
 what was not finished and never skips it. The cache's size drives consumer flow control.
 Orderly consumption takes messages out in offset order into a "consuming" set and commits
 or puts them back as a whole.
+
+The event loop caches what it pulls and consume threads remove what their listener finished
+(as RocketMQ's ProcessQueue, under one lock). Pulls arrive in offset order, so the cache's
+dict holds its offsets ascending: its first and last keys are the smallest and largest, found
+without a scan (a scan is made only after an out-of-order insert, until the cache empties).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import threading
 import time
 from dataclasses import dataclass
 
@@ -41,8 +48,13 @@ class FlowControl:
 
 class ProcessQueue:
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._msgs: dict[int, MessageExt] = {}
         self._consuming: dict[int, MessageExt] = {}  # orderly: taken, not yet committed
+        # _msgs' keys went in ascending (the usual case): its first key is its smallest, its
+        # last the largest. _last_key: the largest key put since the cache was last empty.
+        self._ascending = True
+        self._last_key = -1
         self.msg_size = 0
         self.queue_offset_max = -1
         self.dropped = False
@@ -58,36 +70,66 @@ class ProcessQueue:
     def put_messages(self, msgs: list[MessageExt]) -> int:
         """Cache new messages; returns how many were not already cached."""
         added = 0
-        for m in msgs:
-            if m.queue_offset in self._msgs or m.queue_offset in self._consuming:
-                continue
-            self._msgs[m.queue_offset] = m
-            self.msg_size += len(m.body)
-            added += 1
-            self.queue_offset_max = max(self.queue_offset_max, m.queue_offset)
+        with self._lock:
+            cache, consuming = self._msgs, self._consuming
+            if not cache:
+                self._ascending, self._last_key = True, -1
+            last = self._last_key
+            for m in msgs:
+                offset = m.queue_offset
+                if offset in cache or offset in consuming:
+                    continue
+                if offset > last:
+                    last = offset
+                else:
+                    self._ascending = False
+                cache[offset] = m
+                self.msg_size += len(m.body)
+                added += 1
+            self._last_key = last
+            self.queue_offset_max = max(self.queue_offset_max, last)
         return added
 
     def remove_messages(self, msgs: list[MessageExt]) -> int:
         """Forget consumed messages; returns the offset safe to commit, -1 if nothing cached."""
-        if not self._msgs and not self._consuming:
-            return -1
-        for m in msgs:
-            if self._msgs.pop(m.queue_offset, None) is not None:
-                self.msg_size -= len(m.body)
-        self.last_consume_timestamp = _now_ms()
-        return self.committable_offset()
+        with self._lock:
+            cache = self._msgs
+            if not cache and not self._consuming:
+                return -1
+            for m in msgs:
+                if cache.pop(m.queue_offset, None) is not None:
+                    self.msg_size -= len(m.body)
+            self.last_consume_timestamp = _now_ms()
+            return self._committable()
 
     def committable_offset(self) -> int:
-        in_flight = list(self._msgs) + list(self._consuming)
-        return min(in_flight) if in_flight else self.queue_offset_max + 1
+        with self._lock:
+            return self._committable()
+
+    def _committable(self) -> int:
+        low = self._lowest()
+        if self._consuming:
+            low = min(self._consuming) if low is None else min(low, min(self._consuming))
+        return self.queue_offset_max + 1 if low is None else low
+
+    def _lowest(self) -> int | None:
+        cache = self._msgs
+        if not cache:
+            return None
+        return next(iter(cache)) if self._ascending else min(cache)
 
     @property
     def msg_count(self) -> int:
         return len(self._msgs) + len(self._consuming)
 
     def max_span(self) -> int:
-        keys = list(self._msgs)
-        return max(keys) - min(keys) if keys else 0
+        with self._lock:
+            cache = self._msgs
+            if not cache:
+                return 0
+            if self._ascending:
+                return next(reversed(cache)) - next(iter(cache))
+            return max(cache) - min(cache)
 
     def flow_control(self, *, max_count: int, max_size_mib: int, max_span: int | None) -> FlowControl:
         return FlowControl(
@@ -103,27 +145,33 @@ class ProcessQueue:
     def take_messages(self, batch_size: int) -> list[MessageExt]:
         """The next ``batch_size`` messages in offset order, moved to the consuming set."""
         taken = []
-        for offset in sorted(self._msgs)[:batch_size]:
-            m = self._msgs.pop(offset)
-            self._consuming[offset] = m
-            taken.append(m)
-        self.last_consume_timestamp = _now_ms()
+        with self._lock:
+            cache = self._msgs
+            offsets = list(itertools.islice(cache, batch_size)) if self._ascending else sorted(cache)[:batch_size]
+            for offset in offsets:
+                m = cache.pop(offset)
+                self._consuming[offset] = m
+                taken.append(m)
+            self.last_consume_timestamp = _now_ms()
         return taken
 
     def commit(self) -> int:
         """Orderly success: the consuming set is done; returns the next offset or -1."""
-        if not self._consuming:
-            return -1
-        offset = max(self._consuming) + 1
-        self.msg_size -= sum(len(m.body) for m in self._consuming.values())
-        self._consuming.clear()
-        return offset
+        with self._lock:
+            if not self._consuming:
+                return -1
+            offset = max(self._consuming) + 1
+            self.msg_size -= sum(len(m.body) for m in self._consuming.values())
+            self._consuming.clear()
+            return offset
 
     def make_message_to_consume_again(self, msgs: list[MessageExt]) -> None:
-        for m in msgs:
-            taken = self._consuming.pop(m.queue_offset, None)
-            if taken is not None:
-                self._msgs[m.queue_offset] = taken
+        with self._lock:
+            for m in msgs:
+                taken = self._consuming.pop(m.queue_offset, None)
+                if taken is not None:
+                    self._ascending = False  # back in after what was cached meanwhile
+                    self._msgs[m.queue_offset] = taken
 
     def has_pending(self) -> bool:
         return bool(self._msgs)
@@ -132,6 +180,7 @@ class ProcessQueue:
         return (now_ms if now_ms is not None else _now_ms()) - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME_MS
 
     def clear(self) -> None:
-        self._msgs.clear()
-        self._consuming.clear()
-        self.msg_size = 0
+        with self._lock:
+            self._msgs.clear()
+            self._consuming.clear()
+            self.msg_size = 0

@@ -22,13 +22,14 @@ from lakemq.client.client_instance import ClientInstance
 from lakemq.client.config import ClientConfig, ProducerConfig
 from lakemq.client.message_id import create_uniq_id
 from lakemq.client.results import SendResult
-from lakemq.client.sender import PreparedMessage, Sender
+from lakemq.client.sender import DirectSend, PreparedMessage, Sender
 from lakemq.common.message import Message, MessageConst, MessageSysFlag, properties_to_string, tags_hash_code
 from lakemq.common.message_batch import encode_messages
 from lakemq.common.message_queue import MessageQueue
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import LakeMQError, MessageIllegalError
 from lakemq.remoting.bodies import TopicRouteData
+from lakemq.remoting.codec import RemotingCommand
 
 __all__ = ["MessageQueueSelector", "Producer", "SendCallback", "select_by_hash"]
 
@@ -173,6 +174,25 @@ class Producer:
         if target is not None:
             return await self.sender.send_to_queue(prepared, target, timeout)
         return await self.sender.send_with_retries(prepared, attempts=attempts, timeout_ms=timeout)
+
+    # -- a blocking face's own transport (lakemq.client.sync) --------------------------------
+    def direct_send(self, msg: Message, timeout_ms: int | None = None) -> DirectSend | None:
+        """:meth:`send`'s first attempt (no queue or selector given) as a request a caller
+        writes with its own transport, when making it needs no I/O (the route and broker are
+        known); None: call send(). Safe from any thread."""
+        return self.sender.first_attempt(self._prepare(msg), attempts=self.config.retry_times_when_send_failed + 1,
+                                         timeout_ms=timeout_ms or self.config.send_msg_timeout)
+
+    def direct_answered(self, direct: DirectSend, response: RemotingCommand, elapsed: float) -> SendResult | None:
+        """The answer to a direct_send request: the send's result, or None when the retries
+        must go on (:meth:`direct_retry`); BrokerError for a refusal (for direct_retry too)."""
+        return self.sender.first_attempt_answered(direct, response, elapsed)
+
+    async def direct_retry(self, direct: DirectSend, elapsed: float, failure: BaseException | None) -> SendResult:
+        """What :meth:`send` does after its first attempt took ``elapsed`` seconds and failed
+        with ``failure`` (None: it returned a status to retry past)."""
+        return await self.sender.send_with_retries(direct.msg, attempts=direct.attempts, timeout_ms=direct.timeout_ms,
+                                                   first=(direct.mq, elapsed, failure))
 
     def send_async(
         self, msg: Message, callback: SendCallback | None = None, *, mq: MessageQueue | None = None,

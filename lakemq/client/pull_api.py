@@ -18,8 +18,8 @@ from lakemq.client.subscription import tag_matches
 from lakemq.common.constants import MASTER_ID, PullSysFlag
 from lakemq.common.message import MessageConst, MessageExt
 from lakemq.common.message_queue import MessageQueue
-from lakemq.common.record import iter_records
-from lakemq.common.subscription import SubscriptionData
+from lakemq.common.record import decode_pulled, iter_records
+from lakemq.common.subscription import ExpressionType, SubscriptionData
 from lakemq.errors import FrameError, LakeMQError, RecordError
 from lakemq.remoting.headers import PullMessageRequestHeader, encode_header
 
@@ -29,6 +29,14 @@ __all__ = ["PullAPI", "decode_pull_result"]
 def decode_pull_result(mq: MessageQueue, raw: RawPullResult, subscription: SubscriptionData) -> PullResult:
     msgs: list[MessageExt] = []
     if raw.status is PullStatus.FOUND:
+        # Compiled (decode_pulled) unless a record needs the checks below to say what is wrong.
+        tags = None if subscription.expression_type != ExpressionType.TAG or subscription.sub_all \
+            else subscription.tags_set
+        fast = decode_pulled(raw.body, tags, str(raw.min_offset), str(raw.max_offset), MessageConst.MIN_OFFSET,
+                             MessageConst.MAX_OFFSET)
+        if fast is not None:
+            return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, fast,
+                              raw.suggest_which_broker_id)
         try:
             decoded = list(iter_records(raw.body, decompress=True))
         except (RecordError, ValueError, zlib.error) as exc:

@@ -26,9 +26,10 @@ from lakemq.common.codes import ResponseCode
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeMQError, RemotingError, RemotingTimeoutError
 from lakemq.remoting.bodies import QueueData, TopicRouteData
+from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.headers import send_header_v2_fields
 
-__all__ = ["PreparedMessage", "RetryAction", "Sender", "classify_failure"]
+__all__ = ["DirectSend", "PreparedMessage", "RetryAction", "Sender", "classify_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,18 @@ def classify_failure(exc: BaseException) -> RetryAction:
             return RetryAction.BACKOFF
         return RetryAction.RETRY if exc.code in RETRY_RESPONSE_CODES else RetryAction.RAISE
     return RetryAction.RAISE
+
+
+class DirectSend:
+    """A send's first attempt, made ready for a caller's own transport (Sender.first_attempt):
+    the request to write to ``addr`` for queue ``mq``."""
+
+    __slots__ = ("addr", "attempts", "mq", "msg", "request", "timeout_ms")
+
+    def __init__(self, msg: PreparedMessage, mq: MessageQueue, addr: str, request: RemotingCommand, attempts: int,
+                 timeout_ms: int) -> None:
+        self.msg, self.mq, self.addr, self.request = msg, mq, addr, request
+        self.attempts, self.timeout_ms = attempts, timeout_ms
 
 
 @dataclass(slots=True)
@@ -136,14 +149,53 @@ class Sender:
         addr = await self.instance.broker_addr(mq.broker_name, msg.topic)
         await self.instance.api.send_message_oneway(addr, self._fields(msg, mq), msg.body, batch=msg.batch)
 
-    async def send_with_retries(self, msg: PreparedMessage, *, attempts: int, timeout_ms: int) -> SendResult:
-        """Send to round-robin queues, avoiding the broker that failed last."""
+    def first_attempt(self, msg: PreparedMessage, *, attempts: int, timeout_ms: int) -> DirectSend | None:
+        """The first attempt of send_with_retries as a request for a caller's own transport, when
+        it needs no I/O to make (the topic's route and the broker's address are known); the
+        caller reports back with :meth:`first_attempt_answered` or send_with_retries' ``first``."""
+        info = self.publish_info.get(msg.topic)
+        if info is None or not info.ok():
+            return None
+        mq = self.select_queue(info, None)
+        addr = self.instance.find_broker_addr(mq.broker_name)
+        if addr is None:
+            return None
+        request = self.instance.api.send_request(self._fields(msg, mq), msg.body, batch=msg.batch)
+        return DirectSend(msg, mq, addr, request, attempts, timeout_ms)
+
+    def first_attempt_answered(self, direct: DirectSend, response: RemotingCommand, elapsed: float) -> SendResult | None:
+        """The answer to a DirectSend's request, as send_with_retries takes an answer: its
+        result, or None when the retries must go on (a status other than SEND_OK with
+        retryAnotherBrokerWhenNotStoreOK); BrokerError for a refusal (for send_with_retries'
+        ``first``)."""
+        result = self.instance.api.send_result(direct.mq, response, direct.msg.uniq_id)
+        self.fault.update(direct.mq.broker_name, elapsed * 1000)
+        if result.send_status is not SendStatus.SEND_OK and self.config.retry_another_broker_when_not_store_ok \
+                and direct.attempts > 1:
+            return None
+        return result
+
+    async def send_with_retries(self, msg: PreparedMessage, *, attempts: int, timeout_ms: int,
+                                first: tuple[MessageQueue, float, BaseException | None] | None = None) -> SendResult:
+        """Send to round-robin queues, avoiding the broker that failed last. ``first``: the first
+        attempt was made already (a DirectSend): its queue, how long it took and how it failed
+        (None: it returned a status to retry past)."""
         info = await self.find_publish_info(msg.topic)
         budget = timeout_ms / 1000
         last_broker: str | None = None
         backoffs = 0
         last_exc: BaseException | None = None
-        for attempt in range(attempts):
+        attempt = 0
+        if first is not None:
+            mq, elapsed, failure = first
+            budget -= elapsed
+            if failure is None:
+                last_broker = mq.broker_name
+            else:
+                last_exc, last_broker = failure, mq.broker_name
+                backoffs, info = await self._failed(msg, mq, failure, elapsed, attempt, attempts, backoffs, info)
+            attempt = 1
+        while attempt < attempts:
             if budget <= 0:
                 break
             mq = self.select_queue(info, last_broker)
@@ -153,18 +205,9 @@ class Sender:
             except (RemotingError, BrokerError) as exc:
                 elapsed = time.monotonic() - started
                 budget -= elapsed
-                self.fault.update(mq.broker_name, elapsed * 1000, isolation=True)  # a failure counts as 30 s
-                action = classify_failure(exc)
-                log.warning("send to %s failed (attempt %d/%d, %s): %s", mq, attempt + 1, attempts, action.value, exc)
-                if action is RetryAction.RAISE:
-                    raise
                 last_exc, last_broker = exc, mq.broker_name
-                if action is RetryAction.BACKOFF and attempt + 1 < attempts:
-                    await asyncio.sleep(self.backoff.delay(backoffs))
-                    backoffs += 1
-                if isinstance(exc, BrokerError) and exc.code == ResponseCode.TOPIC_NOT_EXIST:
-                    del self.publish_info[msg.topic]  # the route is stale: fetch it again
-                    info = await self.find_publish_info(msg.topic)
+                backoffs, info = await self._failed(msg, mq, exc, elapsed, attempt, attempts, backoffs, info)
+                attempt += 1
                 continue
             elapsed = time.monotonic() - started
             budget -= elapsed
@@ -172,8 +215,27 @@ class Sender:
             if result.send_status is not SendStatus.SEND_OK and self.config.retry_another_broker_when_not_store_ok \
                     and attempt + 1 < attempts:
                 last_broker = mq.broker_name
+                attempt += 1
                 continue
             return result
         if last_exc is None:
             raise RemotingTimeoutError(f"send to {msg.topic} ran out of its {timeout_ms} ms budget")
         raise last_exc
+
+    async def _failed(self, msg: PreparedMessage, mq: MessageQueue, exc: BaseException, elapsed: float,
+                      attempt: int, attempts: int, backoffs: int,
+                      info: TopicPublishInfo) -> tuple[int, TopicPublishInfo]:
+        """After a failed attempt: raise what retrying cannot help, else wait if the broker asked
+        for it and refresh a stale route; returns the backoff count and the route to go on with."""
+        self.fault.update(mq.broker_name, elapsed * 1000, isolation=True)  # a failure counts as 30 s
+        action = classify_failure(exc)
+        log.warning("send to %s failed (attempt %d/%d, %s): %s", mq, attempt + 1, attempts, action.value, exc)
+        if action is RetryAction.RAISE:
+            raise exc
+        if action is RetryAction.BACKOFF and attempt + 1 < attempts:
+            await asyncio.sleep(self.backoff.delay(backoffs))
+            backoffs += 1
+        if isinstance(exc, BrokerError) and exc.code == ResponseCode.TOPIC_NOT_EXIST:
+            self.publish_info.pop(msg.topic, None)  # the route is stale: fetch it again
+            info = await self.find_publish_info(msg.topic)
+        return backoffs, info

@@ -4,6 +4,13 @@ Each facade runs its async object on one shared background event-loop thread and
 the result; no client logic is repeated here. Listeners registered through a sync consumer
 are plain functions and run in worker threads.
 
+A SyncProducer's send has a direct path as well, as httpx's blocking client has its own
+transport: when the async core can make the send's first attempt without I/O (the topic's route
+and broker known: Producer.direct_send), the calling thread writes it and reads the answer on a
+blocking connection of its own (lakemq.remoting.blocking), with the same codec, instead of
+handing the send to the loop's thread and waiting for it there. Anything after that first
+attempt (retries, a route to look up) goes through the loop as before.
+
     with SyncProducer("g", namesrv_addr=addr) as producer:
         producer.send(Message("T", b"hi"))
 """
@@ -14,6 +21,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import threading
+import time
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -21,11 +29,13 @@ from lakemq.client.producer import MessageQueueSelector, Producer, SendCallback
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.push_consumer import PushConsumer
 from lakemq.client.results import PullResult, SendResult
+from lakemq.client.sender import DirectSend
 from lakemq.client.transaction_producer import TransactionListener, TransactionProducer, TransactionSendResult
 from lakemq.common.message import Message
 from lakemq.common.message_queue import MessageQueue
-from lakemq.errors import LakeMQError
+from lakemq.errors import BrokerError, LakeMQError, RemotingError
 from lakemq.remoting import event_loop
+from lakemq.remoting.blocking import BlockingConnection
 
 __all__ = ["SyncProducer", "SyncPullConsumer", "SyncPushConsumer", "SyncTransactionProducer", "background_loop"]
 
@@ -73,10 +83,49 @@ class SyncProducer(_Facade):
     def __init__(self, group_or_producer: str | Producer = "DEFAULT_PRODUCER", **kwargs: Any) -> None:
         self._core = group_or_producer if isinstance(group_or_producer, Producer) else Producer(group_or_producer, **kwargs)
         self.producer: Producer = self._core
+        # Each thread's blocking connections, by broker address; all of them, to close at shutdown.
+        self._local = threading.local()
+        self._connections: list[BlockingConnection] = []
+        self._connections_lock = threading.Lock()
 
     def send(self, msg: Message, *, mq: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
              arg: Any = None, timeout_ms: int | None = None) -> SendResult:
+        if mq is None and selector is None:
+            direct = self.producer.direct_send(msg, timeout_ms)
+            if direct is not None:
+                return self._send_direct(direct)
         return _run(self.producer.send(msg, mq=mq, selector=selector, arg=arg, timeout_ms=timeout_ms))
+
+    def _send_direct(self, direct: DirectSend) -> SendResult:
+        """The first attempt on this thread's connection; the rest, if any, on the loop."""
+        started = time.monotonic()
+        failure: BaseException | None = None
+        try:
+            response = self._connection(direct.addr).invoke(direct.request, direct.timeout_ms / 1000)
+            result = self.producer.direct_answered(direct, response, time.monotonic() - started)
+        except (RemotingError, BrokerError) as exc:
+            result, failure = None, exc
+        if result is not None:
+            return result
+        return _run(self.producer.direct_retry(direct, time.monotonic() - started, failure))
+
+    def _connection(self, addr: str) -> BlockingConnection:
+        connections: dict[str, BlockingConnection] | None = getattr(self._local, "connections", None)
+        if connections is None:
+            connections = self._local.connections = {}
+        connection = connections.get(addr)
+        if connection is None or not connection.is_open:
+            connection = connections[addr] = BlockingConnection(addr)
+            with self._connections_lock:
+                self._connections = [c for c in self._connections if c.is_open] + [connection]
+        return connection
+
+    def shutdown(self) -> None:
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+        super().shutdown()
 
     def send_async(self, msg: Message, callback: SendCallback | None = None, **kwargs: Any) -> concurrent.futures.Future[SendResult]:
         """Returns at once; the future (and ``callback``, on the loop thread) get the result."""

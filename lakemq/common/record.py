@@ -35,7 +35,8 @@ from typing import Final
 
 from isal.isal_zlib import crc32
 
-from lakemq.common.message import MessageExt, MessageSysFlag, string_to_properties
+from lakemq.common import _pulled
+from lakemq.common.message import MessageConst, MessageExt, MessageSysFlag, string_to_properties
 from lakemq.errors import RecordError
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "create_message_id",
     "decode_host",
     "decode_message_id",
+    "decode_pulled",
     "decode_record",
     "encode_host",
     "encode_record",
@@ -348,3 +350,9 @@ def iter_records(
             return
         yield decode_record(buf, pos, check_crc=check_crc, decompress=decompress)
         pos += size
+
+
+# The compiled decoder of pull responses (lakemq/common/_pulled.pyx) reads with this module's
+# definitions; decode_pulled answers None for whatever decode_record should judge.
+_pulled.bind(MessageExt, _host, zlib.decompress, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.TAGS)
+decode_pulled = _pulled.decode_pulled

@@ -18,6 +18,10 @@ sorted. The ROCKETMQ header (RocketMQSerializable) is::
 Flag bit 0 marks a response, bit 1 a oneway request. A response uses the serialization its
 request used; the C++ client (rocketmq-client-cpp 2.0) reads the 4 header-length bytes as a
 plain length, so it only understands type 0 (JSON), which is what it sends.
+
+This module is the codec's definition. The common path (whole frames, JSON headers in the form
+every client writes) runs compiled in lakemq.remoting._codec, which hands whatever it does not
+take back to the functions here.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from typing import Any, Final
 import orjson
 
 from lakemq.errors import FrameError
+from lakemq.remoting._codec import bind, decode_frames, encode_head
+from lakemq.remoting._codec import encode_frame as _encode_frame
 
 __all__ = [
     "DEFAULT_MAX_FRAME_LENGTH",
@@ -42,6 +48,7 @@ __all__ = [
     "SerializeType",
     "decode_frame",
     "encode",
+    "encode_frame",
     "encode_parts",
 ]
 
@@ -52,6 +59,9 @@ FLAG_ONEWAY: Final = 1 << 1
 DEFAULT_VERSION: Final = 401
 DEFAULT_MAX_FRAME_LENGTH: Final = 16 << 20
 
+FRAME_LENGTH_SIZE: Final = 4  # the length prefix, not counted in itself
+HEADER_MARK_SIZE: Final = 4  # serialization type << 24 | header length
+SERIALIZE_TYPE_SHIFT: Final = 24
 _HEADER_LENGTH_MASK: Final = 0xFFFFFF
 _ROCKETMQ_FIXED = struct.Struct(">hBhii")
 _PREFIX = struct.Struct(">II")  # frame length, then serialization type << 24 | header length
@@ -132,12 +142,23 @@ class RemotingCommand:
 
 def encode(command: RemotingCommand) -> bytes:
     """The whole frame, length prefix included."""
-    return b"".join(encode_parts(command))
+    return encode_frame(command)
+
+
+def encode_frame(command: RemotingCommand) -> bytes:
+    """The whole frame, length prefix included, in one buffer."""
+    frame = _encode_frame(command)
+    return frame if frame is not None else b"".join(_encode_parts(command))
 
 
 def encode_parts(command: RemotingCommand) -> tuple[bytes, bytes]:
     """The frame as (length prefix + header, body): a large body is written after its head
     as it is (``transport.writelines``), not copied into one buffer first."""
+    head = encode_head(command)
+    return (head, command.body) if head is not None else _encode_parts(command)
+
+
+def _encode_parts(command: RemotingCommand) -> tuple[bytes, bytes]:
     kind = command.serialize_type
     # 1 is SerializeType.ROCKETMQ (an enum member's lookup costs more than the test).
     header = _encode_rocketmq_header(command) if kind == 1 else _encode_json_header(command)
@@ -204,21 +225,10 @@ class FrameDecoder:
             source: bytes | bytearray = buffer
         else:  # nothing left over (the usual case): frames are decoded from ``data`` itself
             source = data if isinstance(data, bytes) else bytes(data)
-        commands: list[RemotingCommand] = []
         size = len(source)
-        pos = 0  # consumed bytes, cut once at the end: many frames in one read stay linear
         try:
-            while size - pos >= 4:
-                (length,) = _U32.unpack_from(source, pos)
-                if length < 4:
-                    raise FrameError(f"frame length {length} is shorter than its header length")
-                if length + 4 > self.max_frame_length:
-                    raise FrameError(f"frame of {length + 4} bytes exceeds the limit of "
-                                     f"{self.max_frame_length}")
-                if size - pos < 4 + length:
-                    break
-                commands.append(_decode(source, pos + 4, pos + 4 + length))
-                pos += 4 + length
+            # Consumed bytes (pos) are cut once at the end: many frames in one read stay linear.
+            commands, pos = decode_frames(source, 0, self.max_frame_length)
         except FrameError as exc:
             self._failed = exc
             buffer.clear()
@@ -373,3 +383,7 @@ def _decode_rocketmq_header(data: memoryview) -> RemotingCommand:
     return RemotingCommand(code=code, language=LanguageCode.parse(language), version=version,
                            opaque=opaque, flag=flag, remark=remark or None, ext_fields=ext,
                            serialize_type=SerializeType.ROCKETMQ)
+
+
+bind(RemotingCommand, _decode, FrameError, _LANGUAGE_BY_NAME, LanguageCode.OTHER,
+            [_LANGUAGE_NAME[language] for language in sorted(LanguageCode)], SerializeType.JSON)

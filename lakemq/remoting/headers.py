@@ -55,6 +55,7 @@ __all__ = [
     "decode_send_header",
     "encode_header",
     "encode_send_header_v2",
+    "pull_response_fields",
     "send_header_v2_fields",
 ]
 
@@ -140,6 +141,11 @@ class PullMessageResponseHeader:
     next_begin_offset: int
     min_offset: int
     max_offset: int
+
+
+# PullMessageResponseHeader's fields in order -> extFields, without building the header (every
+# pull's answer).
+pull_response_fields: Callable[..., dict[str, str]] = make_encoder(PullMessageResponseHeader, (), True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from lakemq.remoting.codec import (
     FrameDecoder,
     RemotingCommand,
     encode,
+    encode_frame,
     encode_parts,
 )
 
@@ -187,19 +188,18 @@ class RemotingConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             log.info("dropping response %d to closed %s", response.opaque, self.remote_addr)
             return
-        head, body = encode_parts(response)
-        held = self._held
-        if held is not None:
-            held.append(head)
-            if body:
-                held.append(body)
-            return
-        if body:
-            if len(body) >= _SEPARATE_BODY:
+        if len(response.body) >= _SEPARATE_BODY:
+            head, body = encode_parts(response)
+            if self._held is not None:
+                self._held += (head, body)
+            else:
                 transport.writelines((head, body))
-                return
-            head += body
-        transport.write(head)
+            return
+        frame = encode_frame(response)
+        if self._held is not None:
+            self._held.append(frame)
+        else:
+            transport.write(frame)
 
     def send_response_threadsafe(self, response: RemotingCommand) -> None:
         self.loop.call_soon_threadsafe(self.send_response, response)
@@ -220,8 +220,7 @@ class RemotingConnection(asyncio.Protocol):
 
     def _send_frame(self, command: RemotingCommand) -> None:
         assert self._transport is not None
-        head, body = encode_parts(command)
-        if len(body) >= _SEPARATE_BODY:
-            self._transport.writelines((head, body))
+        if len(command.body) >= _SEPARATE_BODY:
+            self._transport.writelines(encode_parts(command))
         else:
-            self._transport.write(head + body)
+            self._transport.write(encode_frame(command))

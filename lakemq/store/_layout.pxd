@@ -1,8 +1,10 @@
 # cython: language_level=3
-"""The store's byte layouts as the compiled modules name them, and the big-endian and Java-hash
-helpers they share (inline: no runtime import). The Python side names the same positions
-(lakemq.common.record, lakemq.store.consume_queue, lakemq.store.index_file);
-tests/store/test_layout.py checks every name here against them (``_layout.layout()``)."""
+"""The store's byte layouts as the compiled modules name them, and the Java-hash helpers they
+share (inline: no runtime import): the batch entry, ConsumeQueue and IndexFile entries here,
+the CommitLog record and the big-endian helpers from lakemq/common/_record_layout.pxd. The
+Python side names the same positions (lakemq.common.record, lakemq.common.message, lakemq.common.message_batch,
+lakemq.store.consume_queue, lakemq.store.index_file); tests/store/test_layout.py checks every
+name against them (``_layout.layout()``)."""
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
@@ -13,52 +15,7 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
     object PyUnicode_DecodeUTF8(const char *s, Py_ssize_t size, const char *errors)
 
-# -- the CommitLog record (lakemq.common.record) ---------------------------------------------
-cdef enum:
-    TOTAL_SIZE_POS = 0
-    MAGIC_CODE_POS = 4
-    BODY_CRC_POS = 8
-    QUEUE_ID_POS = 12
-    FLAG_POS = 16
-    QUEUE_OFFSET_POS = 20
-    PHYSICAL_OFFSET_POS = 28
-    SYS_FLAG_POS = 36
-    BORN_TIMESTAMP_POS = 40
-    BORN_HOST_POS = 48
-    BORN_PORT_POS = 52
-    STORE_TIMESTAMP_POS = 56
-    STORE_HOST_POS = 64
-    STORE_PORT_POS = 68
-    RECONSUME_TIMES_POS = 72
-    PREPARED_TRANSACTION_OFFSET_POS = 76
-    BODY_LEN_POS = 84
-    BODY_POS = 88  # the fixed part and BODYLEN: everything before the body
-    TOPIC_LEN_SIZE = 1  # TOPICLEN, after the body
-    PROPS_LEN_SIZE = 2  # PROPLEN, after the topic
-    RECORD_FIXED_SIZE = 91  # BODY_POS, TOPICLEN and PROPLEN
-    BLANK_HEAD_SIZE = 8  # a blank record's TOTALSIZE and MAGICCODE
-    MAX_PROPERTIES_LEN = 0x7FFF  # PROPLEN is a signed short
-    INT32_MAX = 0x7FFFFFFF
-
-cdef extern from *:
-    """
-    #define LAKEMQ_MESSAGE_MAGIC_CODE 0xDAA320A7u
-    #define LAKEMQ_BLANK_MAGIC_CODE 0xCBD43194u
-    """
-    const uint32_t MESSAGE_MAGIC_CODE "LAKEMQ_MESSAGE_MAGIC_CODE"
-    const uint32_t BLANK_MAGIC_CODE "LAKEMQ_BLANK_MAGIC_CODE"
-
-# -- properties text (lakemq.common.message) ---------------------------------------------------
-cdef enum:
-    NAME_VALUE_SEPARATOR = 0x01
-    PROPERTY_SEPARATOR = 0x02
-    KEY_SEPARATOR = 0x20  # between the keys of KEYS
-
-# -- sys flag bits (lakemq.common.message.MessageSysFlag) -------------------------------------
-cdef enum:
-    TRANSACTION_MASK = 0xC
-    TRANSACTION_PREPARED_TYPE = 0x4
-    TRANSACTION_ROLLBACK_TYPE = 0xC
+from lakemq.common._record_layout cimport *
 
 # -- a SEND_BATCH_MESSAGE entry (lakemq.common.message_batch) ----------------------------------
 cdef enum:
@@ -73,6 +30,7 @@ cdef enum:
     CQ_SIZE_POS = 8
     CQ_TAGS_CODE_POS = 12
     CQ_STORE_UNIT_SIZE = 20
+    CQ_BLANK_UNIT_SIZE = 0x7FFFFFFF  # the size of a blank entry (no message)
 
 # -- an IndexFile (lakemq.store.index_file) ---------------------------------------------------
 cdef enum:
@@ -82,25 +40,6 @@ cdef enum:
     INDEX_ENTRY_PHY_POS = 4
     INDEX_ENTRY_TIME_DIFF_POS = 12
     INDEX_ENTRY_PREV_POS = 16
-
-
-# -- big-endian fields ------------------------------------------------------------------------
-
-cdef inline void put32(uint8_t *p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
-
-cdef inline void put64(uint8_t *p, uint64_t v) noexcept nogil:
-    put32(p, <uint32_t>(v >> 32))
-    put32(p + 4, <uint32_t>v)
-
-cdef inline uint32_t get32(const uint8_t *p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
-
-cdef inline int64_t get64(const uint8_t *p) noexcept nogil:
-    return <int64_t>((<uint64_t>get32(p) << 32) | <uint64_t>get32(p + 4))
 
 
 # -- sys flag ------------------------------------------------------------------------------------

@@ -507,6 +507,11 @@ class CommitLog:
             return None
         return mf.select(offset - mf.file_from_offset)
 
+    def view_of(self, offset: int) -> tuple[memoryview, int] | None:
+        """The written bytes of the file holding ``offset`` and where that file starts."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        return None if mf is None else (mf.select(0), mf.file_from_offset)
+
     def get_message(self, offset: int, size: int) -> bytes | None:
         mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
         if mf is None:

@@ -273,6 +273,20 @@ class ConsumeQueue:
         whole = len(view) - len(view) % CQ_STORE_UNIT_SIZE
         return [CqUnit(*u) for u in _UNIT.iter_unpack(view[:whole])]
 
+    def entries_view(self, index: int, max_count: int) -> memoryview | None:
+        """read_units' entries as their bytes: up to ``max_count`` whole entries from ``index``
+        within the file holding it (a view into the mapped file); None where read_units finds
+        none."""
+        offset = index * CQ_STORE_UNIT_SIZE
+        if index < 0 or offset < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        view = mf.select(offset - mf.file_from_offset, max_count * CQ_STORE_UNIT_SIZE)
+        whole = len(view) - len(view) % CQ_STORE_UNIT_SIZE
+        return view[:whole] if whole else None
+
     def get_offset_in_queue_by_time(self, timestamp: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp`` (ms);
         the max offset when every message is older."""

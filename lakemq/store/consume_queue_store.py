@@ -38,6 +38,11 @@ class ConsumeQueueStore:
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The queue if it exists; raises InvalidNameError / ValueError for a bad name or id."""
+        queues = self._table.get(topic)
+        if queues is not None and type(queue_id) is int:
+            cq = queues.get(queue_id)
+            if cq is not None:  # only checked names and ids are in the table
+                return cq
         check_topic(topic)
         check_queue_id(queue_id)
         return self._table.get(topic, {}).get(queue_id)

@@ -4,7 +4,9 @@ polling woken.
 
 ReputMessageService runs the loop in a thread. It never spins: when it has caught up it
 waits on an event the put path sets (:meth:`ReputMessageService.wakeup`), with a short
-timeout as a safety net.
+timeout as a safety net. A thread that puts often (the broker's event loop) may instead run
+the passes itself (:meth:`ReputMessageService.dispatch_now`): no other thread then wakes and
+takes the GIL for its puts, and the listeners hear of its messages on its own thread.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ class ReputMessageService(ServiceThread):
         self._delay_tags_code = delay_tags_code(delay_levels) if delay_levels is not None else None
         self._wait_interval_s = wait_interval_s
         self._health = health  # told of failing passes: puts are refused while dispatch fails
+        self._failing = False  # the last pass (any thread's) failed
         self._lock = threading.Lock()  # one pass at a time (thread, recovery, shutdown drain)
 
     def dispatch_behind_bytes(self) -> int:
@@ -116,6 +119,38 @@ class ReputMessageService(ServiceThread):
         """Dispatch everything written so far; returns the number of records dispatched."""
         with self._lock:
             return self._do_reput()
+
+    def dispatch_now(self) -> None:
+        """One pass on the calling thread, unless a pass is running on another: then the
+        service thread is woken for one more pass (the running one may have read the end of
+        the CommitLog before the caller's puts), so no record waits for the safety net."""
+        if not self._lock.acquire(blocking=False):
+            self.wakeup()
+            return
+        try:
+            self._do_reput()
+        except Exception as exc:  # noqa: BLE001 - logged and reported to StoreHealth in _pass_failed
+            self._pass_failed(exc)
+            self.wakeup()  # the reput thread retries
+        else:
+            self._pass_done()
+        finally:
+            self._lock.release()
+
+    def _pass_failed(self, exc: Exception) -> None:
+        if not self._failing:  # a failure that repeats every pass (a full disk) is logged once
+            log.error("reput pass failed at offset %d; puts are refused until it resumes; retrying",
+                      self.reput_from_offset, exc_info=exc)
+        self._failing = True
+        if self._health is not None:
+            self._health.dispatch_failed(self.reput_from_offset, exc)
+
+    def _pass_done(self) -> None:
+        if self._failing:
+            log.warning("reput resumed at offset %d; puts are taken again", self.reput_from_offset)
+            if self._health is not None:
+                self._health.dispatch_resumed()
+        self._failing = False
 
     def _do_reput(self) -> int:
         done = 0
@@ -169,28 +204,19 @@ class ReputMessageService(ServiceThread):
                         log.exception("message arriving listener failed")
 
     def run(self) -> None:
-        failing = False  # a failure that repeats every pass (a full disk) is logged once
         while not self.stopped:
             try:
                 done = self.do_reput()
-            except Exception as exc:
-                if not failing:
-                    log.exception("reput pass failed at offset %d; puts are refused until it resumes; retrying",
-                                  self.reput_from_offset)
-                if self._health is not None:
-                    self._health.dispatch_failed(self.reput_from_offset, exc)
-                failing = True
+            except Exception as exc:  # noqa: BLE001 - logged and reported to StoreHealth in _pass_failed
+                self._pass_failed(exc)
                 done = 0
             else:
-                if failing:
-                    log.warning("reput resumed at offset %d; puts are taken again", self.reput_from_offset)
-                    if self._health is not None:
-                        self._health.dispatch_resumed()
-                failing = False
-            if done == 0:  # caught up (or stuck on a bad record): sleep until a put wakes us
-                self.wait_for_running(self._wait_interval_s)
-            else:
+                self._pass_done()
+            if done:
                 self._stop_event.wait(_PAUSE_AFTER_WORK_S)
+            # Caught up: sleep until a put wakes us. Puts whose thread dispatches them itself
+            # (dispatch_now) do not, so this thread does not take their passes from it.
+            self.wait_for_running(self._wait_interval_s)
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """Stop after dispatching what has been written (RocketMQ waits up to 5 s for that)."""

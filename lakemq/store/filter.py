@@ -3,13 +3,16 @@
 The store calls ``is_matched_by_consume_queue`` with the tags code of a ConsumeQueue entry
 before it touches the CommitLog, then ``is_matched_by_commit_log`` with the record itself for
 filters that need the properties (SQL92). A ``None`` filter in ``get_message`` matches all.
+
+A filter that decides by the tags code alone (a TAG subscription) may also say so with a
+``code_set()`` method (:class:`CodeSetFilter`): the store then reads a pull in compiled code.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-__all__ = ["MessageFilter"]
+__all__ = ["CodeSetFilter", "MessageFilter"]
 
 
 class MessageFilter(Protocol):
@@ -21,3 +24,9 @@ class MessageFilter(Protocol):
         self, msg_buffer: bytes | memoryview | None, properties: dict[str, str] | None
     ) -> bool:
         """``msg_buffer`` is the raw CommitLog record; ``properties`` its decoded properties."""
+
+
+class CodeSetFilter(MessageFilter, Protocol):
+    def code_set(self) -> frozenset[int] | None:
+        """The tags codes this filter accepts, None for every code; such a filter accepts
+        every record ``is_matched_by_consume_queue`` accepted."""

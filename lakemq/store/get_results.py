@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from enum import Enum
 
 __all__ = ["GetMessageResult", "GetMessageStatus", "QueryMessageResult"]
+
+_TOTAL_SIZE = struct.Struct(">i")  # a record's TOTALSIZE, its first field (lakemq.common.record)
 
 
 class GetMessageStatus(Enum):
@@ -22,23 +25,49 @@ class GetMessageStatus(Enum):
 
 @dataclass(slots=True)
 class GetMessageResult:
-    """``buffers`` are raw CommitLog records, the body of a pull response as they are."""
+    """The records found, raw as the CommitLog holds them (the body of a pull response): added
+    one by one (:meth:`add`), or read in one piece (the compiled read, :meth:`set_body`).
+    :attr:`buffers` gives them one by one and :meth:`joined` in one buffer, either way."""
 
     status: GetMessageStatus
     next_begin_offset: int = 0
     min_offset: int = 0
     max_offset: int = 0
-    buffers: list[bytes] = field(default_factory=list)
     suggest_pulling_from_slave: bool = False
     buffer_total_size: int = 0
+    added: list[bytes] = field(default_factory=list)
+    body: bytes = b""
+    body_count: int = 0
 
     @property
     def msg_count(self) -> int:
-        return len(self.buffers)
+        return len(self.added) + self.body_count
+
+    @property
+    def buffers(self) -> list[bytes]:
+        """Every record found, one buffer each."""
+        if not self.body_count:
+            return self.added
+        body, out, pos = self.body, [], 0
+        while pos < len(body):
+            size = _TOTAL_SIZE.unpack_from(body, pos)[0]
+            out.append(body[pos:pos + size])
+            pos += size
+        return out
 
     def add(self, record: bytes) -> None:
-        self.buffers.append(record)
+        self.added.append(record)
         self.buffer_total_size += len(record)
+
+    def set_body(self, body: bytes, count: int) -> None:
+        """``count`` whole records read in one piece (in place of any added before)."""
+        self.added = []
+        self.body, self.body_count = body, count
+        self.buffer_total_size = len(body)
+
+    def joined(self) -> bytes:
+        """Every record found, in one buffer."""
+        return self.body if self.body_count else b"".join(self.added)
 
 
 @dataclass(slots=True)

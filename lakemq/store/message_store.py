@@ -16,12 +16,14 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 
 from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
 from lakemq.errors import RecordError, StoreError
+from lakemq.store._reads import gather_records
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
@@ -115,6 +117,10 @@ class MessageStore:
             health=self.health, unconsumed_probe=lambda: self._unconsumed_probe,
         )
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+        # dispatch_inline's thread and request; _inline_due: a pass was requested, not yet run.
+        self._inline_thread: int | None = None
+        self._inline_request: Callable[[], None] | None = None
+        self._inline_due = False
         self.last_exit_ok = True
         self._running = False
         # A slave's CommitLog is its master's: only replication appends to it.
@@ -216,9 +222,35 @@ class MessageStore:
             if refused is not None:
                 return refused
         result = self.commit_log.put(request, sink, token)
+        if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+            # No room for a new CommitLog file: the disk is measured now, not at the next check
+            # (up to 100 ms away), and a full disk is this put's answer as it is the next ones'.
+            self.health.check()
+            refused = self.health.refused_put() if self.health.disk_full else None
+            if refused is not None:
+                return refused
         if result.is_ok:
-            self.reput.wakeup()
+            if self._inline_thread != threading.get_ident():
+                self.reput.wakeup()
+            elif not self._inline_due:
+                self._inline_due = True
+                self._inline_request()  # type: ignore[misc]
         return result
+
+    def dispatch_inline(self, request: Callable[[], None] | None) -> None:
+        """Dispatch the calling thread's puts on that thread (an event loop's) instead of
+        waking the dispatch thread for them: after the first of its puts since the last pass
+        the store calls ``request()``, which must see that :meth:`dispatch` runs soon on this
+        thread (one pass then covers every put made meanwhile). Puts from other threads still
+        wake the dispatch thread. ``None`` ends it."""
+        self._inline_request = request
+        self._inline_due = False
+        self._inline_thread = threading.get_ident() if request is not None else None
+
+    def dispatch(self) -> None:
+        """A dispatch pass on the calling thread (see :meth:`dispatch_inline`)."""
+        self._inline_due = False
+        self.reput.dispatch_now()
 
     # -- replication -------------------------------------------------------------------------
 
@@ -282,7 +314,12 @@ class MessageStore:
 
     def _read_queue(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
                     max_total_bytes: int, result: GetMessageResult) -> None:
-        units = _iter_units(cq, offset, max(_MAX_FILTER_ENTRIES, max_msg_nums * 20), max(32, max_msg_nums))
+        limit = max(_MAX_FILTER_ENTRIES, max_msg_nums * 20)
+        code_set = getattr(message_filter, "code_set", None)
+        if (message_filter is None or code_set is not None) and self._gather(
+                cq, offset, limit, max_msg_nums, None if code_set is None else code_set(), max_total_bytes, result):
+            return
+        units = _iter_units(cq, offset, limit, max(32, max_msg_nums))
         first = next(units, None)
         if first is None:
             result.status = GetMessageStatus.OFFSET_FOUND_NULL
@@ -322,6 +359,31 @@ class MessageStore:
             next_file_start = -1
         result.next_begin_offset = offset + read
         result.suggest_pulling_from_slave = max_phy - last_phy > self._memory_limit
+
+    def _gather(self, cq: ConsumeQueue, offset: int, limit: int, max_msg_nums: int, codes: frozenset[int] | None,
+                max_total_bytes: int, result: GetMessageResult) -> bool:
+        """The read of _read_queue in compiled code (lakemq/store/_reads.pyx), for a filter
+        decided by tags codes alone; False when it leaves the read to Python."""
+        entries = cq.entries_view(offset, limit)
+        if entries is None:
+            return False
+        c = self.config
+        max_phy = self.commit_log.get_max_offset()
+        got = gather_records(entries, codes, max_msg_nums, max_total_bytes, max_phy, self._memory_limit,
+                             c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk,
+                             c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory,
+                             self.commit_log.view_of)
+        if got is None:
+            return False
+        body, count, read, last_phy = got
+        if count:
+            result.set_body(body, count)
+            result.status = GetMessageStatus.FOUND
+        else:
+            result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        result.next_begin_offset = offset + read
+        result.suggest_pulling_from_slave = max_phy - last_phy > self._memory_limit
+        return True
 
     def _is_batch_full(self, size: int, max_msg_nums: int, max_total_bytes: int, result: GetMessageResult,
                        in_disk: bool) -> bool:

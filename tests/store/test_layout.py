@@ -1,5 +1,5 @@
-"""The compiled store's named layout (lakemq/store/_layout.pxd, as the compiled code sees it)
-equals the Python side's: record positions from lakemq.common.record (and HEAD's own field
+"""The compiled code's named layout (lakemq/common/_record_layout.pxd and lakemq/store/_layout.pxd,
+as the compiled code sees them) equals the Python side's: record positions from lakemq.common.record (and HEAD's own field
 offsets), sys flag bits, the batch entry, ConsumeQueue and IndexFile entries."""
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def test_record_positions_are_the_same_on_both_sides() -> None:
 
 def test_flags_and_separators_are_the_same() -> None:
     compiled = layout()
+    assert compiled["COMPRESSED_FLAG"] == MessageSysFlag.COMPRESSED_FLAG
     assert compiled["TRANSACTION_MASK"] == MessageSysFlag.TRANSACTION_MASK
     assert compiled["TRANSACTION_PREPARED_TYPE"] == MessageSysFlag.TRANSACTION_PREPARED_TYPE
     assert compiled["TRANSACTION_ROLLBACK_TYPE"] == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -73,6 +74,7 @@ def test_batch_consume_queue_and_index_entries_are_the_same() -> None:
     unit = consume_queue._UNIT  # offset (8), size (4), tags code (8)
     assert [compiled["CQ_OFFSET_POS"], compiled["CQ_SIZE_POS"], compiled["CQ_TAGS_CODE_POS"]] == _offsets(unit.format)
     assert compiled["CQ_STORE_UNIT_SIZE"] == consume_queue.CQ_STORE_UNIT_SIZE == unit.size
+    assert compiled["CQ_BLANK_UNIT_SIZE"] == consume_queue.BLANK_UNIT_SIZE
     assert compiled["INDEX_HEADER_SIZE"] == index_file.HEADER_SIZE
     assert compiled["INDEX_SLOT_SIZE"] == index_file.SLOT_SIZE
     assert compiled["INDEX_ENTRY_SIZE"] == index_file.ENTRY_SIZE == index_file._ENTRY.size

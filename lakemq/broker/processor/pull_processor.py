@@ -46,12 +46,7 @@ from lakemq.errors import FilterExpressionError, for_code
 from lakemq.filter import parse_subscription
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
-from lakemq.remoting.headers import (
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    decode_header,
-    encode_header,
-)
+from lakemq.remoting.headers import PullMessageRequestHeader, decode_header, pull_response_fields
 from lakemq.store.filter import MessageFilter
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus
 from lakemq.store.message_store import MessageStore
@@ -62,6 +57,8 @@ if TYPE_CHECKING:  # the lake reader (Delta, pyarrow) is imported only by broker
 __all__ = ["PullMessageProcessor"]
 
 log = logging.getLogger(__name__)
+
+_POSTED_CACHE = 4096  # subscriptions whose filters are kept (cleared when full)
 
 
 class PullMessageProcessor:
@@ -79,6 +76,7 @@ class PullMessageProcessor:
         cold: ColdPuller | None = None,
     ) -> None:
         self._metrics = metrics
+        self._record_get = metrics.gets.record
         self._cold = cold  # None: no lakeUri, offsets below the hot min are moved as before
         self._config = config
         self._store = store
@@ -88,6 +86,8 @@ class PullMessageProcessor:
         self._offsets = offsets
         self._hold = hold_service
         self._pool = pool
+        # Filters of the subscriptions pulls carry (PullSysFlag.SUBSCRIPTION), by what was sent.
+        self._posted: dict[tuple[str, str | None, str | None, int], tuple[SubscriptionData, MessageFilter]] = {}
         self._hot_bytes = _physical_memory() * store.config.access_message_in_memory_max_ratio // 100
         self._slave_reads = config.slave_read_enable
         self._keeps_offsets = store.is_slave and not store.config.offset_check_in_slave
@@ -97,16 +97,42 @@ class PullMessageProcessor:
 
     def process_request(
         self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         header = decode_header(PullMessageRequestHeader, request.ext_fields)
         if self._reads_hot(header):
             # Nothing to create and what is read sits in the page cache: done on the loop, as a
             # pool hop (two thread switches and GIL hand-offs) costs more than the read.
             message_filter, response = self._check_and_pull(ctx, request, header)
             if response.code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
-                return self._hold_and_pull(ctx, request, header, message_filter, response)
+                # Held without a task: the hold service calls back, which answers (None: the
+                # response is written later).
+                self._hold.hold_then(header.topic, header.queue_id, header.queue_offset, self._hold_seconds(header),
+                                     message_filter, ctx.connection,
+                                     lambda _woken: self._answer_held(ctx, request, header, message_filter))
+                return None
             return response
         return self._pooled(ctx, request, header)
+
+    def _hold_seconds(self, header: PullMessageRequestHeader) -> float:
+        timeout_ms = (
+            min(max(header.suspend_timeout_millis, 0), self._config.max_suspend_timeout_millis)
+            if self._config.long_polling_enable
+            else self._config.short_polling_time_mills
+        )
+        return timeout_ms / 1000
+
+    def _answer_held(self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader,
+                     message_filter: MessageFilter) -> None:
+        """A held pull's end (woken, timed out or released), on the loop: pull again, answer."""
+        if not ctx.is_open:
+            return  # the client went away while held; an answer has nowhere to go
+        try:
+            # Woken by an arrival: what it reads was just dispatched and sits in the page cache.
+            response = self._pull(request, header, message_filter)
+        except Exception as exc:  # a failure is the puller's answer, as the dispatcher's
+            log.exception("held pull of %s:%d failed", header.topic, header.queue_id)
+            response = request.reply(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        ctx.connection.send_response(response)
 
     async def _pooled(
         self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader
@@ -126,13 +152,9 @@ class PullMessageProcessor:
         message_filter: MessageFilter,
         response: RemotingCommand,
     ) -> RemotingCommand:
-        timeout_ms = (
-            min(max(header.suspend_timeout_millis, 0), self._config.max_suspend_timeout_millis)
-            if self._config.long_polling_enable
-            else self._config.short_polling_time_mills
-        )
         await self._hold.hold(
-            header.topic, header.queue_id, header.queue_offset, timeout_ms / 1000, message_filter, ctx.connection
+            header.topic, header.queue_id, header.queue_offset, self._hold_seconds(header), message_filter,
+            ctx.connection
         )
         if not ctx.is_open:
             return response  # the client went away while held; the answer is dropped anyway
@@ -162,7 +184,7 @@ class PullMessageProcessor:
     def _check_and_pull(
         self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader
     ) -> tuple[MessageFilter, RemotingCommand]:
-        message_filter = message_filter_for(self._check(header))
+        message_filter = self._check(header)
         response = self._pull(request, header, message_filter)
         if header.sys_flag & PullSysFlag.COMMIT_OFFSET and self._config.broker_id == MASTER_ID:
             self._offsets.commit_offset(
@@ -170,8 +192,9 @@ class PullMessageProcessor:
             )
         return message_filter, response
 
-    def _check(self, header: PullMessageRequestHeader) -> SubscriptionData:
-        """Permissions, group, topic, queue and subscription; raises BrokerError to refuse."""
+    def _check(self, header: PullMessageRequestHeader) -> MessageFilter:
+        """Permissions, group, topic, queue and subscription; raises BrokerError to refuse.
+        Returns the store filter of the subscription."""
         c = self._config
         if not PermName.is_readable(c.broker_permission):
             raise for_code(
@@ -205,15 +228,24 @@ class PullMessageProcessor:
                 f"consumer:[{header.consumer_group}]",
             )
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
-            try:
-                subscription = parse_subscription(
-                    header.topic, header.subscription, header.expression_type, sub_version=header.sub_version
-                )
-            except FilterExpressionError as exc:
-                raise for_code(
-                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                    f"parse the consumer's subscription[{header.subscription}] failed: {exc}",
-                ) from exc
+            # A consumer sends the same subscription with every pull: parsed once.
+            key = (header.topic, header.subscription, header.expression_type, header.sub_version)
+            cached = self._posted.get(key)
+            if cached is None:
+                try:
+                    subscription = parse_subscription(
+                        header.topic, header.subscription, header.expression_type, sub_version=header.sub_version
+                    )
+                except FilterExpressionError as exc:
+                    raise for_code(
+                        ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                        f"parse the consumer's subscription[{header.subscription}] failed: {exc}",
+                    ) from exc
+                if len(self._posted) >= _POSTED_CACHE:
+                    self._posted.clear()
+                cached = self._posted[key] = (subscription, message_filter_for(subscription))
+            self._check_expression(cached[0])
+            return cached[1]
         else:
             group_info = self._consumers.get_consumer_group_info(header.consumer_group)
             if group_info is None:
@@ -237,13 +269,15 @@ class PullMessageProcessor:
                     ResponseCode.SUBSCRIPTION_NOT_LATEST,
                     f"the consumer's subscription not latest, group: {header.consumer_group}",
                 )
-            subscription = found
-        if subscription.expression_type != ExpressionType.TAG and not c.enable_property_filter:
+        self._check_expression(found)
+        return message_filter_for(found)
+
+    def _check_expression(self, subscription: SubscriptionData) -> None:
+        if subscription.expression_type != ExpressionType.TAG and not self._config.enable_property_filter:
             raise for_code(
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {subscription.expression_type}",
             )
-        return subscription
 
     def _pull(
         self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter
@@ -271,19 +305,10 @@ class PullMessageProcessor:
         if code == ResponseCode.PULL_OFFSET_MOVED and self._keeps_offsets:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
             suggest = group.broker_id if group is not None else MASTER_ID
-        fields = encode_header(
-            PullMessageResponseHeader(
-                suggest_which_broker_id=suggest,
-                next_begin_offset=result.next_begin_offset,
-                min_offset=result.min_offset,
-                max_offset=result.max_offset,
-            )
-        )
-        body = b"".join(result.buffers) if code == ResponseCode.SUCCESS else b""
+        fields = pull_response_fields(suggest, result.next_begin_offset, result.min_offset, result.max_offset)
+        body = result.joined() if code == ResponseCode.SUCCESS else b""
         if body:
-            labels = (self._config.broker_name, header.topic, header.consumer_group)
-            self._metrics.get_messages.labels(*labels).inc(result.msg_count)
-            self._metrics.get_bytes.labels(*labels).inc(len(body))
+            self._record_get(header.topic, header.consumer_group, result.msg_count, len(body))
         return request.reply(code, remark, fields, body)
 
 

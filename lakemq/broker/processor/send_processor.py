@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable
 from typing import Final
 
+from lakemq.broker._send_path import PlainSends
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.loop_acks import LoopAcks
@@ -50,7 +51,7 @@ from lakemq.common.message import (
 )
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import for_code
-from lakemq.remoting.codec import FLAG_RESPONSE, RemotingCommand
+from lakemq.remoting.codec import DEFAULT_VERSION, FLAG_RESPONSE, LanguageCode, RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import SendMessageRequestHeader, decode_send_header
 from lakemq.store.config import FlushDiskType
@@ -103,6 +104,8 @@ _STATUS_REPLY: Final = {
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 _PUT_OK_REPLY: Final = _STATUS_REPLY[PutMessageStatus.PUT_OK]
+# What the compiled send answers for a reply that comes later (the dispatcher writes nothing).
+_LATER: Final = object()
 # Only a send whose properties hold this pair can be a transaction's half (TRAN_MSG=true).
 _TRANSACTION_PAIR: Final = MessageConst.TRANSACTION_PREPARED + NAME_VALUE_SEPARATOR
 _STORED: Final = frozenset(
@@ -141,6 +144,12 @@ class SendMessageProcessor:
         self._cluster_suffix = (
             f"{PROPERTY_CLUSTER}{NAME_VALUE_SEPARATOR}{config.broker_cluster_name}{PROPERTY_SEPARATOR}"
         ).encode()
+        self._plain = PlainSends(
+            topics.select_topic_config, config, PermName.is_writeable, is_valid_name, NOT_ALLOWED_SEND_TOPICS,
+            RETRY_GROUP_TOPIC_PREFIX, _TRANSACTION_PAIR, MessageConst.WAIT_STORE_MSG_OK, without_wait_true,
+            PlainPut, store.put, self._cluster_suffix, PutMessageStatus.PUT_OK, self._record_send, self._reply,
+            self._answer_later, RemotingCommand, LanguageCode.PYTHON, DEFAULT_VERSION, MessageConst.MSG_REGION, DEFAULT_REGION,
+            MessageConst.TRACE_SWITCH, "true")
 
     def close(self) -> None:
         """On the loop, once no send is taken any more."""
@@ -155,7 +164,17 @@ class SendMessageProcessor:
 
     def process_request(
         self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+        if request.code == RequestCode.SEND_MESSAGE_V2 and not self._sync_flush:
+            # A plain send to a known topic, appended on the loop in compiled code
+            # (lakemq/broker/_send_path.pyx); None when it took nothing: everything else is
+            # decided below. A put that waits for a slave (SYNC_MASTER) is answered later.
+            ack = self._ack_future()
+            response = self._plain.send(ctx, request, self._acks, ack)
+            if response is _LATER:
+                return None
+            if isinstance(response, RemotingCommand):
+                return response
         header = decode_send_header(request)
         # Under ASYNC_FLUSH a put to a known topic only copies into the mapped CommitLog, so
         # it is done right here on the loop: two thread hops cost more than the put. Under
@@ -174,7 +193,7 @@ class SendMessageProcessor:
             if result.pending:
                 assert ack is not None
                 return self._acknowledged(ctx, request, header, queue_id, result, started, ack)
-            return self._reply(ctx, request, header, queue_id, result, started)
+            return self._reply(ctx, request, header.topic, queue_id, result, started)
         return self._send_pooled(ctx, request, header)
 
     async def _acknowledged(
@@ -182,7 +201,7 @@ class SendMessageProcessor:
         result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus],
     ) -> RemotingCommand:
         """SYNC_MASTER under ASYNC_FLUSH: appended on the loop, answered once a slave has it."""
-        return self._reply(ctx, request, header, queue_id, result.acknowledged(await ack), started)
+        return self._reply(ctx, request, header.topic, queue_id, result.acknowledged(await ack), started)
 
     async def _send_pooled(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
@@ -192,7 +211,20 @@ class SendMessageProcessor:
         if result.pending:  # answered by the store's PutAcks, which owns the deadline
             assert ack is not None
             result = result.acknowledged(await ack)
-        return self._reply(ctx, request, header, queue_id, result, started)
+        return self._reply(ctx, request, header.topic, queue_id, result, started)
+
+    def _answer_later(self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
+                      result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus]) -> object:
+        """A compiled plain send whose put waits for its acknowledgement: answered when ``ack``
+        is, on the loop, without a task (the dispatcher writes nothing now)."""
+
+        def acknowledged(done: asyncio.Future[PutMessageStatus]) -> None:
+            if not done.cancelled():
+                ctx.connection.send_response(
+                    self._reply(ctx, request, topic, queue_id, result.acknowledged(done.result()), started))
+
+        ack.add_done_callback(acknowledged)
+        return _LATER
 
     def _ack_future(self) -> asyncio.Future[PutMessageStatus] | None:
         """When puts wait for an acknowledgement, the future the store's completes (on the loop)."""
@@ -338,9 +370,10 @@ class SendMessageProcessor:
     # -- reply -------------------------------------------------------------------------
 
     def _reply(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
-        result: PutMessageResult, started: float,
+        self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int, result: PutMessageResult,
+        started: float,
     ) -> RemotingCommand:
+        """The answer to a stored send (``started``: time.perf_counter() when its put began)."""
         status = result.status
         code, remark = _PUT_OK_REPLY if status is PutMessageStatus.PUT_OK else _STATUS_REPLY[status]
         if result.remark:
@@ -348,10 +381,10 @@ class SendMessageProcessor:
         append = result.append_result
         if append is None or (status is not PutMessageStatus.PUT_OK and status not in _STORED):
             log.warning(
-                "send to %s from %s refused: %s %s", header.topic, ctx.remote_addr, result.status.name, remark
+                "send to %s from %s refused: %s %s", topic, ctx.remote_addr, result.status.name, remark
             )
             return request.reply(code, remark)
-        self._record_send(header.topic, append.msg_num, append.body_bytes, time.perf_counter() - started)
+        self._record_send(topic, append.msg_num, append.body_bytes, time.perf_counter() - started)
         # SendMessageResponseHeader's fields, written out: this runs for every send.
         fields = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                   MessageConst.MSG_REGION: DEFAULT_REGION, MessageConst.TRACE_SWITCH: "true"}

@@ -1,0 +1,67 @@
+"""Short runs of the broker and client benchmarks (not timed: the figures are only checked to be
+there and sane), so a change that breaks a benchmark fails here, not in the next measuring run;
+and lakemq's peer in the peer harness, consumed both ways (push consumer, pull)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.peers.lakemq_peer import LakemqAsyncPeer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str, timeout: float = 240) -> str:
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _figures(out: str, phase: str) -> list[float]:
+    line = next(line for line in out.splitlines() if line.startswith(f"{phase}:"))
+    return [float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", line.split(":", 1)[1])]
+
+
+def test_hot_path_bench_measures_sends_pulls_and_deliveries() -> None:
+    out = _run("bench/hot_path_bench.py", "--sends", "400", "--pulls", "40", "--deliveries", "40")
+    for phase in ("send", "pull", "deliver"):
+        count, *cpu = _figures(out, phase)
+        assert count > 0 and all(c > 0 for c in cpu), out
+
+
+def test_client_bench_runs_every_phase() -> None:
+    out = _run("bench/client_bench.py", "--messages", "640", "--rate", "500", "--seconds", "1")
+    for phase in ("send", "sync_send", "push", "pull", "latency"):
+        messages, rate, client_cpu, _broker_cpu, *_ = _figures(out, phase)
+        assert messages >= 500 and rate > 0 and client_cpu > 0, out
+
+
+def test_broker_bench_runs_a_phase() -> None:
+    out = _run("bench/broker_bench.py", "--only", "sync_1", "--duration", "1")
+    rate, broker_cpu, client_cpu, errors = _figures(out, "sync_1")[:4]
+    assert rate > 0 and broker_cpu > 0 and client_cpu > 0 and errors == 0, out
+
+
+def test_lakemq_peer_consumes_with_its_push_consumer_and_pulls() -> None:
+    with LakemqAsyncPeer() as peer:
+        async def round_trip() -> tuple[list[bytes], list[bytes]]:
+            client = peer.client()
+            await client.create_topic("smoke")
+            producer = await client.producer("smoke")
+            await producer.send(b"one")
+            await producer.send_batch([b"two", b"three"])
+            await producer.close()
+            pushed: list[bytes] = []
+            assert await client.consume("smoke", "g1", 3, pushed.append, timeout=30) == 3
+            pulled: list[bytes] = []
+            assert await client.consume_pull("smoke", 3, pulled.append, timeout=30) == 3
+            await client.close()
+            return pushed, pulled
+
+        pushed, pulled = asyncio.run(round_trip())
+    assert sorted(pushed) == sorted(pulled) == [b"one", b"three", b"two"]

@@ -30,7 +30,7 @@ __all__ = ["MessageIdGenerator", "create_uniq_id", "ip_from_id", "local_ip", "me
            "time_from_id"]
 
 _FIX = struct.Struct(">4sHi")
-_TAIL = struct.Struct(">iH")
+_TAIL = struct.Struct(">IH")
 
 
 def local_ip() -> str:
@@ -68,8 +68,12 @@ class MessageIdGenerator:
             if current >= self._next_start or current < self._start - 1_000_000:
                 self._start, self._next_start = _month_bounds(current)
             diff = current - self._start
-        # A clock stepped back by NTP gives a small negative diff; RocketMQ clamps it to 0.
-        diff = max(diff, 0) & 0x7FFFFFFF
+        # A clock stepped back by NTP gives a small negative diff; RocketMQ clamps it to 0. The
+        # field holds the low 32 bits (Java's int cast), read back unsigned: past day 24 of a
+        # month the span no longer fits 31 bits.
+        if -1_000_000 < diff < 0:
+            diff = 0
+        diff &= 0xFFFFFFFF
         return self._prefix + _TAIL.pack(diff, next(self._counter) & 0xFFFF).hex().upper()
 
 

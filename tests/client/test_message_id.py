@@ -1,3 +1,4 @@
+import datetime as dt
 import re
 import time
 
@@ -20,6 +21,15 @@ def test_format_and_fields() -> None:
     assert int(second[-4:], 16) == int(first[-4:], 16) + 1
     assert ip_from_id(first) == "10.1.2.3" and pid_from_id(first) == 0x2345
     assert abs(time_from_id(first, now + 5) - now) <= 1
+
+
+def test_time_survives_the_last_week_of_a_month() -> None:
+    """The 4-byte span is unsigned, as RocketMQ reads it: from day 25 of a month (2^31 ms) on, a
+    31-bit field lost 2^31 ms and the id named a time weeks before it was made."""
+    late = int(dt.datetime(2026, 11, 28, 12, 0).astimezone().timestamp() * 1000)
+    gen = MessageIdGenerator(ip="10.1.2.3", pid=1, salt=1)
+    for now in (late, late + 2 * 86_400_000):  # the 28th and the 30th
+        assert time_from_id(gen.create(now), now + 5) == now
 
 
 def test_unique_and_counter_wraps() -> None:

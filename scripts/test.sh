@@ -12,7 +12,7 @@ export LAKEMQ_APT_PACKAGES="${LAKEMQ_APT_PACKAGES:-} chromium chromium-driver"
 export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} rocketmq rocketmq-server driver"
 source scripts/bootstrap.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
-# The suite mostly waits on brokers, JVMs and Spark, so several pytest-xdist workers share the
-# cores; a worker takes whole files, keeping each module's cluster fixture in one process.
-# LAKEMQ_TEST_WORKERS=0 runs everything in this process.
-exec .venv/bin/python -m pytest -n "${LAKEMQ_TEST_WORKERS:-3}" --dist loadfile "$@"
+# The suite mostly waits on brokers and JVMs, so two pytest-xdist workers share the cores; a
+# worker takes whole files (each module's cluster starts once), and every file with a Spark
+# test goes to the same worker (tests/conftest.py). LAKEMQ_TEST_WORKERS=0 runs it in one process.
+exec .venv/bin/python -m pytest -n "${LAKEMQ_TEST_WORKERS:-2}" --dist loadgroup "$@"

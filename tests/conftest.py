@@ -1,7 +1,8 @@
 """Suite-wide hooks: ``async def`` tests run on a fresh event loop (no pytest-asyncio needed),
-and every test that takes a fixture starting Spark carries the ``spark`` marker. Other tests
-that run Spark in a child process (``lakemq tier run`` and the other lake jobs) carry it in
-their module's ``pytestmark``. README.md says how to run everything but Spark and slow tests."""
+every test that takes a fixture starting Spark carries the ``spark`` marker (other tests that
+run Spark in a child process, ``lakemq tier run`` and the other lake jobs, carry it in their
+module's ``pytestmark``), and under pytest-xdist every file with a Spark test runs on one
+worker. README.md says how to run everything but Spark and slow tests."""
 
 from __future__ import annotations
 
@@ -24,7 +25,16 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 _SPARK_FIXTURES = frozenset({"spark", "console"})
 
 
+# Before xdist's own hook, which reads the groups (--dist loadgroup).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _SPARK_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.spark)
+    # A file stays on one worker (its module-scoped cluster starts once). Files with Spark
+    # share one worker: each Spark driver JVM takes a core and a GiB while it plans, and on
+    # two cores several at once pushed jobs past their timeouts.
+    spark_files = {item.path for item in items if item.get_closest_marker("spark")}
+    for item in items:
+        group = "spark" if item.path in spark_files else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))

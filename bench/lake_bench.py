@@ -263,6 +263,8 @@ def _old_lakedelta(spark: Any, work: Path) -> bool:
     spec.loader.exec_module(module)
     cloudpickle.register_pickle_by_value(module)  # Python workers cannot import it
     spark.dataSource.register(module.DeltaDataSource)
+    # Its reader pushes filters down, which the project's spark-defaults enabled then (f11ed0b).
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     return True
 
 

@@ -28,7 +28,7 @@ def test_puts_are_refused_while_dispatch_is_too_far_behind(tmp_path: Path) -> No
     try:
         acked = 0
         # Holding the reput's pass lock stalls dispatch as a dispatcher that cannot keep up would.
-        with store.reput._lock:  # noqa: SLF001 - the one way to stall a real reput pass
+        with store.reput._lock:  # the one way to stall a real reput pass
             while store.dispatch_behind_bytes() <= LIMIT:
                 assert store.put(MessagesPut.of(make_msg(TOPIC, b"x" * 1024))).is_ok
                 acked += 1

@@ -28,13 +28,15 @@ _SPARK_FIXTURES = frozenset({"spark", "console"})
 # Before xdist's own hook, which reads the groups (--dist loadgroup).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    spark_files = set()
     for item in items:
         if _SPARK_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.spark)
+        if item.get_closest_marker("spark"):
+            spark_files.add(item.path)
     # A file stays on one worker (its module-scoped cluster starts once). Files with Spark
     # share one worker: each Spark driver JVM takes a core and a GiB while it plans, and on
     # two cores several at once pushed jobs past their timeouts.
-    spark_files = {item.path for item in items if item.get_closest_marker("spark")}
     for item in items:
         group = "spark" if item.path in spark_files else str(item.path)
         item.add_marker(pytest.mark.xdist_group(group))

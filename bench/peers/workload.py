@@ -303,7 +303,7 @@ async def _first(event_wait: Awaitable[object], consumer: asyncio.Task[int], wha
     if consumer in done:
         consumer.result()  # re-raises the consumer's error
         raise RuntimeError(f"the consumer stopped before {what}")
-    raise TimeoutError(f"no {what} within {_WARM_UP_TIMEOUT:.0f} s")
+    raise TimeoutError(f"waited {_WARM_UP_TIMEOUT:.0f} s for {what}")
 
 
 async def run_workload(client: PeerClient, result: PeerResult, plan: Plan, log=print,

@@ -23,6 +23,7 @@ from lakemq.client.config import ClientConfig, ProducerConfig
 from lakemq.client.message_id import create_uniq_id
 from lakemq.client.results import SendResult
 from lakemq.client.sender import DirectSend, PreparedMessage, Sender
+from lakemq.common.aio import run_to_end
 from lakemq.common.message import Message, MessageConst, MessageSysFlag, properties_to_string, tags_hash_code
 from lakemq.common.message_batch import encode_messages
 from lakemq.common.message_queue import MessageQueue
@@ -72,13 +73,23 @@ class Producer:
         await instance.start()
 
     async def shutdown(self) -> None:
+        """Wait for the sends in flight, then leave the group; to the end even when the caller
+        is cancelled."""
         instance, self._instance = self._instance, None
-        if instance is None:
-            return
+        if instance is not None:
+            await run_to_end(self._shutdown(instance))
+
+    async def _shutdown(self, instance: ClientInstance) -> None:
+        try:
+            await self._drain()
+        finally:
+            await instance.unregister(producer_group=self.group)
+            await instance.release()
+
+    async def _drain(self) -> None:
+        """Wait for what is in flight before leaving the group."""
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
-        await instance.unregister(producer_group=self.group)
-        await instance.release()
 
     async def __aenter__(self) -> Self:
         await self.start()

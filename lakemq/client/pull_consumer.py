@@ -17,6 +17,7 @@ from lakemq.client.consumer_core import ConsumerCore
 from lakemq.client.offset_store import ReadOffsetType
 from lakemq.client.results import PullResult
 from lakemq.client.subscription import MessageSelector, build_subscription
+from lakemq.common.aio import run_to_end
 from lakemq.common.message_queue import MessageQueue
 from lakemq.common.subscription import ExpressionType
 from lakemq.common.validation import check_topic
@@ -37,8 +38,15 @@ class PullConsumer:
             await self.core.open(self)
 
     async def shutdown(self) -> None:
+        """Persist the offsets and leave the group, to the end even when the caller is
+        cancelled or the persisting fails."""
         if self.core.started:
+            await run_to_end(self._shutdown())
+
+    async def _shutdown(self) -> None:
+        try:
             await self.persist_offsets()
+        finally:
             await self.core.close()
 
     async def __aenter__(self) -> Self:

@@ -29,7 +29,7 @@ from lakemq.client.fetcher import Fetcher
 from lakemq.client.process_queue import ProcessQueue
 from lakemq.client.rebalance import Rebalancer
 from lakemq.client.subscription import MessageSelector, build_subscription
-from lakemq.common.aio import cancel_and_wait
+from lakemq.common.aio import cancel_and_wait, run_to_end
 from lakemq.common.message import MessageExt
 from lakemq.common.message_queue import MessageQueue
 from lakemq.common.subscription import ExpressionType, SubscriptionData
@@ -104,16 +104,24 @@ class PushConsumer:
         instance.wake_rebalance()
 
     async def shutdown(self, await_termination: float = 10.0) -> None:
-        if not self.core.started:
-            return
+        """Stop pulling, let running listeners finish (up to ``await_termination`` s), persist
+        the offsets, and leave the group. It runs to its end even when the caller is cancelled
+        or a step fails: the group's other members get this consumer's queues only once it
+        has left."""
+        if self.core.started:
+            await run_to_end(self._shutdown(await_termination))
+
+    async def _shutdown(self, await_termination: float) -> None:
         assert self._fetcher is not None and self._service is not None and self._rebalancer is not None
-        if self._lock_task is not None:
-            await cancel_and_wait(self._lock_task)
-        await self._fetcher.stop()
-        await self._service.shutdown(await_termination)
-        await self.persist_offsets()
-        await self._rebalancer.drop_all()
-        await self.core.close()
+        try:
+            if self._lock_task is not None:
+                await cancel_and_wait(self._lock_task)
+            await self._fetcher.stop()
+            await self._service.shutdown(await_termination)
+            await self.persist_offsets()
+            await self._rebalancer.drop_all()
+        finally:
+            await self.core.close()
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -145,10 +145,11 @@ class TransactionProducer(Producer):
             return
         await self._instance.send_heartbeat_to_all()
 
-    async def shutdown(self) -> None:
+    async def _drain(self) -> None:
+        """The broker's transaction checks being answered, then the sends."""
         if self._checks:
             await asyncio.gather(*self._checks, return_exceptions=True)
-        await super().shutdown()
+        await super()._drain()
 
     def _prepare(self, msg: Message) -> PreparedMessage:
         prepared = super()._prepare(msg)

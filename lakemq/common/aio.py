@@ -10,7 +10,13 @@ own task and has no such window, so the core waits with it.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Work left running by a cancelled run_to_end caller: the loop holds tasks only weakly.
+_FINISHING: set[asyncio.Task[Any]] = set()
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:
@@ -28,3 +34,14 @@ async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
     ``suppress(CancelledError)``, a cancellation of the caller itself still propagates."""
     task.cancel()
     await asyncio.wait([task])
+
+
+async def run_to_end(work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work`` in a task of its own that a cancellation of the caller does not stop:
+    the caller stops waiting and the work still finishes. Shutdowns run this way, since one
+    cut short leaves a client registered with its brokers (its heartbeats keep it in a group
+    it has left, holding half the group's queues)."""
+    task = asyncio.ensure_future(work)
+    _FINISHING.add(task)
+    task.add_done_callback(_FINISHING.discard)
+    return await asyncio.shield(task)

@@ -185,3 +185,53 @@ def test_blocking_facades(cluster: Cluster) -> None:
             puller.update_consume_offset(mq, result.next_begin_offset)
         assert total == 8
         assert sum(puller.fetch_consume_offset(mq) for mq in queues) == 8
+
+
+async def test_a_cancelled_shutdown_still_leaves_the_group(cluster: Cluster) -> None:
+    # A consumer whose shutdown was cancelled half-way (its caller timed out while a listener
+    # still ran) kept its client instance and heartbeats: the broker listed it in the group
+    # for good, and the group's next consumer got half the queues.
+    ns, topic, group = cluster.namesrv_addr, unique("Leave"), unique("lg")
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, queue_nums=4)
+    listening, release = threading.Event(), threading.Event()
+
+    def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        listening.set()
+        release.wait(10)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    config = ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    leaving = PushConsumer(group, config=config, client_config=client_config(ns, "leaving"))
+    leaving.subscribe(topic)
+    leaving.register_message_listener_concurrently(listener)
+    await leaving.start()
+    leaving_id = leaving.core.instance.client_id
+    staying = PushConsumer(group, config=config, client_config=client_config(ns, "staying"))
+    staying.subscribe(topic)
+    staying.register_message_listener_concurrently(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    await staying.start()
+    try:
+        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+            for i in range(8):
+                await producer.send(Message(topic, f"{i}".encode()))
+        await wait_until(listening.is_set, what="a listener of the leaving consumer to run")
+        shutdown = asyncio.create_task(leaving.shutdown(await_termination=10))
+        await asyncio.sleep(0.2)  # the shutdown now waits for the listener
+        shutdown.cancel()
+        await asyncio.gather(shutdown, return_exceptions=True)
+        release.set()
+        broker = await staying.core.instance.any_broker_addr(topic)
+
+        async def members() -> list[str]:
+            return sorted(await staying.core.instance.api.get_consumer_id_list(broker, group))
+
+        deadline = time.monotonic() + 20
+        while leaving_id in await members() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert await members() == [staying.core.instance.client_id]
+        await wait_until(lambda: len([q for q in staying.owned_queues() if q.topic == topic]) == 4,
+                         what="the staying consumer to own every queue")
+    finally:
+        release.set()
+        await staying.shutdown()

@@ -21,7 +21,6 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lakemq.broker.config_file import DataVersion
 from lakemq.broker.consumer_manager import ConsumerGroupEvent
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import RemotingError
@@ -69,11 +68,11 @@ class BrokerOuterAPI:
         self._timeout = timeout_s
 
     async def register_broker_all(
-        self, broker: BrokerIdentity, topic_config_table: dict[str, dict[str, Any]], data_version: DataVersion
+        self, broker: BrokerIdentity, topic_config_table: dict[str, dict[str, Any]], data_version: bodies.DataVersion
     ) -> Registration:
         """Register with every NameServer at once."""
         body = bodies.RegisterBrokerBody(
-            topic_config_table, bodies.DataVersion(data_version.timestamp, data_version.counter)
+            topic_config_table, data_version
         ).encode()
         fields = encode_header(
             RegisterBrokerRequestHeader(

@@ -13,14 +13,13 @@ import json
 import logging
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from lakemq.errors import CorruptFileError, FrameError
 from lakemq.remoting import fastjson
 
-__all__ = ["DataVersion", "file_lock", "load_json", "save_json"]
+__all__ = ["file_lock", "load_json", "save_json"]
 
 log = logging.getLogger(__name__)
 
@@ -88,26 +87,3 @@ def _write(path: Path, tmp: Path, text: str) -> None:
     if path.exists():
         os.replace(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)
-
-
-class DataVersion:
-    """RocketMQ's DataVersion: the NameServer compares it to skip unchanged registrations."""
-
-    def __init__(self, timestamp: int | None = None, counter: int = 0) -> None:
-        self.timestamp = int(time.time() * 1000) if timestamp is None else timestamp
-        self.counter = counter
-        self._lock = threading.Lock()
-
-    def next_version(self) -> None:
-        with self._lock:
-            self.timestamp = int(time.time() * 1000)
-            self.counter += 1
-
-    def to_json(self) -> dict[str, int]:
-        return {"timestamp": self.timestamp, "counter": self.counter}
-
-    @classmethod
-    def from_json(cls, data: Any) -> DataVersion:
-        if not isinstance(data, dict):
-            return cls()
-        return cls(int(data.get("timestamp", 0)), int(data.get("counter", 0)))

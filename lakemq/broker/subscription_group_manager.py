@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.config_file import DataVersion, file_lock, load_json, save_json
+from lakemq.broker.config_file import file_lock, load_json, save_json
 from lakemq.common.constants import MASTER_ID
 from lakemq.common.validation import GROUP_MAX_LENGTH, check_group, is_valid_name
 from lakemq.errors import InvalidNameError
+from lakemq.remoting.bodies import DataVersion
 
 __all__ = ["SYSTEM_GROUPS", "SubscriptionGroupConfig", "SubscriptionGroupManager"]
 
@@ -96,7 +97,7 @@ class SubscriptionGroupManager:
         self._table: dict[str, SubscriptionGroupConfig] = {
             g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS
         }
-        self.data_version = DataVersion()
+        self.data_version = DataVersion.now()
 
     def load(self) -> None:
         data = load_json(self.path)
@@ -105,7 +106,7 @@ class SubscriptionGroupManager:
         with self._lock:
             for name, raw in (data.get("subscriptionGroupTable") or {}).items():
                 self._table[name] = SubscriptionGroupConfig.from_json(raw)
-            self.data_version = DataVersion.from_json(data.get("dataVersion"))
+            self.data_version = DataVersion.from_json(data.get("dataVersion") or {})
 
     def encode(self) -> dict[str, Any]:
         with self._lock:
@@ -122,11 +123,11 @@ class SubscriptionGroupManager:
         """A slave takes its master's groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's
         SubscriptionGroupWrapper) when their data version differs, and persists them; True if
         it did. Raises InvalidNameError for a bad entry, before anything changes."""
-        version = DataVersion.from_json(wrapper.get("dataVersion"))
+        version = DataVersion.from_json(wrapper.get("dataVersion") or {})
         table = {str(name): SubscriptionGroupConfig.from_json(raw)
                  for name, raw in (wrapper.get("subscriptionGroupTable") or {}).items()}
         with self._lock:
-            if version.to_json() == self.data_version.to_json():
+            if version == self.data_version:
                 return False
             self._table = table
             self.data_version = version
@@ -146,7 +147,7 @@ class SubscriptionGroupManager:
             return None
         with self._lock:
             created = self._table.setdefault(group, SubscriptionGroupConfig(group))
-            self.data_version.next_version()
+            self.data_version = self.data_version.next()
         log.info("subscription group %s auto-created", group)
         try:
             self.persist()
@@ -157,14 +158,14 @@ class SubscriptionGroupManager:
     def update_subscription_group_config(self, config: SubscriptionGroupConfig) -> None:
         with self._lock:
             self._table[config.group_name] = config
-            self.data_version.next_version()
+            self.data_version = self.data_version.next()
         self.persist()
 
     def delete_subscription_group_config(self, group: str) -> bool:
         with self._lock:
             removed = self._table.pop(group, None) is not None
             if removed:
-                self.data_version.next_version()
+                self.data_version = self.data_version.next()
         if removed:
             self.persist()
         return removed

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.config_file import DataVersion, load_json, save_json
+from lakemq.broker.config_file import load_json, save_json
 from lakemq.common.constants import PermName
 from lakemq.common.validation import check_topic
 from lakemq.errors import InvalidNameError
+from lakemq.remoting.bodies import DataVersion
 
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
@@ -137,7 +138,7 @@ class TopicConfigManager:
         self.path = config_dir / "topics.json"
         self._lock = threading.RLock()
         self._table: dict[str, TopicConfig] = {}
-        self.data_version = DataVersion()
+        self.data_version = DataVersion.now()
         self.on_change: list[Callable[[TopicConfig], None]] = []
         for tc in self._system_topics():
             self._table[tc.topic_name] = tc
@@ -183,7 +184,7 @@ class TopicConfigManager:
                 if tc.topic_name != name:
                     raise InvalidNameError(f"{self.path}: entry {name!r} holds topic {tc.topic_name!r}")
                 self._table[name] = tc
-            self.data_version = DataVersion.from_json(data.get("dataVersion"))
+            self.data_version = DataVersion.from_json(data.get("dataVersion") or {})
 
     def encode(self) -> dict[str, Any]:
         """The TopicConfigSerializeWrapper: persisted, and registered with the NameServers."""
@@ -201,7 +202,7 @@ class TopicConfigManager:
         """A slave takes its master's table (GET_ALL_TOPIC_CONFIG's TopicConfigSerializeWrapper)
         when its data version differs, and persists it; True if it did. Raises
         InvalidNameError for a bad entry, before anything changes."""
-        version = DataVersion.from_json(wrapper.get("dataVersion"))
+        version = DataVersion.from_json(wrapper.get("dataVersion") or {})
         table = {}
         for name, raw in (wrapper.get("topicConfigTable") or {}).items():
             tc = TopicConfig.from_json(raw)
@@ -209,7 +210,7 @@ class TopicConfigManager:
                 raise InvalidNameError(f"master's topic entry {name!r} holds topic {tc.topic_name!r}")
             table[name] = tc
         with self._lock:
-            if version.to_json() == self.data_version.to_json():
+            if version == self.data_version:
                 return False
             self._table = table
             self.data_version = version
@@ -242,7 +243,7 @@ class TopicConfigManager:
         with self._lock:
             old = self._table.pop(topic, None)
             if old is not None:
-                self.data_version.next_version()
+                self.data_version = self.data_version.next()
                 self.persist()
                 log.info("topic %s deleted", topic)
         return old
@@ -301,7 +302,7 @@ class TopicConfigManager:
             return tc
 
     def _changed(self, tc: TopicConfig, what: str) -> None:
-        self.data_version.next_version()
+        self.data_version = self.data_version.next()
         self.persist()
         log.info("topic %s %s: %s", tc.topic_name, what, tc)
         for listener in list(self.on_change):

@@ -21,8 +21,9 @@ it, and any JSON tool can read it. Key order follows fastjson's (sorted field na
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from lakemq.common.constants import MASTER_ID
@@ -81,15 +82,28 @@ def _parse(body: bytes | None, what: str, build: Callable[[dict[str, Any]], T]) 
 
 @dataclass(frozen=True, slots=True)
 class DataVersion:
+    """RocketMQ's DataVersion: a broker bumps it whenever its topics or groups change, and the
+    NameServer and slaves compare it to skip what has not changed."""
+
     timestamp: int
     counter: int = 0
     state_version: int = 0
+
+    @classmethod
+    def now(cls) -> DataVersion:
+        return cls(time.time_ns() // 1_000_000)
+
+    def next(self) -> DataVersion:
+        """The version after a change (the caller serializes changes under its own lock)."""
+        return replace(self, timestamp=time.time_ns() // 1_000_000, counter=self.counter + 1)
 
     def to_json(self) -> dict[str, Any]:
         return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> DataVersion:
+    def from_json(cls, data: object) -> DataVersion:
+        if not isinstance(data, dict):
+            raise RemotingCommandError(f"a data version is a JSON object, not {type(data).__name__}")
         return cls(int(data.get("timestamp", 0)), int(data.get("counter", 0)),
                    int(data.get("stateVersion", 0)))
 

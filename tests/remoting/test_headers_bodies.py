@@ -89,6 +89,17 @@ def test_register_broker_body_roundtrip() -> None:
         RegisterBrokerBody.decode(b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":1}}}')
 
 
+def test_data_version_moves_on_and_refuses_a_non_object() -> None:
+    first = DataVersion.now()
+    second = first.next()
+    assert second.counter == first.counter + 1 and second.timestamp >= first.timestamp
+    assert second != first and DataVersion.from_json(second.to_json()) == second
+    # An Apache RocketMQ 4.9 broker writes no stateVersion.
+    assert DataVersion.from_json({"timestamp": 5, "counter": 7}) == DataVersion(5, 7, 0)
+    with pytest.raises(RemotingCommandError):
+        DataVersion.from_json([1, 2])
+
+
 def test_heartbeat_from_java_shape() -> None:
     raw = (b'{"clientID":"10.0.0.1@123","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET",'
            b'"consumeType":"CONSUME_PASSIVELY","groupName":"cg","messageModel":"CLUSTERING",'

@@ -2,10 +2,10 @@
 
 Start: bind the remoting server (a ``listenPort`` of 0 picks a free port, whose number then
 goes into message ids and the registration), load the persisted topic / offset / group
-tables and the store (recovery), register every processor, start the background tasks
-(consumer offsets persisted every ``flushConsumerOffsetInterval``, client housekeeping,
-NameServer registration every ``registerNameServerPeriod``, transaction check-backs every
-``transactionCheckInterval``) and register with all NameServers.
+tables and the store (recovery), register every processor (lakemq.broker.processor_wiring),
+start the background tasks (consumer offsets persisted every ``flushConsumerOffsetInterval``,
+client housekeeping, NameServer registration every ``registerNameServerPeriod``, transaction
+check-backs every ``transactionCheckInterval``) and register with all NameServers.
 Until loading is done every request is answered SERVICE_NOT_AVAILABLE.
 
 Replication (lakemq.broker.ha, docs/REPLICATION.md): every broker listens for slaves on
@@ -23,14 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
-from lakemq import __version__
-from lakemq.broker.acl import AclGuardedRegistry, PlainAccessValidator, ProcessorRegistry
 from lakemq.broker.broker_outer_api import (
     BrokerIdentity,
     BrokerOuterAPI,
@@ -44,33 +40,20 @@ from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.ha import HaClient, HaConfig, HaServer, ReplicationProgress, SlaveSynchronize, check_role
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
-from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProcessor
-from lakemq.broker.processor.broker_config_processor import BROKER_CONFIG_CODES, BrokerConfigProcessor
-from lakemq.broker.processor.client_manage_processor import ClientManageProcessor
-from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProcessor
-from lakemq.broker.processor.group_admin_processor import GROUP_ADMIN_CODES, GroupAdminProcessor
-from lakemq.broker.processor.pull_processor import PullMessageProcessor
-from lakemq.broker.processor.query_processor import QueryMessageProcessor
-from lakemq.broker.processor.reply_processor import REPLY_CODES, ReplyMessageProcessor
-from lakemq.broker.processor.send_back_processor import ConsumerSendMsgBackProcessor
 from lakemq.broker.processor.send_processor import SendMessageProcessor
+from lakemq.broker.processor_wiring import processor_registry, register_processors
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
+from lakemq.broker.runtime_info import runtime_info
 from lakemq.broker.runtime_stats import RuntimeStats
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
-from lakemq.broker.transaction import (
-    EndTransactionProcessor,
-    LakeHalfResumer,
-    TransactionalMessageCheckService,
-    TransactionalMessageService,
-)
+from lakemq.broker.transaction import TransactionalMessageCheckService
 from lakemq.broker.unconsumed import oldest_unconsumed
 from lakemq.common.aio import wait_event
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
-from lakemq.common.record import STORE_TIMESTAMP_POS
 from lakemq.errors import StoreError
 from lakemq.remoting.client import RemotingClient, RemotingClientConfig
 from lakemq.remoting.codec import RemotingCommand
@@ -79,9 +62,6 @@ from lakemq.remoting.protocol import RemotingConnection
 from lakemq.remoting.server import RemotingServer, ServerConfig
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
-
-if TYPE_CHECKING:  # the lake reader (Delta, pyarrow) is imported only by brokers with a lakeUri
-    from lakemq.broker.cold_read import ColdPuller
 
 __all__ = ["BrokerController"]
 
@@ -190,7 +170,7 @@ class BrokerController:
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         c = self.broker_config
-        registry = self._processor_registry()
+        registry = processor_registry(c, self.remoting_server)
         registry.register_default_processor(self._default)
         await self.remoting_server.start()
         self.broker_addr = f"{c.broker_ip1}:{self.remoting_server.port}"
@@ -226,7 +206,9 @@ class BrokerController:
             loop.call_soon(store.dispatch)
 
         self.store.dispatch_inline(dispatch_soon)
-        self._register_processors(registry)
+        self._send_processor, self.transaction_check_service = register_processors(
+            registry, self, executor=self._executor, register_broker=self._register_broker_blocking,
+            apply_broker_config=self._apply_broker_config, loop=loop)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.send_pool.start()
         self.pull_pool.start()
@@ -299,121 +281,6 @@ class BrokerController:
         executor = ThreadPoolExecutor(threads, thread_name_prefix=name)
         self._executors.append(executor)
         return executor
-
-    def _processor_registry(self) -> ProcessorRegistry:
-        """The server's processor table; with aclEnable every processor checks the ACL first."""
-        c = self.broker_config
-        if not c.acl_enable:
-            return self.remoting_server
-        validator = PlainAccessValidator.from_file(c.acl_file)
-        log.info("ACL enabled: %d accounts from %s", len(validator.config.accounts), c.acl_file)
-        return AclGuardedRegistry(self.remoting_server, validator)
-
-    def _cold_puller(self, c: BrokerConfig) -> ColdPuller | None:
-        """With a lakeUri, pulls below the hot min offset are served from the lake."""
-        if not c.lake_uri:
-            return None
-        from lakemq.broker.cold_read import ColdPuller
-
-        return ColdPuller(c.lake_uri, c.broker_name, self.metrics)
-
-    def _register_processors(self, server: ProcessorRegistry) -> None:
-        assert self.store is not None and self.consumer_manager is not None and self.hold_service is not None
-        c = self.broker_config
-        send = self._send_processor = SendMessageProcessor(
-            c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool,
-            self.metrics,
-        )
-        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            server.register_processor(code, send)
-        reply = ReplyMessageProcessor(c, self.store, self.topic_config_manager, self.producer_manager,
-                                      self.send_pool)
-        for code in REPLY_CODES:
-            server.register_processor(code, reply)
-        server.register_processor(
-            RequestCode.CONSUMER_SEND_MSG_BACK,
-            ConsumerSendMsgBackProcessor(
-                c, self.store, self.topic_config_manager, self.subscription_group_manager, self.send_pool
-            ),
-        )
-        server.register_processor(
-            RequestCode.PULL_MESSAGE,
-            PullMessageProcessor(
-                c,
-                self.store,
-                self.topic_config_manager,
-                self.subscription_group_manager,
-                self.consumer_manager,
-                self.consumer_offset_manager,
-                self.hold_service,
-                self.pull_pool,
-                self.metrics,
-                self._cold_puller(c),
-            ),
-        )
-        client_manage = ClientManageProcessor(
-            c,
-            self.topic_config_manager,
-            self.subscription_group_manager,
-            self.consumer_manager,
-            self.producer_manager,
-            self._register_broker_blocking,
-            self._executor("ClientManageThread", c.client_manage_thread_pool_nums),
-        )
-        # It hops to its pool itself when a request writes files (see its module docstring).
-        for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
-                     RequestCode.CHECK_CLIENT_CONFIG):
-            server.register_processor(code, client_manage)
-        consumer_manage = ConsumerManageProcessor(
-            self.store, self.topic_config_manager, self.consumer_manager, self.consumer_offset_manager
-        )
-        consumer_pool = self._executor("ConsumerManageThread", c.consumer_manage_thread_pool_nums)
-        for code in (
-            RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-            RequestCode.UPDATE_CONSUMER_OFFSET,
-            RequestCode.QUERY_CONSUMER_OFFSET,
-        ):
-            server.register_processor(code, consumer_manage, consumer_pool)
-        query = QueryMessageProcessor(self.store)
-        query_pool = self._executor("QueryMessageThread", c.query_message_thread_pool_nums)
-        for code in (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID):
-            server.register_processor(code, query, query_pool)
-        transactions = TransactionalMessageService(self.store, self.consumer_offset_manager)
-        server.register_processor(
-            RequestCode.END_TRANSACTION,
-            EndTransactionProcessor(c, transactions, self.metrics),
-            self._executor("EndTransactionThread", c.end_transaction_thread_pool_nums),
-        )
-        self.transaction_check_service = TransactionalMessageCheckService(
-            transactions,
-            self.producer_manager,
-            transaction_timeout_ms=c.transaction_time_out,
-            check_max=c.transaction_check_max,
-            check_interval_ms=c.transaction_check_interval,
-        )
-        admin = AdminBrokerProcessor(
-            c,
-            self.store,
-            self.topic_config_manager,
-            self.subscription_group_manager,
-            self.consumer_offset_manager,
-            self.rebalance_lock_manager,
-            self.runtime_info,
-            self._register_broker_blocking,
-            LakeHalfResumer(c, self.transaction_check_service),
-        )
-        admin_pool = self._executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
-        for code in ADMIN_CODES:
-            server.register_processor(code, admin, admin_pool)
-        assert self._loop is not None
-        groups = GroupAdminProcessor(c, self.store, self.topic_config_manager, self.subscription_group_manager,
-                                     self.consumer_offset_manager, self.consumer_manager, self.producer_manager,
-                                     self._loop)
-        for code in GROUP_ADMIN_CODES:
-            server.register_processor(code, groups, admin_pool)
-        configs = BrokerConfigProcessor(lambda: (self.broker_config, self.store_config), self._apply_broker_config)
-        for code in BROKER_CONFIG_CODES:
-            server.register_processor(code, configs, admin_pool)
 
     def _apply_broker_config(self, updated: BrokerConfig) -> None:
         """Put a BrokerConfig changed at run time (mqadmin updateBrokerConfig) in force; only
@@ -533,60 +400,5 @@ class BrokerController:
         self.producer_manager.do_channel_close_event(connection)
 
     def runtime_info(self) -> dict[str, str]:
-        """GET_BROKER_RUNTIME_INFO's table (RocketMQ key names)."""
-        assert self.store is not None
-        now = int(time.time() * 1000)
-        info = {
-            "brokerVersionDesc": f"lakemq {__version__}",
-            "bootTimestamp": self.boot_timestamp,
-            "runtime": f"{(now - self.boot_timestamp) // 1000} s",
-            "commitLogMinOffset": self.store.get_min_phy_offset(),
-            "commitLogMaxOffset": self.store.get_max_phy_offset(),
-            "dispatchBehindBytes": self.store.dispatch_behind_bytes(),
-            "diskUsedRatio": f"{self.store.health.disk_used_ratio:.1f}",
-            # Why sends are refused now (disk full, dispatch failing or behind); empty: taken.
-            "putRefusal": refusal[1].remark if (refusal := self.store.health.refusal) else "",
-            "dispatchFailures": self.store.health.dispatch_failures,
-            "sendThreadPoolQueueSize": self.send_pool.queue_size,
-            "sendThreadPoolQueueCapacity": self.broker_config.send_thread_pool_queue_capacity,
-            "pullThreadPoolQueueSize": self.pull_pool.queue_size,
-            "pullThreadPoolQueueCapacity": self.broker_config.pull_thread_pool_queue_capacity,
-            "sendRejectedTimes": self.send_pool.rejected,
-            "heldPullRequests": self.hold_service.held_count if self.hold_service else 0,
-            "brokerAddr": self.broker_addr,
-            "storePathRootDir": self.store_config.store_path_root_dir,
-            "brokerRole": self.role.name,
-            "brokerId": self.broker_config.broker_id,
-            "haServerAddr": self.ha_server_addr,
-            "earliestMessageTimeStamp": self.store.commit_log.pickup_store_timestamp(
-                self.store.get_min_phy_offset(), STORE_TIMESTAMP_POS + 8),
-            "commitLogDiskRatio": f"{_disk_used_ratio(self.store_config.store_path_root_dir):.4f}",
-            "pageCacheLockTimeMills": self.store.commit_log.lock_time_ms(),
-            "sendThreadPoolQueueHeadWaitTimeMills": self.send_pool.head_wait_ms(),
-            "pullThreadPoolQueueHeadWaitTimeMills": self.pull_pool.head_wait_ms(),
-            **self.runtime_stats.info(),
-        }
-        if self.role.is_master:
-            links = self.replication.snapshot()
-            info["haConnectedSlaves"] = len(links)
-            # RocketMQ's slaveFallBehindMuch: the max offset less the furthest slave acknowledgement.
-            info["slaveFallBehindBytes"] = max(0, self.store.get_max_phy_offset() - self.replication.acked_offset)
-            for i, (link, lag_bytes, lag_seconds) in enumerate(links):
-                info[f"haSlave{i}Addr"] = link.addr
-                info[f"haSlave{i}AckOffset"] = link.ack_offset
-                info[f"haSlave{i}LagBytes"] = lag_bytes
-                info[f"haSlave{i}LagSeconds"] = f"{lag_seconds:.3f}"
-        elif self.ha_client is not None:
-            info["haMasterAddress"] = self.ha_client.master_address
-            info["haConnected"] = str(self.ha_client.connected).lower()
-            info["masterAddr"] = (self.slave_sync.master_addr if self.slave_sync else None) or ""
-        return {k: str(v) for k, v in info.items()}
-
-
-def _disk_used_ratio(path: str) -> float:
-    """Used share of the store's disk, as RocketMQ's commitLogDiskRatio (0 when unknown)."""
-    try:
-        usage = shutil.disk_usage(path)
-    except OSError:
-        return 0.0
-    return (usage.total - usage.free) / usage.total if usage.total else 0.0
+        """GET_BROKER_RUNTIME_INFO's table (RocketMQ key names; lakemq.broker.runtime_info)."""
+        return runtime_info(self)

@@ -1,2 +1,2 @@
 """One processor per request family, each registered in the remoting server's code ->
-processor table by :mod:`lakemq.broker.broker_controller`."""
+processor table by :mod:`lakemq.broker.processor_wiring`."""

@@ -1,0 +1,150 @@
+"""Which processor answers which request code: builds a broker's request processors from the
+BrokerController's parts and registers each, with the thread pool it runs in, on the remoting
+server (behind the ACL check when ``aclEnable`` is set).
+
+Send and pull run in their BusinessPools (flow control); client management hops to its pool
+itself; consumer management, queries, end transaction and admin requests run in executors
+of their own, sized by the broker config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, NamedTuple
+
+from lakemq.broker.acl import AclGuardedRegistry, PlainAccessValidator, ProcessorRegistry
+from lakemq.broker.config import BrokerConfig
+from lakemq.broker.metrics import BrokerMetrics
+from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProcessor
+from lakemq.broker.processor.broker_config_processor import BROKER_CONFIG_CODES, BrokerConfigProcessor
+from lakemq.broker.processor.client_manage_processor import ClientManageProcessor
+from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProcessor
+from lakemq.broker.processor.group_admin_processor import GROUP_ADMIN_CODES, GroupAdminProcessor
+from lakemq.broker.processor.pull_processor import PullMessageProcessor
+from lakemq.broker.processor.query_processor import QueryMessageProcessor
+from lakemq.broker.processor.reply_processor import REPLY_CODES, ReplyMessageProcessor
+from lakemq.broker.processor.send_back_processor import ConsumerSendMsgBackProcessor
+from lakemq.broker.processor.send_processor import SendMessageProcessor
+from lakemq.broker.transaction import (
+    EndTransactionProcessor,
+    LakeHalfResumer,
+    TransactionalMessageCheckService,
+    TransactionalMessageService,
+)
+from lakemq.common.codes import RequestCode
+from lakemq.remoting.server import RemotingServer
+
+if TYPE_CHECKING:  # the lake reader (Delta, pyarrow) is imported only by brokers with a lakeUri
+    from lakemq.broker.broker_controller import BrokerController
+    from lakemq.broker.cold_read import ColdPuller
+
+__all__ = ["WiredProcessors", "processor_registry", "register_processors"]
+
+log = logging.getLogger(__name__)
+
+
+class WiredProcessors(NamedTuple):
+    """What the controller keeps of the wiring: the send processor (closed at shutdown) and
+    the transaction check service (a background task, retuned by updateBrokerConfig)."""
+
+    send: SendMessageProcessor
+    transaction_checks: TransactionalMessageCheckService
+
+
+def processor_registry(config: BrokerConfig, server: RemotingServer) -> ProcessorRegistry:
+    """The server's processor table; with aclEnable every processor checks the ACL first."""
+    if not config.acl_enable:
+        return server
+    validator = PlainAccessValidator.from_file(config.acl_file)
+    log.info("ACL enabled: %d accounts from %s", len(validator.config.accounts), config.acl_file)
+    return AclGuardedRegistry(server, validator)
+
+
+def _cold_puller(config: BrokerConfig, metrics: BrokerMetrics) -> ColdPuller | None:
+    """With a lakeUri, pulls below the hot min offset are served from the lake."""
+    if not config.lake_uri:
+        return None
+    from lakemq.broker.cold_read import ColdPuller
+
+    return ColdPuller(config.lake_uri, config.broker_name, metrics)
+
+
+def register_processors(
+    server: ProcessorRegistry,
+    broker: BrokerController,
+    *,
+    executor: Callable[[str, int], ThreadPoolExecutor],
+    register_broker: Callable[[], None],
+    apply_broker_config: Callable[[BrokerConfig], None],
+    loop: asyncio.AbstractEventLoop,
+) -> WiredProcessors:
+    """Every processor of a started ``broker`` (store loaded, consumer manager and hold
+    service made). ``executor(name, threads)`` makes a pool the broker shuts down;
+    ``register_broker`` registers with the NameServers from a pool thread;
+    ``apply_broker_config`` puts a config changed at run time in force."""
+    store, consumers, holds = broker.store, broker.consumer_manager, broker.hold_service
+    assert store is not None and consumers is not None and holds is not None
+    c = broker.broker_config
+    topics, groups = broker.topic_config_manager, broker.subscription_group_manager
+    offsets, producers, metrics = broker.consumer_offset_manager, broker.producer_manager, broker.metrics
+    send = SendMessageProcessor(c, store, topics, groups, broker.send_pool, metrics)
+    for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        server.register_processor(code, send)
+    reply = ReplyMessageProcessor(c, store, topics, producers, broker.send_pool)
+    for code in REPLY_CODES:
+        server.register_processor(code, reply)
+    server.register_processor(
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+        ConsumerSendMsgBackProcessor(c, store, topics, groups, broker.send_pool),
+    )
+    server.register_processor(
+        RequestCode.PULL_MESSAGE,
+        PullMessageProcessor(c, store, topics, groups, consumers, offsets, holds, broker.pull_pool, metrics,
+                             _cold_puller(c, metrics)),
+    )
+    client_manage = ClientManageProcessor(c, topics, groups, consumers, producers, register_broker,
+                                          executor("ClientManageThread", c.client_manage_thread_pool_nums))
+    # It hops to its pool itself when a request writes files (see its module docstring).
+    for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG):
+        server.register_processor(code, client_manage)
+    consumer_manage = ConsumerManageProcessor(store, topics, consumers, offsets)
+    consumer_pool = executor("ConsumerManageThread", c.consumer_manage_thread_pool_nums)
+    for code in (
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        RequestCode.QUERY_CONSUMER_OFFSET,
+    ):
+        server.register_processor(code, consumer_manage, consumer_pool)
+    query = QueryMessageProcessor(store)
+    query_pool = executor("QueryMessageThread", c.query_message_thread_pool_nums)
+    for code in (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID):
+        server.register_processor(code, query, query_pool)
+    transactions = TransactionalMessageService(store, offsets)
+    server.register_processor(
+        RequestCode.END_TRANSACTION,
+        EndTransactionProcessor(c, transactions, metrics),
+        executor("EndTransactionThread", c.end_transaction_thread_pool_nums),
+    )
+    checks = TransactionalMessageCheckService(
+        transactions,
+        producers,
+        transaction_timeout_ms=c.transaction_time_out,
+        check_max=c.transaction_check_max,
+        check_interval_ms=c.transaction_check_interval,
+    )
+    admin = AdminBrokerProcessor(c, store, topics, groups, offsets, broker.rebalance_lock_manager,
+                                 broker.runtime_info, register_broker, LakeHalfResumer(c, checks))
+    admin_pool = executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
+    for code in ADMIN_CODES:
+        server.register_processor(code, admin, admin_pool)
+    group_admin = GroupAdminProcessor(c, store, topics, groups, offsets, consumers, producers, loop)
+    for code in GROUP_ADMIN_CODES:
+        server.register_processor(code, group_admin, admin_pool)
+    # The configs are read when asked: updateBrokerConfig replaces the broker's BrokerConfig.
+    configs = BrokerConfigProcessor(lambda: (broker.broker_config, broker.store_config), apply_broker_config)
+    for code in BROKER_CONFIG_CODES:
+        server.register_processor(code, configs, admin_pool)
+    return WiredProcessors(send, checks)

@@ -1,7 +1,7 @@
 """MessageStore: the hot tier's face to the broker (RocketMQ's DefaultMessageStore, slimmed).
 
-It wires the parts, runs load / start / shutdown, and answers reads. Every call blocks; the
-broker calls it from thread pools.
+It wires the parts, runs load / start / shutdown, and answers reads (a pull's read of a queue:
+lakemq.store.queue_read). Every call blocks; the broker calls it from thread pools.
 
 Load: an ``abort`` file left in the store root means the last run did not shut down
 cleanly. Then the CommitLog is replayed (re-dispatched) from the last file old enough for
@@ -13,22 +13,18 @@ ConsumeQueues.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
 from lakemq.errors import RecordError, StoreError
-from lakemq.store._reads import gather_records
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.checkpoint import StoreCheckpoint
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import BrokerRole, StoreConfig
-from lakemq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, CqUnit
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.dispatch import (
@@ -39,44 +35,18 @@ from lakemq.store.dispatch import (
 )
 from lakemq.store.filter import MessageFilter
 from lakemq.store.flush import FlushListener
-from lakemq.store.get_results import GetMessageResult, GetMessageStatus, QueryMessageResult
+from lakemq.store.get_results import GetMessageResult, QueryMessageResult
 from lakemq.store.health import StoreHealth
 from lakemq.store.index_service import IndexService
 from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService, UnconsumedProbe
 from lakemq.store.put_request import MessagesPut, PutRequest
+from lakemq.store.queue_read import QueueReader
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 from lakemq.store.schedule import ScheduleMessageService
 
 __all__ = ["MessageStore"]
 
 log = logging.getLogger(__name__)
-
-# RocketMQ reads at most this many ConsumeQueue entries per pull while filtering.
-_MAX_FILTER_ENTRIES = 16_000
-# Answers whose next offset is a correction rather than where reading stopped.
-_CORRECTED = frozenset({
-    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.OFFSET_TOO_SMALL,
-    GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_OVERFLOW_BADLY, GetMessageStatus.OFFSET_FOUND_NULL})
-
-
-def _total_physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 8 << 30
-
-
-def _iter_units(cq: ConsumeQueue, offset: int, limit: int, chunk: int) -> Iterator[CqUnit]:
-    """Up to ``limit`` entries from ``offset``, read ``chunk`` at a time, within one file."""
-    read = 0
-    while read < limit:
-        want = min(chunk, limit - read)
-        units = cq.read_units(offset + read, want)
-        yield from units
-        read += len(units)
-        if len(units) < want:
-            return
-
 
 class MessageStore:
     def __init__(self, config: StoreConfig, *, store_host: str = "127.0.0.1:10911") -> None:
@@ -116,7 +86,6 @@ class MessageStore:
             dispatched_offset=lambda: self.reput.reput_from_offset, retention_guard=lambda: self._retention_guard,
             health=self.health, unconsumed_probe=lambda: self._unconsumed_probe,
         )
-        self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
         # dispatch_inline's thread and request; _inline_due: a pass was requested, not yet run.
         self._inline_thread: int | None = None
         self._inline_request: Callable[[], None] | None = None
@@ -126,7 +95,8 @@ class MessageStore:
         # A slave's CommitLog is its master's: only replication appends to it.
         self._accepts_puts = False
         self._slave = config.broker_role is BrokerRole.SLAVE
-        self._keeps_offsets = self._slave and not config.offset_check_in_slave
+        self._reader = QueueReader(config, self.consume_queues, self.commit_log,
+                                   keeps_offsets=self._slave and not config.offset_check_in_slave)
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -290,112 +260,7 @@ class MessageStore:
     ) -> GetMessageResult:
         """Up to ``max_msg_nums`` records of ``topic``/``queue_id`` from queue offset
         ``offset`` that pass the filter. ``next_begin_offset`` is where the next pull starts."""
-        cq = self.consume_queues.find(topic, queue_id)
-        if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
-                                    next_begin_offset=offset if self._keeps_offsets else 0)
-        min_offset, max_offset = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
-        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
-        if max_offset == 0:
-            result.next_begin_offset = 0
-        elif offset < min_offset:
-            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, min_offset
-        elif offset == max_offset:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-        elif offset > max_offset:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = min_offset if min_offset == 0 else max_offset
-        else:
-            self._read_queue(cq, offset, max_msg_nums, message_filter, max_total_bytes, result)
-        if self._keeps_offsets and result.status in _CORRECTED:
-            # A slave may be behind its master: it does not move a consumer's offset.
-            result.next_begin_offset = offset
-        return result
-
-    def _read_queue(self, cq: ConsumeQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
-                    max_total_bytes: int, result: GetMessageResult) -> None:
-        limit = max(_MAX_FILTER_ENTRIES, max_msg_nums * 20)
-        code_set = getattr(message_filter, "code_set", None)
-        if (message_filter is None or code_set is not None) and self._gather(
-                cq, offset, limit, max_msg_nums, None if code_set is None else code_set(), max_total_bytes, result):
-            return
-        units = _iter_units(cq, offset, limit, max(32, max_msg_nums))
-        first = next(units, None)
-        if first is None:
-            result.status = GetMessageStatus.OFFSET_FOUND_NULL
-            result.next_begin_offset = (
-                cq.mapped_file_queue.roll_next_file(offset * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
-            )
-            return
-        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-        max_phy = self.commit_log.get_max_offset()
-        next_file_start = -1
-        read = 0
-        last_phy = 0
-        for unit in itertools.chain((first,), units):
-            if unit.is_blank:
-                read += 1
-                continue
-            offset_py, size_py = unit.commit_log_offset, unit.size
-            if offset_py < next_file_start:
-                read += 1
-                continue
-            last_phy = offset_py
-            if self._is_batch_full(size_py, max_msg_nums, max_total_bytes, result, max_phy - offset_py > self._memory_limit):
-                break
-            read += 1
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(unit.tags_code, None):
-                continue
-            record = self.commit_log.get_message(offset_py, size_py)
-            if record is None:
-                if result.buffer_total_size == 0:
-                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                next_file_start = self.commit_log.roll_next_file(offset_py)
-                continue
-            if message_filter is not None and not message_filter.is_matched_by_commit_log(record, None):
-                continue
-            result.add(record)
-            result.status = GetMessageStatus.FOUND
-            next_file_start = -1
-        result.next_begin_offset = offset + read
-        result.suggest_pulling_from_slave = max_phy - last_phy > self._memory_limit
-
-    def _gather(self, cq: ConsumeQueue, offset: int, limit: int, max_msg_nums: int, codes: frozenset[int] | None,
-                max_total_bytes: int, result: GetMessageResult) -> bool:
-        """The read of _read_queue in compiled code (lakemq/store/_reads.pyx), for a filter
-        decided by tags codes alone; False when it leaves the read to Python."""
-        entries = cq.entries_view(offset, limit)
-        if entries is None:
-            return False
-        c = self.config
-        max_phy = self.commit_log.get_max_offset()
-        got = gather_records(entries, codes, max_msg_nums, max_total_bytes, max_phy, self._memory_limit,
-                             c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk,
-                             c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory,
-                             self.commit_log.view_of)
-        if got is None:
-            return False
-        body, count, read, last_phy = got
-        if count:
-            result.set_body(body, count)
-            result.status = GetMessageStatus.FOUND
-        else:
-            result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-        result.next_begin_offset = offset + read
-        result.suggest_pulling_from_slave = max_phy - last_phy > self._memory_limit
-        return True
-
-    def _is_batch_full(self, size: int, max_msg_nums: int, max_total_bytes: int, result: GetMessageResult,
-                       in_disk: bool) -> bool:
-        total, count = result.buffer_total_size, result.msg_count
-        if total == 0 or count == 0:
-            return False
-        if count >= max_msg_nums or total + size > max_total_bytes:
-            return True
-        c = self.config
-        if in_disk:
-            return total + size > c.max_transfer_bytes_on_message_in_disk or count >= c.max_transfer_count_on_message_in_disk
-        return total + size > c.max_transfer_bytes_on_message_in_memory or count >= c.max_transfer_count_on_message_in_memory
+        return self._reader.get_message(topic, queue_id, offset, max_msg_nums, message_filter, max_total_bytes)
 
     # -- lookups -----------------------------------------------------------------------------
 

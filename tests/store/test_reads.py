@@ -1,5 +1,5 @@
-"""A pull's compiled read (lakemq/store/_reads.pyx, MessageStore._gather) against the Python
-read it stands in for (MessageStore._read_queue): for the same store, offsets, limits and tag
+"""A pull's compiled read (lakemq/store/_reads.pyx, QueueReader._gather) against the Python
+read it stands in for (QueueReader._read_queue): for the same store, offsets, limits and tag
 filters both answer the same status, offsets and records, across CommitLog and ConsumeQueue
 files, blank entries and expired files."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakemq.common.message import tags_hash_code
-from lakemq.store import message_store
+from lakemq.store import queue_read
 from lakemq.store.get_results import GetMessageResult, GetMessageStatus
 from lakemq.store.message_store import MessageStore
 from lakemq.store.put_request import MessagesPut
@@ -86,8 +86,8 @@ def test_the_compiled_read_is_taken_and_joins_records(tmp_path: Path, monkeypatc
     try:
         _fill(store, ["a", "b"] * 20, 1)
         calls = []
-        real = message_store.gather_records
-        monkeypatch.setattr(message_store, "gather_records", lambda *a: calls.append(a) or real(*a))
+        real = queue_read.gather_records
+        monkeypatch.setattr(queue_read, "gather_records", lambda *a: calls.append(a) or real(*a))
         found = store.get_message("g", "TopicR", 0, 0, 32, _CompiledTags(frozenset({"a"})))
         assert calls and found.status is GetMessageStatus.FOUND and found.msg_count == 20
         assert not found.added and found.body_count == 20 and found.joined() == b"".join(found.buffers)

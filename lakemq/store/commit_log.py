@@ -1,11 +1,11 @@
 """CommitLog: the one append-only log of every message of a broker.
 
 One appender at a time (the put lock). The record layout is :mod:`lakemq.common.record`'s.
-The compiled encoder (:mod:`lakemq.store._records`, docs/NATIVE.md) checks and measures the
-messages (body CRC included); under the lock it packs every record with its queue offset,
-physical offset and store time straight into the mapped file. A record that does not fit
-(with 8 bytes to spare) seals the file with a blank record and goes to the next one. Flushing
-happens after the lock is released.
+A put's messages are checked and measured before the lock (:mod:`lakemq.store.commit_log_encode`,
+mostly compiled, docs/NATIVE.md); under the lock the compiled Records pack every record with
+its queue offset, physical offset and store time straight into the mapped file. A record
+that does not fit (with 8 bytes to spare) seals the file with a blank record and goes to the
+next one. Flushing happens after the lock is released.
 """
 
 from __future__ import annotations
@@ -14,34 +14,20 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from lakemq.common.faults import append_stall_seconds
-from lakemq.common.message import (
-    MessageConst,
-    MessageExtBrokerInner,
-    MessageSysFlag,
-    properties_to_string,
-)
-from lakemq.common.record import (
-    BLANK_MAGIC_CODE,
-    PROPS_LEN,
-    RECORD_FIXED_SIZE,
-    STORE_TIMESTAMP_POS,
-    crc32,
-    create_message_id,
-    encode_host,
-)
-from lakemq.common.validation import is_valid_name
+from lakemq.common.message import MessageExtBrokerInner
+from lakemq.common.record import BLANK_MAGIC_CODE, STORE_TIMESTAMP_POS, create_message_id, encode_host
 from lakemq.errors import MessageIllegalError, StoreError
 from lakemq.store._append_lock import PutMessageSpinLock
-from lakemq.store._records import RecordEncoder, Records
+from lakemq.store._records import Records
 from lakemq.store.acks import AckCondition, AckSink, AckWatch, PutAcks
 from lakemq.store.checkpoint import StoreCheckpoint
+from lakemq.store.commit_log_encode import END_FILE_MIN_BLANK_LENGTH, PutEncoder
 from lakemq.store.commit_log_recovery import recover_abnormally, recover_normally
 from lakemq.store.commit_log_scan import DispatchRequest
 from lakemq.store.config import BrokerRole, FlushDiskType, StoreConfig
-from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
+from lakemq.store.delay_levels import DelayLevels
 from lakemq.store.flush import FlushCommitLogService, FlushRealTimeService
 from lakemq.store.group_commit import GroupCommit
 from lakemq.store.mapped_file import MappedFile
@@ -60,38 +46,12 @@ __all__ = ["END_FILE_MIN_BLANK_LENGTH", "CommitLog", "PutMessageSpinLock"]
 
 log = logging.getLogger(__name__)
 
-END_FILE_MIN_BLANK_LENGTH = 8
 _BLANK = struct.Struct(">iI")
-_FIRST_RECORD = struct.Struct(">iI")
 _LONG = struct.Struct(">q")
 # A put's results built as plain tuples: a NamedTuple's own constructor costs 3x as much.
 _new_tuple = tuple.__new__
 _PUT_OK = PutMessageStatus.PUT_OK
 _APPEND_OK = AppendMessageStatus.PUT_OK
-_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
-_DELAY = MessageConst.DELAY_TIME_LEVEL
-_PROPS_LEN_PACK = PROPS_LEN.pack
-# Sys flag bits that send a message off the encoder's common path: unknown bits (refused by
-# _check), and in a batch also the transaction bits (batches may not be transactional).
-_UNKNOWN_BITS = ~MessageSysFlag.KNOWN_MASK
-_REFUSED_IN_BATCH = ~MessageSysFlag.KNOWN_MASK | _TRANSACTION_MASK
-_MAX_PROPERTIES_LEN = 0x7FFF  # the record's properties length is a signed short
-_TOPIC_LEN = tuple(bytes([n]) for n in range(256))
-# (size, body CRC, born ip, born port, body, topic with its length byte, properties length, properties)
-_Parts = tuple[int, int, bytes, int, bytes, bytes, bytes, bytes]
-
-_MAX_BORN_HOSTS = 65_536
-
-
-def _bad_delay(msg: MessageExtBrokerInner) -> PutMessageResult | None:
-    """A DELAY property that is not a number is refused (it would fail the rewrite)."""
-    raw = msg.properties.get(_DELAY)
-    if raw:
-        try:
-            int(raw)
-        except ValueError:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad DELAY property {raw!r}")
-    return None
 
 
 class CommitLog:
@@ -119,14 +79,7 @@ class CommitLog:
         # (topic, queue id) -> next queue offset; the store facade restores it from the
         # ConsumeQueues at start.
         self._topic_queue_table: dict[tuple[str, int], int] = {}
-        self._valid_topics: set[str] = set()
-        self._topic_parts: dict[str, bytes] = {}
-        self._born_hosts: dict[str, tuple[bytes, int]] = {}  # "ip:port" -> encoded, for every put
-        # The compiled record packer (lakemq/store/_records.pyx) shares these tables.
-        self._encoder = RecordEncoder(
-            self._valid_topics, self._topic_parts, self._born_hosts, config.max_message_size,
-            min(config.max_properties_size, _MAX_PROPERTIES_LEN), self.file_size - END_FILE_MIN_BLANK_LENGTH,
-            properties_to_string)
+        self._put_encoder = PutEncoder(config, self.file_size, self.delay_levels, lambda: self._running)
         # The acknowledgement's conditions (lakemq.store.acks): under SYNC_FLUSH the group
         # commit, under SYNC_MASTER replication (fed by the broker's HA service).
         conditions: list[AckCondition] = []
@@ -209,7 +162,12 @@ class CommitLog:
         if isinstance(request, MessagesPut):
             msgs = request.messages
         else:
-            records = self._gather_plain(request) if isinstance(request, PlainPut) else self._gather_batch(request)
+            if not self._running:
+                records = None  # the object path refuses it, with the reason
+            elif isinstance(request, PlainPut):
+                records = self._put_encoder.plain(request)
+            else:
+                records = self._put_encoder.batch(request)
             if records is not None:
                 return self._acknowledge(self._append_records(records), True, sink, token)
             self.object_path_puts += 1
@@ -239,72 +197,23 @@ class CommitLog:
             status = registered
         return result if status is _PUT_OK else PutMessageResult(status, ar)
 
-    def _gather_plain(self, put: PlainPut) -> Records | None:
-        """RecordEncoder.gather_one: None for anything off its path (see there)."""
-        if not self._running:
-            return None
-        try:
-            return self._encoder.gather_one(put.body, put.properties, put.topic, put.queue_id, put.flag,
-                                            put.sys_flag, put.born_timestamp, put.born_host, put.reconsume_times,
-                                            put.properties_suffix, _REFUSED_IN_BATCH)
-        except OverflowError:  # a field outside its slot: the object path refuses it with the reason
-            return None
-
-    def _gather_batch(self, batch: BatchPut) -> Records | None:
-        """RecordEncoder.gather_batch: None for anything off its path (see there)."""
-        if batch.sys_flag & _REFUSED_IN_BATCH or not self._running:
-            return None
-        try:
-            records = self._encoder.gather_batch(
-                batch.body, batch.topic, batch.queue_id, batch.sys_flag, batch.born_timestamp, batch.born_host,
-                batch.reconsume_times, batch.properties_suffix)
-        except OverflowError:  # as in _gather_plain
-            return None
-        if records is None or records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return None
-        return records
-
     def _append_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        if not self._running or msg.topic not in self._valid_topics or msg.sys_flag & ~MessageSysFlag.KNOWN_MASK:
-            refused = self._check(msg)
-            if refused is not None:
-                return refused
-        if _DELAY in msg.properties:
-            # A refused message is left as it came: the checks go before the rewrite.
-            checked = _bad_delay(msg) or self._encode(msg)
-            if isinstance(checked, PutMessageResult):
-                return checked
-            rewrite_delayed_message(msg, self.delay_levels)
-        records = self._gather((msg,), self._encode, _UNKNOWN_BITS, False)
+        records = self._put_encoder.message(msg)
         if not isinstance(records, Records):
             return records
         return self._append_records(records)
 
     def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
-        """A batch: every message checked and measured (the compiled encoder), then appended
-        as one run of records, in one file, with consecutive queue offsets per queue. Batches
-        may not be delayed or transactional (as RocketMQ)."""
+        """A batch: every message checked and measured, then appended as one run of records,
+        in one file, with consecutive queue offsets per queue."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         if not self._running:
             return self._not_writable()
-        records = self._gather(msgs, self._encode_batch_member, _REFUSED_IN_BATCH, True)
+        records = self._put_encoder.messages(msgs)
         if not isinstance(records, Records):
             return records
-        if records.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch of {records.total} bytes exceeds a CommitLog file")
         return self._append_records(records)
-
-    def _gather(self, msgs: Sequence[MessageExtBrokerInner], slow: Callable[[MessageExtBrokerInner], Any],
-                refused_bits: int, check_delay: bool) -> Records | PutMessageResult:
-        """RecordEncoder.gather, with a field it cannot encode refused (nothing written)."""
-        try:
-            return self._encoder.gather(msgs, slow, refused_bits, check_delay)
-        except OverflowError as exc:  # a field outside its int32/int64 slot
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"field out of range: {exc}")
-        except UnicodeEncodeError as exc:  # text that is not UTF-8 (a lone surrogate)
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"not UTF-8: {exc}")
 
     def _append_records(self, records: Records) -> PutMessageResult:
         """Records checked and measured: into the current file (rolled if they do not fit)."""
@@ -333,91 +242,12 @@ class CommitLog:
             _APPEND_OK, offset, size, records.msg_ids(self._msg_id_prefix, offset), now,
             records.first_queue_offset, records.count, records.body_bytes)), "", False))
 
-    def _encode_batch_member(self, msg: MessageExtBrokerInner) -> _Parts | PutMessageResult:
-        refused = self._check_batch_member(msg)
-        return refused if refused is not None else self._encode(msg)
-
-    def _check_batch_member(self, msg: MessageExtBrokerInner) -> PutMessageResult | None:
-        """_check, and batches may not hold delayed or transactional messages (as RocketMQ)."""
-        refused = self._check(msg)
-        if refused is not None:
-            return refused
-        bad_delay = _bad_delay(msg)
-        if bad_delay is not None:
-            return bad_delay
-        if msg.sys_flag & _TRANSACTION_MASK or msg.delay_time_level > 0:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark="batch messages cannot be delayed or transactional")
-        return None
-
     def _not_writable(self) -> PutMessageResult:
         if not self._running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is shutting down")
         # The OS's reason (e.g. no space left on device) tells the operator what to fix.
         return PutMessageResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
                                 remark=f"cannot create a CommitLog file: {self._create_failure}")
-
-    def _check(self, msg: MessageExtBrokerInner) -> PutMessageResult | None:
-        """The checks a known topic with known sys flag bits skips (the put path only calls
-        this for a new topic or unknown bits; _encode checks the sizes and the queue id)."""
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
-        topic = msg.topic
-        if topic not in self._valid_topics:
-            if not is_valid_name(topic):
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"invalid topic {topic!r}")
-            if len(self._valid_topics) > 100_000:
-                self._valid_topics.clear()
-                self._topic_parts.clear()
-            self._valid_topics.add(topic)
-        unknown = MessageSysFlag.unknown_bits(msg.sys_flag)
-        if unknown & MessageSysFlag.COMPRESSION_TYPE_MASK:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"body compression type {unknown >> 8} (sys flag 0x{msg.sys_flag:x}) is "
-                                    "not supported by lakemq: only zlib (rocketmq.message.compressType=ZLIB)")
-        if unknown:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"unknown sys flag bits 0x{msg.sys_flag:x}")
-        return None
-
-    def _encode(self, msg: MessageExtBrokerInner) -> _Parts | PutMessageResult:
-        """A record's pieces but its fixed part: size, body CRC, born host, body, topic (with
-        its length byte), properties length and properties."""
-        if not self._running:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
-        body = msg.body
-        body_len = len(body)
-        if body_len > self.config.max_message_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"body of {body_len} bytes exceeds {self.config.max_message_size}")
-        queue_id = msg.queue_id
-        if not 0 <= queue_id < 1 << 31:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {queue_id}")
-        properties = (msg.properties_string or properties_to_string(msg.properties)).encode()
-        props_len = len(properties)
-        if props_len > self.config.max_properties_size or props_len > _MAX_PROPERTIES_LEN:
-            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                                    remark=f"properties of {props_len} bytes exceed {self.config.max_properties_size}")
-        born = self._born_hosts.get(msg.born_host)
-        if born is None:
-            try:
-                born = encode_host(msg.born_host)
-            except (OSError, ValueError):
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                        remark=f"born host {msg.born_host!r} is not an IPv4 ip:port")
-            if len(self._born_hosts) > _MAX_BORN_HOSTS:
-                self._born_hosts.clear()
-            self._born_hosts[msg.born_host] = born
-        topic_part = self._topic_parts.get(msg.topic)
-        if topic_part is None:
-            topic_bytes = msg.topic.encode()
-            topic_part = self._topic_parts[msg.topic] = _TOPIC_LEN[len(topic_bytes)] + topic_bytes
-        size = RECORD_FIXED_SIZE - 1 + body_len + len(topic_part) + props_len
-        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"record of {size} bytes exceeds a CommitLog file")
-        return (size, crc32(body) & 0x7FFFFFFF, born[0], born[1], body, topic_part,
-                _PROPS_LEN_PACK(props_len), properties)
 
     def _writable_file(self, size: int) -> MappedFile | None:
         """The file to append ``size`` bytes to, sealing the current one (END_OF_FILE) if the

@@ -49,8 +49,15 @@ def test_the_compiled_extension_is_in_use() -> None:
     """The store imports the compiled modules (no Python stand-in exists)."""
     for module in (_append_lock, _records, _scan, _cq_runs, _index):
         assert module.__file__ is not None and module.__file__.endswith(".so")
-    from lakemq.store import commit_log, consume_queue_store, dispatch, index_file, index_service
-    assert vars(commit_log)["RecordEncoder"] is _records.RecordEncoder
+    from lakemq.store import (
+        commit_log,
+        commit_log_encode,
+        consume_queue_store,
+        dispatch,
+        index_file,
+        index_service,
+    )
+    assert vars(commit_log_encode)["RecordEncoder"] is _records.RecordEncoder
     assert vars(commit_log)["PutMessageSpinLock"] is _append_lock.PutMessageSpinLock
     assert vars(dispatch)["scan_records"] is _scan.scan_records
     assert vars(index_file)["put_index_keys"] is _index.put_index_keys

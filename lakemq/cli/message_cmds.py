@@ -20,7 +20,7 @@ from lakemq.common.timeparse import parse_millis
 from lakemq.errors import LakeMQError
 
 if TYPE_CHECKING:
-    from lakemq.jobs.message_lookup import LakeMessage
+    from lakemq.tiering.tables import LakeMessage
 
 BODY_PREVIEW = 60
 

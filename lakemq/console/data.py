@@ -23,7 +23,6 @@ from lakemq.common.record import create_message_id, encode_host
 from lakemq.console.lake_view import (
     BrokerTiering,
     DeltaVersion,
-    LakeMessage,
     broker_tiering,
     delta_history,
     search_lake,
@@ -31,6 +30,7 @@ from lakemq.console.lake_view import (
 from lakemq.console.sampler import Sampler
 from lakemq.errors import LakeMQError
 from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.tables import LakeMessage
 
 __all__ = ["DLQ_PREFIX", "RETRY_PREFIX", "BrokerRow", "ConsoleData", "Found", "GroupRow", "Searched", "TopicRow"]
 

@@ -22,38 +22,17 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.seal import commitlog_files, load_seals
-from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE
+from lakemq.tiering.tables import DATA_SCHEMA, LAKE_MESSAGE_COLUMNS, MESSAGES_TABLE, LakeMessage
 
 __all__ = [
     "BrokerTiering",
     "DeltaVersion",
-    "LakeMessage",
     "SegmentRow",
     "broker_tiering",
     "delta_history",
     "search_lake",
 ]
 
-_COLUMNS = ["queue_id", "queue_offset", "msg_id", "uniq_key", "tags", "keys", "properties", "body",
-            "store_timestamp", "born_timestamp", "store_host", "reconsume_times", "sys_flag"]
-
-
-@dataclass(frozen=True, slots=True)
-class LakeMessage:
-    topic: str
-    queue_id: int
-    queue_offset: int
-    msg_id: str
-    uniq_key: str | None
-    tags: str | None
-    keys: tuple[str, ...]
-    properties: dict[str, str]
-    body: bytes
-    store_timestamp: int
-    born_timestamp: int
-    store_host: str
-    reconsume_times: int
-    sys_flag: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,14 +153,11 @@ def search_lake(lake: LakeLocation, *, topic: str | None = None, key: str | None
     found: list[LakeMessage] = []
     for part_topic, files in sorted(by_topic.items()):
         data = ds.dataset(files, schema=DATA_SCHEMA, format="parquet", filesystem=filesystem)
-        batch: pa.Table = data.to_table(columns=_COLUMNS, filter=cond)
+        batch: pa.Table = data.to_table(columns=list(LAKE_MESSAGE_COLUMNS), filter=cond)
         for row in batch.to_pylist():
-            keys = tuple((row["keys"] or "").split())
-            if key and key not in keys:
+            message = LakeMessage.from_row(part_topic, row)
+            if key and key not in message.keys:
                 continue  # a substring of another key
-            found.append(LakeMessage(part_topic, row["queue_id"], row["queue_offset"], row["msg_id"],
-                                     row["uniq_key"], row["tags"], keys, dict(row["properties"] or []),
-                                     row["body"] or b"", row["store_timestamp"], row["born_timestamp"],
-                                     row["store_host"], row["reconsume_times"], row["sys_flag"]))
+            found.append(message)
     found.sort(key=lambda m: (m.store_timestamp, m.msg_id), reverse=newest)
     return found[:limit]

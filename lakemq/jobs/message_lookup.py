@@ -19,41 +19,18 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakemq.jobs.lake_tables import read_table, table_exists
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.tables import MESSAGES_TABLE
+from lakemq.tiering.tables import LAKE_MESSAGE_COLUMNS, MESSAGES_TABLE, LakeMessage
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
 
-__all__ = ["LakeMessage", "find_messages", "key_matches"]
+__all__ = ["find_messages", "key_matches"]
 
-_COLUMNS = ("msg_id", "uniq_key", "queue_id", "queue_offset", "store_timestamp", "tags", "keys", "body",
-            "properties", "reconsume_times", "born_host", "store_host", "commitlog_offset")
 _DAY_MS = 86_400_000
-
-
-@dataclass(frozen=True, slots=True)
-class LakeMessage:
-    """One message as the lake holds it (body as stored)."""
-
-    msg_id: str
-    uniq_key: str | None
-    topic: str
-    queue_id: int
-    queue_offset: int
-    store_timestamp: int
-    tags: str | None
-    keys: tuple[str, ...]
-    body: bytes
-    properties: Mapping[str, str]
-    reconsume_times: int
-    born_host: str
-    store_host: str
-    commitlog_offset: int
 
 
 def _day(ms: int) -> datetime.date:
@@ -90,14 +67,5 @@ def find_messages(
     if end_ms is not None:
         cond &= (F.col("store_date") <= F.lit(_day(end_ms))) & (F.col("store_timestamp") <= end_ms)
     cond &= F.col("uniq_key") == unique_key if unique_key is not None else key_matches(F.col("keys"), str(key))
-    rows = df.where(cond).select(*_COLUMNS).orderBy("commitlog_offset").limit(limit).collect()
-    return [
-        LakeMessage(
-            msg_id=r["msg_id"], uniq_key=r["uniq_key"], topic=topic, queue_id=r["queue_id"],
-            queue_offset=r["queue_offset"], store_timestamp=r["store_timestamp"], tags=r["tags"],
-            keys=tuple((r["keys"] or "").split()), body=bytes(r["body"] or b""),
-            properties=dict(r["properties"] or {}), reconsume_times=r["reconsume_times"],
-            born_host=r["born_host"], store_host=r["store_host"], commitlog_offset=r["commitlog_offset"],
-        )
-        for r in rows
-    ]
+    rows = df.where(cond).select(*LAKE_MESSAGE_COLUMNS).orderBy("commitlog_offset").limit(limit).collect()
+    return [LakeMessage.from_row(topic, r.asDict()) for r in rows]

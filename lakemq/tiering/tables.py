@@ -10,6 +10,7 @@ epoch milliseconds; ``body`` is the stored body (compressed when ``sys_flag`` sa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pyarrow as pa
@@ -23,6 +24,7 @@ __all__ = [
     "KIND_SCHEDULE",
     "KIND_TRANS_HALF",
     "KIND_TRANS_OP",
+    "LAKE_MESSAGE_COLUMNS",
     "MESSAGES_SCHEMA",
     "MESSAGES_TABLE",
     "META_BROKER",
@@ -36,6 +38,7 @@ __all__ = [
     "SPARK_ARROW_SCHEMA",
     "SPARK_DDL",
     "SYSTEM_TOPIC_KINDS",
+    "LakeMessage",
     "encode_row",
 ]
 
@@ -87,6 +90,46 @@ _SPARK_TYPES: Final = {
     pa.date32(): "date", pa.map_(pa.string(), pa.string()): "map<string,string>",
 }
 SPARK_DDL: Final = ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in MESSAGES_SCHEMA)
+
+# The columns a look-up reads for a LakeMessage (the topic comes from the partition).
+LAKE_MESSAGE_COLUMNS: Final = (
+    "queue_id", "queue_offset", "commitlog_offset", "msg_id", "uniq_key", "tags", "keys", "properties", "body",
+    "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LakeMessage:
+    """One message as a look-up in the lake returns it (the body as stored)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    msg_id: str
+    uniq_key: str | None
+    tags: str | None
+    keys: tuple[str, ...]
+    properties: dict[str, str]
+    body: bytes
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+
+    @classmethod
+    def from_row(cls, topic: str, row: Mapping[str, Any]) -> LakeMessage:
+        """From a row of LAKE_MESSAGE_COLUMNS, as Spark (a dict) or pyarrow (the map as
+        key-value pairs) gives it."""
+        return cls(
+            topic, row["queue_id"], row["queue_offset"], row["commitlog_offset"], row["msg_id"], row["uniq_key"],
+            row["tags"], tuple((row["keys"] or "").split()), dict(row["properties"] or ()),
+            bytes(row["body"] or b""), row["sys_flag"], row["born_timestamp"], row["born_host"],
+            row["store_timestamp"], row["store_host"], row["reconsume_times"],
+        )
+
 
 # Commit info keys tiering writes with every segment commit (custom metadata).
 META_BROKER: Final = "lakemq.broker"

@@ -13,6 +13,6 @@ export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} rocketmq rocketmq-server driver
 source scripts/bootstrap.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 # The suite mostly waits on brokers and JVMs, so two pytest-xdist workers share the cores; a
-# worker takes whole files (each module's cluster starts once), and every file with a Spark
-# test goes to the same worker (tests/conftest.py). LAKEMQ_TEST_WORKERS=0 runs it in one process.
-exec .venv/bin/python -m pytest -n "${LAKEMQ_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# worker takes whole files (each module's cluster starts once). LAKEMQ_TEST_WORKERS=0 runs it
+# in one process.
+exec .venv/bin/python -m pytest -n "${LAKEMQ_TEST_WORKERS:-2}" --dist loadfile "$@"

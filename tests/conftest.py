@@ -1,13 +1,16 @@
 """Suite-wide hooks: ``async def`` tests run on a fresh event loop (no pytest-asyncio needed),
 every test that takes a fixture starting Spark carries the ``spark`` marker (other tests that
 run Spark in a child process, ``lakemq tier run`` and the other lake jobs, carry it in their
-module's ``pytestmark``), and under pytest-xdist every file with a Spark test runs on one
-worker. README.md says how to run everything but Spark and slow tests."""
+module's ``pytestmark``), and every Spark driver the suite starts, in this process or a child,
+starts with the test settings below. README.md says how to run everything but Spark and slow
+tests."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +19,7 @@ import pytest
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if not inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
-    names = pyfuncitem._fixtureinfo.argnames  # noqa: SLF001 - the same lookup pytest's own call uses
+    names = pyfuncitem._fixtureinfo.argnames  # the same look-up pytest's own call uses
     asyncio.run(pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names}))
     return True
 
@@ -25,18 +28,35 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 _SPARK_FIXTURES = frozenset({"spark", "console"})
 
 
-# Before xdist's own hook, which reads the groups (--dist loadgroup).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    spark_files = set()
     for item in items:
         if _SPARK_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.spark)
-        if item.get_closest_marker("spark"):
-            spark_files.add(item.path)
-    # A file stays on one worker (its module-scoped cluster starts once). Files with Spark
-    # share one worker: each Spark driver JVM takes a core and a GiB while it plans, and on
-    # two cores several at once pushed jobs past their timeouts.
-    for item in items:
-        group = "spark" if item.path in spark_files else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
+
+
+_ROOT = Path(__file__).resolve().parents[1]
+# The suite's Spark jobs read kilobytes and each starts a driver JVM, two at a time on two
+# cores. C1 alone compiles far less than C2 in a JVM that lives a minute, and the serial
+# collector needs no GC threads. Delta's snapshot state is rebuilt in 50 shuffle partitions
+# by default: 50 tasks for a log of a few commits. No test reads a job's web UI.
+_TEST_SPARK_DEFAULTS = """
+spark.driver.defaultJavaOptions -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
+spark.databricks.delta.snapshotPartitions 2
+spark.ui.enabled false
+"""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point LAKEMQ_SPARK_DEFAULTS (inherited by every child process) at the project's
+    conf/spark-defaults.conf plus the test settings; a value already set is kept."""
+    if os.environ.get("LAKEMQ_SPARK_DEFAULTS"):
+        return
+    conf = _ROOT / "build" / "tests" / "spark-defaults.conf"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    text = (_ROOT / "conf" / "spark-defaults.conf").read_text(encoding="utf-8") + _TEST_SPARK_DEFAULTS
+    # xdist's workers write the same text at once: each renames its own copy into place.
+    tmp = conf.with_name(f"{conf.name}.{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, conf)
+    os.environ["LAKEMQ_SPARK_DEFAULTS"] = str(conf)

@@ -10,8 +10,10 @@ import pytest
 from lakemq.broker.config import BrokerConfig, apply_key_aliases
 from lakemq.broker.processor.broker_config_processor import BrokerConfigProcessor, config_properties
 from lakemq.broker.runtime_stats import RuntimeStats
+from lakemq.common.codes import RequestCode
 from lakemq.common.config import bind
 from lakemq.errors import BrokerError
+from lakemq.remoting.codec import RemotingCommand
 from lakemq.store.config import FlushDiskType, StoreConfig
 
 
@@ -37,6 +39,14 @@ def test_update_changes_runtime_keys_only() -> None:
         processor._with(current, {"transactionCheckMax": "0"})  # out of range: nothing changes
     with pytest.raises(BrokerError, match="bad value"):
         processor._with(current, {"transactionCheckInterval": "soon"})
+
+
+def test_update_that_is_not_utf8_is_refused_with_a_reason() -> None:
+    current = BrokerConfig()
+    processor = BrokerConfigProcessor(lambda: (current,), lambda _: None)
+    update = RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, {}, body=b"transactionCheckMax=\x86\xff")
+    with pytest.raises(BrokerError, match="not UTF-8"):
+        processor.process_request(None, update)  # type: ignore[arg-type]
 
 
 def test_runtime_stats_rates_and_totals() -> None:

@@ -56,7 +56,11 @@ def config_properties(*configs: object) -> dict[str, str]:
 def _parse_properties(body: bytes) -> dict[str, str]:
     """MixAll.string2Properties: ``key=value`` lines, blank and ``#`` lines skipped."""
     props: dict[str, str] = {}
-    for line in body.decode("utf-8").splitlines():
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise for_code(ResponseCode.SYSTEM_ERROR, f"the config update is not UTF-8 text: {exc}") from exc
+    for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith(("#", "!")):
             continue

@@ -31,6 +31,7 @@ from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
     EndTransactionRequestHeader,
     GetConsumerListByGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     GetRouteInfoRequestHeader,
@@ -280,6 +281,6 @@ class MQClientAPI:
         """GET_CONSUME_STATS: per queue brokerOffset, consumerOffset, lastTimestamp (the reply
         keys its map by MessageQueue objects, fastjson style)."""
         response = await self._ok(addr, RequestCode.GET_CONSUME_STATS,
-                                  {"consumerGroup": group, "topic": topic or ""})
+                                  encode_header(GetConsumeStatsRequestHeader(group, topic or None)))
         table = fastjson.loads(response.body or b"{}").get("offsetTable") or {}
         return {MessageQueue.from_json(dict(key)): dict(value) for key, value in table.items()}

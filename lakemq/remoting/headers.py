@@ -20,8 +20,11 @@ __all__ = [
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
     "DeleteKVConfigRequestHeader",
+    "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicRequestHeader",
     "EndTransactionRequestHeader",
+    "GetConsumeStatsRequestHeader",
+    "GetConsumerConnectionListRequestHeader",
     "GetConsumerListByGroupRequestHeader",
     "GetEarliestMsgStoretimeRequestHeader",
     "GetKVConfigRequestHeader",
@@ -29,7 +32,9 @@ __all__ = [
     "GetKVListByNamespaceRequestHeader",
     "GetMaxOffsetRequestHeader",
     "GetMinOffsetRequestHeader",
+    "GetProducerConnectionListRequestHeader",
     "GetRouteInfoRequestHeader",
+    "GetTopicStatsInfoRequestHeader",
     "NotifyConsumerIdsChangedRequestHeader",
     "OffsetResponseHeader",
     "PullMessageRequestHeader",
@@ -41,8 +46,11 @@ __all__ = [
     "QueryDataVersionResponseHeader",
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
+    "QueryTopicConsumeByWhoRequestHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
+    "ReplyMessageRequestHeader",
+    "ResetOffsetRequestHeader",
     "SearchOffsetRequestHeader",
     "SendMessageRequestHeader",
     "SendMessageResponseHeader",
@@ -375,3 +383,65 @@ class DeleteKVConfigRequestHeader:
 @dataclass(frozen=True, slots=True)
 class GetKVListByNamespaceRequestHeader:
     namespace: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetTopicStatsInfoRequestHeader:
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetConsumeStatsRequestHeader:
+    consumer_group: str
+    topic: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSubscriptionGroupRequestHeader:
+    group_name: str
+    remove_offset: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GetConsumerConnectionListRequestHeader:
+    consumer_group: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetProducerConnectionListRequestHeader:
+    producer_group: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTopicConsumeByWhoRequestHeader:
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOffsetRequestHeader:
+    """INVOKE_BROKER_TO_RESET_OFFSET's header, and RESET_CONSUMER_CLIENT_OFFSET's."""
+
+    topic: str
+    group: str
+    timestamp: int
+    is_force: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyMessageRequestHeader:
+    """PUSH_REPLY_MESSAGE_TO_CLIENT's header (RocketMQ ReplyMessageRequestHeader)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    born_host: str
+    store_host: str
+    store_timestamp: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool | None = None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from lakemq.broker.config import BrokerConfig
@@ -36,9 +35,11 @@ from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
+    GetTopicStatsInfoRequestHeader,
     OffsetResponseHeader,
     SearchOffsetRequestHeader,
     TimestampResponseHeader,
@@ -72,17 +73,6 @@ ADMIN_CODES = (
 
 Reply = RemotingCommand | Awaitable[RemotingCommand]
 Handler = Callable[[RequestContext, RemotingCommand], Reply]
-
-
-@dataclass(frozen=True, slots=True)
-class GetTopicStatsInfoRequestHeader:
-    topic: str
-
-
-@dataclass(frozen=True, slots=True)
-class GetConsumeStatsRequestHeader:
-    consumer_group: str
-    topic: str | None = None
 
 
 def _fastjson(value: Any) -> str:

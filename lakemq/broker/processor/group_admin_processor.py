@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from lakemq.broker.config import BrokerConfig
@@ -29,7 +28,15 @@ from lakemq.errors import InvalidNameError, RemotingError, for_code
 from lakemq.remoting.bodies import decode_json, encode_json
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
-from lakemq.remoting.headers import decode_header, encode_header
+from lakemq.remoting.headers import (
+    DeleteSubscriptionGroupRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader,
+    decode_header,
+    encode_header,
+)
 from lakemq.remoting.protocol import RemotingConnection
 from lakemq.store.message_store import MessageStore
 
@@ -46,37 +53,6 @@ GROUP_ADMIN_CODES = (
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
 )
 _RESET_PUSH_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteSubscriptionGroupRequestHeader:
-    group_name: str
-    remove_offset: bool | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GetConsumerConnectionListRequestHeader:
-    consumer_group: str
-
-
-@dataclass(frozen=True, slots=True)
-class GetProducerConnectionListRequestHeader:
-    producer_group: str
-
-
-@dataclass(frozen=True, slots=True)
-class QueryTopicConsumeByWhoRequestHeader:
-    topic: str
-
-
-@dataclass(frozen=True, slots=True)
-class ResetOffsetRequestHeader:
-    """INVOKE_BROKER_TO_RESET_OFFSET's header, and RESET_CONSUMER_CLIENT_OFFSET's."""
-
-    topic: str
-    group: str
-    timestamp: int
-    is_force: bool | None = None
 
 
 def _connection(info: ClientChannelInfo) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass
 
 from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
@@ -33,7 +32,12 @@ from lakemq.common.validation import is_valid_name
 from lakemq.errors import RemotingError, for_code
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
-from lakemq.remoting.headers import SendMessageRequestHeader, decode_send_header, encode_header
+from lakemq.remoting.headers import (
+    ReplyMessageRequestHeader,
+    SendMessageRequestHeader,
+    decode_send_header,
+    encode_header,
+)
 from lakemq.remoting.protocol import RemotingConnection
 from lakemq.store.message_store import MessageStore
 from lakemq.store.put_request import MessagesPut
@@ -47,26 +51,6 @@ REPLY_CODES = (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2
 PUSH_TIMEOUT_S = 3.0  # RocketMQ's Broker2Client.callClient waits 10 s; a requester waits less
 _STORED = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
                      PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE})
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyMessageRequestHeader:
-    """PUSH_REPLY_MESSAGE_TO_CLIENT's header (RocketMQ ReplyMessageRequestHeader)."""
-
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
-    born_host: str
-    store_host: str
-    store_timestamp: int
-    properties: str | None = None
-    reconsume_times: int | None = None
-    unit_mode: bool | None = None
 
 
 class ReplyMessageProcessor:

@@ -21,6 +21,7 @@ tails are printed (pytest shows them with the failure).
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import re
@@ -85,7 +86,9 @@ def _bindable(port: int) -> bool:
         return True
 
 
-_PORT_TAKEN = "Address already in use"
+# EADDRINUSE as the CLI prints it, from a plain bind ("[Errno 98] Address already in use") or
+# from asyncio's ("[Errno 98] error while attempting to bind on address (...): address ...").
+_PORT_TAKEN = f"[Errno {errno.EADDRINUSE}]"
 _PORT_ATTEMPTS = 3
 
 

@@ -38,9 +38,18 @@ class ConsoleEnv:
     process: subprocess.Popen[str]
     msg_ids: dict[str, str] = field(default_factory=dict)  # key -> offset message id
     unique_keys: dict[str, str] = field(default_factory=dict)  # key -> UNIQ_KEY
-    lags: list[int] = field(default_factory=list)  # GROUP's lag per queue, as left by the test
+    # GROUP's lag per queue of TOPIC, as the tests leave it (a test that adds to TOPIC calls
+    # refresh_lags: the tests share one environment, in whatever order a worker runs them)
+    lags: list[int] = field(default_factory=list)
     dead_keys: list[str] = field(default_factory=list)  # keys of the messages sent to GROUP's DLQ
     split_ms: int = 0  # after the tiered messages were stored, before the hot-only ones
+
+    def refresh_lags(self) -> None:
+        async def read() -> list[int]:
+            async with Admin(self.cluster.namesrv_addr) as admin:
+                return [row.lag for row in await admin.consumer_progress(GROUP, TOPIC)]
+
+        self.lags = asyncio.run(read())
 
     def get(self, path: str, method: str = "GET", form: dict[str, str] | None = None) -> tuple[int, str]:
         from urllib.error import HTTPError

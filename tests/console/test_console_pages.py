@@ -121,6 +121,9 @@ def test_dlq_page_lists_dead_letters_and_resends_one(console: ConsoleEnv) -> Non
     status, page = console.get("/dlq/resend", "POST", {"id": ids[0], "topic": f"%DLQ%{GROUP}"})
     assert status == 200, page
     assert re.search(rf'id="resent">re-sent to {TOPIC}: [0-9A-F]+<', page)
+    before = sum(console.lags)
+    console.refresh_lags()
+    assert sum(console.lags) == before + 1  # the re-sent letter waits for GROUP in TOPIC
 
 
 def test_topic_create_and_update(console: ConsoleEnv) -> None:

@@ -47,7 +47,7 @@ spark.ui.enabled false
 """
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def pytest_configure() -> None:
     """Point LAKEMQ_SPARK_DEFAULTS (inherited by every child process) at the project's
     conf/spark-defaults.conf plus the test settings; a value already set is kept."""
     if os.environ.get("LAKEMQ_SPARK_DEFAULTS"):

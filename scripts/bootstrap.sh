@@ -63,4 +63,7 @@ export PATH="$ROOT/.venv/bin:$PATH"
 if [ -n "${LAKEMQ_JVM_GROUPS:-}" ]; then
   # shellcheck disable=SC2086  # a space-separated list of group names
   bash scripts/jvm_deps.sh $LAKEMQ_JVM_GROUPS
+  # Spark jobs start faster from a class-data-sharing archive of the driver's classes
+  # (lakemq/jobs/class_archive.py); dumped once per JVM and jar set.
+  case " $LAKEMQ_JVM_GROUPS " in *" spark-lake "*) .venv/bin/python -m lakemq.jobs.class_archive ;; esac
 fi

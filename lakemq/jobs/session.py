@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from lakemq.common.logs import default_log_dir
 from lakemq.errors import ConfigError
+from lakemq.jobs.class_archive import java_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -108,8 +109,11 @@ def session_conf(
     ui_enabled: bool | None = None,
     conf: Mapping[str, str] | None = None,
     conf_file: str | Path | None = None,
+    class_archive: bool = True,
 ) -> dict[str, str]:
-    """The merged settings :func:`build_session` applies (pure, so it is testable)."""
+    """The merged settings :func:`build_session` applies (pure, so it is testable). With
+    ``class_archive``, the driver maps the class archive built for these settings, if any
+    (:mod:`lakemq.jobs.class_archive`)."""
     merged = dict(DEFAULTS)
     path = Path(conf_file) if conf_file is not None else default_conf_file()
     if conf_file is not None or path.exists():
@@ -135,6 +139,9 @@ def session_conf(
     if delta_jars(merged):
         merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
         merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    sharing = class_archive and java_options(merged)
+    if sharing:
+        merged["spark.driver.extraJavaOptions"] = f"{merged.get('spark.driver.extraJavaOptions', '')} {sharing}".strip()
     return merged
 
 

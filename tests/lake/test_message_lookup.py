@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -19,8 +20,10 @@ from tests.cluster import lakemq_command, start_cluster
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command with nothing of this environment but the tests' Spark settings."""
+    env = {"COLUMNS": "250", "PATH": "/usr/bin:/bin", "LAKEMQ_SPARK_DEFAULTS": os.environ["LAKEMQ_SPARK_DEFAULTS"]}
     return subprocess.run(lakemq_command("admin", "message", "query", "--master", "local[1]", *args),
-                          capture_output=True, text=True, timeout=300, env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"})
+                          check=False, capture_output=True, text=True, timeout=300, env=env)
 
 
 def _tiers(stdout: str) -> list[str]:
@@ -64,7 +67,7 @@ def test_cli_searches_the_lake_when_the_cluster_is_gone(lake: Path) -> None:
     assert missing.stderr.strip().splitlines()[-1] == "error: no message of TopicA with key nope (hot tier and lake)"
     without_lake = subprocess.run(lakemq_command("admin", "message", "query", "-n", "127.0.0.1:1", "--topic",
                                                  "TopicA", "--key", "k3"),
-                                  capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+                                  check=False, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert without_lake.returncode == 1 and len(without_lake.stderr.strip().splitlines()) == 1
 
 

@@ -82,6 +82,8 @@ class AckCondition(Protocol):
     timeout_status: PutMessageStatus
     # The deadline after a put's registration; None: PutAcks' own (syncFlushTimeout).
     timeout_s: float | None
+    # (Optional: a class attribute ``may_refuse = False`` promises that refusal() is always
+    # None, as the group commit's, so PutAcks does not ask it per put.)
 
     def expect(self, end: int) -> None:
         """A put ending at ``end`` was appended (every put, waiting or not): make the
@@ -125,6 +127,10 @@ class PutAcks(ServiceThread):
         self._timeouts = tuple(default if c.timeout_s is None else c.timeout_s for c in self._conditions)
         self._first_timeout = min(self._timeouts, default=default)
         self._expects = tuple(c.expect for c in self._conditions)
+        # Asked per put only if some condition may refuse (replication; never the group commit).
+        self._may_refuse = any(getattr(c, "may_refuse", True) for c in self._conditions)
+        # SYNC_FLUSH alone: a blocking put waits on that one condition, with nothing to combine.
+        self._lone = self._conditions[0] if len(self._conditions) == 1 and not self._may_refuse else None
         self._lock = threading.Lock()  # the requests, `_covered` and `_closed`
         self._requests: list[_Request] = []
         self._covered = -1  # every condition held up to here at the last release
@@ -144,8 +150,7 @@ class PutAcks(ServiceThread):
             expect(end)
         if not wait:
             return PutMessageStatus.PUT_OK
-        refusals = [c.refusal() for c in self._conditions]
-        if any(refusals):
+        if self._may_refuse and any(refusals := [c.refusal() for c in self._conditions]):
             # Refused now (no slave, as RocketMQ's isSlaveOK at the put): answered at once
             # when every other condition is settled; nothing would wake a release for it.
             refused = self._unmet(end, [c.advance() for c in self._conditions], refusals, 0.0, False)
@@ -169,6 +174,9 @@ class PutAcks(ServiceThread):
             return PutMessageStatus.PUT_OK
         if self._closed:
             return self._status_now(end)
+        lone = self._lone
+        if lone is not None:
+            return PutMessageStatus.PUT_OK if lone.wait(end, self._first_timeout) else lone.timeout_status
         registered = time.monotonic()
         failed = None  # a later condition's failure names the answer over an earlier one's
         for condition, timeout in zip(self._conditions, self._timeouts, strict=True):
@@ -255,6 +263,9 @@ class PutAcks(ServiceThread):
                 self._closed = True
         watched = {w.sink for w in self._watches} if left_to_watches else ()
         refusals = [c.refusal() for c in conditions]
+        # No refusal and before the earliest deadline, a request not covered yet still waits:
+        # decided here, without _unmet (a release sees every waiting request again).
+        waiting = not final and not any(refusals)
         now = time.monotonic()
         ok = PutMessageStatus.PUT_OK
         pending: list[_Request] = []
@@ -263,7 +274,7 @@ class PutAcks(ServiceThread):
         for request in requests:
             end, registered, sink, token = request
             age = now - registered
-            if age < first_timeout and sink in watched:
+            if age < first_timeout and (sink in watched or (waiting and end > covered)):
                 pending.append(request)
                 continue
             if end <= covered:

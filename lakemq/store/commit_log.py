@@ -176,9 +176,12 @@ class CommitLog:
             except MessageIllegalError as exc:  # a malformed batch body
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
         if len(msgs) == 1 and not isinstance(request, BatchPut):
-            result = self._append_message(msgs[0])
-        else:
-            result = self._append_messages(msgs)
+            msg = msgs[0]
+            result = self._append_message(msg)
+            if self.acks is None or result.append_result is None:
+                return result
+            return self._acknowledge(result, msg.wait_store_msg_ok, sink, token)
+        result = self._append_messages(msgs)
         if self.acks is None or result.append_result is None:
             return result
         return self._acknowledge(result, all(m.wait_store_msg_ok for m in msgs), sink, token)

@@ -34,6 +34,7 @@ class GroupCommit:
 
     timeout_status = PutMessageStatus.FLUSH_DISK_TIMEOUT
     timeout_s: float | None = None  # PutAcks' own: syncFlushTimeout
+    may_refuse = False  # a failing fdatasync is retried: refusal() is always None
 
     def __init__(self, queue: MappedFileQueue, checkpoint: StoreCheckpoint | None = None) -> None:
         self._queue = queue

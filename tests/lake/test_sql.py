@@ -3,6 +3,7 @@ VERSION AS OF, TIMESTAMP AS OF), Delta's own commands, and `lakemq sql` as a use
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -59,7 +60,8 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
     lake = tmp_path / "lake"
     write_store(user_messages(50))
     compact(spark, store_dir=store_dir, lake_uri=str(lake), broker_name="b", seal_idle_ms=0)
-    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "LAKEMQ_LOG_DIR": str(tmp_path / "logs")}
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "LAKEMQ_LOG_DIR": str(tmp_path / "logs"),
+           "LAKEMQ_SPARK_DEFAULTS": os.environ["LAKEMQ_SPARK_DEFAULTS"]}
     # One statement: a typo is one line on stderr (no Spark WARN lines, no Java stack); details in the log.
     bad = subprocess.run(lakemq_command("sql", "--lake", str(lake), "--master", "local[1]", "SELEC nonsense"),
                          check=False, capture_output=True, text=True, timeout=300, env=env)
@@ -68,13 +70,25 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
     assert _stderr_lines(bad.stderr)[-1].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
     assert "PARSE_SYNTAX_ERROR" in (tmp_path / "logs" / "lakemq-sql.log").read_text()
     # Without a query: statements from stdin on one session; a bad one does not stop the rest.
+    # Delta's own commands on the catalog's table names, as a Spark user types them.
     shell = subprocess.run(lakemq_command("sql", "--lake", str(lake), "--master", "local[1]"),
                            input="SELECT tags, count(*) AS n FROM messages\n GROUP BY tags ORDER BY tags;\n"
-                                 "SELEC oops;\nSELECT max(queue_offset) AS top FROM user_messages;\n",
+                                 "SELEC oops;\nSELECT max(queue_offset) AS top FROM user_messages;\n"
+                                 "OPTIMIZE messages ZORDER BY (queue_offset);\n"
+                                 "MERGE INTO messages t USING (SELECT 'UNIQ00000007' AS k) s ON t.uniq_key = s.k\n"
+                                 " WHEN MATCHED THEN UPDATE SET tags = 'merged-tag';\n"
+                                 "VACUUM messages RETAIN 168 HOURS;\n"
+                                 "SELECT uniq_key, tags FROM messages WHERE tags = 'merged-tag';\n",
                            check=False, capture_output=True, text=True, timeout=300, env=env)
     assert shell.returncode == 1, shell.stderr[-3000:]
     assert "tag0" in shell.stdout and "17" in shell.stdout and "3 row(s)" in shell.stdout
     assert "top" in shell.stdout and "12" in shell.stdout and "1 row(s)" in shell.stdout
+    assert "zOrderStats" in shell.stdout and "num_updated_rows" in shell.stdout
+    assert re.search(r"UNIQ00000007\s*│\s*merged-tag", shell.stdout), shell.stdout[-3000:]
+    from deltalake import DeltaTable
+
+    operations = [h["operation"] for h in DeltaTable(str(lake / "messages")).history()]
+    assert operations[:4] == ["VACUUM END", "VACUUM START", "MERGE", "OPTIMIZE"], operations
     errors = _stderr_lines(shell.stderr)
     assert len(errors) == 2 and errors[0].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
     assert errors[1].startswith("error: 1 statement(s) failed")

@@ -89,11 +89,12 @@ def test_the_set_up_archive_is_accepted_by_the_driver_jvm(tmp_path: Path) -> Non
         "print(spark.read.format('delta').load(sys.argv[1]).count())\n"
     )
     good = subprocess.run([sys.executable, "-c", script.replace("OPTIONS", "session_conf()['spark.driver.extraJavaOptions']"),
-                           str(tmp_path / "t1")], check=False, capture_output=True, text=True, timeout=300)
+                           str(tmp_path / "t1")], check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert good.returncode == 0 and good.stdout.strip().splitlines()[-1] == "3", good.stderr[-2000:]
-    bad = tmp_path / "broken.jsa"
-    with archive.open("rb") as whole:
-        bad.write_bytes(whole.read(65536))
+    bad = tmp_path / "broken.jsa"  # not an archive: a bad magic number, refused before mapping
+    bad.write_bytes(b"not a class archive\n" * 4096)
     refused = subprocess.run([sys.executable, "-c", script.replace("OPTIONS", repr(f"-XX:SharedArchiveFile={bad}")),
-                              str(tmp_path / "t2")], check=False, capture_output=True, text=True, timeout=300)
+                              str(tmp_path / "t2")], check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert refused.returncode != 0 and not (tmp_path / "t2").exists()
+    assert "shared archive file" in refused.stderr, refused.stderr[-2000:]
+    assert not list(tmp_path.glob("hs_err_pid*.log")), "the JVM crashed instead of refusing the archive"

@@ -11,6 +11,7 @@ commit has flushed the record). Each producer is its own client instance (its ow
 from __future__ import annotations
 
 import asyncio
+import errno
 import sys
 import threading
 import time
@@ -18,12 +19,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.peers.base import Durability, OnBody, Peer, PeerClient, TopicProducer
-from bench.peers.process import PeerUnavailable, free_port, wait_tcp, wait_until
+from bench.peers.process import PeerUnavailable, free_port, wait_until
 
 __all__ = ["LakemqAsyncPeer", "LakemqSyncPeer", "RocketMQProtocolClient"]
 
 _QUEUES = 8  # the broker's defaultTopicQueueNums
 _ROUTE_TIMEOUT = 40.0
+_PORT_ATTEMPTS = 3
 
 
 def _cli(*args: str) -> list[str]:
@@ -44,31 +46,46 @@ class _LakemqPeer(Peer):
             from lakemq.client import Producer, PushConsumer  # noqa: F401 - fail early, clearly
         except ImportError as exc:
             raise PeerUnavailable(f"lakemq.client has no Producer/PushConsumer yet: {exc}") from exc
-        namesrv_port, broker_port = free_port(), free_port()
-        self.namesrv_addr = f"127.0.0.1:{namesrv_port}"
-        (workdir / "namesrv.conf").write_text(
-            "listenHost=127.0.0.1\n"
-            f"listenPort={namesrv_port}\n"
-            f"kvConfigPath={workdir / 'namesrv' / 'kvConfig.json'}\n"
-        )
-        (workdir / "broker.conf").write_text(
-            "brokerClusterName=BenchCluster\n"
-            "brokerName=bench-broker\n"
-            f"listenPort={broker_port}\n"
-            f"namesrvAddr={self.namesrv_addr}\n"
-            f"storePathRootDir={workdir / 'store'}\n"
-            f"flushDiskType={self.flush_disk_type}\n"
-            "autoCreateTopicEnable=true\n"
-            f"defaultTopicQueueNums={_QUEUES}\n"
-        )
         logs = str(workdir / "logs")
-        namesrv = self.spawn("namesrv", _cli("namesrv", "-c", str(workdir / "namesrv.conf"),
-                                             "--log-dir", logs))
-        wait_tcp(namesrv_port, 30, "lakemq namesrv", namesrv.alive)
-        broker = self.spawn("broker", _cli("broker", "-c", str(workdir / "broker.conf"),
-                                           "--log-dir", logs))
-        # The broker prints this line once it listens and has registered (as RocketMQ does).
-        wait_until(lambda: "boot success" in broker.log_tail(), 60, "lakemq broker", broker.alive)
+
+        def namesrv(port: int) -> None:
+            self.namesrv_addr = f"127.0.0.1:{port}"
+            (workdir / "namesrv.conf").write_text(
+                f"listenHost=127.0.0.1\nlistenPort={port}\nkvConfigPath={workdir / 'namesrv' / 'kvConfig.json'}\n")
+            server = self.spawn("namesrv", _cli("namesrv", "-c", str(workdir / "namesrv.conf"), "--log-dir", logs))
+            # Its own line, not an accepted connection: whoever took the port would accept too.
+            wait_until(lambda: "boot success" in server.log_tail(), 30, "lakemq namesrv", server.alive)
+
+        def broker(port: int) -> None:
+            (workdir / "broker.conf").write_text(
+                "brokerClusterName=BenchCluster\n"
+                "brokerName=bench-broker\n"
+                f"listenPort={port}\n"
+                f"namesrvAddr={self.namesrv_addr}\n"
+                f"storePathRootDir={workdir / 'store'}\n"
+                f"flushDiskType={self.flush_disk_type}\n"
+                "autoCreateTopicEnable=true\n"
+                f"defaultTopicQueueNums={_QUEUES}\n"
+            )
+            server = self.spawn("broker", _cli("broker", "-c", str(workdir / "broker.conf"), "--log-dir", logs))
+            # The broker prints this line once it listens and has registered (as RocketMQ does).
+            wait_until(lambda: "boot success" in server.log_tail(), 60, "lakemq broker", server.alive)
+
+        self._on_a_free_port(namesrv)
+        self._on_a_free_port(broker)
+
+    def _on_a_free_port(self, start: Callable[[int], None]) -> None:
+        """``start(port)`` on a free port; on another one if something took it in between (the
+        server exited with EADDRINUSE)."""
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                start(free_port())
+                return
+            except PeerUnavailable:
+                taken = f"[Errno {errno.EADDRINUSE}]" in self.processes[-1].log_tail()
+                if not taken or attempt == _PORT_ATTEMPTS - 1:
+                    raise
+                self.processes.pop().stop()
 
     def client(self) -> PeerClient:
         return RocketMQProtocolClient(self.namesrv_addr)

@@ -71,10 +71,13 @@ def _run_apt(argv: list[str], env: Mapping[str, str], package: str) -> None:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that is free right now, below the kernel's ephemeral range and
+    with its neighbours free (lakemq.launcher.reserved_port): a port the kernel picks is an
+    ephemeral one, which any process's next outgoing connection may take before the server
+    binds it (a broker also listens on ports next to its own)."""
+    from lakemq.launcher import reserved_port
+
+    return reserved_port()
 
 
 def wait_until(check: Callable[[], bool], timeout: float, what: str,

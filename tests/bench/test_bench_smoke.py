@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from bench.peers.lakemq_peer import LakemqAsyncPeer
 
@@ -65,3 +68,21 @@ def test_lakemq_peer_consumes_with_its_push_consumer_and_pulls() -> None:
 
         pushed, pulled = asyncio.run(round_trip())
     assert sorted(pushed) == sorted(pulled) == [b"one", b"three", b"two"]
+
+
+def test_lakemq_peer_starts_on_another_port_when_its_port_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port found free but bound by someone else before the server binds it: the server
+    exits with EADDRINUSE, and the peer starts it on another port."""
+    from bench.peers import lakemq_peer
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = iter([taken.getsockname()[1]])
+        real = lakemq_peer.free_port
+        monkeypatch.setattr(lakemq_peer, "free_port", lambda: next(ports, None) or real())
+        with LakemqAsyncPeer() as peer:
+            # The namesrv that lost the port is gone; the one on another port serves the broker.
+            assert [p.name for p in peer.processes] == ["namesrv", "broker"]
+            assert peer.namesrv_addr != f"127.0.0.1:{taken.getsockname()[1]}"
+            assert all(p.alive() for p in peer.processes)

@@ -14,8 +14,8 @@ matches simply finds no archive; a mismatch the key misses is caught by the JVM 
 then starts without sharing (``-Xshare:auto``, its default) and silently
 (``-Xlog:cds=off``).
 
-``python -m lakemq.jobs.class_archive`` builds the archive when it is missing
-(scripts/bootstrap.sh runs it after fetching the ``spark-lake`` jars).
+``python -m lakemq.jobs.class_archive`` builds the archive when it is missing (``--force``:
+again); scripts/bootstrap.sh runs it after fetching the ``spark-lake`` jars.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def _warm_up(archive: Path) -> None:
     spark.stop()
     # The JVM exits when its stdin ends and writes the archive as it exits: wait for that.
     jvm.stdin.close()
-    jvm.wait(timeout=600)
+    if jvm.wait(timeout=600) != 0:
+        raise RuntimeError(f"the driver JVM exited {jvm.returncode} while writing the archive")
 
 
 def build(*, force: bool = False, announce: bool = False) -> Path | None:

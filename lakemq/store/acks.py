@@ -82,8 +82,9 @@ class AckCondition(Protocol):
     timeout_status: PutMessageStatus
     # The deadline after a put's registration; None: PutAcks' own (syncFlushTimeout).
     timeout_s: float | None
-    # (Optional: a class attribute ``may_refuse = False`` promises that refusal() is always
-    # None, as the group commit's, so PutAcks does not ask it per put.)
+    # False promises that refusal() is always None (the group commit's): PutAcks then does
+    # not ask it at each put.
+    may_refuse: bool
 
     def expect(self, end: int) -> None:
         """A put ending at ``end`` was appended (every put, waiting or not): make the
@@ -128,7 +129,7 @@ class PutAcks(ServiceThread):
         self._first_timeout = min(self._timeouts, default=default)
         self._expects = tuple(c.expect for c in self._conditions)
         # Asked per put only if some condition may refuse (replication; never the group commit).
-        self._may_refuse = any(getattr(c, "may_refuse", True) for c in self._conditions)
+        self._may_refuse = any(c.may_refuse for c in self._conditions)
         # SYNC_FLUSH alone: a blocking put waits on that one condition, with nothing to combine.
         self._lone = self._conditions[0] if len(self._conditions) == 1 and not self._may_refuse else None
         self._lock = threading.Lock()  # the requests, `_covered` and `_closed`

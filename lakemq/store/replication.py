@@ -27,6 +27,7 @@ __all__ = ["ReplicaAcks"]
 
 class ReplicaAcks:
     timeout_status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    may_refuse = True  # no slave connected, or one too far behind: SLAVE_NOT_AVAILABLE
 
     def __init__(self, fall_behind_max: int, timeout_ms: int) -> None:
         self._fall_behind_max = fall_behind_max

@@ -29,6 +29,7 @@ class SlaveOffset:
     reports would move it (the AckCondition protocol, as SYNC_MASTER replication implements it)."""
 
     timeout_status = SLAVE
+    may_refuse = True
 
     def __init__(self, timeout_s: float | None = None) -> None:
         self.timeout_s = timeout_s

@@ -25,8 +25,10 @@ QUERY = "SELECT topic, kind, tags, count(*) AS n, sum(queue_offset) AS s FROM me
 
 
 @pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[str]:
+def standalone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """spark://... of a master with two 1-core, 768 MiB workers, all on 127.0.0.1."""
+    # Daemons that live a minute: the JIT and collector settings of the suite's drivers.
+    monkeypatch.setenv("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     with standalone_cluster(tmp_path, workers=2) as url:
         yield url
 
@@ -45,8 +47,12 @@ def test_tier_run_and_sql_on_a_standalone_cluster_match_local(
     write_store(mixed_messages(400))
     local_lake, cluster_lake = tmp_path / "local-lake", tmp_path / "cluster-lake"
     compact(spark, store_dir=store_dir, lake_uri=str(local_lake), broker_name="broker-a", seal_idle_ms=0)
-    defaults = tmp_path / "spark-defaults.conf"  # executors that fit the small workers
-    defaults.write_text("spark.executor.memory 512m\nspark.driver.memory 1g\nspark.ui.enabled false\n")
+    # The suite's settings (tests/conftest.py) for the driver and the executors alike, with
+    # executors that fit the small workers.
+    defaults = tmp_path / "spark-defaults.conf"
+    defaults.write_text(Path(os.environ["LAKEMQ_SPARK_DEFAULTS"]).read_text(encoding="utf-8")
+                        + "spark.executor.memory 512m\nspark.driver.memory 1g\n"
+                        "spark.executor.defaultJavaOptions -XX:TieredStopAtLevel=1 -XX:+UseSerialGC\n")
     env = dict(os.environ, COLUMNS="250", LAKEMQ_SPARK_DEFAULTS=str(defaults))
     tiered = tier_run_process(tmp_path, store_dir, cluster_lake, "broker-a", "--master", standalone, env=env)
     assert tiered.returncode == 0, tiered.stderr[-3000:]

@@ -5,9 +5,7 @@ when the outcome table lost a run's records: that re-run is `lakemq sweep delay`
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,8 @@ from lakemq.jobs.delay_sweep import OUTCOME_TABLE, find_due, sweep
 from lakemq.jobs.tier_run import tier_run
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.tiering.config import TieringConfig
-from tests.cluster import lakemq_command, start_cluster
+from tests.cli_in_process import lakemq_in_process
+from tests.cluster import start_cluster
 
 LEVELS = "1s 2h"
 DELAYED, TIMER = "SweepDelayed", "SweepTimer"
@@ -98,26 +97,9 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
         shutil.rmtree(lake / OUTCOME_TABLE)  # as if a run died after sending, before recording
         conf_file = tmp_path / "broker.conf"
         conf_file.write_text(f"messageDelayLevel={LEVELS}\n")
-        cli = subprocess.run(
-            lakemq_command(
-                "sweep",
-                "delay",
-                "-n",
-                ns,
-                "--lake",
-                str(lake),
-                "-c",
-                str(conf_file),
-                "--now",
-                str(now + 3 * HOUR),
-                "--master",
-                "local[1]",
-            ),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=dict(os.environ, LAKEMQ_LOG_DIR=str(tmp_path / "logs")),
-        )
+        cli = lakemq_in_process(spark, "sweep", "delay", "-n", ns, "--lake", str(lake), "-c", str(conf_file),
+                                "--now", str(now + 3 * HOUR), "--master", "local[1]",
+                                env={"LAKEMQ_LOG_DIR": str(tmp_path / "logs")})
         assert cli.returncode == 0, cli.stderr[-2000:]
         assert (
             "delivered 0 due delayed message(s)" in cli.stdout

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -16,14 +15,13 @@ from lake_helpers import BORN_MS, WriteStore, user_messages
 from lakemq.client import Message, SyncProducer
 from lakemq.jobs.compact import compact
 from lakemq.jobs.message_lookup import find_messages
+from tests.cli_in_process import lakemq_in_process
 from tests.cluster import lakemq_command, start_cluster
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """The command with nothing of this environment but the tests' Spark settings."""
-    env = {"COLUMNS": "250", "PATH": "/usr/bin:/bin", "LAKEMQ_SPARK_DEFAULTS": os.environ["LAKEMQ_SPARK_DEFAULTS"]}
-    return subprocess.run(lakemq_command("admin", "message", "query", "--master", "local[1]", *args),
-                          check=False, capture_output=True, text=True, timeout=300, env=env)
+def _cli(spark: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command, run in this process on the test's session (tests/cli_in_process.py)."""
+    return lakemq_in_process(spark, "admin", "message", "query", "--master", "local[1]", *args, env={"COLUMNS": "250"})
 
 
 def _tiers(stdout: str) -> list[str]:
@@ -57,12 +55,12 @@ def test_find_by_key_unique_key_time_and_limit(spark: Any, lake: Path) -> None:
     assert BORN_MS < stored
 
 
-def test_cli_searches_the_lake_when_the_cluster_is_gone(lake: Path) -> None:
-    found = _cli("-n", "127.0.0.1:1", "--lake", str(lake), "--topic", "TopicA", "--key", "k3")
+def test_cli_searches_the_lake_when_the_cluster_is_gone(spark: Any, lake: Path) -> None:
+    found = _cli(spark, "-n", "127.0.0.1:1", "--lake", str(lake), "--topic", "TopicA", "--key", "k3")
     assert found.returncode == 0, found.stderr[-2000:]
     assert "note: hot tier not searched" in found.stderr
     assert "20 message(s)" in found.stdout and "UNIQ00000193" in found.stdout and _tiers(found.stdout) == ["lake"] * 20
-    missing = _cli("-n", "127.0.0.1:1", "--lake", str(lake), "--topic", "TopicA", "--key", "nope")
+    missing = _cli(spark, "-n", "127.0.0.1:1", "--lake", str(lake), "--topic", "TopicA", "--key", "nope")
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines()[-1] == "error: no message of TopicA with key nope (hot tier and lake)"
     without_lake = subprocess.run(lakemq_command("admin", "message", "query", "-n", "127.0.0.1:1", "--topic",
@@ -71,19 +69,19 @@ def test_cli_searches_the_lake_when_the_cluster_is_gone(lake: Path) -> None:
     assert without_lake.returncode == 1 and len(without_lake.stderr.strip().splitlines()) == 1
 
 
-def test_cli_merges_hot_tier_and_lake(lake: Path, tmp_path: Path) -> None:
+def test_cli_merges_hot_tier_and_lake(spark: Any, lake: Path, tmp_path: Path) -> None:
     with start_cluster(tmp_path / "cluster") as cluster:
         with SyncProducer("pg-lookup", namesrv_addr=cluster.namesrv_addr) as producer:
             producer.create_topic("TopicA", 1)
             hot = Message("TopicA", b"fresh-from-the-broker")
             hot.keys = ["k3"]
             producer.send(hot)
-        found = _cli("-n", cluster.namesrv_addr, "--lake", str(lake), "--topic", "TopicA", "--key", "k3")
+        found = _cli(spark, "-n", cluster.namesrv_addr, "--lake", str(lake), "--topic", "TopicA", "--key", "k3")
         # A lake that fails mid-search (a data file lost): the hot tier's answer is still shown.
         broken = tmp_path / "broken-lake"
         shutil.copytree(lake, broken)
         next((broken / "messages").rglob("*.parquet")).unlink()
-        partial = _cli("-n", cluster.namesrv_addr, "--lake", str(broken), "--topic", "TopicA", "--key", "k3")
+        partial = _cli(spark, "-n", cluster.namesrv_addr, "--lake", str(broken), "--topic", "TopicA", "--key", "k3")
     assert partial.returncode == 1 and "fresh-from-the-broker" in partial.stdout and "1 message(s)" in partial.stdout
     assert partial.stderr.strip().splitlines()[-1].startswith("error: the lake was not searched, only the hot tier")
     assert found.returncode == 0, found.stderr[-2000:]

@@ -15,6 +15,7 @@ from lake_helpers import WriteStore, user_messages
 from lakemq.jobs.compact import compact
 from lakemq.jobs.sql import run_sql
 from lakemq.launcher import reserved_port, spawn
+from tests.cli_in_process import lakemq_in_process
 from tests.cluster import lakemq_command
 
 
@@ -70,16 +71,17 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
     assert _stderr_lines(bad.stderr)[-1].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
     assert "PARSE_SYNTAX_ERROR" in (tmp_path / "logs" / "lakemq-sql.log").read_text()
     # Without a query: statements from stdin on one session; a bad one does not stop the rest.
-    # Delta's own commands on the catalog's table names, as a Spark user types them.
-    shell = subprocess.run(lakemq_command("sql", "--lake", str(lake), "--master", "local[1]"),
-                           input="SELECT tags, count(*) AS n FROM messages\n GROUP BY tags ORDER BY tags;\n"
-                                 "SELEC oops;\nSELECT max(queue_offset) AS top FROM user_messages;\n"
-                                 "OPTIMIZE messages ZORDER BY (queue_offset);\n"
-                                 "MERGE INTO messages t USING (SELECT 'UNIQ00000007' AS k) s ON t.uniq_key = s.k\n"
-                                 " WHEN MATCHED THEN UPDATE SET tags = 'merged-tag';\n"
-                                 "VACUUM messages RETAIN 168 HOURS;\n"
-                                 "SELECT uniq_key, tags FROM messages WHERE tags = 'merged-tag';\n",
-                           check=False, capture_output=True, text=True, timeout=300, env=env)
+    # Delta's own commands on the catalog's table names, as a Spark user types them (the
+    # command in this process, on the test's session: tests/cli_in_process.py).
+    shell = lakemq_in_process(spark, "sql", "--lake", str(lake), "--master", "local[1]",
+                              env={"COLUMNS": "200", "LAKEMQ_LOG_DIR": str(tmp_path / "logs")},
+                              input="SELECT tags, count(*) AS n FROM messages\n GROUP BY tags ORDER BY tags;\n"
+                                    "SELEC oops;\nSELECT max(queue_offset) AS top FROM user_messages;\n"
+                                    "OPTIMIZE messages ZORDER BY (queue_offset);\n"
+                                    "MERGE INTO messages t USING (SELECT 'UNIQ00000007' AS k) s ON t.uniq_key = s.k\n"
+                                    " WHEN MATCHED THEN UPDATE SET tags = 'merged-tag';\n"
+                                    "VACUUM messages RETAIN 168 HOURS;\n"
+                                    "SELECT uniq_key, tags FROM messages WHERE tags = 'merged-tag';\n")
     assert shell.returncode == 1, shell.stderr[-3000:]
     assert "tag0" in shell.stdout and "17" in shell.stdout and "3 row(s)" in shell.stdout
     assert "top" in shell.stdout and "12" in shell.stdout and "1 row(s)" in shell.stdout

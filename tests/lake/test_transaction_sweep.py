@@ -7,7 +7,6 @@ producer of the group commits on the check-backs, consumers get each message onc
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -28,7 +27,8 @@ from lakemq.jobs.tier_run import tier_run
 from lakemq.jobs.transaction_sweep import run_transaction_sweep, sweep_transactions
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.seal import commitlog_files
-from tests.cluster import cold_read_broker_conf, lakemq_command, start_cluster
+from tests.cli_in_process import lakemq_in_process
+from tests.cluster import cold_read_broker_conf, start_cluster
 from tests.transaction.helpers import Receiver, queue_max_offset, wait_until
 
 TOPIC, GROUP, BROKER = "TxSwept", "SweptTxProducer", "broker-a"
@@ -212,12 +212,10 @@ def test_sweep_settles_lake_only_transactions(spark: Any, tmp_path: Path) -> Non
         old = _states(spark, lake, f"SELECT * FROM transactions VERSION AS OF {after_first}")
         assert sorted(r["state"] for r in old.values()) == sorted(["COMMIT"] * 2 + ["ROLLBACK"] * 3 + ["PENDING"] * 3)
 
-        # A fourth run, as a user runs it: nothing to learn, nothing written, nothing sent.
+        # A fourth run, as a user runs it (the command, on this process's session): nothing to learn, nothing written, nothing sent.
         half_before = queue_max_offset(broker, HALF)
-        cli = subprocess.run(lakemq_command("sweep", "transactions", "-n", ns, "--lake", str(lake),
-                                            "--master", "local[1]"),
-                             check=False, capture_output=True, text=True, timeout=300,
-                             env=dict(os.environ, LAKEMQ_LOG_DIR=str(tmp_path / "logs"), COLUMNS="200"))
+        cli = lakemq_in_process(spark, "sweep", "transactions", "-n", ns, "--lake", str(lake), "--master", "local[1]",
+                                env={"LAKEMQ_LOG_DIR": str(tmp_path / "logs"), "COLUMNS": "200"})
         assert cli.returncode == 0, cli.stderr[-2000:]
         assert "asked brokers about 0 transaction(s)" in cli.stdout and "table unchanged" in cli.stdout
         assert re.search(r"COMMIT\W+5\b", cli.stdout) and re.search(r"ROLLBACK\W+3\b", cli.stdout), cli.stdout

@@ -1,0 +1,45 @@
+"""``lakemq`` commands run inside the test process, on the test's SparkSession.
+
+A lake command in a process of its own spends 15-30 s of a loaded test machine starting a
+driver JVM. The commands take the process's active session when there is one (and leave it
+running), so a test that holds the ``spark`` fixture can run the command's own code, options
+and output through click's CliRunner instead. Tests that are about the process itself (exit
+status and stderr of a real process, being killed, a bare environment) still start one.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+from click.testing import CliRunner
+
+from lakemq.cli import main
+
+__all__ = ["lakemq_in_process"]
+
+
+def lakemq_in_process(spark: Any, *args: str, env: Mapping[str, str] | None = None,
+                      input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``lakemq ARGS`` on ``spark`` (the active session), as a CompletedProcess: exit status,
+    stdout and stderr apart. The command's log file is closed afterwards and every logger gets
+    back the handlers it had, so later tests do not log into this test's directory."""
+    assert spark is not None, "run in-process commands on the test's session (the spark fixture)"
+    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(v, logging.Logger))]
+    before = {id(logger): (list(logger.handlers), logger.level) for logger in loggers}
+    try:
+        result = CliRunner().invoke(main, list(args), env=dict(env or {}), input=input, catch_exceptions=False)
+    finally:
+        added: set[logging.Handler] = set()
+        for logger in [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
+                                              if isinstance(v, logging.Logger))]:
+            handlers, level = before.get(id(logger), ([], logging.NOTSET))
+            added.update(h for h in logger.handlers if h not in handlers)
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+        for handler in added:
+            handler.close()
+    return subprocess.CompletedProcess(["lakemq", *args], result.exit_code, result.stdout, result.stderr)

@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
 
 from lakemq.cli import main
+from tests.cluster import tier_run_args, write_tier_conf
 
-__all__ = ["lakemq_in_process"]
+__all__ = ["lakemq_in_process", "tier_run_in_process"]
 
 
 def lakemq_in_process(spark: Any, *args: str, env: Mapping[str, str] | None = None,
@@ -43,3 +45,10 @@ def lakemq_in_process(spark: Any, *args: str, env: Mapping[str, str] | None = No
         for handler in added:
             handler.close()
     return subprocess.CompletedProcess(["lakemq", *args], result.exit_code, result.stdout, result.stderr)
+
+
+def tier_run_in_process(spark: Any, root: Path, store: Path, lake: Path, broker: str, *options: str,
+                        broker_conf: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """tests.cluster.tier_run_process's ``lakemq tier run``, in this process on ``spark``."""
+    conf = write_tier_conf(root, store, broker, broker_conf)
+    return lakemq_in_process(spark, *tier_run_args(conf, lake, *options), env={"LAKEMQ_LOG_DIR": str(root / "tier-logs")})

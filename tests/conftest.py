@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,20 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
-# spark: a SparkSession (tests/lake); console: a cluster tiered into a lake by `lakemq tier run`.
+# spark: a SparkSession; console: a cluster tiered into a lake by `lakemq tier run`.
 _SPARK_FIXTURES = frozenset({"spark", "console"})
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One SparkSession (local[2], no UI) for a worker's whole session: the lake jobs, and the
+    lake commands run in-process (tests/cli_in_process.py)."""
+    from lakemq.jobs.session import build_session
+
+    session = build_session(master="local[2]", app_name="lakemq-tests", ui_enabled=False,
+                            conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"})
+    yield session
+    session.stop()
 
 
 @pytest.hookimpl(tryfirst=True)

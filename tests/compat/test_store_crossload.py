@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import filecmp
 import shutil
-import subprocess
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,10 +32,11 @@ from bench.jvm import RocketMQServer
 from lakemq.client.admin import Admin
 from lakemq.common.codes import ResponseCode
 from lakemq.common.record import iter_records
-from lakemq.launcher import SMALL_STORE, lakemq_command
+from lakemq.launcher import SMALL_STORE
 from lakemq.remoting import RemotingClient
 from tests.broker.wire import pull_request
-from tests.cluster import Cluster, start_cluster, tier_run_process
+from tests.cli_in_process import lakemq_in_process, tier_run_in_process
+from tests.cluster import Cluster, start_cluster
 from tests.compat.java_client import Event, run_driver
 
 pytestmark = [pytest.mark.compat, pytest.mark.jvm, pytest.mark.timeout(600)]
@@ -194,9 +194,8 @@ def test_lakemq_finds_rocketmq_messages_by_key_unique_key_and_id(
 
 
 @pytest.mark.slow
-@pytest.mark.spark  # lakemq reindex: a Spark job in a child process
 def test_reindex_rebuilds_rocketmqs_consume_queues_and_index_files_byte_for_byte(
-        rocketmq_store: WrittenStore, tmp_path: Path) -> None:
+        spark: Any, rocketmq_store: WrittenStore, tmp_path: Path) -> None:
     copy = _copy(rocketmq_store, tmp_path / "store")
     for name in ("consumequeue", "index"):  # lost: zeros under the same names
         for path in (copy / name).rglob("*"):
@@ -204,8 +203,7 @@ def test_reindex_rebuilds_rocketmqs_consume_queues_and_index_files_byte_for_byte
                 path.write_bytes(bytes(path.stat().st_size))
     conf = tmp_path / "broker.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in FILES.items()))
-    done = subprocess.run(lakemq_command("reindex", "-c", str(conf), "--store-dir", str(copy), "--master",
-                                         "local[1]"), capture_output=True, text=True, timeout=400, check=False)
+    done = lakemq_in_process(spark, "reindex", "-c", str(conf), "--store-dir", str(copy), "--master", "local[1]")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     for name in ("consumequeue", "index"):
         original, rebuilt = rocketmq_store.dir / name, copy / name
@@ -217,11 +215,10 @@ def test_reindex_rebuilds_rocketmqs_consume_queues_and_index_files_byte_for_byte
 
 
 @pytest.mark.slow
-@pytest.mark.spark  # lakemq tier run
-def test_tier_run_compacts_a_rocketmq_store(rocketmq_store: WrittenStore, tmp_path: Path) -> None:
+def test_tier_run_compacts_a_rocketmq_store(spark: Any, rocketmq_store: WrittenStore, tmp_path: Path) -> None:
     copy = _copy(rocketmq_store, tmp_path / "store")
     lake = tmp_path / "lake"
-    done = tier_run_process(tmp_path, copy, lake, rocketmq_store.broker, "--no-retention")
+    done = tier_run_in_process(spark, tmp_path, copy, lake, rocketmq_store.broker, "--no-retention")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = [row for uri in DeltaTable(str(lake / "messages")).file_uris() for row in pq.read_table(uri).to_pylist()]
     on_disk = commit_log_records(copy)

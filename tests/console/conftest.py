@@ -10,6 +10,6 @@ from tests.console.console_env import ConsoleEnv, console_env
 
 
 @pytest.fixture(scope="session")
-def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleEnv]:
-    with console_env(tmp_path_factory.mktemp("console")) as env:
+def console(spark: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleEnv]:
+    with console_env(tmp_path_factory.mktemp("console"), spark) as env:
         yield env

@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.common.message import Message
-from tests.cluster import Cluster, lakemq_command, start_cluster, tier_run_process
+from tests.cli_in_process import tier_run_in_process
+from tests.cluster import Cluster, lakemq_command, start_cluster
 
 BROKER = "broker-a"
 TOPIC = "orders"
@@ -104,8 +106,8 @@ async def _await_route(namesrv: str, topic: str) -> None:
             await asyncio.sleep(0.1)
 
 
-def _tier(root: Path, lake: Path) -> None:
-    done = tier_run_process(root, root / BROKER / "store", lake, BROKER)
+def _tier(spark: Any, root: Path, lake: Path) -> None:
+    done = tier_run_in_process(spark, root, root / BROKER / "store", lake, BROKER)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -130,7 +132,7 @@ def stop_console(process: subprocess.Popen[str]) -> None:
 
 
 @contextmanager
-def console_env(root: Path) -> Iterator[ConsoleEnv]:
+def console_env(root: Path, spark: Any) -> Iterator[ConsoleEnv]:
     lake = root / "lake"
     with start_cluster(root, brokers=(BROKER,)) as cluster:
         namesrv = cluster.namesrv_addr
@@ -143,7 +145,7 @@ def console_env(root: Path) -> Iterator[ConsoleEnv]:
         asyncio.run(prepare())
         env = ConsoleEnv(cluster, lake, "", None)  # type: ignore[arg-type]
         asyncio.run(_produce(namesrv, env, 0, TIERED))
-        _tier(root, lake)
+        _tier(spark, root, lake)
         env.split_ms = int(time.time() * 1000)
         time.sleep(0.01)
         asyncio.run(_produce(namesrv, env, TIERED, HOT_ONLY))

@@ -7,13 +7,15 @@ import asyncio
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.common.message import Message
 from lakemq.tiering.seal import commitlog_files
-from tests.cluster import cold_read_broker_conf, start_cluster, tier_run_process
+from tests.cli_in_process import tier_run_in_process
+from tests.cluster import cold_read_broker_conf, start_cluster
 from tests.console.console_env import ConsoleEnv, start_console, stop_console
 
 BROKER = "broker-a"
@@ -88,7 +90,7 @@ async def _await_topic(namesrv: str, topic: str) -> None:
             await asyncio.sleep(0.1)
 
 
-def test_tiered_dead_letters_are_listed_from_the_lake_and_can_be_resent(tmp_path: Path) -> None:
+def test_tiered_dead_letters_are_listed_from_the_lake_and_can_be_resent(spark: Any, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=cold_read_broker_conf(lake)) as cluster:
         namesrv, broker = cluster.namesrv_addr, cluster.broker_addr(BROKER)
@@ -104,7 +106,7 @@ def test_tiered_dead_letters_are_listed_from_the_lake_and_can_be_resent(tmp_path
         asyncio.run(_await_topic(namesrv, DLQ))
         asyncio.run(_fill(namesrv, 150))
         first_file = commitlog_files(store)[0].start
-        done = tier_run_process(tmp_path, store, lake, BROKER, "--no-retention")
+        done = tier_run_in_process(spark, tmp_path, store, lake, BROKER, "--no-retention")
         assert done.returncode == 0, done.stderr[-3000:]
         deadline = time.monotonic() + 30  # the broker's own expiry deletes what the lake holds
         while commitlog_files(store)[0].start == first_file or asyncio.run(_dlq_min_offset(namesrv)) == 0:

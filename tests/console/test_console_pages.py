@@ -166,7 +166,7 @@ def test_topics_page_shows_tps_of_live_traffic(console: ConsoleEnv) -> None:
 
     def tps_of_audit() -> str:
         page = console.get("/topics?q=audit")[1]
-        return re.search(r'>audit</a>.*?class="n tps">([^<]+)<', page, re.S).group(1)
+        return re.search(r'>audit</a>.*?class="n tps">([^<]+)<', page, re.DOTALL).group(1)
 
     assert tps_of_audit() == "–"  # one sample: no rate yet
 

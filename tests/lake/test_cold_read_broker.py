@@ -9,6 +9,7 @@ import re
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,9 +21,10 @@ from lakemq.common.message import Message
 from lakemq.tiering.cold_read import ColdReader
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import commitlog_files
-from tests.cluster import cold_read_broker_conf, start_cluster, tier_run_process
+from tests.cli_in_process import tier_run_in_process
+from tests.cluster import cold_read_broker_conf, start_cluster
 
-# Spark runs in a child process (the lake jobs).
+# `lakemq tier run` runs in this process on the test's session (tests/cli_in_process.py).
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 BROKER = "broker-a"
@@ -55,10 +57,15 @@ async def _produce(namesrv: str) -> dict[str, tuple[bytes, str | None, dict[str,
     return sent
 
 
-def _tier(root: Path, store: Path, lake: Path) -> None:
+def _tier(spark: Any, root: Path, store: Path, lake: Path) -> None:
     # --no-retention: with a broker running, its guarded expiry deletes the tiered files.
-    done = tier_run_process(root, store, lake, BROKER, "--no-retention")
+    done = tier_run_in_process(spark, root, store, lake, BROKER, "--no-retention")
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+async def _min_offsets(namesrv: str) -> list[int]:
+    async with PullConsumer("cold_read_min", namesrv_addr=namesrv) as consumer:
+        return [await consumer.min_offset(mq) for mq in sorted(await consumer.fetch_subscribe_message_queues(TOPIC))]
 
 
 async def _pull_all(namesrv: str, group: str, tags: str) -> tuple[dict[int, list], list[int]]:
@@ -79,7 +86,7 @@ async def _pull_all(namesrv: str, group: str, tags: str) -> tuple[dict[int, list
     return by_queue, mins
 
 
-def test_new_group_reads_lake_then_hot_exactly_once(tmp_path: Path) -> None:
+def test_new_group_reads_lake_then_hot_exactly_once(spark: Any, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=_broker_conf(lake)) as cluster:
         namesrv = cluster.namesrv_addr
@@ -89,9 +96,12 @@ def test_new_group_reads_lake_then_hot_exactly_once(tmp_path: Path) -> None:
         assert len(files_before) >= 4
         time.sleep(1.0)  # expiry runs, but the guard (no manifest yet) keeps every file
         assert len(commitlog_files(store)) == len(files_before)
-        _tier(tmp_path, store, lake)
+        _tier(spark, tmp_path, store, lake)
+        # The broker expires the tiered CommitLog files, then (its next clean-up pass) the
+        # ConsumeQueue entries below them: from then on its queues start above 0.
         deadline = time.monotonic() + 20
-        while commitlog_files(store)[0].start == files_before[0].start:
+        while (commitlog_files(store)[0].start == files_before[0].start
+               or not any(m > 0 for m in asyncio.run(_min_offsets(namesrv)))):
             assert time.monotonic() < deadline, "the broker never expired the tiered files"
             time.sleep(0.2)
 
@@ -129,7 +139,7 @@ def test_new_group_reads_lake_then_hot_exactly_once(tmp_path: Path) -> None:
         assert reader.stats.lake_reads == -(-hot_min // 64) < pulls
 
 
-def test_tier_run_retention_next_to_a_running_broker_loses_nothing(tmp_path: Path) -> None:
+def test_tier_run_retention_next_to_a_running_broker_loses_nothing(spark: Any, tmp_path: Path) -> None:
     """``tier run`` unlinking tiered files under the broker: the broker serves them from its
     mappings, then its own expiry drops them and those offsets come from the lake."""
     lake = tmp_path / "lake"
@@ -138,7 +148,7 @@ def test_tier_run_retention_next_to_a_running_broker_loses_nothing(tmp_path: Pat
         store = tmp_path / BROKER / "store"
         asyncio.run(_produce(namesrv))
         files_before = commitlog_files(store)
-        done = tier_run_process(tmp_path, store, lake, BROKER, broker_conf=_broker_conf(lake))
+        done = tier_run_in_process(spark, tmp_path, store, lake, BROKER, broker_conf=_broker_conf(lake))
         assert done.returncode == 0, done.stderr[-3000:]
         assert len(commitlog_files(store)) < len(files_before)  # tier run deleted some itself
         deadline = time.monotonic() + 20

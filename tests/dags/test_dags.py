@@ -6,8 +6,8 @@ import nothing heavy at parse time."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow_run import DAG_TEST_SCRIPT, DAGBAG_SCRIPT, airflow_env, airflow_python, migrate, run_script
@@ -112,19 +112,18 @@ def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path
     assert (tmp_path / "lake" / "messages" / "_delta_log").is_dir()
 
 
-def test_sweeps_dag_records_a_pending_transaction(airflow_py: str, tmp_path: Path) -> None:
+def test_sweeps_dag_records_a_pending_transaction(spark: Any, airflow_py: str, tmp_path: Path) -> None:
     """A transaction left unknown, tiered while its half message is still in the broker's half
     queue: the DAG's transaction sweep writes it to the `transactions` table as PENDING, the
     broker having answered that its check service still has it (nothing is put back)."""
-    import subprocess
-
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
     from lakemq.client import LocalTransactionState, Message
     from lakemq.client.config import ClientConfig
     from lakemq.client.sync import SyncTransactionProducer
-    from tests.cluster import lakemq_command, start_cluster
+    from tests.cli_in_process import tier_run_in_process
+    from tests.cluster import start_cluster
 
     class Unknown:
         def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
@@ -141,13 +140,8 @@ def test_sweeps_dag_records_a_pending_transaction(airflow_py: str, tmp_path: Pat
         with SyncTransactionProducer("DagTxProducer", Unknown(), client_config=client) as producer:
             producer.create_topic("DagTx", 1)
             sent = producer.send_message_in_transaction(Message("DagTx", b"undecided"))
-        tier_conf = tmp_path / "tier.conf"
-        tier_conf.write_text(f"storePathRootDir={tmp_path / 'cluster' / 'broker-a' / 'store'}\n"
-                             "brokerName=broker-a\ntierSealIdleMs=1\n")
-        tiered = subprocess.run(lakemq_command("tier", "run", "-c", str(tier_conf), "--lake", str(lake),
-                                               "--master", "local[1]", "--no-maintain", "--no-retention"),
-                                check=False, capture_output=True, text=True, timeout=300,
-                                env={**os.environ, "LAKEMQ_LOG_DIR": str(tmp_path / "logs")})
+        tiered = tier_run_in_process(spark, tmp_path, tmp_path / "cluster" / "broker-a" / "store", lake, "broker-a",
+                                     "--no-retention")
         assert tiered.returncode == 0, tiered.stderr[-3000:]
         env = airflow_env(tmp_path / "airflow", lakemq_lake_uri=str(lake), lakemq_namesrv=ns)
         (tmp_path / "airflow").mkdir()

@@ -15,7 +15,7 @@ import pytest
 
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.config import snake_to_camel
-from lakemq.remoting import RemotingClient, RemotingCommand, encode
+from lakemq.remoting import FrameDecoder, RemotingClient, RemotingCommand, encode
 from lakemq.remoting import headers as wire_headers
 from lakemq.remoting.bodies import (
     ConsumerData,
@@ -90,17 +90,23 @@ def _hostile_requests(seed: int, count: int) -> list[RemotingCommand]:
 
 async def _flood(addr: str, commands: list[RemotingCommand]) -> None:
     """Send COMMANDS on one connection while draining its answers; end with a request the
-    server must still answer on that connection."""
+    server must still answer on that connection, so that every command was handled (and
+    logged) before the test reads the server's log."""
     host, port = addr.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
-    drain = asyncio.create_task(_discard(reader))
-    for i, command in enumerate(commands):
+    last = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+    last.opaque = len(commands)
+    answered = asyncio.create_task(_answer_to(reader, last.opaque))
+    for i, command in enumerate([*commands, last]):
         writer.write(encode(command))
         if i % 50 == 0:
             await writer.drain()
-    writer.close()
-    await writer.wait_closed()
-    drain.cancel()
+    await writer.drain()
+    try:
+        assert await asyncio.wait_for(answered, 30), f"{addr} closed the connection before answering the last request"
+    finally:
+        writer.close()
+        await writer.wait_closed()
     # Malformed frames close their own connection and no other.
     for frame in (b"\x00\x00\x00\x08\x05\x00\x00\x04junk", b"\x7f\xff\xff\xff" + b"\x00" * 8):
         r, w = await asyncio.open_connection(host, int(port))
@@ -110,9 +116,13 @@ async def _flood(addr: str, commands: list[RemotingCommand]) -> None:
         w.close()
 
 
-async def _discard(reader: asyncio.StreamReader) -> None:
-    while await reader.read(1 << 16):
-        pass
+async def _answer_to(reader: asyncio.StreamReader, opaque: int) -> bool:
+    """Read answers until the one to request ``opaque`` (True) or the end of the stream (False)."""
+    decoder = FrameDecoder()
+    while data := await reader.read(1 << 16):
+        if any(c.opaque == opaque and c.flag & FLAG_RESPONSE for c in decoder.feed(data)):
+            return True
+    return False
 
 
 def _log_text(root: Path, part: str) -> str:

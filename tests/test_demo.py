@@ -7,17 +7,16 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lakemq.launcher import lakemq_command
-
-# Spark runs in a child process (the lake jobs).
-pytestmark = pytest.mark.spark
+from tests.cli_in_process import lakemq_in_process
 
 
 @pytest.mark.slow
-def test_demo_runs_end_to_end_and_keeps_its_lake(tmp_path: Path) -> None:
+def test_demo_runs_end_to_end_and_keeps_its_lake(spark: Any, tmp_path: Path) -> None:
     kept = tmp_path / "kept-lake"
     proc = subprocess.run(lakemq_command("demo", "--keep", str(kept), "--messages", "400", "--master", "local[2]"), check=False,
                           capture_output=True, text=True, timeout=400)
@@ -32,7 +31,7 @@ def test_demo_runs_end_to_end_and_keeps_its_lake(tmp_path: Path) -> None:
     assert all(done == total for _, done, total in bars), bars
     assert (kept / "messages" / "_delta_log").is_dir()
     assert re.search(r"sql --lake \S*kept-lake", proc.stdout)
-    query = subprocess.run(lakemq_command("sql", "--lake", str(kept), "SELECT count(*) AS n FROM messages"), check=False,
-                           capture_output=True, text=True, timeout=300)
+    # The printed query, in this process on the test's session (tests/cli_in_process.py).
+    query = lakemq_in_process(spark, "sql", "--lake", str(kept), "SELECT count(*) AS n FROM messages")
     assert query.returncode == 0, query.stderr[-3000:]
     assert re.search(r"\b400\b", query.stdout)

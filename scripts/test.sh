@@ -10,7 +10,14 @@ export LAKEMQ_APT_PACKAGES="${LAKEMQ_APT_PACKAGES:-} chromium chromium-driver"
 # RocketMQ's Java client and mqadmin (rocketmq), its NameServer and broker (rocketmq-server),
 # and the Java driver of tests/compat (driver). A space-separated list.
 export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} rocketmq rocketmq-server driver"
+# The DAG tests' Airflow venv (scripts/airflow_env.sh, a no-op once installed) installs beside
+# the project's set-up instead of inside the first DAG test. If it fails here (say, before the
+# set-up has installed python3-venv), that test installs it again and shows the error.
+mkdir -p build
+bash scripts/airflow_env.sh >build/airflow_env.log 2>&1 &
+airflow_setup=$!
 source scripts/bootstrap.sh
+wait "$airflow_setup" || echo "test.sh: the Airflow venv did not install now (build/airflow_env.log); the DAG tests will try again"
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 # The suite mostly waits on brokers and JVMs, so two pytest-xdist workers share the cores; a
 # worker takes whole files (each module's cluster starts once). LAKEMQ_TEST_WORKERS=0 runs it

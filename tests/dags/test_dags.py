@@ -17,7 +17,8 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
 from lakemq.store.put_request import MessagesPut
 
-# The first test may install .venv-airflow (about a minute; bounded by airflow_run.INSTALL_TIMEOUT).
+# scripts/test.sh installs .venv-airflow during its set-up; run any other way, the first test
+# installs it (about a minute; bounded by airflow_run.INSTALL_TIMEOUT).
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TIERING = ["seal", "compact", "verify", "retention", "maintain"]

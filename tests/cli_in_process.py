@@ -29,15 +29,12 @@ def lakemq_in_process(spark: Any, *args: str, env: Mapping[str, str] | None = No
     stdout and stderr apart. The command's log file is closed afterwards and every logger gets
     back the handlers it had, so later tests do not log into this test's directory."""
     assert spark is not None, "run in-process commands on the test's session (the spark fixture)"
-    loggers = [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
-                                      if isinstance(v, logging.Logger))]
-    before = {id(logger): (list(logger.handlers), logger.level) for logger in loggers}
+    before = {id(logger): (list(logger.handlers), logger.level) for logger in _loggers()}
     try:
         result = CliRunner().invoke(main, list(args), env=dict(env or {}), input=input, catch_exceptions=False)
     finally:
         added: set[logging.Handler] = set()
-        for logger in [logging.getLogger(), *(v for v in logging.Logger.manager.loggerDict.values()
-                                              if isinstance(v, logging.Logger))]:
+        for logger in _loggers():
             handlers, level = before.get(id(logger), ([], logging.NOTSET))
             added.update(h for h in logger.handlers if h not in handlers)
             logger.handlers[:] = handlers
@@ -45,6 +42,12 @@ def lakemq_in_process(spark: Any, *args: str, env: Mapping[str, str] | None = No
         for handler in added:
             handler.close()
     return subprocess.CompletedProcess(["lakemq", *args], result.exit_code, result.stdout, result.stderr)
+
+
+def _loggers() -> list[logging.Logger]:
+    """The root logger and every named one created so far."""
+    named = logging.Logger.manager.loggerDict.values()
+    return [logging.getLogger(), *(v for v in named if isinstance(v, logging.Logger))]
 
 
 def tier_run_in_process(spark: Any, root: Path, store: Path, lake: Path, broker: str, *options: str,

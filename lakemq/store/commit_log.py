@@ -79,7 +79,7 @@ class CommitLog:
         # (topic, queue id) -> next queue offset; the store facade restores it from the
         # ConsumeQueues at start.
         self._topic_queue_table: dict[tuple[str, int], int] = {}
-        self._put_encoder = PutEncoder(config, self.file_size, self.delay_levels, lambda: self._running)
+        self._put_encoder = PutEncoder(config, self.file_size, self.delay_levels)
         # The acknowledgement's conditions (lakemq.store.acks): under SYNC_FLUSH the group
         # commit, under SYNC_MASTER replication (fed by the broker's HA service).
         conditions: list[AckCondition] = []
@@ -159,12 +159,12 @@ class CommitLog:
         exactly. Then the acknowledgement (lakemq.store.acks): without ``sink`` block until
         the put may be answered; with one, a put that must wait comes back ``pending`` and
         ``sink`` later receives ``(token, status)``."""
+        if not self._running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
         if isinstance(request, MessagesPut):
             msgs = request.messages
         else:
-            if not self._running:
-                records = None  # the object path refuses it, with the reason
-            elif isinstance(request, PlainPut):
+            if isinstance(request, PlainPut):
                 records = self._put_encoder.plain(request)
             else:
                 records = self._put_encoder.batch(request)
@@ -175,49 +175,48 @@ class CommitLog:
                 msgs = request.messages(self.store_host)
             except MessageIllegalError as exc:  # a malformed batch body
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
-        single = len(msgs) == 1
-        result = (self._append_message(msgs[0]) if single and not isinstance(request, BatchPut)
-                  else self._append_messages(msgs))
-        if self.acks is None or result.append_result is None:
-            return result
-        # One message's flag read directly: a generator per put shows in the SYNC_FLUSH profile.
-        wait = msgs[0].wait_store_msg_ok if single else all(m.wait_store_msg_ok for m in msgs)
-        return self._acknowledge(result, wait, sink, token)
+        if len(msgs) == 1 and not isinstance(request, BatchPut):  # one message, no batch rules
+            msg = msgs[0]
+            encoded = self._put_encoder.message(msg)
+            if not isinstance(encoded, Records):
+                return encoded
+            return self._acknowledge(self._append_records(encoded), msg.wait_store_msg_ok, sink, token)
+        appended = self._append_messages(msgs)
+        # The batch's wait flag is only read when there is an acknowledgement to wait for.
+        wait = self.acks is not None and all(m.wait_store_msg_ok for m in msgs)
+        return self._acknowledge(appended, wait, sink, token)
 
-    def _acknowledge(self, result: PutMessageResult, wait: bool, sink: AckSink | None,
+    def _acknowledge(self, appended: AppendMessageResult | PutMessageResult, wait: bool, sink: AckSink | None,
                      token: object) -> PutMessageResult:
-        acks, ar = self.acks, result.append_result
-        if acks is None or ar is None:
-            return result
+        """The put's result: a refusal as it is; an append once acknowledged (lakemq.store.acks)."""
+        if isinstance(appended, PutMessageResult):
+            return appended  # refused, nothing appended
+        acks = self.acks
+        if acks is None:
+            return _new_tuple(PutMessageResult, (_PUT_OK, appended, "", False))
+        end = appended.wrote_offset + appended.wrote_bytes  # next_offset, without the property's call
         if sink is None:
-            status = acks.wait(ar.next_offset, wait)
+            status = acks.wait(end, wait)
         else:
-            registered = acks.register(ar.next_offset, wait, sink, token)
+            registered = acks.register(end, wait, sink, token)
             if registered is None:
-                return _new_tuple(PutMessageResult, (_PUT_OK, ar, "", True))
+                return _new_tuple(PutMessageResult, (_PUT_OK, appended, "", True))
             status = registered
-        return result if status is _PUT_OK else PutMessageResult(status, ar)
+        return _new_tuple(PutMessageResult, (status, appended, "", False))
 
-    def _append_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        records = self._put_encoder.message(msg)
-        if not isinstance(records, Records):
-            return records
-        return self._append_records(records)
-
-    def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
+    def _append_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> AppendMessageResult | PutMessageResult:
         """A batch: every message checked and measured, then appended as one run of records,
-        in one file, with consecutive queue offsets per queue."""
+        in one file, with consecutive queue offsets per queue (a refusal: PutMessageResult)."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        if not self._running:
-            return self._not_writable()
         records = self._put_encoder.messages(msgs)
         if not isinstance(records, Records):
             return records
         return self._append_records(records)
 
-    def _append_records(self, records: Records) -> PutMessageResult:
-        """Records checked and measured: into the current file (rolled if they do not fit)."""
+    def _append_records(self, records: Records) -> AppendMessageResult | PutMessageResult:
+        """Records checked and measured: into the current file (rolled if they do not fit).
+        The append's result, or the refusal (PutMessageResult) when no file can take them."""
         size = records.total
         with self._put_lock:
             now = time.time_ns() // 1_000_000
@@ -239,9 +238,9 @@ class CommitLog:
                 mf.store_timestamp = now
             finally:
                 self._lock_begin_ms = 0
-        return _new_tuple(PutMessageResult, (_PUT_OK, _new_tuple(AppendMessageResult, (
+        return _new_tuple(AppendMessageResult, (
             _APPEND_OK, offset, size, records.msg_ids(self._msg_id_prefix, offset), now,
-            records.first_queue_offset, records.count, records.body_bytes)), "", False))
+            records.first_queue_offset, records.count, records.body_bytes))
 
     def _not_writable(self) -> PutMessageResult:
         if not self._running:

@@ -46,7 +46,11 @@ from lakemq.store.schedule import ScheduleMessageService
 
 __all__ = ["MessageStore"]
 
+_get_ident = threading.get_ident
+_CREATE_FAILED = PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+
 log = logging.getLogger(__name__)
+
 
 class MessageStore:
     def __init__(self, config: StoreConfig, *, store_host: str = "127.0.0.1:10911") -> None:
@@ -192,15 +196,15 @@ class MessageStore:
             if refused is not None:
                 return refused
         result = self.commit_log.put(request, sink, token)
-        if result.status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+        if result.status is _CREATE_FAILED:
             # No room for a new CommitLog file: the disk is measured now, not at the next check
             # (up to 100 ms away), and a full disk is this put's answer as it is the next ones'.
             self.health.check()
             refused = self.health.refused_put() if self.health.disk_full else None
             if refused is not None:
                 return refused
-        if result.is_ok:
-            if self._inline_thread != threading.get_ident():
+        if result.append_result is not None:  # appended (PutMessageResult.is_ok, without its call)
+            if self._inline_thread != _get_ident():
                 self.reput.wakeup()
             elif not self._inline_due:
                 self._inline_due = True

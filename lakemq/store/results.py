@@ -73,4 +73,5 @@ class PutMessageResult(NamedTuple):
 
     @property
     def is_ok(self) -> bool:
-        return self.append_result is not None and self.append_result.is_ok
+        # An append result exists only for records that were appended (CommitLog._append_records).
+        return self.append_result is not None

@@ -169,15 +169,16 @@ class PutAcks(ServiceThread):
 
     def wait(self, end: int, wait: bool) -> PutMessageStatus:
         """A put ending at ``end`` was appended: block until it may be answered."""
+        lone = self._lone
+        if lone is not None and wait and not self._closed:  # SYNC_FLUSH alone: the fewest steps
+            lone.expect(end)
+            return PutMessageStatus.PUT_OK if lone.wait(end, self._first_timeout) else lone.timeout_status
         for expect in self._expects:
             expect(end)
         if not wait:
             return PutMessageStatus.PUT_OK
         if self._closed:
             return self._status_now(end)
-        lone = self._lone
-        if lone is not None:
-            return PutMessageStatus.PUT_OK if lone.wait(end, self._first_timeout) else lone.timeout_status
         registered = time.monotonic()
         failed = None  # a later condition's failure names the answer over an earlier one's
         for condition, timeout in zip(self._conditions, self._timeouts, strict=True):

@@ -104,10 +104,14 @@ class GroupCommit:
         return flushed
 
     def wait(self, end: int, timeout_s: float) -> bool:
-        if not self._commit.wait_flushed(end, timeout_s):
+        commit = self._commit
+        if not commit.wait_flushed(end, timeout_s):
             return False
-        with self._advance_lock:
-            self._queue.flushed_where = max(self._queue.flushed_where, self._commit.flushed)
+        # The lock only when this put moves flushed_where: of the puts one fdatasync wakes, the
+        # first moves it and the rest (blocking threads queueing for the GIL) see it moved.
+        if commit.flushed > self._queue.flushed_where:
+            with self._advance_lock:
+                self._queue.flushed_where = max(self._queue.flushed_where, commit.flushed)
         return True
 
     def refusal(self) -> PutMessageStatus | None:

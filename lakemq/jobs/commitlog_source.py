@@ -1,5 +1,6 @@
 """The ``commitlog`` PySpark data source: sealed CommitLog segments as ``messages`` rows.
 
+    register_sources(spark)  # lakemq.jobs.sources, once per session
     spark.read.format("commitlog").option("path", store_dir).load()
 
 ``path`` is a store root (a local directory or an fsspec URI such as ``s3://bucket/store``)

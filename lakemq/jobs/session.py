@@ -153,10 +153,10 @@ def build_session(
     conf: Mapping[str, str] | None = None,
     conf_file: str | Path | None = None,
 ) -> SparkSession:
-    """Get or create the process's SparkSession, with lakemq's data sources registered."""
+    """Get or create the process's SparkSession. The ``commitlog`` data source is registered
+    by whoever reads it (:func:`lakemq.jobs.sources.register_sources`): no job does, and the
+    registration costs the JVM 2-3 s at every start."""
     from pyspark.sql import SparkSession
-
-    from lakemq.jobs.sources import register_sources
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -165,7 +165,6 @@ def build_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    register_sources(spark)
     _route_pyspark_loggers()
     return spark
 

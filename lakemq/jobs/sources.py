@@ -11,6 +11,7 @@ __all__ = ["register_sources"]
 
 
 def register_sources(spark: SparkSession) -> None:
+    """Make ``spark.read.format("commitlog")`` (lakemq.jobs.commitlog_source) available."""
     from lakemq.jobs.commitlog_source import CommitLogDataSource
 
     spark.dataSource.register(CommitLogDataSource)

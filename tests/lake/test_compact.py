@@ -16,6 +16,7 @@ from lakemq.common.record import BODY_POS, decode_record
 from lakemq.errors import CorruptSegmentError, VerificationError
 from lakemq.jobs.compact import compact, ensure_table, write_segment_files
 from lakemq.jobs.maintain import checkpoint, optimize, vacuum
+from lakemq.jobs.sources import register_sources
 from lakemq.jobs.sql import run_sql
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, manifest_path
@@ -189,6 +190,7 @@ def test_corrupt_record_is_reported_with_its_offset_unless_skipped(
     assert err.value.offset == victim and str(victim) in str(err.value)
     assert DeltaTable(str(lake / "messages")).transaction_version(BROKER) is None
     # Reading the segment directly with Spark names the offset too.
+    register_sources(spark)
     with pytest.raises(Exception, match=f"offset {victim}"):
         spark.read.format("commitlog").option("path", str(store_dir)).load().count()
     skipped = run(spark, store_dir, lake, skip_corrupt=True)

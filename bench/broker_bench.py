@@ -82,8 +82,10 @@ def servers(work: Path, flush: str, profile: Path | None) -> Iterator[tuple[str,
     """A NameServer and a broker on loopback; SIGTERM (then SIGKILL) for both on the way out."""
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        ns_proc, ns = _spawn("namesrv", _lakemq("namesrv", "--port", "0", "--log-dir", str(work / "logs")),
-                             work, NAMESRV_READY)
+        ns_conf = work / "namesrv.conf"
+        ns_conf.write_text(f"kvConfigPath={work / 'kvConfig.json'}\n")  # not the user's ~/namesrv
+        ns_proc, ns = _spawn("namesrv", _lakemq("namesrv", "-c", str(ns_conf), "--port", "0", "--log-dir",
+                                                str(work / "logs")), work, NAMESRV_READY)
         procs.append(ns_proc)
         conf = work / "broker.conf"
         conf.write_text(f"brokerName=bench-broker\nflushDiskType={flush}\ndefaultTopicQueueNums={QUEUES}\n")

@@ -185,9 +185,14 @@ class Cluster:
 
     def start_namesrv(self) -> ServerProcess:
         work_dir = self.root / "namesrv"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        conf = work_dir / "namesrv.conf"
+        # The cluster's KV config (ORDER_TOPIC_CONFIG and the like) lives in its root, as its
+        # stores do; the default, ~/namesrv/kvConfig.json, is shared by every cluster of the user.
+        conf.write_text(f"kvConfigPath={work_dir / 'kvConfig.json'}\n")
         self.namesrv = _on_a_free_port(lambda port: spawn(
-            "namesrv", ["namesrv", "--port", str(port), "--log-dir", str(work_dir / "logs")], work_dir,
-            NAMESRV_READY))
+            "namesrv", ["namesrv", "-c", str(conf), "--port", str(port), "--log-dir", str(work_dir / "logs")],
+            work_dir, NAMESRV_READY))
         return self.namesrv
 
     def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None,

@@ -242,3 +242,20 @@ def test_cli_namesrv_subprocess(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_launched_cluster_keeps_its_kv_config_in_its_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launcher's NameServer (every test cluster's) persists KV config under the cluster's
+    root, not in ~/namesrv/kvConfig.json, which every cluster of the user would share."""
+    from lakemq.launcher import start_cluster
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    put = PutKVConfigRequestHeader("ORDER_TOPIC_CONFIG", "T", "broker-a:4")
+    with start_cluster(tmp_path / "cluster", brokers=()) as cluster, SyncRemotingClient() as client:
+        response = client.invoke(cluster.namesrv_addr, RemotingCommand.request(
+            RequestCode.PUT_KV_CONFIG, encode_header(put)), 3.0)
+        assert response.code == ResponseCode.SUCCESS
+    saved = json.loads((tmp_path / "cluster" / "namesrv" / "kvConfig.json").read_text())
+    assert saved == {"configTable": {"ORDER_TOPIC_CONFIG": {"T": "broker-a:4"}}}
+    assert not (home / "namesrv").exists()

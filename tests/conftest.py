@@ -68,7 +68,10 @@ spark.sql.codegen.factoryMode NO_CODEGEN
 
 def pytest_configure() -> None:
     """Point LAKEMQ_SPARK_DEFAULTS (inherited by every child process) at the project's
-    conf/spark-defaults.conf plus the test settings; a value already set is kept."""
+    conf/spark-defaults.conf plus the test settings, and LAKEMQ_LOG_DIR at build/tests/logs
+    (the suite's processes log there, not in the user's ~/logs/lakemq); a value already set
+    is kept."""
+    os.environ.setdefault("LAKEMQ_LOG_DIR", str(_ROOT / "build" / "tests" / "logs"))
     if os.environ.get("LAKEMQ_SPARK_DEFAULTS"):
         return
     conf = _ROOT / "build" / "tests" / "spark-defaults.conf"

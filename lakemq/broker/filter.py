@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from lakemq.common.subscription import ExpressionType, SubscriptionData
-from lakemq.filter import Sql92MessageFilter, compile_sql92, parse_subscription
+from lakemq.filter import Sql92MessageFilter, parse_subscription
 from lakemq.store.filter import MessageFilter
 
 __all__ = ["TagMessageFilter", "from_heartbeat", "message_filter_for"]
@@ -57,5 +57,7 @@ class TagMessageFilter:
 def message_filter_for(subscription: SubscriptionData) -> MessageFilter:
     """The store filter of a checked subscription (its SQL92 text compiled, from the cache)."""
     if subscription.expression_type == ExpressionType.SQL92 and not subscription.class_filter_mode:
+        from lakemq.filter.sql92 import compile_sql92  # sqlglot loads with the first SQL92 subscription
+
         return Sql92MessageFilter(compile_sql92(subscription.sub_string))
     return TagMessageFilter(subscription)

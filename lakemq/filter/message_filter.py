@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from lakemq.common.message import string_to_properties
 from lakemq.common.record import BODY_POS
-from lakemq.filter.sql92 import Sql92Expression
+
+if TYPE_CHECKING:  # the compiler (and sqlglot) load with the first SQL92 subscription
+    from lakemq.filter.sql92 import Sql92Expression
 
 __all__ = ["Sql92MessageFilter", "record_properties"]
 

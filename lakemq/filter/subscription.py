@@ -7,7 +7,6 @@ import time
 from lakemq.common.message import tags_hash_code
 from lakemq.common.subscription import SUB_ALL, ExpressionType, SubscriptionData
 from lakemq.errors import FilterExpressionError
-from lakemq.filter.sql92 import compile_sql92
 
 __all__ = ["parse_subscription"]
 
@@ -22,6 +21,8 @@ def parse_subscription(topic: str, expression: str | None, expression_type: str 
     if expression_type == ExpressionType.SQL92:
         if not expression or not expression.strip():
             raise FilterExpressionError("a SQL92 subscription needs an expression")
+        from lakemq.filter.sql92 import compile_sql92  # sqlglot loads with the first SQL92 subscription
+
         compile_sql92(expression.strip())
         return SubscriptionData(topic, expression.strip(), sub_version=version, expression_type=ExpressionType.SQL92)
     if expression_type != ExpressionType.TAG:

@@ -6,6 +6,8 @@ import nothing heavy at parse time."""
 
 from __future__ import annotations
 
+import itertools
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,20 @@ def airflow_py() -> str:
     return airflow_python()
 
 
+@pytest.fixture(scope="module")
+def migrated_db(airflow_py: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An Airflow database migrated once for the module (`airflow db migrate` takes 7 s
+    here); each DAG run starts from a copy of it in its own AIRFLOW_HOME."""
+    home = tmp_path_factory.mktemp("airflow-template")
+    migrate(airflow_py, airflow_env(home))
+    return home / "airflow.db"
+
+
+def _airflow_home(home: Path, migrated_db: Path) -> None:
+    home.mkdir()
+    shutil.copyfile(migrated_db, home / "airflow.db")
+
+
 def test_every_dag_loads_with_its_tasks_in_order(airflow_py: str, tmp_path: Path) -> None:
     found = run_script(airflow_py, DAGBAG_SCRIPT, airflow_env(tmp_path))
     assert found["errors"] == {}
@@ -36,7 +52,7 @@ def test_every_dag_loads_with_its_tasks_in_order(airflow_py: str, tmp_path: Path
     assert set(dags) >= {"lakemq_tiering", "lakemq_sweeps", "lakemq_reindex"}
     tiering = dags["lakemq_tiering"]
     assert sorted(tiering) == sorted(TIERING)
-    for before, after in zip(TIERING, TIERING[1:]):
+    for before, after in itertools.pairwise(TIERING):
         assert tiering[before] == [after], f"{before} should lead to {after} only"
     assert tiering["maintain"] == []
     assert dags["lakemq_sweeps"] == {"delay_sweep": ["transaction_sweep"], "transaction_sweep": []}
@@ -78,7 +94,7 @@ def _write_store(store_dir: Path, count: int) -> None:
         store.shutdown()
 
 
-def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path) -> None:
+def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, migrated_db: Path, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
@@ -88,8 +104,7 @@ def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path
     files_before = sorted(p.name for p in (store_dir / "commitlog").iterdir())
     assert len(files_before) > 2, "the store should span several CommitLog files"
     env = airflow_env(tmp_path / "airflow", lakemq_lake_uri=str(lake))  # a Variable: the param left empty
-    (tmp_path / "airflow").mkdir()
-    migrate(airflow_py, env)
+    _airflow_home(tmp_path / "airflow", migrated_db)
     conf = {
         "store_dir": str(store_dir),
         "broker_name": "broker-a",
@@ -113,7 +128,8 @@ def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, tmp_path: Path
     assert (tmp_path / "lake" / "messages" / "_delta_log").is_dir()
 
 
-def test_sweeps_dag_records_a_pending_transaction(spark: Any, airflow_py: str, tmp_path: Path) -> None:
+def test_sweeps_dag_records_a_pending_transaction(spark: Any, airflow_py: str, migrated_db: Path,
+                                                  tmp_path: Path) -> None:
     """A transaction left unknown, tiered while its half message is still in the broker's half
     queue: the DAG's transaction sweep writes it to the `transactions` table as PENDING, the
     broker having answered that its check service still has it (nothing is put back)."""
@@ -145,8 +161,7 @@ def test_sweeps_dag_records_a_pending_transaction(spark: Any, airflow_py: str, t
                                      "--no-retention")
         assert tiered.returncode == 0, tiered.stderr[-3000:]
         env = airflow_env(tmp_path / "airflow", lakemq_lake_uri=str(lake), lakemq_namesrv=ns)
-        (tmp_path / "airflow").mkdir()
-        migrate(airflow_py, env)
+        _airflow_home(tmp_path / "airflow", migrated_db)
         run = run_script(airflow_py, DAG_TEST_SCRIPT.format(dag_id="lakemq_sweeps",
                                                             run_conf={"spark_master": "local[1]"}), env)
         assert run["state"] == "success", run

@@ -1,17 +1,22 @@
 """Serve a process's Prometheus registry over HTTP (``GET /metrics``).
 
-prometheus_client's own threaded WSGI server runs on a daemon thread, so a scrape (and the
-state collectors it runs) never touches the server's asyncio loop.
+prometheus_client's threaded WSGI server answers on a daemon thread, so a scrape (and the
+state collectors it runs) never touches the server's asyncio loop. The thread waits on the
+listening socket and on a wake-up socket, so :meth:`MetricsServer.shutdown` returns at once:
+``serve_forever`` would notice a shutdown only at its next half-second poll, and every broker
+and NameServer stop would wait for it.
 """
 
 from __future__ import annotations
 
 import logging
+import selectors
+import socket
 import threading
-from dataclasses import dataclass
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 __all__ = ["MetricsServer", "metrics_port_for", "start_metrics_server"]
 
@@ -28,10 +33,21 @@ def metrics_port_for(metrics_port: int, listen_port: int) -> int | None:
     return metrics_port
 
 
-@dataclass
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        """Scrapes are not logged (the base class prints each to stderr)."""
+
+
 class MetricsServer:
-    server: WSGIServer
-    thread: threading.Thread
+    """``GET /metrics`` on ``host:port`` until :meth:`shutdown`."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        server_class = type("MetricsHTTPServer", (ThreadingWSGIServer,), {"address_family": family})
+        self.server = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+        self._wake, self._waker = socket.socketpair()
+        self.thread = threading.Thread(target=self._serve, name="metrics-http", daemon=True)
+        self.thread.start()
 
     @property
     def address(self) -> str:
@@ -44,15 +60,26 @@ class MetricsServer:
     def url(self) -> str:
         return f"http://{self.address}/metrics"
 
+    def _serve(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.server, selectors.EVENT_READ)
+            selector.register(self._wake, selectors.EVENT_READ)
+            while True:
+                ready = {key.fileobj for key, _ in selector.select()}
+                if self._wake in ready:
+                    return
+                self.server.handle_request()  # the listening socket is readable: no wait
+
     def shutdown(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._waker.send(b"\0")
         self.thread.join(5)
+        self.server.server_close()
+        self._wake.close()
+        self._waker.close()
 
 
 def start_metrics_server(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
     """Bind ``host:port`` (0 picks a free port) and serve ``registry`` on a daemon thread."""
-    server, thread = start_http_server(port, addr=host, registry=registry)
-    metrics = MetricsServer(server, thread)
+    metrics = MetricsServer(registry, host, port)
     log.info("metrics on %s", metrics.url)
     return metrics

@@ -59,6 +59,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,bench]"
   echo "$want" > "$stamp"
 fi
+# An editable install leaves lakemq's modules uncompiled, and where PYTHONDONTWRITEBYTECODE is
+# set no process caches its bytecode: every broker, NameServer and tool would compile them again
+# at start (a broker's imports 0.7 s instead of 0.4). Compile them as pip does for a regular
+# install; up-to-date ones are skipped, and a module edited since is compiled in memory as usual.
+.venv/bin/python -m compileall -q -j 0 lakemq >/dev/null
 export PATH="$ROOT/.venv/bin:$PATH"
 if [ -n "${LAKEMQ_JVM_GROUPS:-}" ]; then
   # shellcheck disable=SC2086  # a space-separated list of group names

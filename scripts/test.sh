@@ -20,6 +20,7 @@ source scripts/bootstrap.sh
 wait "$airflow_setup" || echo "test.sh: the Airflow venv did not install now (build/airflow_env.log); the DAG tests will try again"
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 # The suite mostly waits on brokers and JVMs, so two pytest-xdist workers share the cores; a
-# worker takes whole files (each module's cluster starts once). LAKEMQ_TEST_WORKERS=0 runs it
-# in one process.
-exec .venv/bin/python -m pytest -n "${LAKEMQ_TEST_WORKERS:-2}" --dist loadfile "$@"
+# worker takes whole files (each module's cluster starts once), slow modules first
+# (tests/conftest.py orders them; xdist would otherwise put the files with the fewest tests,
+# the longest ones here, last). LAKEMQ_TEST_WORKERS=0 runs it in one process.
+exec .venv/bin/python -m pytest -n "${LAKEMQ_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"

@@ -136,6 +136,19 @@ def _attach(spark: SparkSession, name: str, location: str) -> None:
     spark.conf.set(key, location)
 
 
+def _ensure_view(spark: SparkSession, name: str, text: str) -> None:
+    """``CREATE OR REPLACE VIEW name AS text`` unless the catalog holds that view already: Spark
+    analyses the text at every CREATE (half a second for these views), and a session running
+    many queries registers the lake before each."""
+    catalog, ident = _catalog(spark, name)
+    if catalog.tableExists(ident):
+        stored = catalog.getTableMetadata(ident)
+        if str(stored.tableType().name()) == "VIEW" and stored.viewText().isDefined() \
+                and str(stored.viewText().get()).strip() == text.strip():
+            return
+    spark.sql(f"CREATE OR REPLACE VIEW `{name}` AS {text}")
+
+
 def register_tables(
     spark: SparkSession, lake_uri: str, *, storage_options: Mapping[str, str] | None = None,
     version: int | None = None,
@@ -151,13 +164,13 @@ def register_tables(
         spark.catalog.dropTempView(name)  # an earlier pinned version
     for table in present:
         _attach(spark, table, spark_uri(lake, table))
-    if TRANSACTIONS_TABLE not in present:
-        _drop(spark, TRANSACTIONS_TABLE)
+    if TRANSACTIONS_TABLE not in present and _catalog_kind(spark, TRANSACTIONS_TABLE) != "VIEW":
+        _drop(spark, TRANSACTIONS_TABLE)  # another lake's table (the derived view replaces it below)
         spark.conf.unset(f"lakemq.catalog.{TRANSACTIONS_TABLE}")
     for view in VIEWS:
-        spark.sql(f"CREATE OR REPLACE VIEW `{view}` AS {_view_sql(view)}")
+        _ensure_view(spark, view, _view_sql(view))
     if TRANSACTIONS_TABLE not in present:
-        spark.sql(f"CREATE OR REPLACE VIEW `{TRANSACTIONS_TABLE}` AS SELECT * FROM transactions_derived")
+        _ensure_view(spark, TRANSACTIONS_TABLE, "SELECT * FROM transactions_derived")
     if version is not None:
         # Temporary views shadow the catalog's names: every name reads the same snapshot.
         read_table(spark, lake, MESSAGES_TABLE, version=version).createOrReplaceTempView(MESSAGES_TABLE)

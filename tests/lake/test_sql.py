@@ -49,6 +49,22 @@ def test_tables_views_and_time_travel(spark: Any, store_dir: Path, write_store: 
     rows = run_sql(spark, str(lake), "SELECT uniq_key FROM messages WHERE topic = 'TopicA' "
                    "AND array_contains(split(keys, ' '), 'order-7')").collect()
     assert [r["uniq_key"] for r in rows] == ["UNIQ00000007"]
+    # Registering again keeps the catalog's views as they are, and puts back one that a user
+    # dropped or that holds another definition.
+    created = {v: _view_created(spark, v) for v in ("user_messages", "transactions")}
+    spark.sql("DROP VIEW schedule_messages")
+    spark.sql("CREATE OR REPLACE VIEW user_messages AS SELECT 1 AS x")
+    assert count("SELECT count(*) FROM user_messages") == 300
+    assert count("SELECT count(*) FROM schedule_messages") == 0
+    assert _view_created(spark, "transactions") == created["transactions"]
+    assert _view_created(spark, "user_messages") > created["user_messages"]
+
+
+def _view_created(spark: Any, name: str) -> int:
+    """When the session catalog's view ``name`` was (re)created, in epoch ms."""
+
+    ident = spark.sparkContext._jvm.org.apache.spark.sql.catalyst.TableIdentifier(name)
+    return int(spark._jsparkSession.sessionState().catalog().getTableMetadata(ident).createTime())
 
 
 def _stderr_lines(stderr: str) -> list[str]:

@@ -13,7 +13,7 @@ import logging
 import selectors
 import socket
 import threading
-from wsgiref.simple_server import WSGIRequestHandler, make_server
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
@@ -44,7 +44,10 @@ class MetricsServer:
     def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
         server_class = type("MetricsHTTPServer", (ThreadingWSGIServer,), {"address_family": family})
-        self.server = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+        self.server: WSGIServer = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+        # handle_request() waits for a connection itself: one reset before its accept would
+        # hold the thread past a wake-up. With no timeout it returns instead.
+        self.server.timeout = 0
         self._wake, self._waker = socket.socketpair()
         self.thread = threading.Thread(target=self._serve, name="metrics-http", daemon=True)
         self.thread.start()

@@ -43,11 +43,10 @@ class MetricsServer:
 
     def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-        server_class = type("MetricsHTTPServer", (ThreadingWSGIServer,), {"address_family": family})
-        self.server: WSGIServer = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
         # handle_request() waits for a connection itself: one reset before its accept would
-        # hold the thread past a wake-up. With no timeout it returns instead.
-        self.server.timeout = 0
+        # hold the thread past a wake-up. With a zero timeout it returns instead.
+        server_class = type("MetricsHTTPServer", (ThreadingWSGIServer,), {"address_family": family, "timeout": 0})
+        self.server: WSGIServer = make_server(host, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
         self._wake, self._waker = socket.socketpair()
         self.thread = threading.Thread(target=self._serve, name="metrics-http", daemon=True)
         self.thread.start()

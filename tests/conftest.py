@@ -65,13 +65,17 @@ _ROOT = Path(__file__).resolve().parents[1]
 # code pays for itself over millions of rows; over the tests' few hundred, compiling it
 # (Janino, then the JVM) is most of a query's time: Spark's interpreted evaluation, which
 # gives the same results, made the Spark files 17% faster (tests/lake/test_transaction_sweep.py
-# and test_compact.py: 115 s -> 95 s).
+# and test_compact.py: 115 s -> 95 s). Adaptive execution re-plans each query after every
+# shuffle stage, which pays off on skewed gigabytes; on the tests' kilobytes it is only the
+# re-planning (test_transaction_sweep_states.py and test_compact.py: 74 s and 77 s -> 54 s
+# and 55 s without it).
 _TEST_SPARK_DEFAULTS = """
 spark.driver.defaultJavaOptions -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
 spark.databricks.delta.snapshotPartitions 2
 spark.ui.enabled false
 spark.sql.codegen.wholeStage false
 spark.sql.codegen.factoryMode NO_CODEGEN
+spark.sql.adaptive.enabled false
 """
 
 

@@ -290,6 +290,9 @@ def _ask_brokers(
         by_host.setdefault(row["store_host"], []).append((row, c))
     done = 0
     for host, items in sorted(by_host.items()):
+        # In half-queue order, as a broker's own check service walks it, whatever order Spark
+        # returned the candidates in.
+        items.sort(key=lambda item: item[0]["half_queue_offset"])
         for i in range(0, len(items), batch):
             chunk = items[i : i + batch]
             if host not in brokers:
@@ -361,7 +364,8 @@ def sweep_transactions(
     progress: Progress | None = None,
 ) -> SweepReport:
     """One sweep: ``brokers`` are the master addresses the cluster has now (a half message of
-    any other broker cannot be handed back and ends UNKNOWN)."""
+    any other broker cannot be handed back and ends UNKNOWN). Each broker gets its half
+    messages in half-queue order, ``batch`` at a time."""
     began = time.monotonic()
     lake = LakeLocation.of(lake_uri, storage_options)
     if not table_exists(lake, MESSAGES_TABLE):

@@ -71,7 +71,6 @@ _ROOT = Path(__file__).resolve().parents[1]
 # and 55 s without it).
 _TEST_SPARK_DEFAULTS = """
 spark.driver.defaultJavaOptions -XX:TieredStopAtLevel=1 -XX:+UseSerialGC
-spark.databricks.delta.snapshotPartitions 2
 spark.ui.enabled false
 spark.sql.codegen.wholeStage false
 spark.sql.codegen.factoryMode NO_CODEGEN

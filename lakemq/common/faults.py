@@ -6,7 +6,8 @@ per message.
 - ``LAKEMQ_FAULT_STAGE=<stage>``: a process kills itself with SIGKILL when it reaches that
   stage of the tiering job, so tests prove a re-run converges to exactly one copy of every
   row and that no local file goes before the lake holds it. Stages: ``before-write``,
-  ``before-commit``, ``before-manifest``, ``during-retention``.
+  ``before-commit``, ``before-messages-commit`` (a range's keys committed, its messages not),
+  ``before-manifest``, ``during-retention``.
 - ``LAKEMQ_FAULT_FSYNC_DELAY_MS=<ms>``: every store fsync (CommitLog and ConsumeQueue files) first sleeps that long, a slow
   disk, so tests can see SYNC_FLUSH answer FLUSH_DISK_TIMEOUT without corrupting anything.
 - ``LAKEMQ_FAULT_APPEND_STALL_MS=<ms>``: every CommitLog append holds the append lock that much
@@ -22,7 +23,7 @@ import time
 
 __all__ = ["STAGES", "append_stall_seconds", "crash_point", "slow_disk", "slow_disk_ms"]
 
-STAGES = ("before-write", "before-commit", "before-manifest", "during-retention")
+STAGES = ("before-write", "before-commit", "before-messages-commit", "before-manifest", "during-retention")
 
 
 def crash_point(stage: str) -> None:

@@ -1,16 +1,19 @@
-"""compact: sealed CommitLog segments -> the Delta table ``messages``, exactly once.
+"""compact: sealed CommitLog segments -> the Delta tables ``messages`` and ``message_keys``,
+exactly once.
 
 Per run:
 1. seal what became final (:mod:`lakemq.tiering.seal`);
 2. bring the manifest up to date with the Delta log and read the broker's app transaction
-   version: every sealed range ending above it is pending;
+   version: every sealed range ending above it is pending; create ``message_keys`` (filled
+   for what ``messages`` held before it, :mod:`lakemq.jobs.key_index`) if missing;
 3. one Spark job writes the pending ranges: each task reads byte ranges of one segment from
-   the store, decodes them and writes Parquet files into the table location, returning only
-   the files' descriptions (:mod:`lakemq.jobs.lake_writer`);
-4. the driver commits each range's files in ONE Delta commit, oldest range first, with the
-   app transaction (broker name, range end) and the range, row count and digest in the
-   commit info; the rows and digest must equal what sealing computed from the segment's
-   bytes, or nothing is committed;
+   the store, decodes them and writes Parquet files into the tables' locations, returning
+   only the files' descriptions (:mod:`lakemq.jobs.lake_writer`);
+4. the driver commits each range, oldest first: its key files in one ``message_keys``
+   commit, then its message files in ONE ``messages`` commit, each with the app transaction
+   (broker name, range end), the latter with the range, row count and digest in the commit
+   info; the rows and digest must equal what sealing computed from the segment's bytes, or
+   nothing is committed;
 5. the manifest records the commits.
 
 A re-run finds nothing pending. A run that dies after writing files but before a commit
@@ -32,12 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from lakemq.common.faults import crash_point
 from lakemq.errors import CorruptSegmentError, LakeError, VerificationError
+from lakemq.jobs.key_index import commit_key_files, ensure_key_index
 from lakemq.jobs.lake_writer import FILE_INFO_DDL, SegmentWriter, plan_tasks
 from lakemq.tiering.digest import combine
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, ManifestEntry, commit_metadata
 from lakemq.tiering.seal import SealedSegment, load_seals, seal_segments
-from lakemq.tiering.tables import MESSAGES_SCHEMA, MESSAGES_TABLE, PARTITION_COLUMNS
+from lakemq.tiering.tables import KEYS_TABLE, MESSAGES_SCHEMA, MESSAGES_TABLE, PARTITION_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,11 +99,13 @@ def write_segment_files(
     return by_range
 
 
-def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, files: list[dict[str, Any]]) -> ManifestEntry | None:
+def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, written: list[dict[str, Any]]) -> ManifestEntry | None:
     from deltalake import DeltaTable, Schema
     from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
+    files = [f for f in written if f["table"] == MESSAGES_TABLE]
+    key_files = [f for f in written if f["table"] == KEYS_TABLE]
     rows = sum(int(f["rows"]) for f in files)
     digest = combine(int(f["digest"]) for f in files)
     if rows != seal.rows or digest != seal.digest:
@@ -111,6 +117,10 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, files:
     table = DeltaTable(uri, storage_options=lake.delta_options())
     if (table.transaction_version(broker) or -1) >= seal.range_end:
         return None
+    # The keys first: a look-up that finds a key whose message is not committed yet finds no
+    # row, while a message committed without its keys could not be found by key.
+    if commit_key_files(lake, broker, seal, key_files):
+        crash_point("before-messages-commit")
     actions: list[AddAction | RemoveAction] = [
         AddAction(path=f["path"], size=int(f["size"]),
                   partition_values={"topic": f["topic"], "store_date": f["store_date"]},
@@ -167,6 +177,7 @@ def compact(
     lake = LakeLocation.of(lake_uri, storage_options)
     lake.check_reachable()
     ensure_table(lake, checkpoint_interval=checkpoint_interval)
+    ensure_key_index(spark, lake, checkpoint_interval=checkpoint_interval)
     manifest = Manifest.open(lake, broker_name)
     from deltalake import DeltaTable
 

@@ -2,10 +2,11 @@
 
 Each task reads consecutive byte ranges of one sealed segment range straight from the store,
 decodes them (:mod:`lakemq.jobs.decode`), and appends the rows to one Parquet file per
-partition (topic, store_date) in the table location, a row group at a time. It returns one
-small row per file (path, partition values, Delta statistics, row count and digest), so the
-message bytes never cross into the JVM. Nothing is committed here: the driver commits each
-segment range's files in one Delta transaction. A file whose task failed, or whose run died
+partition (topic, store_date) in the table location, a row group at a time, and the messages'
+keys to one ``message_keys`` file per topic (:mod:`lakemq.jobs.key_files`). It returns one
+small row per file (table, path, partition values, Delta statistics, row count and digest), so
+the message bytes never cross into the JVM. Nothing is committed here: the driver commits each
+segment range's files in one Delta transaction per table. A file whose task failed, or whose run died
 before the commit, is never referenced by the log and vacuum removes it.
 
 Rows keep CommitLog order inside a file. Parquet is written with dictionaries only for the
@@ -17,7 +18,6 @@ filter by; the Delta statistics of each file give min, max and null count of the
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import time
 import uuid
@@ -31,10 +31,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakemq.jobs.decode import decode_range, offsets_data
+from lakemq.jobs.delta_stats import stats_json
+from lakemq.jobs.key_files import KeysFile
 from lakemq.tiering.digest import crc32c_slices, digest_of
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import SealedSegment
-from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE
+from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE, escape_partition_value
 
 log = logging.getLogger(__name__)
 
@@ -42,23 +44,18 @@ __all__ = ["FILE_INFO_DDL", "PARQUET_OPTIONS", "ByteRange", "SegmentWriter", "Wr
            "write_task"]
 
 FILE_INFO_DDL = (
-    "range_start bigint, path string, size bigint, topic string, store_date string, rows bigint, "
+    "table string, range_start bigint, path string, size bigint, topic string, store_date string, rows bigint, "
     "digest string, stats string, modification_time bigint"
 )
 _FILE_INFO_SCHEMA = pa.schema([
-    ("range_start", pa.int64()), ("path", pa.string()), ("size", pa.int64()), ("topic", pa.string()),
+    ("table", pa.string()), ("range_start", pa.int64()), ("path", pa.string()), ("size", pa.int64()), ("topic", pa.string()),
     ("store_date", pa.string()), ("rows", pa.int64()), ("digest", pa.string()), ("stats", pa.string()),
     ("modification_time", pa.int64()),
 ])
 _STATS_COLUMNS = ("queue_id", "queue_offset", "commitlog_offset", "born_timestamp", "store_timestamp",
                   "sys_flag", "reconsume_times")
-# String columns people filter on. Bounds longer than 32 characters are cut as Delta's own
-# writer cuts them: the min to its prefix, the max to its prefix + U+10FFFF, still bounds.
-_STRING_STATS = ("kind", "uniq_key", "tags", "keys")
-_STRING_STATS_MAX = 32
-_MAX_CHAR = "\U0010ffff"
+_STRING_STATS = ("kind", "uniq_key", "tags", "keys")  # string columns people filter on
 _NULLABLE = ("uniq_key", "tags", "keys")  # as Delta's writer, no statistics for maps and binaries
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 _ROW_GROUP_ROWS = 128 * 1024
 _ROW_GROUP_BYTES = 32 << 20
 
@@ -71,9 +68,8 @@ PARQUET_OPTIONS: dict[str, Any] = {
 
 
 def partition_dir(topic: str, store_date: str) -> str:
-    """Hive-style directory of a partition; characters outside [A-Za-z0-9_.-] become %XX."""
-    escaped = "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in topic)
-    return f"topic={escaped}/store_date={store_date}"
+    """Hive-style directory of a ``messages`` partition."""
+    return f"topic={escape_partition_value(topic)}/store_date={store_date}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +175,7 @@ class _PartFile:
         self.writer.close()
         self.handle.close()
         return {
-            "range_start": range_start, "path": self.rel, "size": self.lake.size(self.uri), "topic": self.topic,
+            "table": MESSAGES_TABLE, "range_start": range_start, "path": self.rel, "size": self.lake.size(self.uri), "topic": self.topic,
             "store_date": self.store_date, "rows": self.rows, "digest": str(self.digest), "stats": self._stats(),
             "modification_time": int(time.time() * 1000),
         }
@@ -193,15 +189,8 @@ class _PartFile:
                     log.debug("closing %s after a failure: %s", self.rel, exc)
 
     def _stats(self) -> str:
-        mins = dict(self.mins)
-        maxs = dict(self.maxs)
-        for name in _STRING_STATS:
-            if name in mins and len(mins[name]) > _STRING_STATS_MAX:
-                mins[name] = mins[name][:_STRING_STATS_MAX]
-            if name in maxs and len(maxs[name]) > _STRING_STATS_MAX:
-                maxs[name] = maxs[name][:_STRING_STATS_MAX] + _MAX_CHAR
         nulls = {**{name: 0 for name in (*_STATS_COLUMNS, "kind")}, **self.nulls}
-        return json.dumps({"numRecords": self.rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+        return stats_json(self.rows, self.mins, self.maxs, nulls, _STRING_STATS)
 
 
 def _body_crcs(body: pa.Array) -> np.ndarray:
@@ -233,8 +222,10 @@ def _groups(batch: pa.RecordBatch) -> Iterator[tuple[str, str, pa.RecordBatch, n
 
 def write_task(store: LakeLocation, lake: LakeLocation, task: WriteTask, run_id: str, *,
                skip_corrupt: bool) -> list[dict[str, Any]]:
-    """Read, decode and write one task; returns the file descriptions (FILE_INFO_DDL)."""
+    """Read, decode and write one task; returns the descriptions (FILE_INFO_DDL) of its files in
+    ``messages`` and in ``message_keys``."""
     files: dict[tuple[int, str, str], _PartFile] = {}
+    keys: dict[tuple[int, str], KeysFile] = {}
     try:
         for piece in task.pieces:
             data = store.read_range(piece.file_uri, piece.start - piece.file_start, piece.end - piece.file_start)
@@ -255,7 +246,12 @@ def write_task(store: LakeLocation, lake: LakeLocation, task: WriteTask, run_id:
                            f"{uuid.uuid4().hex[:12]}.zstd.parquet")
                     part = files[(piece.range_start, topic, day)] = _PartFile(lake, rel, topic, day)
                 part.add(rows, digest_of(offsets[positions], crcs[positions]))
-        return [part.close(range_start) for (range_start, _, _), part in files.items()]
+                keyed = keys.get((piece.range_start, topic))
+                if keyed is None:
+                    keyed = keys[(piece.range_start, topic)] = KeysFile(lake, topic, run_id, piece.range_start)
+                keyed.add(rows)
+        infos = [part.close(range_start) for (range_start, _, _), part in files.items()]
+        return infos + [info for info in (k.close() for k in keys.values()) if info is not None]
     except BaseException:
         for part in files.values():
             part.abort()

@@ -1,7 +1,9 @@
-"""Table upkeep through deltalake: small-file compaction, vacuum, checkpoints.
+"""Table upkeep through deltalake: small-file compaction, vacuum, checkpoints, for
+``messages`` and its index ``message_keys``.
 
-Segment commits add one small file per (segment, topic, day); ``optimize`` rewrites a
-partition's small files into files near ``target_size``; ``vacuum`` deletes files no
+Segment commits add one small file per (segment, topic, day) to ``messages`` and one per
+(segment, topic) to ``message_keys``; ``optimize`` rewrites a partition's small files into
+files near ``target_size``; ``vacuum`` deletes files no
 version within the retention window references (old optimize inputs, and files a dead
 compaction run wrote but never committed); a checkpoint lets readers skip replaying JSON
 commits.
@@ -15,7 +17,7 @@ from typing import Any
 
 from lakemq.errors import LakeError
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.tables import MESSAGES_TABLE
+from lakemq.tiering.tables import KEYS_TABLE, MESSAGES_TABLE
 
 __all__ = ["MaintainResult", "checkpoint", "maintain", "optimize", "vacuum"]
 
@@ -28,40 +30,52 @@ class MaintainResult:
     checkpoint_version: int
 
 
-def _table(lake: LakeLocation) -> Any:
+def _table(lake: LakeLocation, name: str = MESSAGES_TABLE) -> Any:
     from deltalake import DeltaTable
 
-    uri = lake.table_uri(MESSAGES_TABLE)
+    uri = lake.table_uri(name)
     if not DeltaTable.is_deltatable(uri, storage_options=lake.delta_options()):
         raise LakeError(f"no Delta table at {uri}")
     return DeltaTable(uri, storage_options=lake.delta_options())
 
 
-def optimize(lake: LakeLocation, *, target_size: int) -> tuple[int, int]:
+def optimize(lake: LakeLocation, *, target_size: int, table: str = MESSAGES_TABLE) -> tuple[int, int]:
     """Compact small files; returns (files added, files removed)."""
-    metrics = _table(lake).optimize.compact(target_size=target_size)
+    metrics = _table(lake, table).optimize.compact(target_size=target_size)
     return int(metrics.get("numFilesAdded", 0)), int(metrics.get("numFilesRemoved", 0))
 
 
-def vacuum(lake: LakeLocation, *, retention_hours: int, dry_run: bool = False) -> list[str]:
+def vacuum(lake: LakeLocation, *, retention_hours: int, dry_run: bool = False, table: str = MESSAGES_TABLE) -> list[str]:
     """Delete unreferenced files older than ``retention_hours`` (0 is allowed: our readers
     always open the newest snapshot or an explicit version that is still referenced)."""
-    return list(_table(lake).vacuum(retention_hours=retention_hours, dry_run=dry_run,
+    return list(_table(lake, table).vacuum(retention_hours=retention_hours, dry_run=dry_run,
                                     enforce_retention_duration=False, full=True))
 
 
-def checkpoint(lake: LakeLocation) -> int:
-    table = _table(lake)
-    table.create_checkpoint()
-    return int(table.version())
+def checkpoint(lake: LakeLocation, table: str = MESSAGES_TABLE) -> int:
+    delta = _table(lake, table)
+    delta.create_checkpoint()
+    return int(delta.version())
 
 
 def maintain(
     lake_uri: str, *, storage_options: Mapping[str, str] | None = None, target_size: int = 128 << 20,
     vacuum_retention_hours: int = 168,
 ) -> MaintainResult:
+    """Upkeep of both tables; the checkpoint version reported is ``messages``'."""
+    from deltalake import DeltaTable
+
     lake = LakeLocation.of(lake_uri, storage_options)
-    added, removed = optimize(lake, target_size=target_size)
-    gone = vacuum(lake, retention_hours=vacuum_retention_hours)
-    version = checkpoint(lake)
+    added = removed = 0
+    gone: list[str] = []
+    version = -1
+    for table in (MESSAGES_TABLE, KEYS_TABLE):
+        if table != MESSAGES_TABLE and not DeltaTable.is_deltatable(lake.table_uri(table),
+                                                                    storage_options=lake.delta_options()):
+            continue  # a lake no compaction has touched since the index came
+        more, fewer = optimize(lake, target_size=target_size, table=table)
+        added, removed = added + more, removed + fewer
+        gone += vacuum(lake, retention_hours=vacuum_retention_hours, table=table)
+        written = checkpoint(lake, table)
+        version = written if table == MESSAGES_TABLE else version
     return MaintainResult(added, removed, tuple(gone), version)

@@ -1,15 +1,19 @@
 """Find messages in the lake by key or unique key: the lake half of ``lakemq admin message query``.
 
 The hot tier answers with its IndexFiles; history that hot retention has deleted lives only in
-the ``messages`` table, read here with ``format("delta")``. Delta and Spark prune what they
-read from the query's conditions:
+the ``messages`` table, read here with ``format("delta")``, found through ``message_keys``,
+the lake's IndexFile (:mod:`lakemq.jobs.key_index`), in two steps as RocketMQ's own look-up:
 
-- the ``topic`` and ``store_date`` partitions (the time range gives the days);
-- files, by the ``store_timestamp`` and ``uniq_key`` statistics in the Delta log (a producer's
-  unique keys grow with time, so a file covers a narrow span of them and a look-up by unique
-  key usually reads one file);
-- row groups, by the same columns' Parquet statistics; only the columns the result needs are
-  read, and the rest only for the rows that match.
+1. the places (store host, CommitLog offset) of the key in ``message_keys``: files sorted by
+   key, so Parquet statistics and page indexes leave a few pages of each file to read;
+2. the rows at those offsets in ``messages``: Delta's file statistics on ``commitlog_offset``
+   leave the files that hold them, and Parquet's the row groups.
+
+Both steps prune by the ``topic`` partition and the time range too. A unique key whose
+``messages`` files Delta's statistics narrow to one or two (the usual case: a producer's unique
+keys grow with time) is read from them directly, one query instead of two. A lake whose index was
+never filled (tiered before the index existed, until its next compaction fills it) is
+searched the slow way, every ``keys`` or ``uniq_key`` value of the topic.
 
 ``KEYS`` holds space-separated keys; a key matches when it is one of them: equal, a prefix
 followed by a space, a suffix after a space, or between spaces.
@@ -21,9 +25,17 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from lakemq.jobs.key_index import index_complete
 from lakemq.jobs.lake_tables import read_table, table_exists
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.tables import LAKE_MESSAGE_COLUMNS, MESSAGES_TABLE, LakeMessage
+from lakemq.tiering.tables import (
+    KEY_TYPE_KEY,
+    KEY_TYPE_UNIQ,
+    KEYS_TABLE,
+    LAKE_MESSAGE_COLUMNS,
+    MESSAGES_TABLE,
+    LakeMessage,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -31,6 +43,9 @@ if TYPE_CHECKING:
 __all__ = ["find_messages", "key_matches"]
 
 _DAY_MS = 86_400_000
+# A unique key whose files Delta's statistics narrow to this many is read straight from
+# ``messages`` (one Spark query instead of two): a producer's unique keys grow with time.
+_DIRECT_FILES = 2
 
 
 def _day(ms: int) -> datetime.date:
@@ -44,6 +59,24 @@ def key_matches(keys: Column, key: str) -> Column:
     if " " in key or not key:
         return F.lit(False)
     return (keys == key) | keys.startswith(f"{key} ") | keys.endswith(f" {key}") | keys.contains(f" {key} ")
+
+
+def _files_by_statistics(lake: LakeLocation, topic: str, unique_key: str) -> int:
+    """How many ``messages`` files of ``topic`` Delta's statistics leave for ``unique_key``
+    (read from the log on the driver, no Spark job)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    adds = pa.table(DeltaTable(lake.table_uri(MESSAGES_TABLE), storage_options=lake.delta_options())
+                    .get_add_actions(flatten=True))
+    if not adds.num_rows:
+        return 0
+    low, high = adds.column("min.uniq_key"), adds.column("max.uniq_key")
+    may_hold = pc.and_(pc.equal(adds.column("partition.topic"), topic), pc.and_(
+        pc.or_kleene(pc.is_null(low), pc.less_equal(low, unique_key)),
+        pc.or_kleene(pc.is_null(high), pc.greater_equal(high, unique_key))))
+    return int(pc.sum(may_hold.cast(pa.int64())).as_py() or 0)
 
 
 def find_messages(
@@ -60,12 +93,31 @@ def find_messages(
     lake = LakeLocation.of(lake_uri, storage_options)
     if limit <= 0 or not table_exists(lake, MESSAGES_TABLE):
         return []
-    df = read_table(spark, lake, MESSAGES_TABLE)
     cond = (F.col("topic") == topic) & (F.col("store_date") >= F.lit(_day(max(begin_ms, 0))))
-    if begin_ms > 0:
-        cond &= F.col("store_timestamp") >= begin_ms
     if end_ms is not None:
-        cond &= (F.col("store_date") <= F.lit(_day(end_ms))) & (F.col("store_timestamp") <= end_ms)
-    cond &= F.col("uniq_key") == unique_key if unique_key is not None else key_matches(F.col("keys"), str(key))
-    rows = df.where(cond).select(*LAKE_MESSAGE_COLUMNS).orderBy("commitlog_offset").limit(limit).collect()
-    return [LakeMessage.from_row(topic, r.asDict()) for r in rows]
+        cond &= F.col("store_date") <= F.lit(_day(end_ms))
+    stored = F.col("store_timestamp") >= begin_ms
+    if end_ms is not None:
+        stored &= F.col("store_timestamp") <= end_ms
+    messages = read_table(spark, lake, MESSAGES_TABLE)
+    direct = unique_key is not None and _files_by_statistics(lake, topic, unique_key) <= _DIRECT_FILES
+    if direct or not index_complete(lake):
+        match = F.col("uniq_key") == unique_key if unique_key is not None else key_matches(F.col("keys"), str(key))
+        scan = messages.where(cond & stored & match).select(*LAKE_MESSAGE_COLUMNS).orderBy("commitlog_offset")
+        return [LakeMessage.from_row(topic, r.asDict()) for r in scan.limit(limit).collect()]
+    if unique_key is None and (" " in str(key) or not key):
+        return []
+    wanted = (F.col("topic") == topic) & (F.col("key") == (unique_key if unique_key is not None else key)) & (
+        F.col("key_type") == (KEY_TYPE_UNIQ if unique_key is not None else KEY_TYPE_KEY)) & stored
+    # No DISTINCT (a shuffle): a key is indexed once per message, twice only after a rare race
+    # of two fills, and the set below folds those.
+    places = {(r.store_host, r.commitlog_offset) for r in (
+        read_table(spark, lake, KEYS_TABLE).where(wanted).select("store_host", "commitlog_offset")
+        .orderBy("commitlog_offset").limit(limit).collect())}
+    if not places:
+        return []
+    offsets = sorted({offset for _, offset in places})
+    fetched = messages.where(cond & F.col("commitlog_offset").isin(offsets)).select(*LAKE_MESSAGE_COLUMNS).collect()
+    found = sorted((r.asDict() for r in fetched if (r.store_host, r.commitlog_offset) in places),
+                   key=lambda r: r["commitlog_offset"])
+    return [LakeMessage.from_row(topic, r) for r in found]

@@ -7,7 +7,9 @@ messages``, ``DESCRIBE DETAIL``, ``messages VERSION AS OF 3`` / ``TIMESTAMP AS O
 
 - ``messages``: every CommitLog record tiered, system topics included (``kind`` tells them apart);
 - ``transactions``: the table the transaction sweep writes (:mod:`lakemq.jobs.transaction_sweep`);
-- ``delay_sweep``: what the delay sweep delivered (:mod:`lakemq.jobs.delay_sweep`).
+- ``delay_sweep``: what the delay sweep delivered (:mod:`lakemq.jobs.delay_sweep`);
+- ``message_keys``: the lake's IndexFile, one row per key and unique key of a message with its
+  store host and CommitLog offset (:mod:`lakemq.jobs.key_index`).
 
 Views over ``messages`` (catalog views, so every session of a Spark Connect server sees them):
 
@@ -36,7 +38,14 @@ from typing import TYPE_CHECKING, Any
 from lakemq.errors import LakeError
 from lakemq.jobs.lake_tables import configure_s3a, read_table, spark_uri, table_exists
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.tables import KIND_NORMAL, KIND_SCHEDULE, KIND_TRANS_HALF, KIND_TRANS_OP, MESSAGES_TABLE
+from lakemq.tiering.tables import (
+    KEYS_TABLE,
+    KIND_NORMAL,
+    KIND_SCHEDULE,
+    KIND_TRANS_HALF,
+    KIND_TRANS_OP,
+    MESSAGES_TABLE,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -46,7 +55,7 @@ __all__ = ["DELAY_SWEEP_TABLE", "TABLES", "TRANSACTIONS_TABLE", "VIEWS", "regist
 
 TRANSACTIONS_TABLE = "transactions"
 DELAY_SWEEP_TABLE = "delay_sweep"
-TABLES = (MESSAGES_TABLE, TRANSACTIONS_TABLE, DELAY_SWEEP_TABLE)
+TABLES = (MESSAGES_TABLE, TRANSACTIONS_TABLE, DELAY_SWEEP_TABLE, KEYS_TABLE)
 VIEWS = ("user_messages", "schedule_messages", "transactions_half", "transactions_op", "transactions_derived")
 
 _KIND_VIEWS = {

@@ -20,6 +20,12 @@ from lakemq.common.record import encode_host, encode_record
 
 __all__ = [
     "DATA_SCHEMA",
+    "KEYS_DATA_SCHEMA",
+    "KEYS_PARTITION_COLUMNS",
+    "KEYS_SCHEMA",
+    "KEYS_TABLE",
+    "KEY_TYPE_KEY",
+    "KEY_TYPE_UNIQ",
     "KIND_NORMAL",
     "KIND_SCHEDULE",
     "KIND_TRANS_HALF",
@@ -40,6 +46,7 @@ __all__ = [
     "SYSTEM_TOPIC_KINDS",
     "LakeMessage",
     "encode_row",
+    "escape_partition_value",
 ]
 
 MESSAGES_TABLE: Final = "messages"
@@ -81,6 +88,23 @@ MESSAGES_SCHEMA: Final = pa.schema([
 
 # Data files leave the partition columns out, as Delta expects; readers add them back.
 DATA_SCHEMA: Final = pa.schema([f for f in MESSAGES_SCHEMA if f.name not in PARTITION_COLUMNS])
+
+# ``message_keys``: the lake's IndexFile. One row per key of a message (each of its KEYS, and
+# its UNIQ_KEY), sorted by key inside each file, so a look-up by key reads a few pages instead
+# of the whole ``keys`` column, then fetches its rows from ``messages`` by offset.
+KEYS_TABLE: Final = "message_keys"
+KEYS_PARTITION_COLUMNS: Final = ("topic",)
+KEY_TYPE_KEY: Final = "key"
+KEY_TYPE_UNIQ: Final = "uniq"
+KEYS_SCHEMA: Final = pa.schema([
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("key", pa.string(), nullable=False),
+    pa.field("key_type", pa.string(), nullable=False),
+    pa.field("store_host", pa.string(), nullable=False),
+    pa.field("commitlog_offset", pa.int64(), nullable=False),
+    pa.field("store_timestamp", pa.int64(), nullable=False),
+])
+KEYS_DATA_SCHEMA: Final = pa.schema([f for f in KEYS_SCHEMA if f.name not in KEYS_PARTITION_COLUMNS])
 
 # What Spark expects back from a source declared by a DDL string: every field nullable.
 SPARK_ARROW_SCHEMA: Final = pa.schema([f.with_nullable(True) for f in MESSAGES_SCHEMA])
@@ -129,6 +153,15 @@ class LakeMessage:
             bytes(row["body"] or b""), row["sys_flag"], row["born_timestamp"], row["born_host"],
             row["store_timestamp"], row["store_host"], row["reconsume_times"],
         )
+
+
+_SAFE: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def escape_partition_value(value: str) -> str:
+    """A partition value as a Hive-style directory name holds it: characters outside
+    [A-Za-z0-9_.-] become %XX."""
+    return "".join(c if c in _SAFE else "".join(f"%{b:02X}" for b in c.encode()) for c in value)
 
 
 # Commit info keys tiering writes with every segment commit (custom metadata).

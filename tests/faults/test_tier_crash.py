@@ -53,9 +53,20 @@ def _lake_offsets(lake: Path) -> list[int]:
     return sorted(offsets)
 
 
+def _lake_keys(lake: Path) -> list[tuple[str, str, int]]:
+    """(key, key type, offset) of every ``message_keys`` row."""
+    from deltalake import DeltaTable
+
+    rows: list[tuple[str, str, int]] = []
+    for uri in DeltaTable(str(lake / "message_keys")).file_uris():
+        table = pq.read_table(uri, columns=["key", "key_type", "commitlog_offset"])
+        rows += zip(*(table.column(i).to_pylist() for i in range(3)), strict=True)
+    return rows
+
+
 def _check_no_loss(store: Path, lake: Path, files_before: list[Path]) -> int:
-    """No row twice in the lake; every local file gone was committed and verified first.
-    Returns how many local files are gone."""
+    """No row twice in the lake, no key twice in its index; every local file gone was
+    committed and verified first. Returns how many local files are gone."""
     manifest = Manifest.load(LakeLocation.of(str(lake)), BROKER)
     verified_end = manifest.verified_end if manifest else 0
     gone = set(files_before) - {f.path for f in commitlog_files(store)}
@@ -64,6 +75,9 @@ def _check_no_loss(store: Path, lake: Path, files_before: list[Path]) -> int:
     if (lake / "messages" / "_delta_log").exists():
         in_lake = _lake_offsets(lake)
         assert len(in_lake) == len(set(in_lake)), "a row is in the lake twice after the kill"
+    if (lake / "message_keys" / "_delta_log").exists():
+        keys = _lake_keys(lake)
+        assert len(keys) == len(set(keys)), "a key is in the index twice after the kill"
     return len(gone)
 
 
@@ -84,6 +98,8 @@ def test_kills_at_every_stage_then_a_rerun_converge_to_exactly_once(tmp_path: Pa
     again = _tier_run(tmp_path, store, lake, None)
     assert again.returncode == 0, again.stderr[-2000:]
     assert _lake_offsets(lake) == offsets
+    # Every message indexed once by each of its keys (order-<n> and k<n % 10>) and its unique key.
+    assert sorted(offset for _, _, offset in _lake_keys(lake)) == sorted(offsets * 3)
     manifest = Manifest.load(LakeLocation.of(str(lake)), BROKER)
     assert manifest is not None and manifest.committed_end == manifest.verified_end
     from deltalake import DeltaTable

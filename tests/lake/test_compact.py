@@ -115,8 +115,9 @@ def test_crash_after_write_before_commit_leaves_one_copy(
     seals = seal_segments(store_dir, idle_ms=0)
     # A run that wrote its files and died before committing anything.
     dead = write_segment_files(spark, store_dir=store_dir, lake=location, segments=seals, run_id="deadrun")
-    orphans = [f["path"] for files in dead.values() for f in files]
-    assert orphans and DeltaTable(str(lake / "messages")).transaction_version(BROKER) is None
+    orphans = [f["path"] for files in dead.values() for f in files if f["table"] == "messages"]
+    key_orphans = [f["path"] for files in dead.values() for f in files if f["table"] == "message_keys"]
+    assert orphans and key_orphans and DeltaTable(str(lake / "messages")).transaction_version(BROKER) is None
     run(spark, store_dir, lake)
     table_uri = str(lake / "messages")
     assert sorted(r["commitlog_offset"] for r in lake_rows(table_uri)) == offsets
@@ -124,6 +125,8 @@ def test_crash_after_write_before_commit_leaves_one_copy(
     assert not referenced & {p.replace("%", "%25") for p in orphans} and not referenced & set(orphans)
     gone = vacuum(location, retention_hours=0)
     assert len(gone) == len(orphans) and not any((lake / "messages" / p).exists() for p in orphans)
+    assert sorted(vacuum(location, retention_hours=0, table="message_keys")) == sorted(key_orphans)
+    assert not any((lake / "message_keys" / p).exists() for p in key_orphans)
     assert sorted(r["commitlog_offset"] for r in lake_rows(table_uri)) == offsets
 
 

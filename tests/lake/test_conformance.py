@@ -100,6 +100,18 @@ def test_messages_read_the_same_in_both_engines(spark: Any, lake: tuple[Path, Pa
     _check_protocol(uri)
 
 
+def test_the_key_index_reads_the_same_in_both_engines(spark: Any, lake: tuple[Path, Path]) -> None:
+    uri = str(lake[1] / "message_keys")
+    order = ("topic", "key", "key_type", "commitlog_offset")
+    rust = sorted(_rust_rows(uri, "commitlog_offset"), key=lambda r: tuple(r[c] for c in order))
+    jvm = sorted(_spark_rows(spark, uri, "commitlog_offset"), key=lambda r: tuple(r[c] for c in order))
+    assert rust == jvm and len(rust) >= 2 * len(_messages())
+    _check_protocol(uri)
+    # A key longer than the 32 characters the statistics keep is still found through them.
+    assert spark.read.format("delta").load(uri).where(f"key = '{LONG_KEY}'").count() == len(
+        [r for r in rust if r["key"] == LONG_KEY]) > 0
+
+
 FILTERS: list[tuple[str, str, Callable[[dict[str, Any]], bool], Any]] = [
     ("tags", "tags = 'tag1'", lambda r: r["tags"] == "tag1", pc.field("tags") == "tag1"),
     ("long tags", f"tags = '{'T' * 40}'", lambda r: r["tags"] == "T" * 40, pc.field("tags") == "T" * 40),

@@ -26,7 +26,7 @@ from lakemq.tiering.seal import commitlog_files
 from tests.cluster import tier_run_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lake"))
-from lake_helpers import FILE_SIZE, store_writer, user_messages  # noqa: E402
+from lake_helpers import FILE_SIZE, store_writer, user_messages
 
 # Spark runs in a child process (the lake jobs).
 pytestmark = pytest.mark.spark

@@ -64,6 +64,9 @@ PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
     "use_dictionary": ["kind", "tags", "born_host", "store_host"],
     "write_statistics": [*_STATS_COLUMNS, *_STRING_STATS],
+    # Page statistics too, so a read of a few offsets (a look-up's rows) reads a page of each
+    # column, not the row group's 128 Ki rows.
+    "write_page_index": True,
 }
 
 

@@ -11,18 +11,14 @@ sequentially costs one lake read per block. Callers run ``read`` off the event l
 from __future__ import annotations
 
 import threading
-import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
-from deltalake import DeltaTable
-from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.table_files import table_dataset
 from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE, encode_row
 
 __all__ = ["ColdReadStats", "ColdReader", "ColdRecord"]
@@ -85,26 +81,14 @@ class ColdReader:
         return block
 
     def _load(self, topic: str, queue_id: int, start: int, end: int) -> dict[int, ColdRecord]:
-        uri = self.lake.table_uri(MESSAGES_TABLE)
-        if not self.lake.exists(self.lake.join(MESSAGES_TABLE, "_delta_log")):
-            return {}
-        table = DeltaTable(uri, storage_options=self.lake.delta_options())
-        actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()
-        if self.lake.is_local:
-            filesystem, root = None, uri
-        else:
-            filesystem, root = PyFileSystem(FSSpecHandler(self.lake.fs)), uri.split("://", 1)[1]
-        # Add-action paths are URIs: %RETRY% and %DLQ% partition directories are escaped in them.
-        files = [f"{root}/{urllib.parse.unquote(path)}"
-                 for path, part in zip(actions["path"], actions["partition.topic"]) if part == topic]
-        if not files:
+        data = table_dataset(self.lake, MESSAGES_TABLE, DATA_SCHEMA, lambda add: add["partition.topic"] == topic)
+        if data is None:
             return {}
         cond = (
             (pc.field("queue_id") == queue_id)
             & (pc.field("queue_offset") >= start)
             & (pc.field("queue_offset") < end)
         )
-        data = ds.dataset(files, schema=DATA_SCHEMA, format="parquet", filesystem=filesystem)
         rows = data.to_table(columns=_COLUMNS, filter=cond).to_pylist()
         topic_bytes = topic.encode()
         return {row["queue_offset"]: _encode(topic_bytes, row) for row in rows}

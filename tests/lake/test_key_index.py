@@ -17,7 +17,8 @@ from lakemq.jobs.key_files import key_rows
 from lakemq.jobs.key_index import ensure_key_index, index_complete
 from lakemq.jobs.message_lookup import _files_by_statistics, find_messages
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.tables import KEYS_SCHEMA
+from lakemq.tiering.table_files import table_dataset
+from lakemq.tiering.tables import DATA_SCHEMA, KEYS_DATA_SCHEMA, KEYS_SCHEMA
 
 
 def test_key_rows_are_one_per_key_and_unique_key() -> None:
@@ -31,15 +32,23 @@ def test_key_rows_are_one_per_key_and_unique_key() -> None:
                     ("U0", "uniq", 10), ("U2", "uniq", 30)]
 
 
+def _rows(lake: Path, table: str, schema: pa.Schema, columns: list[str]) -> list[dict[str, Any]]:
+    data = table_dataset(LakeLocation.of(str(lake)), table, schema, lambda add: True)
+    assert data is not None
+    actions = pa.table(DeltaTable(str(lake / table)).get_add_actions(flatten=True)).to_pylist()
+    topics = {a["path"].split("/")[-1]: a["partition.topic"] for a in actions}
+    return [{**row, "topic": topics[Path(fragment.path).name]} for fragment in data.get_fragments()
+            for row in fragment.to_table(columns=columns).to_pylist()]
+
+
 def _index(lake: Path) -> list[tuple[str, str, str, int]]:
-    rows = DeltaTable(str(lake / "message_keys")).to_pyarrow_table().to_pylist()
+    rows = _rows(lake, "message_keys", KEYS_DATA_SCHEMA, ["key", "key_type", "commitlog_offset"])
     return [(r["topic"], r["key"], r["key_type"], r["commitlog_offset"]) for r in rows]
 
 
 def _expected(lake: Path) -> list[tuple[str, str, str, int]]:
     """What the index must hold: every key and unique key of every ``messages`` row."""
-    rows = DeltaTable(str(lake / "messages")).to_pyarrow_table(columns=["topic", "keys", "uniq_key",
-                                                                         "commitlog_offset"]).to_pylist()
+    rows = _rows(lake, "messages", DATA_SCHEMA, ["keys", "uniq_key", "commitlog_offset"])
     return [(r["topic"], k, "key", r["commitlog_offset"]) for r in rows for k in r["keys"].split()] + [
         (r["topic"], r["uniq_key"], "uniq", r["commitlog_offset"]) for r in rows]
 

@@ -1,0 +1,47 @@
+"""A lake table's current data files as a pyarrow dataset, for reads without Spark.
+
+Cold reads, the console and the look-up's index step read a few rows; a Spark job would cost
+more than the read. The snapshot's add actions (deltalake) give each file's path, partition
+values and statistics; ``keep`` picks the files by them (flattened as deltalake names them:
+``partition.topic``, ``min.key``, ``max.commitlog_offset``), and pyarrow reads the files,
+skipping row groups by their Parquet statistics. Not ``DeltaTable.to_pyarrow_dataset``:
+with deltalake 1.6 a process that used it aborts at exit ("terminate called without an
+active exception", exit status 134).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+from lakemq.tiering.lake_fs import LakeLocation
+
+__all__ = ["table_dataset"]
+
+AddAction = Mapping[str, Any]
+
+
+def table_dataset(lake: LakeLocation, table: str, schema: pa.Schema,
+                  keep: Callable[[AddAction], bool]) -> ds.Dataset | None:
+    """The files of ``table`` that ``keep`` accepts (data columns only: ``schema`` leaves the
+    partition columns out); None when the table or such files do not exist."""
+    from deltalake import DeltaTable
+
+    uri = lake.table_uri(table)
+    if not lake.exists(lake.join(table, "_delta_log")):
+        return None
+    actions = pa.table(DeltaTable(uri, storage_options=lake.delta_options()).get_add_actions(flatten=True))
+    if lake.is_local:
+        filesystem, root = None, uri
+    else:
+        filesystem, root = PyFileSystem(FSSpecHandler(lake.fs)), uri.split("://", 1)[1]
+    # Add-action paths are URIs: escaped partition directories (%RETRY%, %DLQ%) are escaped again.
+    files = [f"{root}/{urllib.parse.unquote(action['path'])}" for action in actions.to_pylist() if keep(action)]
+    if not files:
+        return None
+    return ds.dataset(files, schema=schema, format="parquet", filesystem=filesystem)

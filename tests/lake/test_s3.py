@@ -20,7 +20,9 @@ import pytest
 from lake_helpers import WriteStore, transaction_rows, user_messages
 
 from lakemq.jobs.compact import compact
+from lakemq.jobs.key_index import ensure_key_index, index_complete
 from lakemq.jobs.lake_tables import read_table, spark_uri
+from lakemq.jobs.message_lookup import find_messages
 from lakemq.jobs.sql import run_sql
 from lakemq.jobs.transaction_sweep import _write
 from lakemq.tiering.lake_fs import LakeLocation
@@ -107,6 +109,16 @@ def test_compact_to_s3_is_a_delta_table_and_exactly_once(
     assert len(counts) == len(result.committed) and manifest.verified_end == result.committed[-1].range_end
     got = run_sql(spark, lake_uri, "SELECT count(*) c FROM messages", storage_options=s3_options).collect()
     assert got[0]["c"] == len(offsets)
+
+    # The key index on S3: written by the compaction, then filled again by Spark through s3a
+    # as for a lake tiered before it; each time a look-up by key goes through it.
+    assert index_complete(location)
+    (found,) = find_messages(spark, lake_uri, topic="TopicA", key="order-42", storage_options=s3_options)
+    assert found.uniq_key == "UNIQ00000042" and found.body.startswith(b"m42:")
+    location.fs.rm("lake-bucket/lake/message_keys", recursive=True)
+    assert not index_complete(location) and ensure_key_index(spark, location) and index_complete(location)
+    by_key = find_messages(spark, lake_uri, topic="TopicA", key="k7", storage_options=s3_options)
+    assert [m.uniq_key for m in by_key] == [f"UNIQ{i:08d}" for i in range(7, 500, 10)]
 
 
 def test_spark_writes_and_reads_the_s3_lake_through_s3a(spark: Any, s3_options: dict[str, str]) -> None:

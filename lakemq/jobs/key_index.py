@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from lakemq.errors import LakeError
-from lakemq.jobs.lake_tables import read_table, spark_uri
+from lakemq.jobs.lake_tables import read_table, spark_uri, table_exists
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import SealedSegment
 from lakemq.tiering.tables import (
@@ -54,12 +54,7 @@ def _open(lake: LakeLocation, table: str) -> Any:
 def index_complete(lake: LakeLocation) -> bool:
     """Whether ``message_keys`` holds the keys of every message ``messages`` held when it was
     filled (and compactions have kept it up since)."""
-    from deltalake import DeltaTable
-
-    uri = lake.table_uri(KEYS_TABLE)
-    if not DeltaTable.is_deltatable(uri, storage_options=lake.delta_options()):
-        return False
-    return _open(lake, KEYS_TABLE).transaction_version(BACKFILL_APP) is not None
+    return table_exists(lake, KEYS_TABLE) and _open(lake, KEYS_TABLE).transaction_version(BACKFILL_APP) is not None
 
 
 def _commit(lake: LakeLocation, actions: list[Any], app: str, version: int, metadata: dict[str, str]) -> None:

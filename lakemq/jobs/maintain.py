@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakemq.errors import LakeError
+from lakemq.jobs.lake_tables import table_exists
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import KEYS_TABLE, MESSAGES_TABLE
 
@@ -63,19 +64,14 @@ def maintain(
     vacuum_retention_hours: int = 168,
 ) -> MaintainResult:
     """Upkeep of both tables; the checkpoint version reported is ``messages``'."""
-    from deltalake import DeltaTable
-
     lake = LakeLocation.of(lake_uri, storage_options)
+    # A lake no compaction has touched since the index came has no message_keys yet.
+    tables = [MESSAGES_TABLE, *([KEYS_TABLE] if table_exists(lake, KEYS_TABLE) else [])]
     added = removed = 0
     gone: list[str] = []
-    version = -1
-    for table in (MESSAGES_TABLE, KEYS_TABLE):
-        if table != MESSAGES_TABLE and not DeltaTable.is_deltatable(lake.table_uri(table),
-                                                                    storage_options=lake.delta_options()):
-            continue  # a lake no compaction has touched since the index came
+    for table in tables:
         more, fewer = optimize(lake, target_size=target_size, table=table)
         added, removed = added + more, removed + fewer
         gone += vacuum(lake, retention_hours=vacuum_retention_hours, table=table)
-        written = checkpoint(lake, table)
-        version = written if table == MESSAGES_TABLE else version
-    return MaintainResult(added, removed, tuple(gone), version)
+    versions = [checkpoint(lake, table) for table in tables]
+    return MaintainResult(added, removed, tuple(gone), versions[0])

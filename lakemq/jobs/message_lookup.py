@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from lakemq.jobs.key_index import index_complete
 from lakemq.jobs.lake_tables import read_table, table_exists
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.table_files import table_dataset
+from lakemq.tiering.table_files import add_actions, table_dataset
 from lakemq.tiering.tables import (
     KEY_TYPE_KEY,
     KEY_TYPE_UNIQ,
@@ -93,19 +93,12 @@ def _places(lake: LakeLocation, topic: str, key: str, key_type: str, begin_ms: i
 def _files_by_statistics(lake: LakeLocation, topic: str, unique_key: str) -> int:
     """How many ``messages`` files of ``topic`` Delta's statistics leave for ``unique_key``
     (read from the log on the driver, no Spark job)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
+    def may_hold(add: Mapping[str, Any]) -> bool:
+        low, high = add.get("min.uniq_key"), add.get("max.uniq_key")
+        return (add["partition.topic"] == topic and (low is None or low <= unique_key)
+                and (high is None or unique_key <= high))
 
-    adds = pa.table(DeltaTable(lake.table_uri(MESSAGES_TABLE), storage_options=lake.delta_options())
-                    .get_add_actions(flatten=True))
-    if not adds.num_rows:
-        return 0
-    low, high = adds.column("min.uniq_key"), adds.column("max.uniq_key")
-    may_hold = pc.and_(pc.equal(adds.column("partition.topic"), topic), pc.and_(
-        pc.or_kleene(pc.is_null(low), pc.less_equal(low, unique_key)),
-        pc.or_kleene(pc.is_null(high), pc.greater_equal(high, unique_key))))
-    return int(pc.sum(may_hold.cast(pa.int64())).as_py() or 0)
+    return sum(1 for add in add_actions(lake, MESSAGES_TABLE) if may_hold(add))
 
 
 def find_messages(

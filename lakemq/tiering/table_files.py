@@ -21,27 +21,34 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 from lakemq.tiering.lake_fs import LakeLocation
 
-__all__ = ["table_dataset"]
+__all__ = ["add_actions", "table_dataset"]
 
 AddAction = Mapping[str, Any]
+
+
+def add_actions(lake: LakeLocation, table: str) -> list[dict[str, Any]]:
+    """The add actions of ``table``'s current snapshot, flattened; none when it does not exist."""
+    from deltalake import DeltaTable
+
+    if not lake.exists(lake.join(table, "_delta_log")):
+        return []
+    uri = lake.table_uri(table)
+    actions: list[dict[str, Any]] = pa.table(
+        DeltaTable(uri, storage_options=lake.delta_options()).get_add_actions(flatten=True)).to_pylist()
+    return actions
 
 
 def table_dataset(lake: LakeLocation, table: str, schema: pa.Schema,
                   keep: Callable[[AddAction], bool]) -> ds.Dataset | None:
     """The files of ``table`` that ``keep`` accepts (data columns only: ``schema`` leaves the
     partition columns out); None when the table or such files do not exist."""
-    from deltalake import DeltaTable
-
     uri = lake.table_uri(table)
-    if not lake.exists(lake.join(table, "_delta_log")):
-        return None
-    actions = pa.table(DeltaTable(uri, storage_options=lake.delta_options()).get_add_actions(flatten=True))
     if lake.is_local:
         filesystem, root = None, uri
     else:
         filesystem, root = PyFileSystem(FSSpecHandler(lake.fs)), uri.split("://", 1)[1]
     # Add-action paths are URIs: escaped partition directories (%RETRY%, %DLQ%) are escaped again.
-    files = [f"{root}/{urllib.parse.unquote(action['path'])}" for action in actions.to_pylist() if keep(action)]
+    files = [f"{root}/{urllib.parse.unquote(action['path'])}" for action in add_actions(lake, table) if keep(action)]
     if not files:
         return None
     return ds.dataset(files, schema=schema, format="parquet", filesystem=filesystem)

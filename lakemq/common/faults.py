@@ -13,6 +13,9 @@ per message.
 - ``LAKEMQ_FAULT_APPEND_STALL_MS=<ms>``: every CommitLog append holds the append lock that much
   longer, a stalled page cache, so tests can see the broker's flow control (osPageCacheBusy,
   waitTimeMillsInSendQueue). Read once when the CommitLog is built.
+- ``LAKEMQ_FAULT_STABLE_WRITES=1``: the store's device is taken to require stable pages (an
+  append may wait for writeback), so a SYNC_FLUSH broker appends in its send pool as it would
+  on such a device (lakemq.store.device). Read once when the store starts.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import os
 import signal
 import time
 
-__all__ = ["STAGES", "append_stall_seconds", "crash_point", "slow_disk", "slow_disk_ms"]
+__all__ = ["STAGES", "append_stall_seconds", "crash_point", "slow_disk", "slow_disk_ms", "stable_writes_forced"]
 
 STAGES = ("before-write", "before-commit", "before-messages-commit", "before-manifest", "during-retention")
 
@@ -44,3 +47,7 @@ def slow_disk_ms() -> int:
 
 def append_stall_seconds() -> float:
     return int(os.environ.get("LAKEMQ_FAULT_APPEND_STALL_MS") or 0) / 1000
+
+
+def stable_writes_forced() -> bool:
+    return os.environ.get("LAKEMQ_FAULT_STABLE_WRITES") == "1"

@@ -27,6 +27,7 @@ from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import BrokerRole, StoreConfig
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.delay_levels import DelayLevels
+from lakemq.store.device import appends_may_wait_for_writeback
 from lakemq.store.dispatch import (
     CommitLogDispatcher,
     MessageArrivingListener,
@@ -101,6 +102,9 @@ class MessageStore:
         self._slave = config.broker_role is BrokerRole.SLAVE
         self._reader = QueueReader(config, self.consume_queues, self.commit_log,
                                    keeps_offsets=self._slave and not config.offset_check_in_slave)
+        # Whether an append may wait for the disk (stable pages; lakemq.store.device): known
+        # once the CommitLog's directory exists, at start.
+        self.appends_may_wait = True
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -146,6 +150,7 @@ class MessageStore:
         self.health.check()  # a disk already full refuses the first put
         self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
         self.commit_log.start()
+        self.appends_may_wait = appends_may_wait_for_writeback(self.config.commit_log_dir)
         self._running = True
         self._accepts_puts = not self._slave
         self.reput.start()

@@ -5,7 +5,8 @@ waitTimeMillsInSendQueue at the head of the send queue, or that arrives while th
 append lock has been held more than osPageCacheBusyTimeOutMills, is refused at once with
 SYSTEM_BUSY (RocketMQ's code; lakemq's client also treats the seeds' TOO_MANY_REQUESTS 530 as
 flow control). The slow store is lakemq.common.faults' LAKEMQ_FAULT_APPEND_STALL_MS in the
-broker's environment, under SYNC_FLUSH so sends run in the send pool.
+broker's environment, under SYNC_FLUSH on a device taken to need stable pages
+(LAKEMQ_FAULT_STABLE_WRITES) so sends run in the send pool.
 
 Client side: the producer retries flow-control refusals after 1 s, then 1.6 s (+-20 %), and
 a push consumer stops pulling while its cache is over the count, size or span threshold
@@ -52,6 +53,7 @@ async def _create_topic(ns: str, topic: str) -> None:
 
 def test_sends_waiting_in_the_send_queue_fail_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAKEMQ_FAULT_APPEND_STALL_MS", "400")
+    monkeypatch.setenv("LAKEMQ_FAULT_STABLE_WRITES", "1")
     conf = {**SYNC, "sendMessageThreadPoolNums": "1", "waitTimeMillsInSendQueue": "200"}
     with start_cluster(tmp_path, broker_conf=conf) as cluster:
         addr, topic = cluster.broker_addr(), "QueueWait"
@@ -81,6 +83,7 @@ def test_page_cache_busy_refuses_at_once_and_the_producer_backs_off(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     stall = 2.4
     monkeypatch.setenv("LAKEMQ_FAULT_APPEND_STALL_MS", str(int(stall * 1000)))
+    monkeypatch.setenv("LAKEMQ_FAULT_STABLE_WRITES", "1")
     # RocketMQ's own spelling of the key; the append lock counts as busy after 0.5 s here.
     conf = {**SYNC, "osPageCacheBusyTimeOutMills": "500"}
     caplog.set_level(logging.WARNING, logger="lakemq.client.sender")

@@ -6,12 +6,13 @@ Checks (broker and topic permissions, system topics, queue id), creates a missin
 the producer's default topic (TBW102) when auto-creation is on, routes retry messages past
 their group's max reconsume times to the group's DLQ, stores a TRAN_MSG=true send as a half
 message (lakemq.broker.transaction), then puts and maps the store's
-PutMessageStatus to a response code. Under ASYNC_FLUSH a put to a known topic is a copy
-into the mapped CommitLog and is done on the event loop; a put that writes files (a topic or
-a DLQ config created), and every SYNC_FLUSH put, runs in the send pool with its fast
-failure. Under SYNC_FLUSH no thread waits for the disk: the pool thread appends, and the reply
-waits on the loop for the group commit: the loop watches the commit thread's eventfd and
-acknowledges each fdatasync's puts itself (lakemq.broker.loop_acks; docs/SYNC_FLUSH.md).
+PutMessageStatus to a response code. A put to a known topic is a copy into the mapped
+CommitLog and is done on the event loop; a put that writes files (a topic or a DLQ config
+created) runs in the send pool with its fast failure, and so does every SYNC_FLUSH put on a
+device where an append may wait for the flush's writeback (stable pages:
+lakemq.store.device). Under SYNC_FLUSH no thread waits for the disk: the reply waits on the
+loop for the group commit, which watches the commit thread's eventfd and acknowledges each
+fdatasync's puts itself (lakemq.broker.loop_acks; docs/SYNC_FLUSH.md).
 Under SYNC_MASTER a reply waits the same way for a slave to have the message
 (docs/REPLICATION.md); a SLAVE refuses every send.
 """
@@ -135,7 +136,10 @@ class SendMessageProcessor:
         self._pool = pool
         self._record_send = metrics.sends.record
         self._page_cache_busy = metrics.flow_control_rejections.labels(config.broker_name, "page_cache_busy")
-        self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        # Appends go to the send pool only where one may wait for the disk: under SYNC_FLUSH
+        # the CommitLog's last page is under writeback for most of every fdatasync.
+        self._append_in_pool = (store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+                                and store.appends_may_wait)
         # Puts wait for the store's acknowledgement (PutAcks): SYNC_FLUSH, SYNC_MASTER or both.
         self._acked = store.commit_log.acks is not None
         self._slave = store.is_slave
@@ -165,7 +169,7 @@ class SendMessageProcessor:
     def process_request(
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
-        if request.code == RequestCode.SEND_MESSAGE_V2 and not self._sync_flush:
+        if request.code == RequestCode.SEND_MESSAGE_V2 and not self._append_in_pool:
             # A plain send to a known topic, appended on the loop in compiled code
             # (lakemq/broker/_send_path.pyx); None when it took nothing: everything else is
             # decided below. A put that waits for a slave (SYNC_MASTER) is answered later.
@@ -176,15 +180,14 @@ class SendMessageProcessor:
             if isinstance(response, RemotingCommand):
                 return response
         header = decode_send_header(request)
-        # Under ASYNC_FLUSH a put to a known topic only copies into the mapped CommitLog, so
-        # it is done right here on the loop: two thread hops cost more than the put. Under
-        # SYNC_FLUSH the disk is on the send path and a put that writes files (creating a
-        # topic, a retry group's DLQ) may block: those run in the send pool, where a slow
-        # store meets the queue-time fast failure instead of stalling the loop. A reply that
-        # waits for its acknowledgement (SYNC_FLUSH, SYNC_MASTER) waits on the loop, holding
-        # no thread.
+        # A put to a known topic only copies into the mapped CommitLog, so it is done right
+        # here on the loop: two thread hops cost more than the put. A put that writes files
+        # (creating a topic, a retry group's DLQ), or that may wait for writeback, runs in the
+        # send pool, where a slow store meets the queue-time fast failure instead of stalling
+        # the loop. A reply that waits for its acknowledgement (SYNC_FLUSH, SYNC_MASTER)
+        # waits on the loop, holding no thread.
         if (
-            not self._sync_flush
+            not self._append_in_pool
             and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
             and self._topics.select_topic_config(header.topic) is not None
         ):
@@ -200,7 +203,7 @@ class SendMessageProcessor:
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
         result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus],
     ) -> RemotingCommand:
-        """SYNC_MASTER under ASYNC_FLUSH: appended on the loop, answered once a slave has it."""
+        """Appended on the loop, answered once the store acknowledged it (flushed, a slave has it)."""
         return self._reply(ctx, request, header.topic, queue_id, result.acknowledged(await ack), started)
 
     async def _send_pooled(

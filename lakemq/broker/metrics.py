@@ -71,12 +71,15 @@ class BrokerMetrics:
         self.cold_read_latency_seconds = Histogram(
             "lakemq_broker_cold_read_latency_seconds", "Time to serve one pull from the lake.",
             ["broker", "topic"], buckets=COLD_READ_BUCKETS, registry=r)
+        # The flush listener's series, bound once: a SYNC_FLUSH flush can be one per send.
+        self._flush_latency = self.flush_latency_seconds.labels(broker)
+        self._flush_bytes = self.flush_bytes.labels(broker)
 
     def record_flush(self, seconds: float, flushed_bytes: int) -> None:
         """The store's flush listener (called on its group-commit or flush thread, or by a
         flush watch's owner)."""
-        self.flush_latency_seconds.labels(self.broker).observe(seconds)
-        self.flush_bytes.labels(self.broker).inc(flushed_bytes)
+        self._flush_latency.observe(seconds)
+        self._flush_bytes.inc(flushed_bytes)
 
 
 # The buckets' ``le`` labels as prometheus_client writes them ("5e-05", ..., "+Inf").

@@ -210,8 +210,6 @@ class BrokerController:
             registry, self, executor=self._executor, register_broker=self._register_broker_blocking,
             apply_broker_config=self._apply_broker_config, loop=loop)
         self.remoting_server.add_close_listener(self._on_connection_closed)
-        self.send_pool.start()
-        self.pull_pool.start()
         register_soon = self._register_soon = asyncio.Event()
 
         def topic_changed(_tc: TopicConfig) -> None:  # called from pool threads

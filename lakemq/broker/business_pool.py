@@ -5,7 +5,8 @@ Store calls that may block (creating a topic's or a DLQ's config file, reading m
 in threads, one pool per request family; a SYNC_FLUSH send waits for the group commit on the
 event loop, not here (lakemq.broker.loop_acks). Waiting requests sit in a queue owned by the event
 loop; a request that waited longer than ``max_wait_ms`` at the head of the queue is answered
-SYSTEM_BUSY at once (RocketMQ's waitTimeMillsInSendQueue, checked every 10 ms), and a full
+SYSTEM_BUSY at once (RocketMQ's waitTimeMillsInSendQueue, checked every 10 ms while requests
+wait: an idle pool sets no timer), and a full
 queue refuses new work, so a slow disk turns into quick refusals a producer can route around
 instead of timeouts. Only the event loop may call :meth:`run`.
 """
@@ -22,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from lakemq.common.aio import cancel_and_wait
 from lakemq.common.codes import ResponseCode
 from lakemq.errors import ServiceNotAvailableError, SystemBusyError
 
@@ -50,7 +50,7 @@ class BusinessPool:
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix=name)
         self._pending: collections.deque[_Job] = collections.deque()
         self._running = 0
-        self._cleaner: asyncio.Task[None] | None = None
+        self._cleaner: asyncio.TimerHandle | None = None  # set while requests wait (max_wait_ms)
         self.rejected = 0
 
     @property
@@ -61,15 +61,10 @@ class BusinessPool:
     def threads(self) -> int:
         return self._threads
 
-    def start(self) -> None:
-        if self._max_wait_s is not None:
-            self._cleaner = asyncio.get_running_loop().create_task(
-                self._clean_expired(), name=f"{self.name}-clean"
-            )
-
     async def shutdown(self) -> None:
         if self._cleaner is not None:
-            await cancel_and_wait(self._cleaner)
+            self._cleaner.cancel()
+            self._cleaner = None
         while self._pending:
             job = self._pending.popleft()
             if not job.future.done():
@@ -95,6 +90,8 @@ class BusinessPool:
         job = _Job(time.monotonic(), loop.create_future(), fn)
         self._pending.append(job)
         self._pump()
+        if self._pending and self._cleaner is None and self._max_wait_s is not None:
+            self._cleaner = loop.call_later(_CLEAN_INTERVAL_S, self._clean_expired)
         return await job.future  # type: ignore[no-any-return]
 
     def _pump(self) -> None:
@@ -118,21 +115,23 @@ class BusinessPool:
                 job.future.set_result(work.result())
         self._pump()
 
-    async def _clean_expired(self) -> None:
+    def _clean_expired(self) -> None:
+        """Refuse the requests that waited too long at the head; again in 10 ms while any waits."""
         assert self._max_wait_s is not None
-        while True:
-            await asyncio.sleep(_CLEAN_INTERVAL_S)
-            now = time.monotonic()
-            while self._pending and now - self._pending[0].enqueued > self._max_wait_s:
-                job = self._pending.popleft()
-                if job.future.done():
-                    continue
-                self.rejected += 1
-                waited_ms = int((now - job.enqueued) * 1000)
-                job.future.set_exception(
-                    SystemBusyError(
-                        ResponseCode.SYSTEM_BUSY,
-                        f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
-                        f"{waited_ms}ms, size of queue: {len(self._pending)}",
-                    )
+        self._cleaner = None
+        now = time.monotonic()
+        while self._pending and now - self._pending[0].enqueued > self._max_wait_s:
+            job = self._pending.popleft()
+            if job.future.done():
+                continue
+            self.rejected += 1
+            waited_ms = int((now - job.enqueued) * 1000)
+            job.future.set_exception(
+                SystemBusyError(
+                    ResponseCode.SYSTEM_BUSY,
+                    f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
+                    f"{waited_ms}ms, size of queue: {len(self._pending)}",
                 )
+            )
+        if self._pending:
+            self._cleaner = asyncio.get_running_loop().call_later(_CLEAN_INTERVAL_S, self._clean_expired)

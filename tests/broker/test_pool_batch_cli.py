@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,6 @@ def test_requests_waiting_too_long_are_refused_at_once() -> None:
 
     async def main() -> tuple[list[object], float]:
         pool = BusinessPool("send", threads=1, capacity=100, max_wait_ms=100)
-        pool.start()
         slow = asyncio.create_task(pool.run(lambda: release.wait(5) and "slow"))
         await asyncio.sleep(0.02)
         started = time.monotonic()
@@ -48,6 +48,46 @@ def test_requests_waiting_too_long_are_refused_at_once() -> None:
     )
     assert results[3:] == ["slow", "after"]
     assert 0.09 < refused_after < 1.0
+
+
+def test_an_idle_pool_sets_no_timer() -> None:
+    """The wait check runs only while requests wait: a pool whose threads keep up, and one
+    whose queue drained, schedule nothing on the loop (an idle broker used to wake every
+    10 ms per pool)."""
+    release = threading.Event()
+
+    async def main() -> tuple[int, int, int]:
+        loop = asyncio.get_running_loop()
+        timers = 0
+        call_later = loop.call_later
+
+        def counting(delay: float, callback: Callable[..., object], *args: object,
+                     **kwargs: object) -> asyncio.TimerHandle:
+            nonlocal timers
+            timers += getattr(callback, "__self__", None) is pool  # asyncio.sleep's own timers aside
+            return call_later(delay, callback, *args, **kwargs)  # type: ignore[arg-type]
+
+        loop.call_later = counting  # type: ignore[method-assign]
+        pool = BusinessPool("send", threads=2, capacity=100, max_wait_ms=1000)
+        for _ in range(50):
+            assert await pool.run(lambda: "done") == "done"
+        kept_up = timers
+        slow = [asyncio.create_task(pool.run(lambda: release.wait(5))) for _ in range(2)]
+        queued = asyncio.create_task(pool.run(lambda: "queued"))
+        await asyncio.sleep(0.1)  # the queued request waits: checked every 10 ms
+        while_waiting = timers
+        release.set()
+        assert await queued == "queued" and all(await asyncio.gather(*slow))
+        await asyncio.sleep(0.05)
+        drained = timers
+        await asyncio.sleep(0.1)
+        await pool.shutdown()
+        return kept_up, while_waiting, timers - drained
+
+    kept_up, while_waiting, after_drain = asyncio.run(main())
+    assert kept_up == 0
+    assert 3 <= while_waiting <= 15
+    assert after_drain == 0
 
 
 def test_full_queue_refuses_new_work() -> None:

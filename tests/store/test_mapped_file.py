@@ -202,6 +202,42 @@ def test_warm_service_keeps_ahead_of_the_writer(tmp_path: Path) -> None:
     q.shutdown()
 
 
+def test_warm_service_polls_less_while_nothing_needs_warming(tmp_path: Path) -> None:
+    """Idle, the warmer backs off to a 100 ms poll (it polled every 10 ms: 100 wake-ups a
+    second of an idle broker); the writer moving again brings it back at once."""
+    import time
+
+    from lakemq.store.warm import WarmMappedFileService
+
+    q = MappedFileQueue(tmp_path, 64 * OS_PAGE_SIZE)
+    mf = q.get_last_mapped_file()
+    assert mf is not None
+    looks = 0
+    last_file = q.get_last_mapped_file
+
+    def counted(need_create: bool = True) -> MappedFile | None:
+        nonlocal looks
+        looks += 1
+        return last_file(need_create=need_create)
+
+    q.get_last_mapped_file = counted  # type: ignore[method-assign]
+    service = WarmMappedFileService(q, ahead_bytes=8 * OS_PAGE_SIZE)
+    service.start()
+    time.sleep(0.5)  # warmed within the first poll, then idle
+    looks_before = looks
+    time.sleep(1.0)
+    idle_polls = looks - looks_before
+    mf.append(b"w" * 20 * OS_PAGE_SIZE)
+    deadline = time.monotonic() + 0.5
+    while mf.warmed_position < 28 * OS_PAGE_SIZE and time.monotonic() < deadline:
+        time.sleep(0.005)
+    caught_up = mf.warmed_position
+    service.shutdown()
+    q.shutdown()
+    assert 5 <= idle_polls <= 15, idle_polls  # ~10 a second, not ~100
+    assert caught_up == 28 * OS_PAGE_SIZE  # within one idle poll of the writer moving
+
+
 def test_new_file_without_space_is_refused_and_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 

@@ -58,16 +58,19 @@ class MessageIdGenerator:
             random.getrandbits(31) if salt is None else salt,
         )
         self._prefix = fixed.hex().upper()
-        self._counter = itertools.count()
+        self._counter = itertools.count()  # next() on it is atomic: no lock per id
         self._lock = threading.Lock()
-        self._start, self._next_start = _month_bounds(int(time.time() * 1000))
+        # (month start, next month start), replaced whole: a reader sees one month or the other.
+        self._month = _month_bounds(int(time.time() * 1000))
 
     def create(self, now_ms: int | None = None) -> str:
-        current = int(time.time() * 1000) if now_ms is None else now_ms
-        with self._lock:
-            if current >= self._next_start or current < self._start - 1_000_000:
-                self._start, self._next_start = _month_bounds(current)
-            diff = current - self._start
+        current = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        start, next_start = self._month
+        if current >= next_start or current < start - 1_000_000:
+            with self._lock:
+                self._month = _month_bounds(current)
+                start = self._month[0]
+        diff = current - start
         # A clock stepped back by NTP gives a small negative diff; RocketMQ clamps it to 0. The
         # field holds the low 32 bits (Java's int cast), read back unsigned: past day 24 of a
         # month the span no longer fits 31 bits.

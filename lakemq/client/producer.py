@@ -124,9 +124,15 @@ class Producer:
 
     def _check_and_stamp(self, msg: Message) -> None:
         """Refuse what the broker would, and give the message its UNIQ_KEY."""
-        check_topic(msg.topic)
-        if msg.topic == self.config.create_topic_key:
-            raise MessageIllegalError(f"topic {msg.topic} is reserved")
+        self._check_topic(msg.topic)
+        self._check_body_and_stamp(msg)
+
+    def _check_topic(self, topic: str) -> None:
+        check_topic(topic)
+        if topic == self.config.create_topic_key:
+            raise MessageIllegalError(f"topic {topic} is reserved")
+
+    def _check_body_and_stamp(self, msg: Message) -> None:
         if not msg.body:
             raise MessageIllegalError("message body is empty")
         if len(msg.body) > self.config.max_message_size:
@@ -139,16 +145,17 @@ class Producer:
         if not msgs:
             raise MessageIllegalError("batch is empty")
         topic = msgs[0].topic
+        self._check_topic(topic)  # once: every member's topic must be this one
+        if topic.startswith("%RETRY%"):
+            raise MessageIllegalError("retry-topic messages cannot be batched")
         for m in msgs:
             if m.topic != topic:
                 raise MessageIllegalError("all messages of a batch must have the same topic")
             if m.delay_time_level > 0:
                 raise MessageIllegalError("batch messages cannot be delayed")
-            if m.topic.startswith("%RETRY%"):
-                raise MessageIllegalError("retry-topic messages cannot be batched")
             # Checked and stamped only: a batch's bodies go uncompressed (as in RocketMQ) and
             # its properties are written by encode_messages.
-            self._check_and_stamp(m)
+            self._check_body_and_stamp(m)
         body = encode_messages(msgs)
         if len(body) > self.config.max_message_size:
             raise MessageIllegalError(f"batch is {len(body)} bytes, the maximum is {self.config.max_message_size}")

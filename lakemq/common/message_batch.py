@@ -40,17 +40,20 @@ class BatchEntry:
         return f"BatchEntry(flag={self.flag}, body={len(self.body)} bytes, properties={self.properties!r})"
 
 
-def _encode_one(msg: Message) -> bytes:
-    props = properties_to_string(msg.properties).encode("utf-8")
-    if len(props) > _MAX_PROPERTIES:
-        raise MessageIllegalError(f"properties of {len(props)} bytes exceed {_MAX_PROPERTIES}")
-    size = BATCH_ENTRY_FIXED_SIZE + len(msg.body) + len(props)
-    return b"".join((_HEAD.pack(size, 0, 0, msg.flag, len(msg.body)), msg.body, _PROPS_LEN.pack(len(props)), props))
-
-
 def encode_messages(messages: Iterable[Message]) -> bytes:
     """The batch body of ``messages`` (their topics are the request's, not encoded here)."""
-    return b"".join(_encode_one(m) for m in messages)
+    parts: list[bytes] = []  # every entry's pieces, joined once
+    append, head, props_len = parts.append, _HEAD.pack, _PROPS_LEN.pack
+    for msg in messages:
+        props = properties_to_string(msg.properties).encode("utf-8")
+        if len(props) > _MAX_PROPERTIES:
+            raise MessageIllegalError(f"properties of {len(props)} bytes exceed {_MAX_PROPERTIES}")
+        body = msg.body
+        append(head(BATCH_ENTRY_FIXED_SIZE + len(body) + len(props), 0, 0, msg.flag, len(body)))
+        append(body)
+        append(props_len(len(props)))
+        append(props)
+    return b"".join(parts)
 
 
 def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchEntry]:

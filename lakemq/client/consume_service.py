@@ -48,6 +48,7 @@ OrderlyListener = Callable[[list[MessageExt], ConsumeOrderlyContext],
 SendBack = Callable[[MessageExt, MessageQueue, int], Awaitable[bool]]
 
 LOCAL_RETRY_DELAY = 5.0  # RocketMQ's submitConsumeRequestLater
+_SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
 def _prepare(group_retry: str, msgs: list[MessageExt]) -> None:
@@ -158,13 +159,17 @@ class ConcurrentConsumeService(_Service):
             ctx = ConsumeConcurrentlyContext(mq)
             try:
                 status = listener(chunk, ctx)
-                if inspect.isawaitable(status):  # a plain function that returned a coroutine
+                # A status is the common answer: checked first, it spares inspect's checks.
+                if status.__class__ is not ConsumeConcurrentlyStatus and inspect.isawaitable(status):
+                    # a plain function that returned a coroutine
                     status = asyncio.run_coroutine_threadsafe(_awaited(status), self._loop).result()
             except Exception:  # the user's code: any failure means "later"
                 log.exception("message listener raised on %d message(s) of %s", len(chunk), mq)
                 status = ConsumeConcurrentlyStatus.RECONSUME_LATER
             if pq.dropped:
                 return  # the queue moved to another consumer, which will deliver these again
+            if status is _SUCCESS and ctx.ack_index < 0:
+                continue  # every message of the chunk consumed (_failed's first answer, without its call)
             for m in self._failed(chunk, ctx, status):
                 if broadcasting:
                     log.warning("broadcast message %s failed and is dropped", m.msg_id)

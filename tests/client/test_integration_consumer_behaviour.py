@@ -94,6 +94,40 @@ async def test_reconsume_later_delivers_again(cluster: Cluster) -> None:
     assert again == [(b"r1", topic, 0), (b"r1", topic, 1)]  # the original topic, one more attempt
 
 
+async def test_a_plain_listener_acknowledges_part_of_a_chunk(cluster: Cluster) -> None:
+    """ackIndex, in a consume thread: CONSUME_SUCCESS with ack_index 1 on a chunk of four
+    consumed the first two; the other two come back once, one more attempt each."""
+    ns, topic = cluster.namesrv_addr, unique("Ack")
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, queue_nums=1)
+    async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+        await producer.send_batch([Message(topic, f"a{i}".encode()) for i in range(4)])
+    deliveries: list[tuple[bytes, int]] = []
+    lock = threading.Lock()
+    config = ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                            consume_message_batch_max_size=4)
+    consumer = PushConsumer(unique("kg"), config=config, client_config=client_config(ns, "ack"))
+    consumer.subscribe(topic)
+
+    def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        with lock:
+            deliveries.extend((m.body, m.reconsume_times) for m in msgs)
+        if len(msgs) == 4:
+            ctx.ack_index = 1
+            ctx.delay_level_when_next_consume = 1  # 1 s when the broker takes them back
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer.register_message_listener_concurrently(listener)
+    await consumer.start()
+    try:
+        await wait_until(lambda: len(deliveries) >= 6, timeout=30, what="the unacknowledged two again")
+        await asyncio.sleep(1.5)  # nothing more comes
+    finally:
+        await consumer.shutdown()
+    assert deliveries[:4] == [(b"a0", 0), (b"a1", 0), (b"a2", 0), (b"a3", 0)]
+    assert sorted(deliveries[4:]) == [(b"a2", 1), (b"a3", 1)]
+
+
 async def test_orderly_queue_dropped_mid_batch_keeps_that_batch_committed(cluster: Cluster) -> None:
     """A rebalance that takes an orderly queue away while a batch is in the listener waits for
     it: the batch's offset reaches the broker before the queue is unlocked, so the next owner

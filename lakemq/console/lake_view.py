@@ -9,19 +9,19 @@ those files, not ``DeltaTable.to_pyarrow_table`` (see ARCHITECTURE.md's hazard n
 from __future__ import annotations
 
 import datetime as dt
-import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import DeltaTable
-from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.seal import commitlog_files, load_seals
+from lakemq.tiering.table_files import add_actions, table_dataset
 from lakemq.tiering.tables import DATA_SCHEMA, LAKE_MESSAGE_COLUMNS, MESSAGES_TABLE, LakeMessage
 
 __all__ = [
@@ -114,35 +114,23 @@ def broker_tiering(lake: LakeLocation, broker: str, store_dir: str | None) -> Br
                          len(entries))
 
 
-def _filesystem(lake: LakeLocation) -> tuple[object | None, str]:
-    if lake.is_local:
-        return None, lake.table_uri(MESSAGES_TABLE)
-    root = lake.table_uri(MESSAGES_TABLE).split("://", 1)[1]
-    return PyFileSystem(FSSpecHandler(lake.fs)), root
-
-
 def search_lake(lake: LakeLocation, *, topic: str | None = None, key: str | None = None,
                 msg_id: str | None = None, unique_key: str | None = None, begin_ms: int = 0,
                 end_ms: int = 2**63 - 1, limit: int = 100, newest: bool = False) -> list[LakeMessage]:
     """Messages of the lake's ``messages`` table matching every given criterion, oldest first;
     with ``newest``, the newest ``limit`` of them, newest first."""
-    table = _table(lake)
-    if table is None:
-        return []
-    actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()
+    actions = add_actions(lake, MESSAGES_TABLE)
     first_day = dt.datetime.fromtimestamp(max(begin_ms, 0) / 1000, dt.UTC).date()
     last_day = dt.datetime.fromtimestamp(min(end_ms, 253402214400000) / 1000, dt.UTC).date()
-    filesystem, root = _filesystem(lake)
-    by_topic: dict[str, list[str]] = {}
-    for path, part_topic, day in zip(actions["path"], actions["partition.topic"], actions["partition.store_date"]):
-        if topic and part_topic != topic:
-            continue
+
+    def in_range(add: Mapping[str, Any]) -> bool:
+        day = add["partition.store_date"]
         if isinstance(day, str):
             day = dt.date.fromisoformat(day)
-        if day is not None and not first_day <= day <= last_day:
-            continue  # store_date is the UTC day of store_timestamp: outside the range
-        # Add-action paths are URIs: %RETRY% and %DLQ% partition directories are escaped in them.
-        by_topic.setdefault(part_topic, []).append(f"{root}/{urllib.parse.unquote(path)}")
+        # store_date is the UTC day of store_timestamp: a file of another day holds none
+        return (not topic or add["partition.topic"] == topic) and (day is None or first_day <= day <= last_day)
+
+    topics = sorted({add["partition.topic"] for add in actions if in_range(add)})
     cond = (pc.field("store_timestamp") >= begin_ms) & (pc.field("store_timestamp") <= end_ms)
     if msg_id:
         cond &= pc.field("msg_id") == msg_id
@@ -151,8 +139,13 @@ def search_lake(lake: LakeLocation, *, topic: str | None = None, key: str | None
     if key:
         cond &= pc.match_substring(pc.field("keys"), key)
     found: list[LakeMessage] = []
-    for part_topic, files in sorted(by_topic.items()):
-        data = ds.dataset(files, schema=DATA_SCHEMA, format="parquet", filesystem=filesystem)
+    for part_topic in topics:
+        def of_topic(add: Mapping[str, Any], wanted: str = part_topic) -> bool:
+            return add["partition.topic"] == wanted and in_range(add)
+
+        data = table_dataset(lake, MESSAGES_TABLE, DATA_SCHEMA, of_topic, actions)
+        if data is None:
+            continue
         batch: pa.Table = data.to_table(columns=list(LAKE_MESSAGE_COLUMNS), filter=cond)
         for row in batch.to_pylist():
             message = LakeMessage.from_row(part_topic, row)

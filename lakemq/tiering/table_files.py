@@ -38,17 +38,20 @@ def add_actions(lake: LakeLocation, table: str) -> list[dict[str, Any]]:
     return actions
 
 
-def table_dataset(lake: LakeLocation, table: str, schema: pa.Schema,
-                  keep: Callable[[AddAction], bool]) -> ds.Dataset | None:
+def table_dataset(lake: LakeLocation, table: str, schema: pa.Schema, keep: Callable[[AddAction], bool],
+                  actions: list[dict[str, Any]] | None = None) -> ds.Dataset | None:
     """The files of ``table`` that ``keep`` accepts (data columns only: ``schema`` leaves the
-    partition columns out); None when the table or such files do not exist."""
+    partition columns out); None when the table or such files do not exist. ``actions``: the
+    snapshot's add actions when the caller read them already (one log read for several sets)."""
+    if actions is None:
+        actions = add_actions(lake, table)
     uri = lake.table_uri(table)
     if lake.is_local:
         filesystem, root = None, uri
     else:
         filesystem, root = PyFileSystem(FSSpecHandler(lake.fs)), uri.split("://", 1)[1]
     # Add-action paths are URIs: escaped partition directories (%RETRY%, %DLQ%) are escaped again.
-    files = [f"{root}/{urllib.parse.unquote(action['path'])}" for action in add_actions(lake, table) if keep(action)]
+    files = [f"{root}/{urllib.parse.unquote(action['path'])}" for action in actions if keep(action)]
     if not files:
         return None
     return ds.dataset(files, schema=schema, format="parquet", filesystem=filesystem)

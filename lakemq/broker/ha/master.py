@@ -103,7 +103,12 @@ class HaServer:
             self.notify_threadsafe()
 
     def notify_threadsafe(self, *_: object) -> None:
-        """notify from another thread (the store's dispatch): at most one hand-off pending."""
+        """notify from any thread (the store's dispatch): at once on the loop's own, which
+        dispatches the puts it appended itself, else handed to it, at most one hand-off pending
+        (a hand-off to the running thread would cost an eventfd write and read per put)."""
+        if threading.get_ident() == self._loop_thread:
+            self.notify()
+            return
         loop = self._loop
         if self._wake_pending or loop is None:
             return

@@ -1,6 +1,6 @@
 """lakemq.client's own CPU per message, against a real broker on loopback.
 
-    .venv/bin/python bench/client_bench.py [--messages N] [--only send,sync_send,push,pull,latency]
+    .venv/bin/python bench/client_bench.py [--messages N] [--only send,sync_send,push,pull,pull_serial,latency]
                                            [--flush ASYNC_FLUSH|SYNC_FLUSH]
 
 A `lakemq namesrv` and a `lakemq broker` run as subprocesses (bench/broker_bench.py starts
@@ -10,7 +10,10 @@ them); the client runs in this process. Phases, each on its own topic:
 - ``sync_send``: one SyncProducer, sequential blocking ``send`` from the main thread;
 - ``push``: the messages stored first by batches, then read by one PushConsumer on its default
   settings with a plain-function listener that does nothing (run in worker threads);
-- ``pull``: the same messages read by one PullConsumer, pull(32) queue after queue;
+- ``pull``: the same messages read by one PullConsumer, pull(32), each queue in its own task
+  (one pull in flight per queue, as RocketMQ's LitePullConsumer pulls its queues);
+- ``pull_serial``: the same, queue after queue with one pull in flight in all: every pull
+  pays a wake-up of both processes;
 - ``latency``: a Producer sending at a fixed rate (``--rate``) while a PushConsumer on its
   defaults receives; latency = receipt in the listener - the send's scheduled time.
 
@@ -54,10 +57,11 @@ from lakemq.client import (
 )
 from lakemq.client.config import ClientConfig, ConsumeFromWhere, ConsumerConfig
 from lakemq.client.sync import background_loop
+from lakemq.common.message_queue import MessageQueue
 from lakemq.remoting import event_loop
 
 BODY = os.urandom(1024)
-PHASES = ("send", "sync_send", "push", "pull", "latency")
+PHASES = ("send", "sync_send", "push", "pull", "pull_serial", "latency")
 
 
 _CALLGRIND = False  # --callgrind: switch callgrind's instrumentation on for measured phases only
@@ -171,22 +175,30 @@ async def _push(namesrv: str, topic: str, count: int, pid: int) -> None:
         await consumer.shutdown()
 
 
-async def _pull(namesrv: str, topic: str, count: int, pid: int) -> None:
+async def _pull(namesrv: str, topic: str, pid: int, *, one_at_a_time: bool) -> None:
     consumer = PullConsumer("bench_pull", client_config=_config(namesrv, "pull"))
     await consumer.start()
     try:
         queues = await consumer.fetch_subscribe_message_queues(topic)
         meter = _Meter(pid)
         received = 0
-        for mq in queues:
+
+        async def read(mq: MessageQueue) -> None:
+            nonlocal received
             offset = 0
             while True:
                 result = await consumer.pull(mq, "*", offset, 32)
                 if result.pull_status is not PullStatus.FOUND:
-                    break
+                    return
                 received += len(result.msgs)
                 offset = result.next_begin_offset
-        meter.report("pull", received)
+
+        if one_at_a_time:
+            for mq in queues:
+                await read(mq)
+        else:
+            await asyncio.gather(*(read(mq) for mq in queues))
+        meter.report("pull" if not one_at_a_time else "pull_serial", received)
     finally:
         await consumer.shutdown()
 
@@ -268,7 +280,7 @@ def main() -> None:
     try:
         with servers(work, args.flush, args.profile) as (namesrv, _broker, pid):
             topics = {phase: f"ClientBench_{phase}" for phase in PHASES}
-            topics["pull"] = topics["push"]
+            topics["pull"] = topics["pull_serial"] = topics["push"]
 
             def run(coro_fn: Callable[[], object]) -> None:
                 event_loop.run(coro_fn())  # type: ignore[arg-type]
@@ -279,12 +291,14 @@ def main() -> None:
                 run(lambda: _send(namesrv, topics["send"], args.messages, pid))
             if "sync_send" in phases:
                 _sync_send(namesrv, topics["sync_send"], args.messages, pid)
-            if "push" in phases or "pull" in phases:
+            if {"push", "pull", "pull_serial"} & set(phases):
                 run(lambda: _fill(namesrv, topics["push"], args.messages))
             if "push" in phases:
                 run(lambda: _push(namesrv, topics["push"], args.messages // 32 * 32, pid))
             if "pull" in phases:
-                run(lambda: _pull(namesrv, topics["pull"], args.messages, pid))
+                run(lambda: _pull(namesrv, topics["pull"], pid, one_at_a_time=False))
+            if "pull_serial" in phases:
+                run(lambda: _pull(namesrv, topics["pull"], pid, one_at_a_time=True))
             if "latency" in phases:
                 run(lambda: _latency(namesrv, topics["latency"], args.rate, args.seconds, pid))
             background_loop().call_soon_threadsafe(lambda: None)

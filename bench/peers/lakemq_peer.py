@@ -17,9 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.peers.base import Durability, OnBody, Peer, PeerClient, TopicProducer
 from bench.peers.process import PeerUnavailable, free_port, wait_until
+
+if TYPE_CHECKING:
+    from lakemq.common.message_queue import MessageQueue
 
 __all__ = ["LakemqAsyncPeer", "LakemqSyncPeer", "RocketMQProtocolClient"]
 
@@ -210,24 +214,29 @@ class RocketMQProtocolClient(PeerClient):
         return received
 
     async def consume_pull(self, topic: str, expected: int, on_body: OnBody, timeout: float) -> int | None:
-        """A PullConsumer pulling 32 at a time, queue after queue, from each queue's start."""
+        """A PullConsumer pulling 32 at a time from each queue's start, every queue in its own
+        task (one pull in flight per queue), as RocketMQ's LitePullConsumer pulls its queues."""
         from lakemq.client import PullConsumer, PullStatus
 
         consumer = PullConsumer("bench_pull", client_config=self._client_config())
         await consumer.start()
         received = 0
         deadline = time.monotonic() + timeout
+
+        async def read(mq: MessageQueue) -> None:
+            nonlocal received
+            offset = 0
+            while received < expected and time.monotonic() < deadline:
+                result = await consumer.pull(mq, "*", offset, 32)
+                if result.pull_status is not PullStatus.FOUND:
+                    return
+                for message in result.msgs:
+                    on_body(message.body)
+                received += len(result.msgs)
+                offset = result.next_begin_offset
+
         try:
-            for mq in await consumer.fetch_subscribe_message_queues(topic):
-                offset = 0
-                while received < expected and time.monotonic() < deadline:
-                    result = await consumer.pull(mq, "*", offset, 32)
-                    if result.pull_status is not PullStatus.FOUND:
-                        break
-                    for message in result.msgs:
-                        on_body(message.body)
-                    received += len(result.msgs)
-                    offset = result.next_begin_offset
+            await asyncio.gather(*(read(mq) for mq in await consumer.fetch_subscribe_message_queues(topic)))
         finally:
             await consumer.shutdown()
         return received

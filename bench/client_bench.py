@@ -198,7 +198,7 @@ async def _pull(namesrv: str, topic: str, pid: int, *, one_at_a_time: bool) -> N
                 await read(mq)
         else:
             await asyncio.gather(*(read(mq) for mq in queues))
-        meter.report("pull" if not one_at_a_time else "pull_serial", received)
+        meter.report("pull_serial" if one_at_a_time else "pull", received)
     finally:
         await consumer.shutdown()
 

@@ -263,7 +263,7 @@ class BrokerController:
         self.store.message_arriving_listeners.append(self.ha_server.notify_threadsafe)
         replica_acks = self.store.commit_log.replica_acks
         if replica_acks is not None:  # SYNC_MASTER: what the slaves report acknowledges puts
-            replica_acks.on_expect = self.ha_server.wake  # a waiting put is pushed at once
+            replica_acks.on_expect = self.ha_server.notify_threadsafe  # a waiting put is pushed at once
             self.replication.ack_listeners.append(replica_acks.acknowledged)
             self.replication.connection_listeners.append(replica_acks.slaves_changed)
         if self.role.is_master:

@@ -93,19 +93,11 @@ class HaServer:
         for connection in self._connections:
             connection.wake()
 
-    def wake(self) -> None:
-        """Wake the writers from any thread (a SYNC_MASTER put, which waits for them): at once
-        on the loop's own (a put appended there), else handed to it (a pool thread's)."""
-        if threading.get_ident() == self._loop_thread:
-            for connection in self._connections:
-                connection.wake()
-        else:
-            self.notify_threadsafe()
-
     def notify_threadsafe(self, *_: object) -> None:
-        """notify from any thread (the store's dispatch): at once on the loop's own, which
-        dispatches the puts it appended itself, else handed to it, at most one hand-off pending
-        (a hand-off to the running thread would cost an eventfd write and read per put)."""
+        """notify from any thread: the store's dispatch (new records) and a SYNC_MASTER put,
+        which waits for the writers. At once on the loop's own thread, which appends and
+        dispatches its own puts (a hand-off to the running thread would cost an eventfd write
+        and read per put); from another, handed to the loop, at most one hand-off pending."""
         if threading.get_ident() == self._loop_thread:
             self.notify()
             return

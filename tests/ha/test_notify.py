@@ -1,6 +1,7 @@
 """How the store's dispatch tells the HA server of new CommitLog bytes: on the loop's own
 thread (a broker that dispatches its puts inline) at once, with no hand-off through the
-loop's wake-up descriptor; from another thread handed to the loop, at most once pending."""
+loop's wake-up descriptor; from another thread handed to the loop, at most one hand-off
+pending, even when the loop notifies at once meanwhile."""
 
 from __future__ import annotations
 
@@ -42,9 +43,15 @@ def test_notify_runs_at_once_on_the_loop_thread_and_once_per_hand_off_from_other
         try:
             server.notify_threadsafe()
             on_loop = calls  # counted before the loop turned: no call_soon_threadsafe
-            other = threading.Thread(target=lambda: [server.notify_threadsafe() for _ in range(3)])
-            other.start()
-            other.join()
+
+            def from_other_thread() -> None:
+                other = threading.Thread(target=lambda: [server.notify_threadsafe() for _ in range(3)])
+                other.start()
+                other.join()
+
+            from_other_thread()
+            server.notify_threadsafe()  # on the loop while the hand-off waits: at once ...
+            from_other_thread()  # ... and the pending hand-off still covers these
             before_turn = calls
             await asyncio.sleep(0.05)
             return on_loop, before_turn, calls
@@ -53,5 +60,5 @@ def test_notify_runs_at_once_on_the_loop_thread_and_once_per_hand_off_from_other
 
     on_loop, before_turn, after_turn = event_loop.run(scenario())
     assert on_loop == 1
-    assert before_turn == 1  # the other thread's three calls wait for the loop ...
-    assert after_turn == 2  # ... and run as one
+    assert before_turn == 2  # the other thread's six calls wait for the loop ...
+    assert after_turn == 3  # ... and run as one hand-off

@@ -88,7 +88,6 @@ class HaServer:
 
     def notify(self) -> None:
         """New CommitLog bytes may be there: wake every idle writer (loop thread)."""
-        self._wake_pending = False
         self.progress.sample()
         for connection in self._connections:
             connection.wake()
@@ -106,9 +105,15 @@ class HaServer:
             return
         self._wake_pending = True
         try:
-            loop.call_soon_threadsafe(self.notify)
+            loop.call_soon_threadsafe(self._notify_handed)
         except RuntimeError:  # the loop is closed: shutting down
             pass
+
+    def _notify_handed(self) -> None:
+        # Only the hand-off clears its flag: a direct notify meanwhile must not let a second
+        # hand-off be queued behind this one.
+        self._wake_pending = False
+        self.notify()
 
 
 class _HaConnection(asyncio.Protocol):

@@ -26,7 +26,10 @@
    ``format("delta")`` and Delta's catalog (``lakemq sql``'s path), through the ``lakedelta``
    Python data source lakemq used before (loaded from git at OLD_COMMIT), and through one
    process of pyarrow over the same Parquet files (``DeltaTable.to_pyarrow_dataset``), the
-   single-process baseline. Median of 3 after a warm-up; the answers must agree.
+   single-process baseline. Median of 3 after a warm-up; the answers must agree. Then the
+   lake is maintained as every ``lakemq tier run`` and the tiering DAG end (lakemq.jobs.maintain:
+   deltalake's optimize into files of ``tierTargetFileSize``, vacuum, checkpoint) and the
+   queries run again through Delta and pyarrow: the lake its users query.
 5. With ``--cluster-workers 1,2``, the compaction again on a Spark standalone cluster on this
    machine (lakemq.jobs.standalone: a master and that many 1-core workers), per worker count.
 
@@ -235,6 +238,8 @@ def bench_spark_writer(spark: Any, store_dir: Path, lake: Path) -> CompactRun:
                       _tree_cpu() - cpu)
 
 
+DELTA_ENGINE = "Spark + Delta (format delta)"
+PYARROW_ENGINE = "pyarrow, one process (baseline)"
 SQL_QUERIES = {
     "full scan: count by topic and tag": "SELECT topic, tags, count(*) AS n FROM {t} GROUP BY topic, tags",
     "unique-key look-up": "SELECT msg_id, queue_offset FROM {t} WHERE topic = '{topic}' AND uniq_key = '{key}'",
@@ -284,8 +289,10 @@ def _pyarrow_query(dataset: Any, name: str, args: dict[str, Any]) -> list[tuple[
     return [(table.num_rows, pc.sum(pc.binary_length(table.column("body"))).as_py())]
 
 
-def bench_sql(spark: Any, lake: Path, count: int, work: Path) -> dict[str, dict[str, list[float]]]:
-    """Seconds per query and engine (median of 3 after a warm-up); answers must agree."""
+def bench_sql(spark: Any, lake: Path, count: int, work: Path, *,
+              old: bool = True) -> dict[str, dict[str, list[float]]]:
+    """Seconds per query and engine (3 runs after a warm-up); answers must agree. ``old``: the
+    lakedelta source too."""
     from deltalake import DeltaTable
 
     from lakemq.jobs.sql import register_tables
@@ -297,15 +304,15 @@ def bench_sql(spark: Any, lake: Path, count: int, work: Path) -> dict[str, dict[
     i = count // 2
     args = {"topic": f"Topic{i % TOPICS}", "key": uniq_key(i), "begin": stamps["lo"] + span // 2,
             "end": stamps["lo"] + span // 2 + span // 100}
-    engines: dict[str, Any] = {"Spark + Delta (format delta)": lambda q: spark.sql(q.format(t="messages", **args))}
-    if _old_lakedelta(spark, work):
+    engines: dict[str, Any] = {DELTA_ENGINE: lambda q: spark.sql(q.format(t="messages", **args))}
+    if old and _old_lakedelta(spark, work):
         spark.read.format("lakedelta").option("path", uri).load().createOrReplaceTempView("old_messages")
         engines["lakedelta source (before)"] = lambda q: spark.sql(q.format(t="old_messages", **args))
     dataset = DeltaTable(uri).to_pyarrow_dataset()
     times: dict[str, dict[str, list[float]]] = {}
     for name, query in SQL_QUERIES.items():
         answers = {}
-        for engine, run in [*engines.items(), ("pyarrow, one process (baseline)", None)]:
+        for engine, run in [*engines.items(), (PYARROW_ENGINE, None)]:
             took = []
             for attempt in range(4):
                 began = time.perf_counter()
@@ -321,6 +328,32 @@ def bench_sql(spark: Any, lake: Path, count: int, work: Path) -> dict[str, dict[
         if len({repr(a) for a in answers.values()}) != 1:
             raise RuntimeError(f"{name}: the engines disagree: {answers}")
     return times
+
+
+@dataclass(frozen=True)
+class Upkeep:
+    seconds: float
+    files_before: int
+    files_after: int
+
+
+def _data_files(uri: str) -> int:
+    from deltalake import DeltaTable
+
+    return int(DeltaTable(uri).get_add_actions(flatten=True).num_rows)
+
+
+def bench_maintain(lake: Path) -> Upkeep:
+    """The upkeep every ``lakemq tier run`` ends with, at its default settings."""
+    from lakemq.jobs.maintain import maintain
+    from lakemq.tiering.config import TieringConfig
+
+    config = TieringConfig()
+    before = _data_files(str(lake / "messages"))
+    began = time.perf_counter()
+    maintain(str(lake), target_size=config.tier_target_file_size,
+             vacuum_retention_hours=config.tier_vacuum_retention_hours)
+    return Upkeep(time.perf_counter() - began, before, _data_files(str(lake / "messages")))
 
 
 def bench_cluster(store: Path, work: Path, workers: int) -> CompactRun:
@@ -394,7 +427,8 @@ def _reset(store: Path, *dirs: Path) -> None:
 def _table(args: argparse.Namespace, compacts: list[CompactRun], writers: list[CompactRun],
            baselines: list[tuple[float, int, int, float]], small: CompactRun | None, small_bytes: int,
            lookups: dict[str, list[float]], lookup_count: int, sql: dict[str, dict[str, list[float]]],
-           cluster: dict[int, CompactRun]) -> str:
+           cluster: dict[int, CompactRun], sql_maintained: dict[str, dict[str, list[float]]],
+           upkeep: Upkeep | None) -> str:
     """Round 1 is the first Spark job of a fresh session (what a one-shot ``tier run`` pays);
     the later rounds run on a warm session."""
     c_mbs = [c.bytes_in / c.seconds / 1e6 for c in compacts]
@@ -439,11 +473,18 @@ def _table(args: argparse.Namespace, compacts: list[CompactRun], writers: list[C
         rows.append(f"| compaction on a standalone cluster, {workers} worker(s) of 1 core, warm | "
                     f"{run.bytes_in / run.seconds / 1e6:,.1f} MB/s ({run.seconds:.2f} s, CPU {run.cpu_s:.2f} s "
                     "outside the cluster) | | | |")
-    if sql:
-        engines = list(next(iter(sql.values())))
-        rows += ["", f"| SQL over {lookup_count:,} messages, seconds (median of 3) | {' | '.join(engines)} |",
-                 "|---|" + "---:|" * len(engines)]
-        rows += [f"| {name} | {' | '.join(f'{med(t[e]):.2f}' for e in engines)} |" for name, t in sql.items()]
+    for title, times in ((f"as `compact` left it ({upkeep.files_before if upkeep else '?'} data files)", sql),
+                         (f"after `maintain` ({upkeep.files_after if upkeep else '?'} data files)", sql_maintained)):
+        if not times:
+            continue
+        engines = list(next(iter(times.values())))
+        rows += ["", (f"| SQL over {lookup_count:,} messages, {title}, seconds (median of 3) | "
+                      f"{' | '.join(engines)} | Delta / pyarrow |"),
+                 "|---|" + "---:|" * (len(engines) + 1)]
+        rows += [f"| {name} | {' | '.join(f'{med(t[e]):.2f}' for e in engines)} | "
+                 f"{med(t[DELTA_ENGINE]) / med(t[PYARROW_ENGINE]):.1f}x |" for name, t in times.items()]
+    if upkeep is not None:
+        rows += ["", f"`maintain` (optimize to {upkeep.files_after} files, vacuum, checkpoint): {upkeep.seconds:.1f} s."]
     return "\n".join(rows)
 
 
@@ -467,6 +508,8 @@ def main() -> None:
     compacts: list[CompactRun] = []
     writers: list[CompactRun] = []
     sql: dict[str, dict[str, list[float]]] = {}
+    sql_maintained: dict[str, dict[str, list[float]]] = {}
+    upkeep: Upkeep | None = None
     cluster: dict[int, CompactRun] = {}
     baselines: list[tuple[float, int, int, float]] = []
     loads: list[float] = []
@@ -519,6 +562,10 @@ def main() -> None:
                 lookup_count = args.messages
             if args.sql:
                 sql = bench_sql(spark, work / "lake", lookup_count, work)
+                upkeep = bench_maintain(work / "lake")
+                print(f"maintain: {upkeep.files_before} -> {upkeep.files_after} files in {upkeep.seconds:.1f} s",
+                      flush=True)
+                sql_maintained = bench_sql(spark, work / "lake", lookup_count, work, old=False)
         finally:
             spark.stop()
     finally:
@@ -531,7 +578,8 @@ def main() -> None:
             raise SystemExit(f"row counts differ: {c.rows} written, {args.messages} in the CommitLog")
     if small is not None and small.rows != args.lookup_messages:
         raise SystemExit(f"small-message lake holds {small.rows} rows, not {args.lookup_messages}")
-    table = _table(args, compacts, writers, baselines, small, small_bytes, lookups, lookup_count, sql, cluster)
+    table = _table(args, compacts, writers, baselines, small, small_bytes, lookups, lookup_count, sql, cluster,
+                   sql_maintained, upkeep)
     print(table)
     print(f"CommitLog bytes: {total:,}; 1-minute load average at each round: {', '.join(f'{v:.1f}' for v in loads)}")
     if args.write_md:
@@ -560,7 +608,11 @@ def main() -> None:
             "decode and write Parquet into the table, and one Delta commit per segment range through deltalake. "
             "Baseline = one process running the same decoder and `pyarrow.parquet.write_to_dataset` with the same "
             "Parquet options, with no sealing, no Spark and no Delta commit. Rounds alternate compact and baseline."
-            f" {lookup_text} Each look-up runs `find_messages` on the same Spark session, after one warm-up.\n\n"
+            f" {lookup_text} Each look-up runs `find_messages` on the same Spark session, after one warm-up."
+            + (" SQL: each query through each engine once to warm up, then the median of 3; first over the lake as "
+               "`compact` left it, then again after `maintain` (optimize, vacuum, checkpoint at `lakemq tier run`'s "
+               "defaults), which every tier run and the tiering DAG end with." if sql else "")
+            + "\n\n"
             f"{table}\n"
         )
 

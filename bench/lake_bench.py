@@ -473,10 +473,9 @@ def _table(args: argparse.Namespace, compacts: list[CompactRun], writers: list[C
         rows.append(f"| compaction on a standalone cluster, {workers} worker(s) of 1 core, warm | "
                     f"{run.bytes_in / run.seconds / 1e6:,.1f} MB/s ({run.seconds:.2f} s, CPU {run.cpu_s:.2f} s "
                     "outside the cluster) | | | |")
-    for title, times in ((f"as `compact` left it ({upkeep.files_before if upkeep else '?'} data files)", sql),
-                         (f"after `maintain` ({upkeep.files_after if upkeep else '?'} data files)", sql_maintained)):
-        if not times:
-            continue
+    sections = [] if upkeep is None else [(f"as `compact` left it ({upkeep.files_before} data files)", sql),
+                                          (f"after `maintain` ({upkeep.files_after} data files)", sql_maintained)]
+    for title, times in sections:
         engines = list(next(iter(times.values())))
         rows += ["", (f"| SQL over {lookup_count:,} messages, {title}, seconds (median of 3) | "
                       f"{' | '.join(engines)} | Delta / pyarrow |"),

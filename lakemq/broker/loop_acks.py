@@ -8,6 +8,10 @@ other thread takes the GIL to hand acknowledgements over. What PutAcks' own thre
 (deadlines, or everything once the watch is closed) comes in one list per release, handed to
 the loop with ONE call_soon_threadsafe. Either way each put's future gets its status; no
 thread parks per put.
+
+Under SYNC_FLUSH the loop also flushes its own puts (GroupCommit.flush_inline): once per turn
+in which it appended, after the turn's requests, one fdatasync on the loop, then the loop
+acknowledges what it covered. No eventfd and no other thread is involved in the usual case.
 """
 
 from __future__ import annotations
@@ -26,24 +30,44 @@ __all__ = ["LoopAcks"]
 class LoopAcks:
     """The store's AckSink for one loop; tokens are futures made by :meth:`future`."""
 
-    __slots__ = ("_ack_watch", "_loop", "_loop_thread")
+    __slots__ = ("_ack_watch", "_flush_inline", "_flush_now", "_loop", "_loop_thread")
 
     def __init__(self, loop: asyncio.AbstractEventLoop,
-                 open_ack_watch: Callable[[AckSink], AckWatch | None] | None = None) -> None:
+                 open_ack_watch: Callable[[AckSink], AckWatch | None] | None = None,
+                 flush_inline: Callable[[Callable[[], None] | None], bool] | None = None,
+                 flush_now: Callable[[int], None] | None = None) -> None:
         """Made on the loop's thread. ``open_ack_watch`` (the store's) opens the watch for
-        this sink that the loop watches until :meth:`close`."""
+        this sink that the loop watches until :meth:`close`; with it, ``flush_inline`` and
+        ``flush_now`` (the store's) make the loop flush its own puts."""
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self._ack_watch = open_ack_watch(self) if open_ack_watch is not None else None
+        self._flush_inline = self._flush_now = None
         if self._ack_watch is not None:
             loop.add_reader(self._ack_watch.fd, self._ack_watch.on_readable)
+            if flush_inline is not None and flush_now is not None and flush_inline(self._flush_soon):
+                self._flush_inline, self._flush_now = flush_inline, flush_now
 
     def future(self) -> asyncio.Future[PutMessageStatus]:
         return self._loop.create_future()
 
+    def _flush_soon(self) -> None:
+        """The store asks for an inline flush: after every callback this turn runs."""
+        self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        watch, flush_now = self._ack_watch, self._flush_now
+        if watch is None or flush_now is None:  # closed meanwhile: the commit thread has them
+            return
+        flush_now(watch.fd)
+        watch.release()
+
     def close(self) -> None:
         """Stop watching the store (loop thread). Puts still pending are answered through
-        PutAcks' thread."""
+        PutAcks' thread, and flushed by the commit thread."""
+        if self._flush_inline is not None:
+            self._flush_inline(None)
+            self._flush_inline = self._flush_now = None
         watch, self._ack_watch = self._ack_watch, None
         if watch is not None:
             self._loop.remove_reader(watch.fd)

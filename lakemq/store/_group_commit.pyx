@@ -5,7 +5,8 @@ end offsets, and never takes the GIL.
 Why in C: a Python flusher needs the GIL to start each fdatasync, and the event loop that
 appends holds the GIL while it works, so flushes and appends took turns (docs/SYNC_FLUSH.md).
 This thread starts the next fdatasync the moment the last one returns, whatever Python is
-doing; the group commit (lakemq/store/group_commit.py) only hears of finished flushes, on an
+doing; an event loop may instead flush its own puts itself at the end of its turn
+(``publish_deferred`` then ``flush_published``, lakemq/store/group_commit.py says when); the group commit (lakemq/store/group_commit.py) only hears of finished flushes, on an
 eventfd, and PutAcks (lakemq/store/acks.py) acknowledges the puts they covered.
 
 The thread knows the CommitLog files by a duplicate of their descriptor, oldest first; a file
@@ -95,6 +96,7 @@ cdef struct State:
     int notify_count
     int error
     unsigned int delay_us
+    bint inline_busy  # a flush_published runs outside the lock: no file is dropped meanwhile
     uint64_t flush_count
     int recorded
     int64_t record_ns[MAX_RECORDS]
@@ -125,18 +127,51 @@ cdef void _wake_waiters(State *s) noexcept nogil:
         w = w.next
 
 
+cdef Segment *_segment_to_flush(State *s) noexcept nogil:
+    """The file holding the first byte not yet flushed (the head, unless the head is flushed
+    to its end and not yet dropped)."""
+    cdef Segment *seg = s.head
+    while seg != NULL and seg.next != NULL and s.flushed >= seg.end:
+        seg = seg.next
+    return seg
+
+
+cdef void _flushed_to(State *s, int64_t target, int64_t elapsed, int quiet_fd) noexcept nogil:
+    """Under the lock, after an fdatasync that made the log durable up to ``target``: record
+    it, wake the waiters it covers and tell every eventfd but ``quiet_fd``. A flush that ended
+    after another one that covered more moves nothing."""
+    cdef int i
+    cdef uint64_t one = 1
+    if target <= s.flushed:
+        return
+    i = s.recorded if s.recorded < MAX_RECORDS else MAX_RECORDS - 1
+    if s.recorded < MAX_RECORDS:
+        s.record_ns[i] = 0
+        s.record_bytes[i] = 0
+        s.recorded += 1
+    s.record_ns[i] += elapsed
+    s.record_bytes[i] += target - s.flushed
+    s.flush_count += 1
+    s.flushed = target
+    _wake_waiters(s)
+    # Under the lock (an eventfd write does not block): once set_notify_fds returns,
+    # a descriptor it replaced is never written again, so its owner may close it.
+    for i in range(s.notify_count):
+        if s.notify_fds[i] != quiet_fd:
+            write(s.notify_fds[i], &one, sizeof(one))
+
+
 cdef void *_commit_loop(void *arg) noexcept nogil:
     cdef State *s = <State *>arg
     cdef Segment *seg
     cdef int64_t target, started, elapsed
-    cdef int rc, err, i
+    cdef int rc, err
     cdef unsigned int delay
-    cdef uint64_t one = 1
     pthread_mutex_lock(&s.lock)
     while True:
-        while s.head != NULL and s.head.next != NULL and s.flushed >= s.head.end:
+        while not s.inline_busy and s.head != NULL and s.head.next != NULL and s.flushed >= s.head.end:
             _drop_head(s)
-        seg = s.head
+        seg = _segment_to_flush(s)
         # One file per fdatasync: the rest of this one first, then the next. Nothing to do
         # also when the end published lies past the files known (their next is on its way).
         target = s.flushed
@@ -167,20 +202,7 @@ cdef void *_commit_loop(void *arg) noexcept nogil:
             pthread_mutex_lock(&s.lock)
             continue
         s.error = 0
-        i = s.recorded if s.recorded < MAX_RECORDS else MAX_RECORDS - 1
-        if s.recorded < MAX_RECORDS:
-            s.record_ns[i] = 0
-            s.record_bytes[i] = 0
-            s.recorded += 1
-        s.record_ns[i] += elapsed
-        s.record_bytes[i] += target - s.flushed
-        s.flush_count += 1
-        s.flushed = target
-        _wake_waiters(s)
-        # Under the lock (an eventfd write does not block): once set_notify_fds returns,
-        # a descriptor it replaced is never written again, so its owner may close it.
-        for i in range(s.notify_count):
-            write(s.notify_fds[i], &one, sizeof(one))
+        _flushed_to(s, target, elapsed, -1)
     while s.head != NULL:
         _drop_head(s)
     s.ended = True
@@ -215,6 +237,7 @@ cdef class CommitThread:
         s.notify_count = 0
         s.error = 0
         s.delay_us = 0
+        s.inline_busy = False
         s.flush_count = 0
         s.recorded = 0
         self._running = False
@@ -303,6 +326,61 @@ cdef class CommitThread:
             if s.idle:
                 pthread_cond_signal(&s.work)
         pthread_mutex_unlock(&s.lock)
+
+    def publish_deferred(self, int64_t end) -> None:
+        """As :meth:`publish`, without waking the thread: the caller flushes it soon itself
+        (:meth:`flush_published`) or calls :meth:`kick`."""
+        s = self._s
+        if end <= s.published:
+            return
+        pthread_mutex_lock(&s.lock)
+        if end > s.published:
+            s.published = end
+        pthread_mutex_unlock(&s.lock)
+
+    def kick(self) -> None:
+        """Wake the thread for what was published and is not flushed yet."""
+        s = self._s
+        pthread_mutex_lock(&s.lock)
+        if s.idle and s.published > s.flushed:
+            pthread_cond_signal(&s.work)
+        pthread_mutex_unlock(&s.lock)
+
+    def flush_published(self, int quiet_fd=-1) -> int:
+        """fdatasync everything published, on the calling thread and without the GIL, one
+        file at a time; recorded, and told to every eventfd but ``quiet_fd``, as the thread's
+        flushes are. Returns the nanoseconds the fdatasyncs took, or -errno when one failed
+        (the caller then leaves it to the thread, which retries)."""
+        cdef State *s = self._s
+        cdef Segment *seg
+        cdef int fd, rc = 0, err = 0
+        cdef int64_t target, started, elapsed, total = 0
+        with nogil:
+            pthread_mutex_lock(&s.lock)
+            s.inline_busy = True
+            while True:
+                seg = _segment_to_flush(s)
+                if seg == NULL:
+                    break
+                target = s.published if s.published < seg.end else seg.end
+                if target <= s.flushed:
+                    break
+                fd = seg.fd
+                pthread_mutex_unlock(&s.lock)
+                started = _now_ns()
+                rc = fdatasync(fd)
+                err = errno
+                elapsed = _now_ns() - started
+                pthread_mutex_lock(&s.lock)
+                total += elapsed
+                if rc != 0:
+                    s.error = err
+                    break
+                s.error = 0
+                _flushed_to(s, target, elapsed, quiet_fd)
+            s.inline_busy = False
+            pthread_mutex_unlock(&s.lock)
+        return -err if rc != 0 else total
 
     def wait_flushed(self, int64_t offset, double timeout_s) -> bool:
         """Block, without the GIL, until the log is durable up to ``offset``; False if it

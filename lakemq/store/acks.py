@@ -347,6 +347,12 @@ class AckWatch:
             return
         self._acks.release()
 
+    def release(self) -> None:
+        """Answer what the conditions now cover without waiting for the eventfd: its owner
+        made them move itself (an inline flush, GroupCommit.flush_now)."""
+        if not self._closed:
+            self._acks.release()
+
     @property
     def closed(self) -> bool:
         return self._closed

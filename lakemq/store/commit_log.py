@@ -290,6 +290,19 @@ class CommitLog:
         (PutAcks.open_watch); None when every put is answered at its append."""
         return self.acks.open_watch(sink) if self.acks is not None else None
 
+    def flush_inline(self, request: Callable[[], None] | None) -> bool:
+        """Under SYNC_FLUSH, the calling thread flushes its own puts (GroupCommit.flush_inline);
+        False when there is no group commit (nothing to flush for an acknowledgement)."""
+        if not isinstance(self.flush_service, GroupCommit):
+            return False
+        self.flush_service.flush_inline(request)
+        return True
+
+    def flush_now(self, quiet_fd: int = -1) -> None:
+        """The inline flush of the thread that called flush_inline (GroupCommit.flush_now)."""
+        if isinstance(self.flush_service, GroupCommit):
+            self.flush_service.flush_now(quiet_fd)
+
     def roll_next_file(self, offset: int) -> int:
         return self.mapped_file_queue.roll_next_file(offset)
 

@@ -8,6 +8,16 @@ whoever then releases puts calls :meth:`GroupCommit.advance`, which moves the Co
 ``flushed_where``, the checkpoint's store time and the flush metrics. Which puts that answers,
 and when a put times out, is PutAcks' business (lakemq.store.acks); a blocking put waits on
 the commit thread itself (:meth:`GroupCommit.wait`, in C without the GIL).
+
+An event loop that appends the puts it answers (the broker's) flushes them itself instead
+(:meth:`GroupCommit.flush_inline`): its puts publish without waking the thread, and once per
+turn of the loop, after every request its reads brought, one fdatasync on the loop covers
+them all and the loop acknowledges them, as redis does under ``appendfsync always``. That
+saves the thread's wake-up, its eventfd and the loop's own wake-up per flush, and a flush
+covers a whole turn's puts (docs/SYNC_FLUSH.md has the figures). The loop is blocked for the
+fdatasync, so a slow one (over ``_INLINE_SLOW_NS``) hands the loop's flushes back to the
+thread for ``_INLINE_PAUSE_S``, as does a slow disk of the fault tests; a failed one is left
+to the thread, which retries.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from collections.abc import Callable
 
 from lakemq.common.faults import slow_disk_ms
 from lakemq.store._group_commit import CommitThread
@@ -27,6 +39,10 @@ from lakemq.store.results import PutMessageStatus
 __all__ = ["GroupCommit"]
 
 log = logging.getLogger(__name__)
+
+_INLINE_SLOW_NS = 20_000_000  # an fdatasync on the loop slower than this: the disk is busy
+_INLINE_PAUSE_S = 10.0  # then the commit thread flushes the loop's puts for this long
+_get_ident = threading.get_ident
 
 
 class GroupCommit:
@@ -41,7 +57,12 @@ class GroupCommit:
         self._checkpoint = checkpoint
         self.flush_listener: FlushListener | None = None
         self._commit = CommitThread(queue.flushed_where)
-        self.expect = self._commit.publish  # bound once: called for every put
+        self._publish = self._commit.publish  # bound once: called for every put
+        self._publish_deferred = self._commit.publish_deferred
+        self._inline_thread: int | None = None
+        self._inline_request: Callable[[], None] | None = None
+        self._inline_due = False
+        self._inline_paused_until = 0.0  # monotonic; the loop flushes inline again from then on
         self._advance_lock = threading.Lock()  # PutAcks' thread and watches' owners both advance
         # (store time, end offset) read in that order: once flushed_where passes the end,
         # a record of that store time is durable (the checkpoint's physic timestamp).
@@ -61,6 +82,18 @@ class GroupCommit:
         self._commit.delay_us = slow_disk_ms() * 1000
         self._commit.start()
 
+    def flush_inline(self, request: Callable[[], None] | None) -> None:
+        """Flush the calling thread's puts on that thread (an event loop's) instead of waking
+        the commit thread for them: after the first of its puts since the last flush the group
+        commit calls ``request()``, which must see that :meth:`flush_now` runs on this thread
+        once the requests at hand are appended. Puts from other threads still wake the commit
+        thread. ``None`` ends it (on the thread that flushes)."""
+        self._inline_request = request
+        self._inline_due = False
+        self._inline_thread = _get_ident() if request is not None else None
+        if request is None:
+            self._commit.kick()  # what it published and did not flush yet
+
     def _file_created(self, mf: MappedFile) -> None:
         self._commit.add_file(mf.fileno(), mf.file_from_offset, mf.file_end_offset)
 
@@ -71,7 +104,41 @@ class GroupCommit:
         self.advance()
         final_flush(self._queue, self.flush_listener, self._checkpoint)
 
+    def flush_now(self, quiet_fd: int = -1) -> None:
+        """The inline flush (see :meth:`flush_inline`): an fdatasync of every put published,
+        on the calling thread, told to every eventfd but ``quiet_fd`` (its caller releases
+        the acknowledgements itself). Puts it does not flush go to the commit thread."""
+        self._inline_due = False
+        commit = self._commit
+        if commit.delay_us or self._inline_paused_until:
+            commit.kick()
+            return
+        took = commit.flush_published(quiet_fd)
+        if took < 0:  # failed: the commit thread retries, and the next advance reports it
+            commit.kick()
+        elif took > _INLINE_SLOW_NS:
+            self._inline_paused_until = time.monotonic() + _INLINE_PAUSE_S
+            log.warning("group commit: an fdatasync on the event loop took %.1f ms; the commit thread "
+                        "flushes the loop's puts for the next %.0f s", took / 1e6, _INLINE_PAUSE_S)
+
     # -- the acknowledgement condition (lakemq.store.acks.AckCondition) -----------------------
+
+    def expect(self, end: int) -> None:
+        """A put ending at ``end`` was appended (every put, on the thread that made it)."""
+        if self._inline_thread == _get_ident() and not self._commit.delay_us and (
+                not self._inline_paused_until or self._inline_resumed()):
+            self._publish_deferred(end)
+            if not self._inline_due:
+                self._inline_due = True
+                self._inline_request()  # type: ignore[misc]
+        else:
+            self._publish(end)
+
+    def _inline_resumed(self) -> bool:
+        if time.monotonic() < self._inline_paused_until:
+            return False
+        self._inline_paused_until = 0.0
+        return True
 
     def advance(self) -> int:
         with self._advance_lock:
@@ -105,6 +172,7 @@ class GroupCommit:
 
     def wait(self, end: int, timeout_s: float) -> bool:
         commit = self._commit
+        commit.kick()  # a blocking put on a thread that flushes inline cannot flush it itself
         if not commit.wait_flushed(end, timeout_s):
             return False
         # The lock only when this put moves flushed_where: of the puts one fdatasync wakes, the

@@ -400,6 +400,14 @@ class MessageStore:
         """See CommitLog.open_ack_watch."""
         return self.commit_log.open_ack_watch(sink)
 
+    def flush_inline(self, request: Callable[[], None] | None) -> bool:
+        """See CommitLog.flush_inline."""
+        return self.commit_log.flush_inline(request)
+
+    def flush_now(self, quiet_fd: int = -1) -> None:
+        """See CommitLog.flush_now."""
+        self.commit_log.flush_now(quiet_fd)
+
     def execute_delete_files_manually(self) -> None:
         self.clean_service.trigger_manual_delete()
 

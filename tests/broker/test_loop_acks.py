@@ -1,7 +1,8 @@
 """LoopAcks with the store's AckWatch: SYNC_FLUSH puts made on an event loop are acknowledged
 by the loop itself when the commit thread's eventfd turns readable (no other thread hands
 them over), each only once flushed; closing the watch hands acknowledgements back to
-PutAcks' thread."""
+PutAcks' thread. With the store's inline flush the loop also flushes its own puts, once per
+turn; a slow flush, a blocking put and a close hand flushing back to the commit thread."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from lakemq.broker.loop_acks import LoopAcks
+from lakemq.store import group_commit
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.commit_log import CommitLog
@@ -24,13 +26,25 @@ from lakemq.store.results import PutMessageStatus
 
 
 class SpyAcks(LoopAcks):
-    """Records the thread of every delivery and the flushed position at that moment."""
+    """Records the thread of every delivery and the flushed position at that moment; with
+    ``inline``, the loop flushes its own puts and every inline flush is recorded: its thread,
+    the end written before it, and where the log was durable when it returned."""
 
-    def __init__(self, cl: CommitLog) -> None:
+    def __init__(self, cl: CommitLog, inline: bool = False) -> None:
         self.cl = cl
         self.deliveries: list[tuple[int, int]] = []
         self.opened: list[AckWatch | None] = []  # the watch the store opened for it
-        super().__init__(asyncio.get_running_loop(), self._open)
+        self.flushes: list[tuple[int, int, int]] = []
+        if inline:
+            super().__init__(asyncio.get_running_loop(), self._open, cl.flush_inline, self._flush_now)
+        else:
+            super().__init__(asyncio.get_running_loop(), self._open)
+
+    def _flush_now(self, quiet_fd: int) -> None:
+        written = self.cl.get_max_offset()
+        self.cl.flush_now(quiet_fd)
+        assert isinstance(self.cl.flush_service, group_commit.GroupCommit)
+        self.flushes.append((threading.get_ident(), written, self.cl.flush_service.advance()))
 
     def __call__(self, acks: list[tuple[Any, PutMessageStatus]]) -> None:
         self.deliveries.append((threading.get_ident(), self.cl.flushed_where))
@@ -163,3 +177,55 @@ def test_async_flush_has_no_watch(tmp_path: Path) -> None:
     cl = CommitLog(StoreConfig(store_path_root_dir=str(tmp_path)))
     cl.load()
     assert cl.open_ack_watch(lambda acks: None) is None
+
+
+async def test_the_loop_flushes_its_own_puts(sync_log: CommitLog) -> None:
+    acks = SpyAcks(sync_log, inline=True)
+    try:
+        results = await _put_all(sync_log, acks)
+    finally:
+        acks.close()
+    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 160
+    loop_thread = threading.get_ident()
+    assert acks.flushes and {thread for thread, _, _ in acks.flushes} == {loop_thread}
+    assert all(durable >= written for _, written, durable in acks.flushes)  # durable when it returns
+    assert len(acks.flushes) < 160 / 2  # one fdatasync covers the turn's puts
+    assert {thread for thread, _ in acks.deliveries} == {loop_thread}
+
+
+async def test_a_slow_inline_flush_hands_the_loops_puts_to_the_thread(
+        sync_log: CommitLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(group_commit, "_INLINE_SLOW_NS", -1)  # every fdatasync counts as slow
+    acks = SpyAcks(sync_log, inline=True)
+    try:
+        results = await _put_all(sync_log, acks, writers=4, each=10)
+    finally:
+        acks.close()
+    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 40
+    assert len(acks.flushes) == 1  # the first; the commit thread flushed the rest
+    assert {thread for thread, _ in acks.deliveries} == {threading.get_ident()}
+
+
+async def test_a_blocking_put_on_the_flushing_loop_is_flushed(sync_log: CommitLog) -> None:
+    """A put without a sink waits for its flush on the calling thread, so that thread cannot
+    flush it later in its turn: the commit thread does, well before the deadline."""
+    acks = SpyAcks(sync_log, inline=True)
+    try:
+        started = time.monotonic()
+        result = sync_log.put(MessagesPut.of(MessageExtBrokerInner(topic="LoopAcks", body=b"blocking", queue_id=0)))
+        assert result.status is PutMessageStatus.PUT_OK and time.monotonic() - started < 1.0
+        assert result.append_result is not None and sync_log.flushed_where >= result.append_result.next_offset
+    finally:
+        acks.close()
+
+
+async def test_closing_hands_unflushed_puts_to_the_thread(sync_log: CommitLog) -> None:
+    acks = SpyAcks(sync_log, inline=True)
+    future = acks.future()
+    msg = MessageExtBrokerInner(topic="LoopAcks", body=b"closing", queue_id=0)
+    result = sync_log.put(MessagesPut.of(msg), acks, future)
+    assert result.pending
+    acks.close()  # before the loop's turn ends: its inline flush never runs
+    assert await asyncio.wait_for(future, 2.0) is PutMessageStatus.PUT_OK
+    assert not acks.flushes
+    assert result.append_result is not None and sync_log.flushed_where >= result.append_result.next_offset

@@ -202,3 +202,58 @@ def test_waiters_wake_when_their_offset_is_flushed(eventfd: int, files: Callable
     finally:
         commit.stop()
     assert not commit.wait_flushed(31, 5.0)  # the thread ended: no waiting for it
+
+
+def test_a_deferred_publish_is_flushed_by_its_caller_or_a_kick(eventfd: int, files: Callable[[int], int]) -> None:
+    """An event loop's puts: publish_deferred wakes nobody; flush_published makes them durable
+    on the calling thread before it returns, telling every eventfd but the caller's; kick hands
+    what is left to the thread."""
+    other = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+    try:
+        commit = _commit_thread(eventfd)
+        commit.set_notify_fds([eventfd, other])
+        commit.add_file(files(0), 0, FILE)
+        commit.start()
+        try:
+            commit.publish(10)  # once flushed, the thread waits (under its lock until then)
+            assert _until(lambda: commit.flushed == 10)
+            commit.take_flushes()
+            assert _announced(eventfd) >= 1 and _announced(other) >= 1
+            commit.publish_deferred(100)
+            time.sleep(0.1)
+            assert commit.flushed == 10 and commit.flush_count == 1  # the thread was not woken
+            assert commit.flush_published(eventfd) >= 0
+            assert commit.flushed == 100 and commit.flush_count == 2  # durable when it returns
+            assert [b for _, b in commit.take_flushes()] == [90]
+            assert _announced(eventfd, timeout_s=0.1) == 0 and _announced(other) >= 1
+            assert commit.flush_published(eventfd) == 0 and commit.flush_count == 2  # nothing left
+
+            commit.publish_deferred(200)
+            commit.kick()
+            assert _announced(eventfd) >= 1 and commit.flushed == 200  # the thread flushed it
+        finally:
+            commit.stop()
+    finally:
+        os.close(other)
+
+
+def test_an_inline_flush_crosses_a_roll_and_reports_a_failure(eventfd: int, files: Callable[[int], int]) -> None:
+    commit = _commit_thread(eventfd)
+    commit.add_file(files(0), 0, FILE)
+    commit.add_file(files(FILE), FILE, 2 * FILE)
+    read_end, write_end = os.pipe()  # fdatasync of a pipe fails with EINVAL
+    commit.add_file(write_end, 2 * FILE, 3 * FILE)
+    commit.start()
+    try:
+        commit.publish_deferred(FILE + 300)
+        assert commit.flush_published() >= 0
+        assert commit.flushed == FILE + 300
+        assert [b for _, b in commit.take_flushes()] == [FILE, 300]  # one fdatasync per file
+
+        commit.publish_deferred(2 * FILE + 10)
+        assert commit.flush_published() == -errno.EINVAL
+        assert commit.flushed == 2 * FILE and commit.error == errno.EINVAL  # the third file failed
+    finally:
+        commit.stop()
+        os.close(read_end)
+        os.close(write_end)

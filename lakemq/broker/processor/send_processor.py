@@ -235,7 +235,9 @@ class SendMessageProcessor:
             return None
         acks = self._acks
         if acks is None:
-            acks = self._acks = LoopAcks(asyncio.get_running_loop(), self._store.open_ack_watch)
+            store = self._store
+            acks = self._acks = LoopAcks(asyncio.get_running_loop(), store.open_ack_watch, store.flush_inline,
+                                         store.flush_now)
         return acks.future()
 
     def _store_send(

@@ -203,6 +203,10 @@ cdef void *_commit_loop(void *arg) noexcept nogil:
             continue
         s.error = 0
         _flushed_to(s, target, elapsed, -1)
+    while s.inline_busy:  # a flush on another thread still uses a file's descriptor
+        pthread_mutex_unlock(&s.lock)
+        usleep(1000)
+        pthread_mutex_lock(&s.lock)
     while s.head != NULL:
         _drop_head(s)
     s.ended = True

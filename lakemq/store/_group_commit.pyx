@@ -5,9 +5,10 @@ end offsets, and never takes the GIL.
 Why in C: a Python flusher needs the GIL to start each fdatasync, and the event loop that
 appends holds the GIL while it works, so flushes and appends took turns (docs/SYNC_FLUSH.md).
 This thread starts the next fdatasync the moment the last one returns, whatever Python is
-doing; an event loop may instead flush its own puts itself at the end of its turn
-(``publish_deferred`` then ``flush_published``, lakemq/store/group_commit.py says when); the group commit (lakemq/store/group_commit.py) only hears of finished flushes, on an
-eventfd, and PutAcks (lakemq/store/acks.py) acknowledges the puts they covered.
+doing; the group commit (lakemq/store/group_commit.py) only hears of finished flushes, on an
+eventfd, and PutAcks (lakemq/store/acks.py) acknowledges the puts they covered. An event
+loop may instead flush its own puts at the end of its turn (``publish_deferred``, then
+``flush_published`` on the loop's thread); group_commit.py says when.
 
 The thread knows the CommitLog files by a duplicate of their descriptor, oldest first; a file
 is dropped once flushed to its end and the next one is known. ``publish(end)`` promises that

@@ -23,6 +23,7 @@ from lakemq.remoting import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.store.get_results import GetMessageStatus
 from tests.broker.wire import in_process_broker
+from tests.store.store_helpers import wait_dispatched
 
 TOPIC = "SendPath"
 numbers = st.sampled_from(["0", "1", "7", "-1", "12", " 3", "+2", "x", "", "3_0", "١", "99999999999999999999"])
@@ -115,7 +116,9 @@ def test_compiled_and_python_sends_answer_and_store_the_same(tmp_path: Path) -> 
                     loop).result() for addr in addrs]
                 assert _answer(answers[0]) == _answer(answers[1])
                 for controller in (compiled, python):
-                    controller.store.dispatch()
+                    # Not store.dispatch(): from this thread it only wakes the reput thread
+                    # while the loop's own pass runs, and the pass may not have ended yet.
+                    wait_dispatched(controller.store)
                 while True:
                     stored = [_stored(c, seen) for c in (compiled, python)]
                     assert stored[0] == stored[1]

@@ -2,7 +2,8 @@
 by the loop itself when the commit thread's eventfd turns readable (no other thread hands
 them over), each only once flushed; closing the watch hands acknowledgements back to
 PutAcks' thread. With the store's inline flush the loop also flushes its own puts, once per
-turn; a slow flush, a blocking put and a close hand flushing back to the commit thread."""
+turn; a slow flush (until its pause ends), the fault tests' slow disk, a blocking put and a
+close hand flushing back to the commit thread."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from typing import Any
 import pytest
 
 from lakemq.broker.loop_acks import LoopAcks
-from lakemq.store import group_commit
 from lakemq.common.message import MessageExtBrokerInner
+from lakemq.store import group_commit
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import FlushDiskType, StoreConfig
@@ -58,6 +59,17 @@ class SpyAcks(LoopAcks):
 
 @pytest.fixture
 def sync_log(tmp_path: Path) -> Iterator[CommitLog]:
+    yield from _sync_log(tmp_path)
+
+
+@pytest.fixture
+def slow_sync_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CommitLog]:
+    """A SYNC_FLUSH log whose disk is the fault tests' slow one (20 ms per fdatasync)."""
+    monkeypatch.setenv("LAKEMQ_FAULT_FSYNC_DELAY_MS", "20")
+    yield from _sync_log(tmp_path)
+
+
+def _sync_log(tmp_path: Path) -> Iterator[CommitLog]:
     config = StoreConfig(store_path_root_dir=str(tmp_path), flush_disk_type=FlushDiskType.SYNC_FLUSH,
                          mapped_file_size_commit_log=1 << 20)
     cl = CommitLog(config)
@@ -204,6 +216,29 @@ async def test_a_slow_inline_flush_hands_the_loops_puts_to_the_thread(
     assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 40
     assert len(acks.flushes) == 1  # the first; the commit thread flushed the rest
     assert {thread for thread, _ in acks.deliveries} == {threading.get_ident()}
+
+
+async def test_the_loop_flushes_inline_again_after_its_pause(
+        sync_log: CommitLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(group_commit, "_INLINE_SLOW_NS", -1)  # every fdatasync counts as slow
+    monkeypatch.setattr(group_commit, "_INLINE_PAUSE_S", 0.0)  # and the pause ends at once
+    acks = SpyAcks(sync_log, inline=True)
+    try:
+        results = await _put_all(sync_log, acks, writers=4, each=10)
+    finally:
+        acks.close()
+    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 40
+    assert len(acks.flushes) > 1 and {thread for thread, _, _ in acks.flushes} == {threading.get_ident()}
+
+
+async def test_a_slow_disk_of_the_fault_tests_is_flushed_by_the_thread(slow_sync_log: CommitLog) -> None:
+    acks = SpyAcks(slow_sync_log, inline=True)
+    try:
+        results = await _put_all(slow_sync_log, acks, writers=4, each=5)
+    finally:
+        acks.close()
+    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 20
+    assert not acks.flushes  # the loop never blocked on the slow disk
 
 
 async def test_a_blocking_put_on_the_flushing_loop_is_flushed(sync_log: CommitLog) -> None:

@@ -5,8 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-PY=${PYTHON:-python3.11}
-command -v "$PY" >/dev/null 2>&1 || PY=python3
+# The interpreter: $PYTHON if set, else Debian's own python3.11, else python3.11 or python3 on
+# the PATH. Debian builds CPython with profile-guided and link-time optimisation, as python.org's
+# releases and Docker images are; an interpreter built without them (pyenv's default) costs
+# lakemq's broker and clients about a fifth more CPU per message (BENCHMARKS.md, Peers).
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
+elif [ -x /usr/bin/python3.11 ]; then PY=/usr/bin/python3.11
+elif command -v python3.11 >/dev/null 2>&1; then PY=python3.11
+else PY=python3
+fi
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 apt_updated=0
@@ -43,6 +50,12 @@ if ! command -v cc >/dev/null 2>&1 || ! has_python_h; then
   apt_install gcc libc6-dev python3-dev
 fi
 
+# A .venv made by another interpreter is made again (its compiled modules are that one's).
+real_executable() { "$1" -c 'import os, sys; print(os.path.realpath(sys.executable))'; }
+if [ -x .venv/bin/python ] && [ "$(sed -n 's/^executable = //p' .venv/pyvenv.cfg)" != "$(real_executable "$PY")" ]; then
+  echo "bootstrap: .venv was made by another interpreter; making it again with $(real_executable "$PY")"
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
   if ! "$PY" -m venv .venv 2>/dev/null; then
     apt_install python3-venv

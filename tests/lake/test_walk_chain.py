@@ -4,9 +4,13 @@ on every kind of damage it must hand back to the walk."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lakemq.common.record import BLANK_MAGIC_CODE, BODY_POS, MESSAGE_MAGIC_CODE, encode_host, encode_record
 from lakemq.errors import CorruptSegmentError
@@ -101,3 +105,42 @@ def test_grouped_decode_puts_each_partition_together_in_commitlog_order() -> Non
     for run in runs:
         offsets = [r["commitlog_offset"] for r in grouped.to_pylist() if (r["topic"], r["store_date"]) == run]
         assert offsets == sorted(offsets)
+
+
+@given(data=st.binary(max_size=64), sub=st.sampled_from([b"\xda\xa3", b"ab", b"\x00\x00\x00"]),
+       start=st.integers(-2, 70), end=st.integers(-2, 70), window=st.integers(1, 9))
+def test_window_search_finds_what_bytes_find_finds(data: bytes, sub: bytes, start: int, end: int,
+                                                   window: int) -> None:
+    saved = walk_module._FIND_WINDOW
+    walk_module._FIND_WINDOW = window  # small windows: every match across a window's edge
+    try:
+        start, end = max(start, 0), min(max(end, 0), len(data))
+        assert walk_module._find(data, sub, start, end) == data.find(sub, start, end)
+    finally:
+        walk_module._FIND_WINDOW = saved
+
+
+_PAST_THE_FILE = """
+import mmap, sys, tempfile
+from lakemq.tiering.walk import walk_records
+page = mmap.PAGESIZE
+with tempfile.TemporaryFile() as fh:
+    fh.write(bytes(3 * page))
+    fh.flush()
+    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        fh.truncate(2 * page)  # the mapping's third page is past the file: reading it is SIGBUS
+        for start in range(5):  # one of five alignments made mmap.find read the byte at the end
+            w = walk_records(buf, 0, start, 2 * page, verify=True, on_bad="resync")
+            assert w.corrupt == ((start, 2 * page),) and w.starts.size == 0, w
+print("walked")
+"""
+
+
+def test_resync_reads_nothing_past_its_range() -> None:
+    """A live CommitLog file's zero tail resynchronised to the end of the file: mmap.find of
+    CPython before 3.11.5 (Debian 12's python3.11) reads the byte after its range, which killed
+    `lakemq tier run` with SIGBUS/SIGSEGV at the end of a file's mapping. In a subprocess, so
+    that a crash is this test's failure."""
+    done = subprocess.run([sys.executable, "-c", _PAST_THE_FILE], check=False, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "walked", (done.returncode, done.stderr[-2000:])

@@ -16,8 +16,8 @@ them all and the loop acknowledges them, as redis does under ``appendfsync alway
 saves the thread's wake-up, its eventfd and the loop's own wake-up per flush, and a flush
 covers a whole turn's puts (docs/SYNC_FLUSH.md has the figures). The loop is blocked for the
 fdatasync, so a slow one (over ``_INLINE_SLOW_NS``) hands the loop's flushes back to the
-thread for ``_INLINE_PAUSE_S``, as does a slow disk of the fault tests; a failed one is left
-to the thread, which retries.
+thread for a pause (``_INLINE_PAUSE_FIRST_S``, doubled while they stay slow), as does a slow
+disk of the fault tests; a failed one is left to the thread, which retries.
 """
 
 from __future__ import annotations
@@ -41,7 +41,11 @@ __all__ = ["GroupCommit"]
 log = logging.getLogger(__name__)
 
 _INLINE_SLOW_NS = 20_000_000  # an fdatasync on the loop slower than this: the disk is busy
-_INLINE_PAUSE_S = 10.0  # then the commit thread flushes the loop's puts for this long
+# Then the commit thread flushes the loop's puts for a while: 1 s after a lone slow one (a
+# hiccup of the host's disk), twice as long after each slow one that follows a pause, up to a
+# minute; a fast inline flush starts the count again.
+_INLINE_PAUSE_FIRST_S = 1.0
+_INLINE_PAUSE_MAX_S = 60.0
 _get_ident = threading.get_ident
 
 
@@ -63,6 +67,7 @@ class GroupCommit:
         self._inline_request: Callable[[], None] | None = None
         self._inline_due = False
         self._inline_paused_until = 0.0  # monotonic; the loop flushes inline again from then on
+        self._inline_pause_s = 0.0  # the next pause's length; 0: the first's
         self._advance_lock = threading.Lock()  # PutAcks' thread and watches' owners both advance
         # (store time, end offset) read in that order: once flushed_where passes the end,
         # a record of that store time is durable (the checkpoint's physic timestamp).
@@ -117,9 +122,13 @@ class GroupCommit:
         if took < 0:  # failed: the commit thread retries, and the next advance reports it
             commit.kick()
         elif took > _INLINE_SLOW_NS:
-            self._inline_paused_until = time.monotonic() + _INLINE_PAUSE_S
+            pause = self._inline_pause_s or _INLINE_PAUSE_FIRST_S
+            self._inline_paused_until = time.monotonic() + pause
+            self._inline_pause_s = min(pause * 2, _INLINE_PAUSE_MAX_S)
             log.warning("group commit: an fdatasync on the event loop took %.1f ms; the commit thread "
-                        "flushes the loop's puts for the next %.0f s", took / 1e6, _INLINE_PAUSE_S)
+                        "flushes the loop's puts for the next %g s", took / 1e6, pause)
+        else:
+            self._inline_pause_s = 0.0
 
     # -- the acknowledgement condition (lakemq.store.acks.AckCondition) -----------------------
 

@@ -221,7 +221,7 @@ async def test_a_slow_inline_flush_hands_the_loops_puts_to_the_thread(
 async def test_the_loop_flushes_inline_again_after_its_pause(
         sync_log: CommitLog, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group_commit, "_INLINE_SLOW_NS", -1)  # every fdatasync counts as slow
-    monkeypatch.setattr(group_commit, "_INLINE_PAUSE_S", 0.0)  # and the pause ends at once
+    monkeypatch.setattr(group_commit, "_INLINE_PAUSE_FIRST_S", 0.0)  # and the pause ends at once
     acks = SpyAcks(sync_log, inline=True)
     try:
         results = await _put_all(sync_log, acks, writers=4, each=10)
@@ -229,6 +229,30 @@ async def test_the_loop_flushes_inline_again_after_its_pause(
         acks.close()
     assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 40
     assert len(acks.flushes) > 1 and {thread for thread, _, _ in acks.flushes} == {threading.get_ident()}
+
+
+async def test_the_pause_doubles_while_inline_flushes_stay_slow_and_a_fast_one_resets_it(
+        sync_log: CommitLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One slow fdatasync (a hiccup of the host) costs a short pause, a disk that stays slow
+    longer and longer ones, up to the maximum."""
+    commit = sync_log.flush_service
+    assert isinstance(commit, group_commit.GroupCommit)
+    monkeypatch.setattr(group_commit, "_INLINE_SLOW_NS", -1)  # every fdatasync counts as slow
+    monkeypatch.setattr(group_commit, "_INLINE_PAUSE_FIRST_S", 0.0005)
+    monkeypatch.setattr(group_commit, "_INLINE_PAUSE_MAX_S", 0.004)
+    acks = SpyAcks(sync_log, inline=True)
+    try:
+        pauses = []
+        for _ in range(6):
+            await _put_all(sync_log, acks, writers=1, each=1)
+            pauses.append(commit._inline_pause_s)
+            await asyncio.sleep(0.005)  # past any pause: the next put is flushed on the loop
+        assert pauses == [0.001, 0.002, 0.004, 0.004, 0.004, 0.004]
+        monkeypatch.setattr(group_commit, "_INLINE_SLOW_NS", 10**12)  # the disk is fast again
+        await _put_all(sync_log, acks, writers=1, each=1)
+        assert commit._inline_pause_s == 0.0  # the next pause is the first's again
+    finally:
+        acks.close()
 
 
 async def test_a_slow_disk_of_the_fault_tests_is_flushed_by_the_thread(slow_sync_log: CommitLog) -> None:

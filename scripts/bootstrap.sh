@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 # The interpreter: $PYTHON if set, else Debian's own python3.11, else python3.11 or python3 on
-# the PATH. Debian builds CPython with profile-guided and link-time optimisation, as python.org's
-# releases and Docker images are; an interpreter built without them (pyenv's default) costs
+# the PATH. Debian builds CPython with profile-guided and link-time optimisation, as the
+# official Docker images do; an interpreter built without them (pyenv's default) costs
 # lakemq's broker and clients about a fifth more CPU per message (BENCHMARKS.md, Peers).
 if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
 elif [ -x /usr/bin/python3.11 ]; then PY=/usr/bin/python3.11

@@ -166,17 +166,20 @@ def _record_ok(buf: Buffer, pos: int, end: int, base_offset: int, verify: bool) 
     return size
 
 
-def _find(buf: Buffer, sub: bytes, start: int, end: int) -> int:
-    """``buf.find(sub, start, end)`` that reads nothing outside ``buf[start:end]``, a window
-    copied at a time. mmap.find itself reads the byte after its range before CPython 3.11.5
-    (gh-105235; Debian 12's python3.11 is 3.11.2): at the end of a CommitLog file's mapping
-    that is past the file, and the process dies of SIGBUS or SIGSEGV."""
+def _find_first(buf: Buffer, subs: tuple[bytes, ...], start: int, end: int) -> int:
+    """Where the first of ``subs`` (all of one length) starts in ``buf[start:end]``, -1 if
+    none does; reads nothing outside that range, a window copied at a time. mmap.find itself
+    reads the byte after its range before CPython 3.11.5 (gh-105235; Debian 12's python3.11
+    is 3.11.2): at the end of a CommitLog file's mapping that is past the file, and the
+    process dies of SIGBUS or SIGSEGV."""
+    overlap = len(subs[0]) - 1
     with memoryview(buf) as view:
         while start < end:
-            stop = min(end, start + _FIND_WINDOW + len(sub) - 1)
-            at = bytes(view[start:stop]).find(sub)
-            if at >= 0:
-                return start + at
+            stop = min(end, start + _FIND_WINDOW + overlap)
+            window = bytes(view[start:stop])
+            hits = [at for at in (window.find(sub) for sub in subs) if at >= 0]
+            if hits:
+                return start + min(hits)
             if stop == end:
                 break
             start += _FIND_WINDOW
@@ -187,10 +190,10 @@ def _resync(buf: Buffer, pos: int, end: int, base_offset: int) -> int:
     """The next position after ``pos`` where a verified record or a blank tail starts."""
     probe = pos + 1
     while probe < end:
-        hits = [h for h in (_find(buf, _MAGIC, probe + 4, end), _find(buf, _BLANK, probe + 4, end)) if h >= 0]
-        if not hits:
+        hit = _find_first(buf, (_MAGIC, _BLANK), probe + 4, end)
+        if hit < 0:
             return end
-        cand = min(hits) - 4
+        cand = hit - 4
         if buf[cand + 4 : cand + 8] == _BLANK:
             size = _SIZE_MAGIC.unpack_from(buf, cand)[0]
             if cand + size == end:

@@ -107,15 +107,17 @@ def test_grouped_decode_puts_each_partition_together_in_commitlog_order() -> Non
         assert offsets == sorted(offsets)
 
 
-@given(data=st.binary(max_size=64), sub=st.sampled_from([b"\xda\xa3", b"ab", b"\x00\x00\x00"]),
+@given(data=st.binary(max_size=64), subs=st.lists(st.sampled_from([b"\xda\xa3", b"ab", b"\x00\x00"]), min_size=1,
+                                                  max_size=3),
        start=st.integers(-2, 70), end=st.integers(-2, 70), window=st.integers(1, 9))
-def test_window_search_finds_what_bytes_find_finds(data: bytes, sub: bytes, start: int, end: int,
+def test_window_search_finds_what_bytes_find_finds(data: bytes, subs: list[bytes], start: int, end: int,
                                                    window: int) -> None:
     saved = walk_module._FIND_WINDOW
     walk_module._FIND_WINDOW = window  # small windows: every match across a window's edge
     try:
         start, end = max(start, 0), min(max(end, 0), len(data))
-        assert walk_module._find(data, sub, start, end) == data.find(sub, start, end)
+        hits = [at for at in (data.find(sub, start, end) for sub in subs) if at >= 0]
+        assert walk_module._find_first(data, tuple(subs), start, end) == (min(hits) if hits else -1)
     finally:
         walk_module._FIND_WINDOW = saved
 

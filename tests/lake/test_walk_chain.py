@@ -107,19 +107,30 @@ def test_grouped_decode_puts_each_partition_together_in_commitlog_order() -> Non
         assert offsets == sorted(offsets)
 
 
-@given(data=st.binary(max_size=64), subs=st.lists(st.sampled_from([b"\xda\xa3", b"ab", b"\x00\x00"]), min_size=1,
-                                                  max_size=3),
-       start=st.integers(-2, 70), end=st.integers(-2, 70), window=st.integers(1, 9))
-def test_window_search_finds_what_bytes_find_finds(data: bytes, subs: list[bytes], start: int, end: int,
+# Bytes from a small alphabet, so that the needles occur often and across windows' edges.
+_DATA = st.lists(st.sampled_from([b"a", b"b", b"\x00", b"\xda", b"\xa3"]), max_size=40).map(b"".join)
+
+
+@given(data=_DATA, subs=st.lists(st.sampled_from([b"\xda\xa3", b"ab", b"\x00\x00"]), min_size=1, max_size=3),
+       bounds=st.tuples(st.integers(0, 42), st.integers(0, 42)), window=st.integers(1, 9))
+def test_window_search_finds_what_bytes_find_finds(data: bytes, subs: list[bytes], bounds: tuple[int, int],
                                                    window: int) -> None:
     saved = walk_module._FIND_WINDOW
     walk_module._FIND_WINDOW = window  # small windows: every match across a window's edge
     try:
-        start, end = max(start, 0), min(max(end, 0), len(data))
+        start, end = min(bounds), min(max(bounds), len(data))
         hits = [at for at in (data.find(sub, start, end) for sub in subs) if at >= 0]
         assert walk_module._find_first(data, tuple(subs), start, end) == (min(hits) if hits else -1)
     finally:
         walk_module._FIND_WINDOW = saved
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 4, 5])
+def test_a_match_across_windows_is_found(window: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(walk_module, "_FIND_WINDOW", window)
+    for at in range(12):
+        data = b"x" * at + struct.pack(">I", MESSAGE_MAGIC_CODE) + b"y" * 5
+        assert walk_module._find_first(data, (walk_module._MAGIC, walk_module._BLANK), 0, len(data)) == at
 
 
 _PAST_THE_FILE = """

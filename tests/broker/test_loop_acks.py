@@ -101,6 +101,17 @@ async def _put_all(cl: CommitLog, acks: LoopAcks, writers: int = 8, each: int = 
     return out
 
 
+async def _put_all_inline(cl: CommitLog, writers: int = 8, each: int = 20) -> SpyAcks:
+    """:func:`_put_all` with the loop flushing its own puts; every put must be PUT_OK."""
+    acks = SpyAcks(cl, inline=True)
+    try:
+        results = await _put_all(cl, acks, writers=writers, each=each)
+    finally:
+        acks.close()
+    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * (writers * each)
+    return acks
+
+
 async def test_the_loop_acknowledges_its_own_puts(sync_log: CommitLog) -> None:
     acks = SpyAcks(sync_log)
     try:
@@ -192,12 +203,7 @@ def test_async_flush_has_no_watch(tmp_path: Path) -> None:
 
 
 async def test_the_loop_flushes_its_own_puts(sync_log: CommitLog) -> None:
-    acks = SpyAcks(sync_log, inline=True)
-    try:
-        results = await _put_all(sync_log, acks)
-    finally:
-        acks.close()
-    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 160
+    acks = await _put_all_inline(sync_log)
     loop_thread = threading.get_ident()
     assert acks.flushes and {thread for thread, _, _ in acks.flushes} == {loop_thread}
     assert all(durable >= written for _, written, durable in acks.flushes)  # durable when it returns
@@ -208,12 +214,7 @@ async def test_the_loop_flushes_its_own_puts(sync_log: CommitLog) -> None:
 async def test_a_slow_inline_flush_hands_the_loops_puts_to_the_thread(
         sync_log: CommitLog, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group_commit, "_INLINE_SLOW_NS", -1)  # every fdatasync counts as slow
-    acks = SpyAcks(sync_log, inline=True)
-    try:
-        results = await _put_all(sync_log, acks, writers=4, each=10)
-    finally:
-        acks.close()
-    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 40
+    acks = await _put_all_inline(sync_log, writers=4, each=10)
     assert len(acks.flushes) == 1  # the first; the commit thread flushed the rest
     assert {thread for thread, _ in acks.deliveries} == {threading.get_ident()}
 
@@ -222,12 +223,7 @@ async def test_the_loop_flushes_inline_again_after_its_pause(
         sync_log: CommitLog, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group_commit, "_INLINE_SLOW_NS", -1)  # every fdatasync counts as slow
     monkeypatch.setattr(group_commit, "_INLINE_PAUSE_FIRST_S", 0.0)  # and the pause ends at once
-    acks = SpyAcks(sync_log, inline=True)
-    try:
-        results = await _put_all(sync_log, acks, writers=4, each=10)
-    finally:
-        acks.close()
-    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 40
+    acks = await _put_all_inline(sync_log, writers=4, each=10)
     assert len(acks.flushes) > 1 and {thread for thread, _, _ in acks.flushes} == {threading.get_ident()}
 
 
@@ -256,12 +252,7 @@ async def test_the_pause_doubles_while_inline_flushes_stay_slow_and_a_fast_one_r
 
 
 async def test_a_slow_disk_of_the_fault_tests_is_flushed_by_the_thread(slow_sync_log: CommitLog) -> None:
-    acks = SpyAcks(slow_sync_log, inline=True)
-    try:
-        results = await _put_all(slow_sync_log, acks, writers=4, each=5)
-    finally:
-        acks.close()
-    assert [s for _, s in results] == [PutMessageStatus.PUT_OK] * 20
+    acks = await _put_all_inline(slow_sync_log, writers=4, each=5)
     assert not acks.flushes  # the loop never blocked on the slow disk
 
 

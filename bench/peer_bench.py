@@ -9,7 +9,8 @@ Each peer is installed when missing (Debian packages; Apache RocketMQ's jars thr
 scripts/jvm_deps.sh), started on free loopback ports in a private temporary directory with
 durable settings, run through the same workload (bench/peers/workload.py; the ``-java`` peers
 run it with Apache RocketMQ's Java client, bench/peers/java_bench.py), with the broker's CPU
-time read from /proc around every phase, and stopped, whatever happens. The results replace the
+time read from /proc around every phase, and stopped, whatever happens. The asyncio clients
+run on uvloop unless ``--loop asyncio`` says otherwise. The results replace the
 "## Peers" section of BENCHMARKS.md and the plot docs/bench/peers_latency.png.
 """
 
@@ -22,8 +23,11 @@ import shlex
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+
+import uvloop
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make `bench` and `lakemq` importable
@@ -36,6 +40,9 @@ from bench.peers.report import plot_latency, render_section, write_json  # noqa:
 from bench.peers.workload import FULL, QUICK, PeerResult, Plan, run_workload  # noqa: E402
 
 BENCHMARKS = ROOT / "BENCHMARKS.md"
+# Every asyncio client runs on one loop, chosen per run: uvloop, or asyncio's own.
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "uvloop": uvloop.new_event_loop, "asyncio": asyncio.new_event_loop}
 PLOT = ROOT / "docs" / "bench" / "peers_latency.png"
 RAW = ROOT / "docs" / "bench" / "peers_results.json"
 
@@ -46,6 +53,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="short phases: a ~2 minute smoke test")
     parser.add_argument("--peers", default=",".join(keys),
                         help=f"comma-separated subset of: {', '.join(keys)}")
+    parser.add_argument("--loop", choices=LOOPS, default="uvloop",
+                        help="the event loop under every asyncio client (default uvloop, on which they "
+                             "gain: BENCHMARKS.md, \"The peers' event loop\")")
     parser.add_argument("--no-write", action="store_true",
                         help="print results only; leave BENCHMARKS.md and the plot alone")
     args = parser.parse_args(argv)
@@ -55,7 +65,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _run_peer(peer_type: type[Peer], plan: Plan) -> PeerResult:
+def _run_peer(peer_type: type[Peer], plan: Plan, loop: str) -> PeerResult:
     peer = peer_type()
     result = PeerResult(peer.key, peer.title, peer.durability.value, peer.settings, peer.batch_note,
                         peer.client_name)
@@ -67,7 +77,8 @@ def _run_peer(peer_type: type[Peer], plan: Plan) -> PeerResult:
             if peer.client_name == "java":
                 run_java_workload(peer, result, plan, log=lambda line: print(line, flush=True))
             else:
-                asyncio.run(_drive(peer, result, plan))
+                with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+                    runner.run(_drive(peer, result, plan))
     except PeerUnavailable as exc:
         result.error = f"unavailable: {exc}"
     except Exception as exc:  # noqa: BLE001 - one peer failing must not lose the others' rows
@@ -101,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "bench/peer_bench.py", *(sys.argv[1:] if argv is None else argv)])
     began = time.monotonic()
     try:
-        results = [_run_peer(peer_type, plan) for peer_type in PEERS if peer_type.key in chosen]
+        results = [_run_peer(peer_type, plan, args.loop) for peer_type in PEERS if peer_type.key in chosen]
     except KeyboardInterrupt:
         print("interrupted: the servers started so far are stopped; nothing was written", flush=True)
         return 130
@@ -110,12 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         plot_latency(results, plan, PLOT, f"End-to-end latency, {plan.body_size}-byte messages ({when})")
         plot_ref = PLOT.relative_to(ROOT).as_posix()
-        section = render_section(results, plan, command, when, plot_ref)
+        section = render_section(results, plan, command, when, plot_ref, args.loop)
         replace_section(section, BENCHMARKS)
         write_json(results, plan, command, RAW)
         print(f"wrote {BENCHMARKS.relative_to(ROOT)}, {plot_ref}, {RAW.relative_to(ROOT)}")
     else:
-        print(render_section(results, plan, command, when, None))
+        print(render_section(results, plan, command, when, None, args.loop))
     return 0 if all(r.error is None for r in results) else 1
 
 

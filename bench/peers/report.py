@@ -153,8 +153,16 @@ def _latency_table(measured: list[PeerResult], by_key: dict[str, PeerResult],
     return lines
 
 
+# How the run's event loop is described in the Workload paragraph.
+_LOOP_NOTES = {
+    "uvloop": ("uvloop, on which every asyncio client here gains overall, redis-py the most (BENCHMARKS.md, "
+               "\"The peers' event loop\")"),
+    "asyncio": "asyncio's own event loop (`--loop asyncio`)",
+}
+
+
 def render_section(results: list[PeerResult], plan: Plan, command: str, when: str,
-                   plot_path: str | None) -> str:
+                   plot_path: str | None, loop: str) -> str:
     """The whole "## Peers" section: command, conditions, tables, notes, failures."""
     measured = [r for r in results if r.error is None]
     by_key = {r.key: r for r in measured}
@@ -168,7 +176,8 @@ def render_section(results: list[PeerResult], plan: Plan, command: str, when: st
         "The servers, the client process and any other load share these cores, so treat "
         "small differences as noise."), "",
         (f"Workload: {plan.body_size}-byte bodies. Producers are asyncio tasks in one client "
-        "process, each with its own connection, every send waiting for the peer's durable ack; "
+        f"process on {_LOOP_NOTES[loop]}, each with its own connection, every send waiting for "
+        "the peer's durable ack; "
         "the same for every peer, so one client core bounds everyone alike (separate processes "
         "would take cores from the servers on this machine). With the Java client (rows marked so) "
         "the same phases run in one JVM, each producer a thread with its own client instance "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -28,7 +29,7 @@ from lakemq.common.message import Message, MessageConst, MessageSysFlag, propert
 from lakemq.common.message_batch import encode_messages
 from lakemq.common.message_queue import MessageQueue
 from lakemq.common.validation import check_group, check_topic
-from lakemq.errors import LakeMQError, MessageIllegalError
+from lakemq.errors import BrokerError, LakeMQError, MessageIllegalError, RemotingError
 from lakemq.remoting.bodies import TopicRouteData
 from lakemq.remoting.codec import RemotingCommand
 
@@ -188,10 +189,29 @@ class Producer:
                     arg: Any, timeout_ms: int | None, attempts: int) -> SendResult:
         prepared = self._prepare(msg)
         timeout = timeout_ms or self.config.send_msg_timeout
+        if mq is None and selector is None:
+            direct = self.sender.first_attempt(prepared, attempts=attempts, timeout_ms=timeout)
+            if direct is not None:
+                return await self._send_direct(direct)
         target = await self._to_queue(prepared, msg, mq, selector, arg)
         if target is not None:
             return await self.sender.send_to_queue(prepared, target, timeout)
         return await self.sender.send_with_retries(prepared, attempts=attempts, timeout_ms=timeout)
+
+    async def _send_direct(self, direct: DirectSend) -> SendResult:
+        """The first attempt straight on the broker's connection (the route and the broker are
+        known), as the blocking face makes it, without send_with_retries' layers of coroutines;
+        what follows a failed first attempt is send_with_retries' (direct_retry)."""
+        started = time.monotonic()
+        failure: BaseException | None = None
+        try:
+            response = await self.sender.instance.remoting.invoke(direct.addr, direct.request, direct.timeout_ms / 1000)
+            result = self.sender.first_attempt_answered(direct, response, time.monotonic() - started)
+        except (RemotingError, BrokerError) as exc:
+            result, failure = None, exc
+        if result is not None:
+            return result
+        return await self.direct_retry(direct, time.monotonic() - started, failure)
 
     # -- a blocking face's own transport (lakemq.client.sync) --------------------------------
     def direct_send(self, msg: Message, timeout_ms: int | None = None) -> DirectSend | None:

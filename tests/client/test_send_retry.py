@@ -8,6 +8,7 @@ under load.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,10 +17,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from lakemq.client import Message, Producer, SendStatus
-from lakemq.remoting import fastjson
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import BrokerError, SystemBusyError
-from lakemq.remoting import RemotingCommand, RemotingServer, RequestContext
+from lakemq.remoting import RemotingCommand, RemotingServer, RequestContext, fastjson
 from lakemq.remoting.headers import decode_send_header
 
 
@@ -79,43 +79,67 @@ async def scripted(*scripts: list[int]) -> AsyncIterator[tuple[str, list[Scripte
             await server.shutdown()
 
 
-async def test_flow_control_backs_off_then_another_broker_takes_it() -> None:
-    busy_once = [ResponseCode.SYSTEM_BUSY, ResponseCode.SUCCESS]  # whichever broker is asked first refuses
-    async with scripted(busy_once, busy_once) as (ns, brokers):
-        async with Producer("retry_pg", namesrv_addr=ns) as producer:
-            result = await producer.send(Message("T", b"x"))
+# Each test sends twice over: as a producer's first send (the route is looked up on the way)
+# and once the route is known, when the first attempt goes straight to the broker's connection
+# (Producer._send_direct) and only what follows a failure goes through the retry loop.
+ROUTES = pytest.mark.parametrize("route_known", [False, True], ids=["first-send", "route-known"])
+
+
+async def _warm(producer: Producer, route_known: bool) -> None:
+    if route_known:
+        assert (await producer.send(Message("T", b"warm"))).send_status is SendStatus.SEND_OK
+
+
+def _script(route_known: bool, *codes: int) -> list[int]:
+    """One script both brokers share: the warm-up's answer first when there is one."""
+    return [ResponseCode.SUCCESS] * route_known + list(codes)
+
+
+@ROUTES
+async def test_flow_control_backs_off_then_another_broker_takes_it(route_known: bool) -> None:
+    busy_once = _script(route_known, ResponseCode.SYSTEM_BUSY, ResponseCode.SUCCESS)  # whichever is asked refuses
+    async with scripted(busy_once, busy_once) as (ns, brokers), Producer("retry_pg", namesrv_addr=ns) as producer:
+        await _warm(producer, route_known)
+        result = await producer.send(Message("T", b"x"))
     assert result.send_status is SendStatus.SEND_OK
-    first, second = sorted((t, b.name) for b in brokers for t in b.attempts)
+    attempts = sorted((t, b.name) for b in brokers for t in b.attempts)
+    assert len(attempts) == 2 + route_known
+    first, second = attempts[-2:]
     assert first[1] != second[1]  # the retry avoided the broker that refused
     assert 0.75 <= second[0] - first[0] <= 1.5  # the first backoff: 1 s +- 20 %
 
 
-async def test_flow_control_everywhere_gives_up_after_three_attempts() -> None:
-    async with scripted([ResponseCode.TOO_MANY_REQUESTS], [ResponseCode.TOO_MANY_REQUESTS]) as (ns, brokers):
-        async with Producer("retry_pg", namesrv_addr=ns) as producer:
-            started = time.monotonic()
-            with pytest.raises(SystemBusyError):
-                await producer.send(Message("T", b"x"))
-            elapsed = time.monotonic() - started
-    times = sorted(t for b in brokers for t in b.attempts)
+@ROUTES
+async def test_flow_control_everywhere_gives_up_after_three_attempts(route_known: bool) -> None:
+    busy = _script(route_known, ResponseCode.TOO_MANY_REQUESTS)
+    async with scripted(busy, busy) as (ns, brokers), Producer("retry_pg", namesrv_addr=ns) as producer:
+        await _warm(producer, route_known)
+        started = time.monotonic()
+        with pytest.raises(SystemBusyError):
+            await producer.send(Message("T", b"x"))
+        elapsed = time.monotonic() - started
+    times = sorted(t for b in brokers for t in b.attempts)[route_known:]
     assert len(times) == 3  # retryTimesWhenSendFailed = 2
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert 0.75 <= gaps[0] <= 1.5 and 1.2 <= gaps[1] <= 2.2  # 1 s, then 1.6 s, +- 20 %
     assert elapsed < 5
 
 
-async def test_message_errors_are_not_retried_and_failures_are() -> None:
-    illegal = [ResponseCode.MESSAGE_ILLEGAL]
-    async with scripted(illegal, illegal) as (ns, brokers):
-        async with Producer("retry_pg", namesrv_addr=ns) as producer:
-            with pytest.raises(BrokerError) as refused:
-                await producer.send(Message("T", b"x"))
+@ROUTES
+async def test_message_errors_are_not_retried_and_failures_are(route_known: bool) -> None:
+    illegal = _script(route_known, ResponseCode.MESSAGE_ILLEGAL)
+    async with scripted(illegal, illegal) as (ns, brokers), Producer("retry_pg", namesrv_addr=ns) as producer:
+        await _warm(producer, route_known)
+        with pytest.raises(BrokerError) as refused:
+            await producer.send(Message("T", b"x"))
     assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
-    assert sum(len(b.attempts) for b in brokers) == 1
-    fail_once = [ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SUCCESS]
-    async with scripted(fail_once, fail_once) as (ns, brokers):
-        async with Producer("retry_pg", namesrv_addr=ns) as producer:
-            started = time.monotonic()
-            assert (await producer.send(Message("T", b"x"))).send_status is SendStatus.SEND_OK
-            assert time.monotonic() - started < 0.5  # retried at once, no backoff
-    assert sorted(len(b.attempts) for b in brokers) == [1, 1]
+    assert sum(len(b.attempts) for b in brokers) == 1 + route_known
+    fail_once = _script(route_known, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SUCCESS)
+    async with scripted(fail_once, fail_once) as (ns, brokers), Producer("retry_pg", namesrv_addr=ns) as producer:
+        await _warm(producer, route_known)
+        started = time.monotonic()
+        assert (await producer.send(Message("T", b"x"))).send_status is SendStatus.SEND_OK
+        assert time.monotonic() - started < 0.5  # retried at once, no backoff
+    attempts = sorted((t, b.name) for b in brokers for t in b.attempts)
+    assert len(attempts) == 2 + route_known
+    assert attempts[-1][1] != attempts[-2][1]  # the retry went to the other broker

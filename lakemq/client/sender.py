@@ -58,8 +58,8 @@ def classify_failure(exc: BaseException) -> RetryAction:
 
 
 class DirectSend:
-    """A send's first attempt, made ready for a caller's own transport (Sender.first_attempt):
-    the request to write to ``addr`` for queue ``mq``."""
+    """A send's first attempt, made ready for its caller to write (Sender.first_attempt): the
+    request to write to ``addr`` for queue ``mq``."""
 
     __slots__ = ("addr", "attempts", "mq", "msg", "request", "timeout_ms")
 
@@ -150,9 +150,10 @@ class Sender:
         await self.instance.api.send_message_oneway(addr, self._fields(msg, mq), msg.body, batch=msg.batch)
 
     def first_attempt(self, msg: PreparedMessage, *, attempts: int, timeout_ms: int) -> DirectSend | None:
-        """The first attempt of send_with_retries as a request for a caller's own transport, when
-        it needs no I/O to make (the topic's route and the broker's address are known); the
-        caller reports back with :meth:`first_attempt_answered` or send_with_retries' ``first``."""
+        """The first attempt of send_with_retries as a request made ready for the caller to
+        write (Producer's own send, or a blocking face on its own transport), when it needs no
+        I/O to make (the topic's route and the broker's address are known); the caller reports
+        back with :meth:`first_attempt_answered` or send_with_retries' ``first``."""
         info = self.publish_info.get(msg.topic)
         if info is None or not info.ok():
             return None

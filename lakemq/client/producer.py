@@ -206,7 +206,7 @@ class Producer:
         failure: BaseException | None = None
         try:
             response = await self.sender.instance.remoting.invoke(direct.addr, direct.request, direct.timeout_ms / 1000)
-            result = self.sender.first_attempt_answered(direct, response, time.monotonic() - started)
+            result = self.direct_answered(direct, response, time.monotonic() - started)
         except (RemotingError, BrokerError) as exc:
             result, failure = None, exc
         if result is not None:

@@ -273,13 +273,14 @@ def report(r: dict[str, dict[str, float]], s: Settings, command: str) -> str:
     return "\n".join(lines)
 
 
-def write_md(table: str, s: Settings, command: str, quick: bool) -> None:
+def write_md(table: str, s: Settings, command: str, quick: bool, load_at_start: float) -> None:
     smoke = ("**Smoke run** (`--quick`, 2 s phases): too short for stable figures.\n\n" if quick else "")
     body = (
         f"{SECTION}\n\nMeasured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with:\n\n```\n{command}\n```\n\n"
         f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}. "
-        "The broker, the name server and the client processes share these cores (and, while this was "
-        "measured, other work did too): treat the figures as noisy.\n\n"
+        "The broker, the name server and the client processes share these cores; the 1-minute load "
+        f"average was {load_at_start:.2f} when the run started (anything else running shows there): treat "
+        "the figures as noisy.\n\n"
         f"Setup: one `lakemq namesrv` and one `lakemq broker` (flushDiskType={s.flush}, {QUEUES} queues per "
         f"topic) on loopback, started and stopped by the script. {BODY_SIZE}-byte bodies. Each producer or "
         "consumer is one TCP connection driven by its own thread with a blocking socket, speaking the remoting "
@@ -311,6 +312,7 @@ def main() -> None:
                     help="run one phase (consume: after the batch phase) for profiling; no report")
     ap.add_argument("--write-md", action="store_true", help="write the results into BENCHMARKS.md")
     args = ap.parse_args()
+    load_at_start = os.getloadavg()[0]
     s = Settings(args.duration or (2.0 if args.quick else 10.0), args.rate, args.send_processes, args.flush)
     work = Path(tempfile.mkdtemp(prefix="broker_bench_"))
     results: dict[str, dict[str, float]] = {}
@@ -362,7 +364,7 @@ def main() -> None:
     table = report(results, s, command)
     print(table)
     if args.write_md:
-        write_md(table, s, command.replace(" --write-md", ""), args.quick)
+        write_md(table, s, command.replace(" --write-md", ""), args.quick, load_at_start)
 
 
 if __name__ == "__main__":

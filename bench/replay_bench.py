@@ -70,6 +70,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--write-md", action="store_true", help="write the results into BENCHMARKS.md")
     opts = ap.parse_args()
+    load_at_start = os.getloadavg()[0]
 
     from lakemq.jobs.replay import pipelined_sender, replay
     from lakemq.jobs.session import build_session
@@ -124,7 +125,8 @@ def main() -> None:
         verdict = "met" if send_rate >= TARGET_RATE else "**not met**"
         replace_section(
             f"{SECTION}\n\nMeasured {measured} UTC with:\n\n```\n{command}\n```\n\n"
-            f"Machine: {machine}; other work shared the machine, so treat the figures as noisy.\n\n"
+            f"Machine: {machine}; 1-minute load average {load_at_start:.2f} when the run started (anything "
+            "else running shows there).\n\n"
             f"Workload: {opts.messages:,} messages ({BODY}-byte bodies, keys, tags, a user property) "
             "produced through a real broker, tiered into a local lake, then replayed by "
             "`lakemq.jobs.replay` (what `lakemq replay` runs) into another topic of the same broker, "

@@ -319,6 +319,7 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--write-md", action="store_true", help="write the results into BENCHMARKS.md")
     args = ap.parse_args()
+    load_at_start = os.getloadavg()[0]
 
     root = Path(tempfile.mkdtemp(prefix="store_bench_", dir=args.dir))
     n = args.messages
@@ -415,7 +416,7 @@ def main() -> None:
     print(table)
     print("\n".join(verdicts))
     if args.write_md:
-        write_md(table + "\n\n" + "\n".join(verdicts), args)
+        write_md(table + "\n\n" + "\n".join(verdicts), args, load_at_start)
 
 
 def verdict_lines(f: dict[str, float]) -> list[str]:
@@ -450,12 +451,12 @@ def verdict_lines(f: dict[str, float]) -> list[str]:
     return [async_line, sync_line, recovery_line, ratio_line]
 
 
-def write_md(table: str, args: argparse.Namespace) -> None:
+def write_md(table: str, args: argparse.Namespace, load_at_start: float) -> None:
     command = "python bench/store_bench.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("write_md", "dir")) + " --write-md"
     body = (f"{SECTION}\n\nMeasured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on "
-            f"{platform.machine()}, {os.cpu_count()} cores (shared with other jobs), Python "
-            f"{platform.python_version()}, ext4 with 1 GiB CommitLog files. Command:\n\n    {command}\n\n"
+            f"{platform.machine()}, {os.cpu_count()} cores (1-minute load average {load_at_start:.2f} when the run "
+            f"started), Python {platform.python_version()}, ext4 with 1 GiB CommitLog files. Command:\n\n    {command}\n\n"
             f"{table}\n\n{NOTES}\n")
     replace_section(body)
 

@@ -170,7 +170,7 @@ class Sender:
         retryAnotherBrokerWhenNotStoreOK); BrokerError for a refusal (for send_with_retries'
         ``first``)."""
         result = self.instance.api.send_result(direct.mq, response, direct.msg.uniq_id)
-        self.fault.update(direct.mq.broker_name, elapsed * 1000)
+        self._note_latency(direct.mq.broker_name, elapsed)
         if result.send_status is not SendStatus.SEND_OK and self.config.retry_another_broker_when_not_store_ok \
                 and direct.attempts > 1:
             return None
@@ -212,7 +212,7 @@ class Sender:
                 continue
             elapsed = time.monotonic() - started
             budget -= elapsed
-            self.fault.update(mq.broker_name, elapsed * 1000)
+            self._note_latency(mq.broker_name, elapsed)
             if result.send_status is not SendStatus.SEND_OK and self.config.retry_another_broker_when_not_store_ok \
                     and attempt + 1 < attempts:
                 last_broker = mq.broker_name
@@ -223,12 +223,17 @@ class Sender:
             raise RemotingTimeoutError(f"send to {msg.topic} ran out of its {timeout_ms} ms budget")
         raise last_exc
 
+    def _note_latency(self, broker_name: str, elapsed: float, *, isolation: bool = False) -> None:
+        """RocketMQ's updateFaultItem: kept only with sendLatencyFaultEnable, the one reader of it."""
+        if self.config.send_latency_fault_enable:
+            self.fault.update(broker_name, elapsed * 1000, isolation=isolation)
+
     async def _failed(self, msg: PreparedMessage, mq: MessageQueue, exc: BaseException, elapsed: float,
                       attempt: int, attempts: int, backoffs: int,
                       info: TopicPublishInfo) -> tuple[int, TopicPublishInfo]:
         """After a failed attempt: raise what retrying cannot help, else wait if the broker asked
         for it and refresh a stale route; returns the backoff count and the route to go on with."""
-        self.fault.update(mq.broker_name, elapsed * 1000, isolation=True)  # a failure counts as 30 s
+        self._note_latency(mq.broker_name, elapsed, isolation=True)  # a failure counts as 30 s
         action = classify_failure(exc)
         log.warning("send to %s failed (attempt %d/%d, %s): %s", mq, attempt + 1, attempts, action.value, exc)
         if action is RetryAction.RAISE:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from lakemq.client import Message, Producer, SendStatus
+from lakemq.client import Message, Producer, ProducerConfig, SendStatus
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import BrokerError, SystemBusyError
 from lakemq.remoting import RemotingCommand, RemotingServer, RequestContext, fastjson
@@ -143,3 +143,21 @@ async def test_message_errors_are_not_retried_and_failures_are(route_known: bool
     attempts = sorted((t, b.name) for b in brokers for t in b.attempts)
     assert len(attempts) == 2 + route_known
     assert attempts[-1][1] != attempts[-2][1]  # the retry went to the other broker
+
+
+@ROUTES
+@pytest.mark.parametrize("fault_enable", [False, True], ids=["fault-off", "fault-on"])
+async def test_latency_faults_are_kept_only_when_enabled(route_known: bool, fault_enable: bool) -> None:
+    """As RocketMQ's updateFaultItem: a failed broker is isolated only with
+    sendLatencyFaultEnable, the setting under which queue selection reads the faults."""
+    fail_once = _script(route_known, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SUCCESS)
+    config = ProducerConfig(send_latency_fault_enable=fault_enable)
+    async with scripted(fail_once, fail_once) as (ns, brokers), \
+            Producer("retry_pg", namesrv_addr=ns, config=config) as producer:
+        await _warm(producer, route_known)
+        assert (await producer.send(Message("T", b"x"))).send_status is SendStatus.SEND_OK
+        attempts = sorted((t, b.name) for b in brokers for t in b.attempts)
+        failed, answered = attempts[-2][1], attempts[-1][1]
+        assert failed != answered
+        assert producer.sender.fault.is_available(failed) is not fault_enable
+        assert producer.sender.fault.is_available(answered)

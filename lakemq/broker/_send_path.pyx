@@ -2,8 +2,9 @@
 """The plain send in C (PlainSends): a SEND_MESSAGE_V2 of one message to a known topic, read
 from the request's extFields, checked, put through the store's one entry point
 (MessageStore.put of a PlainPut) and answered, without the Python send processor's header
-object, checks and reply in between. A put that waits for its acknowledgement (a slave's,
-SYNC_MASTER) is handed to the processor's ``later``, which answers once PutAcks answered.
+object, checks and reply in between. A put that waits for its acknowledgement (the disk's
+under SYNC_FLUSH, a slave's under SYNC_MASTER) is handed to the processor's ``later``, which
+answers through ``acknowledged`` once PutAcks answered: a PUT_OK is answered in C then too.
 
 Why compiled: a sync send's Python around the store's put cost about as much as the put (the
 header decoded into a frozen object, the checks, the reply's fields and command). The send
@@ -129,7 +130,7 @@ cdef class PlainSends:
         cdef PyObject *found
         cdef int64_t queue_id, sys_flag, born, flag, ignored, reconsume = 0
         cdef timespec t
-        cdef double started, elapsed
+        cdef double started
         for name in _REQUIRED:
             if PyDict_GetItem(ext, name) == NULL:
                 return None
@@ -173,9 +174,22 @@ cdef class PlainSends:
         result = self._put(put, sink, token)
         if <object>PyTuple_GET_ITEM(result, 3):  # pending: PutAcks answers later, through ``sink``
             return self._later(ctx, request, topic, queue_id, result, started, token)
+        return self._answer(ctx, request, topic, queue_id, result, started, <object>PyTuple_GET_ITEM(result, 0))
+
+    def acknowledged(self, ctx, request, str topic, int64_t queue_id, result, double started, status):
+        """The answer to a send whose put came back pending (``later`` was called), now that its
+        acknowledgement ``status`` came: as ``send`` answers a put acknowledged at once."""
+        return self._answer(ctx, request, topic, queue_id, result, started, status)
+
+    cdef object _answer(self, ctx, request, str topic, int64_t queue_id, result, double started, status):
+        """SUCCESS built here for a put that is PUT_OK with no remark; anything else is the
+        processor's reply (its refusals and the stored-but-not-acknowledged statuses)."""
+        cdef timespec t
+        cdef double elapsed
         append = <object>PyTuple_GET_ITEM(result, 1)
-        if <object>PyTuple_GET_ITEM(result, 0) is not self._put_ok or append is None \
-                or <object>PyTuple_GET_ITEM(result, 2):
+        if status is not self._put_ok or append is None or <object>PyTuple_GET_ITEM(result, 2):
+            if status is not <object>PyTuple_GET_ITEM(result, 0):
+                result = result.acknowledged(status)
             return self._reply(ctx, request, topic, queue_id, result, started)
         clock_gettime(CLOCK_MONOTONIC, &t)
         elapsed = t.tv_sec + t.tv_nsec * 1e-9 - started

@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -79,13 +80,16 @@ def _answer(response: RemotingCommand) -> tuple[object, ...]:
     return response.code, remark, fields, None if msg_id is None else msg_id[16:]
 
 
-def test_compiled_and_python_sends_answer_and_store_the_same(tmp_path: Path) -> None:
+# Under SYNC_FLUSH a put is answered once flushed: the compiled side through
+# PlainSends.acknowledged, the Python side through the processor's reply.
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_compiled_and_python_sends_answer_and_store_the_same(tmp_path: Path, flush: str) -> None:
     for side in ("compiled", "python"):
         (tmp_path / side).mkdir()
 
     async def run() -> None:
-        async with in_process_broker(tmp_path / "compiled") as (compiled, client), \
-                in_process_broker(tmp_path / "python") as (python, _):
+        async with in_process_broker(tmp_path / "compiled", flushDiskType=flush) as (compiled, client), \
+                in_process_broker(tmp_path / "python", flushDiskType=flush) as (python, _):
             class _Off:
                 def send(self, ctx: object, request: object, sink: object = None, token: object = None) -> None:
                     return None
@@ -99,6 +103,9 @@ def test_compiled_and_python_sends_answer_and_store_the_same(tmp_path: Path) -> 
                     response = self.inner.send(ctx, request, sink, token)
                     self.taken += response is not None
                     return response
+
+                def acknowledged(self, *answer: object) -> RemotingCommand:
+                    return self.inner.acknowledged(*answer)  # type: ignore[arg-type]
 
             python._send_processor._plain = _Off()  # type: ignore[assignment]
             counted = compiled._send_processor._plain = _Counted(compiled._send_processor._plain)  # type: ignore[assignment]

@@ -220,11 +220,11 @@ class SendMessageProcessor:
                       result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus]) -> object:
         """A compiled plain send whose put waits for its acknowledgement: answered when ``ack``
         is, on the loop, without a task (the dispatcher writes nothing now)."""
+        answer = self._plain.acknowledged
 
         def acknowledged(done: asyncio.Future[PutMessageStatus]) -> None:
             if not done.cancelled():
-                ctx.connection.send_response(
-                    self._reply(ctx, request, topic, queue_id, result.acknowledged(done.result()), started))
+                ctx.connection.send_response(answer(ctx, request, topic, queue_id, result, started, done.result()))
 
         ack.add_done_callback(acknowledged)
         return _LATER

@@ -84,8 +84,12 @@ def ordered_pages(
     lake = LakeLocation.of(lake_uri, storage_options)
     version = DeltaTable(lake.table_uri(MESSAGES_TABLE), storage_options=lake.delta_options()).version()
     rows = _in_range(spark, lake, version, topic, begin_ms, end_ms)
-    total = rows.count()
-    keys = rows.where(_after(after)).select("store_timestamp", "commitlog_offset").toArrow().sort_by(_ORDER)
+    # A run that resumes before the range (a first run: ``after`` is (-1, -1)) has every row of
+    # it left: the keys' query counts them too, one Spark job instead of two.
+    resumed = after[0] >= begin_ms
+    keys = ((rows.where(_after(after)) if resumed else rows).select("store_timestamp", "commitlog_offset")
+            .toArrow().sort_by(_ORDER))
+    total = rows.count() if resumed else keys.num_rows
 
     def pages() -> Iterator[pa.Table]:
         for start in range(0, keys.num_rows, page_rows):

@@ -1,7 +1,8 @@
 """Pulls below the hot ConsumeQueue's min offset, answered from the lake (``lakeUri``).
 
-The store answers OFFSET_TOO_SMALL once hot retention has deleted tiered files; with a lake
-the same pull is served from the lake's records instead, through the broker's own filter
+The store answers OFFSET_TOO_SMALL once hot retention has deleted tiered files (and, while
+expiry is deleting them, OFFSET_FOUND_NULL or MESSAGE_WAS_REMOVING); with a lake the same
+pull is served from the lake's records instead, through the broker's own filter
 (tags hash code, then SQL92 on properties). ``next_begin_offset`` is the offset after the
 last record looked at, so a consumer walks the lake range and then the hot range without a
 gap. GET_MIN_OFFSET stays the hot min: RocketMQ clients use it to place a new group that
@@ -29,13 +30,14 @@ class ColdPuller:
         self._metrics = metrics
 
     def pull(
-        self, topic: str, queue_id: int, offset: int, max_count: int, message_filter: MessageFilter,
+        self, topic: str, queue_id: int, offset: int, end_offset: int, max_count: int, message_filter: MessageFilter,
         max_bytes: int, hot: GetMessageResult,
     ) -> GetMessageResult | None:
-        """The lake's answer for a pull the store found too small, or ``None`` when the lake
-        does not hold ``offset`` (the store's answer then stands). Blocks: run it in a pool."""
+        """The lake's answer, from the records of ``[offset, end_offset)``, for a pull the store
+        could not serve, or ``None`` when the lake does not hold ``offset`` (the store's answer
+        then stands). Blocks: run it in a pool."""
         started = time.perf_counter()
-        scan = self.reader.read(topic, queue_id, offset, hot.min_offset, max(max_count, self.reader.block_size))
+        scan = self.reader.read(topic, queue_id, offset, end_offset, max(max_count, self.reader.block_size))
         if not scan:
             return None
         result = GetMessageResult(

@@ -324,9 +324,10 @@ class ConsumeQueue:
 
     def delete_expired_file(self, phy_min_offset: int) -> int:
         """Delete whole files whose entries all point below ``phy_min_offset``."""
-        count = self.mapped_file_queue.delete_expired_file_by_offset(phy_min_offset, CQ_STORE_UNIT_SIZE)
+        # The min moves first: a reader checking it never looks for an entry in a file that
+        # is already gone.
         self.correct_min_offset(phy_min_offset)
-        return count
+        return self.mapped_file_queue.delete_expired_file_by_offset(phy_min_offset, CQ_STORE_UNIT_SIZE)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

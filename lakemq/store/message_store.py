@@ -382,8 +382,10 @@ class MessageStore:
 
     def set_retention_guard(self, guard: Callable[[], int] | None) -> None:
         """``guard()`` is the highest CommitLog offset whose file may be deleted (tiering: the
-        end of what the lake holds)."""
+        end of what the lake holds). With a guard, deleted records are still readable from
+        there, so a pull stops at one rather than skipping it (QueueReader.stops_at_removed)."""
         self._retention_guard = guard
+        self._reader.stops_at_removed = guard is not None
 
     def set_unconsumed_probe(self, probe: UnconsumedProbe | None) -> None:
         """``probe()`` names the oldest message a consumer group has not consumed; expiry logs

@@ -61,6 +61,10 @@ class QueueReader:
         self._consume_queues = consume_queues
         self._commit_log = commit_log
         self._keeps_offsets = keeps_offsets
+        # False (RocketMQ): entries whose CommitLog file is gone are skipped, as their records
+        # are lost. True when the deleted files are held elsewhere (a lake the broker reads):
+        # a read stops at the first such entry, its offset next, for the caller to serve.
+        self.stops_at_removed = False
         # Records further than this behind the CommitLog's end are read from disk, not memory.
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
 
@@ -128,6 +132,9 @@ class QueueReader:
             if record is None:
                 if result.buffer_total_size == 0:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                if self.stops_at_removed:
+                    read -= 1
+                    break
                 next_file_start = commit_log.roll_next_file(offset_py)
                 continue
             if message_filter is not None and not message_filter.is_matched_by_commit_log(record, None):

@@ -5,7 +5,9 @@ the store's wire format from the lake's columns; the lake keeps every field a re
 except the original order of properties (a map), so a re-encoded record carries the same
 properties, hosts, timestamps, offsets, flags and body, with ``body_crc`` as stored.
 Reads go by blocks of ``block_size`` offsets kept in an LRU, so a consumer walking history
-sequentially costs one lake read per block. Callers run ``read`` off the event loop.
+sequentially costs one lake read per block. A block read while the lake held only part of it
+is read again when an offset it lacks is asked for: tiering may have added it since. Callers
+run ``read`` off the event loop.
 """
 
 from __future__ import annotations
@@ -54,23 +56,33 @@ class ColdReader:
         the first offset the lake does not hold."""
         found: list[ColdRecord] = []
         current = offset
+        read_now: set[int] = set()  # blocks read from the lake during this call
         while current < end_offset and len(found) < max_count:
-            block = self._block(topic, queue_id, current // self.block_size)
+            index = current // self.block_size
+            block, cached = self._block(topic, queue_id, index)
+            if not cached:
+                read_now.add(index)
             record = block.get(current)
+            if record is None and index not in read_now and len(block) < self.block_size:
+                block, _ = self._block(topic, queue_id, index, fresh=True)
+                read_now.add(index)
+                record = block.get(current)
             if record is None:
                 break
             found.append(record)
             current += 1
         return found
 
-    def _block(self, topic: str, queue_id: int, index: int) -> dict[int, ColdRecord]:
+    def _block(self, topic: str, queue_id: int, index: int, *,
+               fresh: bool = False) -> tuple[dict[int, ColdRecord], bool]:
+        """The block's records, and whether they came from the cache."""
         key = (topic, queue_id, index)
         with self._lock:
-            cached = self._cache.get(key)
+            cached = None if fresh else self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
-                return cached
+                return cached, True
         start = index * self.block_size
         block = self._load(topic, queue_id, start, start + self.block_size)
         with self._lock:
@@ -78,7 +90,7 @@ class ColdReader:
             self._cache[key] = block
             while len(self._cache) > self.cache_blocks:
                 self._cache.popitem(last=False)
-        return block
+        return block, False
 
     def _load(self, topic: str, queue_id: int, start: int, end: int) -> dict[int, ColdRecord]:
         data = table_dataset(self.lake, MESSAGES_TABLE, DATA_SCHEMA, lambda add: add["partition.topic"] == topic)

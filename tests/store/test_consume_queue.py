@@ -116,6 +116,19 @@ def test_expiry_moves_min_offset_and_deletes_files(tmp_path: Path) -> None:
     assert (cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()) == (12, 25)
 
 
+def test_expiry_moves_the_min_offset_before_it_deletes_files(tmp_path: Path, monkeypatch) -> None:
+    """A reader that checks the min offset never looks for an entry in a deleted file."""
+    cq = make_cq(tmp_path)
+    fill(cq, 0, 25)
+    seen = []
+    real = cq.mapped_file_queue.delete_expired_file_by_offset
+    monkeypatch.setattr(cq.mapped_file_queue, "delete_expired_file_by_offset",
+                        lambda *a: seen.append(cq.get_min_offset_in_queue()) or real(*a))
+    assert cq.delete_expired_file(12 * MSG) == 1
+    assert seen == [12]
+    cq.shutdown()
+
+
 def test_offset_by_time(tmp_path: Path) -> None:
     cq = make_cq(tmp_path)
     fill(cq, 0, 25)

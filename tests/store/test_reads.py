@@ -111,3 +111,29 @@ def test_a_record_in_an_expired_file_leaves_the_read_to_python(tmp_path: Path) -
         assert all(int.from_bytes(r[28:36], "big") >= gone_end for r in python.buffers)
     finally:
         store.shutdown()
+
+
+def test_with_a_retention_guard_a_read_stops_at_a_removed_record(tmp_path: Path) -> None:
+    """Without a guard a read skips records whose CommitLog file is gone (RocketMQ: they are
+    lost); with one (the lake holds them) it stops there, their offset next, so the broker can
+    serve them from the lake instead of moving the consumer past them."""
+    store = open_store(tmp_path, mapped_file_size_commit_log=2048, mapped_file_size_consume_queue=100 * 20)
+    try:
+        _fill(store, ["a"] * 60, 1)
+        files = store.commit_log.mapped_file_queue.mapped_files
+        gone_end = files[0].file_end_offset
+        store.commit_log.mapped_file_queue.mapped_files = files[1:]  # as a deletion under the read
+        first_live = next(i for i in range(60)
+                          if store.consume_queues.find("TopicR", 0).get_unit(i).commit_log_offset >= gone_end)
+        assert first_live > 0
+        skipped = store.get_message("g", "TopicR", 0, 0, 32, _Tags(None))
+        assert skipped.status is GetMessageStatus.FOUND and skipped.next_begin_offset > first_live
+        store.set_retention_guard(lambda: gone_end)
+        for tags in (_Tags(None), _CompiledTags(None), _Tags(frozenset({"a"}))):
+            stopped = store.get_message("g", "TopicR", 0, 0, 32, tags)
+            assert (stopped.status, stopped.next_begin_offset, stopped.msg_count) == (
+                GetMessageStatus.MESSAGE_WAS_REMOVING, 0, 0)
+        live = store.get_message("g", "TopicR", 0, first_live, 32, _Tags(None))
+        assert live.status is GetMessageStatus.FOUND and live.msg_count > 0
+    finally:
+        store.shutdown()

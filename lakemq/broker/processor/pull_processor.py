@@ -59,6 +59,9 @@ __all__ = ["PullMessageProcessor"]
 log = logging.getLogger(__name__)
 
 _POSTED_CACHE = 4096  # subscriptions whose filters are kept (cleared when full)
+# Store answers for offsets whose records only the lake still holds.
+_LAKE_HELD = frozenset({
+    GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.MESSAGE_WAS_REMOVING})
 
 
 class PullMessageProcessor:
@@ -102,7 +105,7 @@ class PullMessageProcessor:
         if self._reads_hot(header):
             # Nothing to create and what is read sits in the page cache: done on the loop, as a
             # pool hop (two thread switches and GIL hand-offs) costs more than the read.
-            message_filter, response = self._check_and_pull(ctx, request, header)
+            message_filter, response = self._check_and_pull(ctx, request, header, on_loop=True)
             if response.code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
                 # Held without a task: the hold service calls back, which answers (None: the
                 # response is written later).
@@ -128,7 +131,7 @@ class PullMessageProcessor:
             return  # the client went away while held; an answer has nowhere to go
         try:
             # Woken by an arrival: what it reads was just dispatched and sits in the page cache.
-            response = self._pull(request, header, message_filter)
+            response = self._pull(request, header, message_filter, on_loop=True)
         except Exception as exc:  # a failure is the puller's answer, as the dispatcher's
             log.exception("held pull of %s:%d failed", header.topic, header.queue_id)
             response = request.reply(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
@@ -139,7 +142,8 @@ class PullMessageProcessor:
     ) -> RemotingCommand:
         # Checks may create the group's config (a file write) and reads may fault pages in from
         # disk: both in the pool.
-        message_filter, response = await self._pool.run(lambda: self._check_and_pull(ctx, request, header))
+        message_filter, response = await self._pool.run(
+            lambda: self._check_and_pull(ctx, request, header, on_loop=False))
         if response.code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & PullSysFlag.SUSPEND:
             return await self._hold_and_pull(ctx, request, header, message_filter, response)
         return response
@@ -160,7 +164,7 @@ class PullMessageProcessor:
             return response  # the client went away while held; the answer is dropped anyway
         # Woken by an arrival: what it reads was just dispatched and sits in the page cache,
         # so the read is done here rather than after another hop through the pull pool.
-        return self._pull(request, header, message_filter)
+        return self._pull(request, header, message_filter, on_loop=True)
 
     def _reads_hot(self, header: PullMessageRequestHeader) -> bool:
         """True when the pull can run on the loop: its group exists (no auto-creation) and the
@@ -179,13 +183,16 @@ class PullMessageProcessor:
         unit = cq.get_unit(header.queue_offset)
         if unit is None:
             return False  # below the min offset: moved, or read from the lake
-        return self._store.commit_log.get_max_offset() - unit.commit_log_offset < self._hot_bytes
+        commit_log = self._store.commit_log
+        if unit.commit_log_offset < commit_log.get_min_offset():
+            return False  # its CommitLog file is gone: read from the lake, or skipped
+        return commit_log.get_max_offset() - unit.commit_log_offset < self._hot_bytes
 
     def _check_and_pull(
-        self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader
+        self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader, *, on_loop: bool
     ) -> tuple[MessageFilter, RemotingCommand]:
         message_filter = self._check(header)
-        response = self._pull(request, header, message_filter)
+        response = self._pull(request, header, message_filter, on_loop=on_loop)
         if header.sys_flag & PullSysFlag.COMMIT_OFFSET and self._config.broker_id == MASTER_ID:
             self._offsets.commit_offset(
                 ctx.remote_addr, header.consumer_group, header.topic, header.queue_id, header.commit_offset
@@ -280,8 +287,14 @@ class PullMessageProcessor:
             )
 
     def _pull(
-        self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter
+        self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter, *,
+        on_loop: bool
     ) -> RemotingCommand:
+        """The pull's answer. Offsets the hot tier no longer holds are read from the lake
+        (with a lakeUri): below the queue's min (expired), in a ConsumeQueue file that expiry
+        just deleted, or whose record's CommitLog file is gone while its entry is not yet. Such
+        a read blocks, so ``on_loop`` answers PULL_RETRY_IMMEDIATELY at the same offset
+        instead, and the client's next pull runs in the pool (_reads_hot sends it there)."""
         max_bytes = header.max_msg_bytes if header.max_msg_bytes and header.max_msg_bytes > 0 else 256 * 1024
         result = self._store.get_message(
             header.consumer_group,
@@ -292,11 +305,16 @@ class PullMessageProcessor:
             message_filter,
             max_bytes,
         )
-        if result.status is GetMessageStatus.OFFSET_TOO_SMALL and self._cold is not None:
-            result = self._cold.pull(
-                header.topic, header.queue_id, header.queue_offset, max(header.max_msg_nums, 1),
-                message_filter, max_bytes, result,
-            ) or result
+        if self._cold is not None and result.status in _LAKE_HELD:
+            if on_loop:
+                result.status, result.next_begin_offset = GetMessageStatus.MESSAGE_WAS_REMOVING, header.queue_offset
+            else:
+                # Expired: up to the hot min. Deleted under the read: as far as the lake goes.
+                end = result.min_offset if result.status is GetMessageStatus.OFFSET_TOO_SMALL else result.max_offset
+                result = self._cold.pull(
+                    header.topic, header.queue_id, header.queue_offset, end, max(header.max_msg_nums, 1),
+                    message_filter, max_bytes, result,
+                ) or result
         code, remark = _map_status(result, header.queue_offset)
         suggest = MASTER_ID
         group = self._groups.get(header.consumer_group) if self._slave_reads or self._keeps_offsets else None

@@ -112,15 +112,25 @@ class MappedFile:
         self._mm[pos : pos + len(data)] = data
 
     def select(self, pos: int, size: int | None = None) -> memoryview:
-        """A zero-copy view of ``[pos, pos + size)``, clipped to what has been written."""
+        """A zero-copy view of ``[pos, pos + size)``, clipped to what has been written; empty
+        once the file is closed (expiry deleted it under a reader that had found it)."""
         end = self.wrote_position if size is None else min(pos + size, self.wrote_position)
         if pos < 0 or pos > end:
             return memoryview(b"")
-        return memoryview(self._mm)[pos:end]
+        try:
+            return memoryview(self._mm)[pos:end]
+        except ValueError:  # the mapping is closed
+            return memoryview(b"")
 
     def read(self, pos: int, size: int) -> bytes:
+        """As select, copied."""
         end = min(pos + size, self.wrote_position)
-        return self._mm[pos:end] if 0 <= pos < end else b""
+        if not 0 <= pos < end:
+            return b""
+        try:
+            return self._mm[pos:end]
+        except ValueError:  # the mapping is closed
+            return b""
 
     def raw_view(self) -> memoryview:
         """The whole mapping regardless of ``wrote_position`` (recovery scans past it)."""

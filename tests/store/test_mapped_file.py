@@ -62,6 +62,14 @@ def test_close_with_live_view_does_not_fail(tmp_path: Path) -> None:
     view.release()
 
 
+def test_a_destroyed_file_reads_as_empty(tmp_path: Path) -> None:
+    """A reader that found the file before expiry destroyed it gets nothing, not an error."""
+    mf = MappedFile(tmp_path / f"{0:020d}", SIZE)
+    mf.append(b"abc")
+    mf.destroy()
+    assert bytes(mf.select(0)) == b"" and mf.read(0, 3) == b""
+
+
 def test_queue_roll_lookup_min_max(tmp_path: Path) -> None:
     q = MappedFileQueue(tmp_path / "q", SIZE)
     assert q.get_last_mapped_file(need_create=False) is None

@@ -137,3 +137,31 @@ def test_with_a_retention_guard_a_read_stops_at_a_removed_record(tmp_path: Path)
         assert live.status is GetMessageStatus.FOUND and live.msg_count > 0
     finally:
         store.shutdown()
+
+
+def test_a_file_destroyed_under_a_read_is_a_removed_record(tmp_path: Path, monkeypatch) -> None:
+    """Expiry destroys a CommitLog file after a reader looked it up: the read answers as for a
+    removed record (both reads), not with the closed mapping's error."""
+    store = open_store(tmp_path, mapped_file_size_commit_log=2048, mapped_file_size_consume_queue=100 * 20)
+    try:
+        _fill(store, ["a"] * 60, 1)
+        files = store.commit_log.mapped_file_queue
+        first = files.mapped_files[0]
+        real = files.find_mapped_file_by_offset
+
+        def found_then_destroyed(offset: int, return_first_on_not_found: bool = False):
+            mf = real(offset, return_first_on_not_found)
+            if mf is first:
+                first.destroy()
+            return mf
+
+        monkeypatch.setattr(files, "find_mapped_file_by_offset", found_then_destroyed)
+        compiled, python = _both(store, 0, 0, 32, 1 << 20, None)
+        assert _outcome(compiled) == _outcome(python)
+        assert python.status is GetMessageStatus.FOUND
+        assert all(int.from_bytes(r[28:36], "big") >= first.file_end_offset for r in python.buffers)
+        store.set_retention_guard(lambda: first.file_end_offset)
+        stopped = store.get_message("g", "TopicR", 0, 0, 32, _CompiledTags(None))
+        assert (stopped.status, stopped.next_begin_offset) == (GetMessageStatus.MESSAGE_WAS_REMOVING, 0)
+    finally:
+        store.shutdown()

@@ -7,6 +7,9 @@ A `lakemq namesrv` and a `lakemq broker` run as subprocesses (bench/broker_bench
 them); the client runs in this process. Phases, each on its own topic:
 
 - ``send``: one asyncio Producer, sequential ``await send`` of 1 KiB messages;
+- ``send_16``: one asyncio Producer shared by 16 tasks, each awaiting its sends in turn: 16
+  sends in flight on one connection, as a service whose requests share a producer (RocketMQ's
+  advice: one producer per process);
 - ``sync_send``: one SyncProducer, sequential blocking ``send`` from the main thread;
 - ``push``: the messages stored first by batches, then read by one PushConsumer on its default
   settings with a plain-function listener that does nothing (run in worker threads);
@@ -61,7 +64,8 @@ from lakemq.common.message_queue import MessageQueue
 from lakemq.remoting import event_loop
 
 BODY = os.urandom(1024)
-PHASES = ("send", "sync_send", "push", "pull", "pull_serial", "latency")
+PHASES = ("send", "send_16", "sync_send", "push", "pull", "pull_serial", "latency")
+IN_FLIGHT = 16  # send_16's concurrent senders
 
 
 _CALLGRIND = False  # --callgrind: switch callgrind's instrumentation on for measured phases only
@@ -120,6 +124,24 @@ async def _send(namesrv: str, topic: str, count: int, pid: int) -> None:
         for _ in range(count):
             await producer.send(Message(topic, BODY))
         meter.report("send", count)
+    finally:
+        await producer.shutdown()
+
+
+async def _send_shared(namesrv: str, topic: str, count: int, pid: int) -> None:
+    producer = Producer("bench_pg", client_config=_config(namesrv, "send-16"))
+    await producer.start()
+
+    async def sender(n: int) -> None:
+        for _ in range(n):
+            await producer.send(Message(topic, BODY))
+
+    try:
+        await asyncio.gather(*(sender(100 // IN_FLIGHT + 1) for _ in range(IN_FLIGHT)))  # warm
+        each = max(count // IN_FLIGHT, 1)
+        meter = _Meter(pid)
+        await asyncio.gather(*(sender(each) for _ in range(IN_FLIGHT)))
+        meter.report("send_16", each * IN_FLIGHT)
     finally:
         await producer.shutdown()
 
@@ -289,6 +311,8 @@ def main() -> None:
                 run(lambda topic=topic: _create_topic(namesrv, topic))
             if "send" in phases:
                 run(lambda: _send(namesrv, topics["send"], args.messages, pid))
+            if "send_16" in phases:
+                run(lambda: _send_shared(namesrv, topics["send_16"], args.messages, pid))
             if "sync_send" in phases:
                 _sync_send(namesrv, topics["sync_send"], args.messages, pid)
             if {"push", "pull", "pull_serial"} & set(phases):

@@ -6,8 +6,10 @@ timeout status at its deadline. With an AckWatch (the usual case) the loop itsel
 eventfd the commit thread writes after each fdatasync and acknowledges on its own thread: no
 other thread takes the GIL to hand acknowledgements over. What PutAcks' own thread answers
 (deadlines, or everything once the watch is closed) comes in one list per release, handed to
-the loop with ONE call_soon_threadsafe. Either way each put's future gets its status; no
-thread parks per put.
+the loop with ONE call_soon_threadsafe. Either way each put's future gets its status, or a
+send's :class:`AwaitedReply` makes its answer, and the answers one release makes for a
+connection go out in one write (one fdatasync acknowledges several sends of a producer's
+connection: redis, too, answers them with one write); no thread parks per put.
 
 Under SYNC_FLUSH the loop also flushes its own puts (GroupCommit.flush_inline): once per turn
 in which it appended, after the turn's requests, one fdatasync on the loop, then the loop
@@ -19,16 +21,25 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
+from lakemq.remoting.codec import RemotingCommand
+from lakemq.remoting.protocol import RemotingConnection
 from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.results import PutMessageStatus
 
-__all__ = ["LoopAcks"]
+__all__ = ["AwaitedReply", "LoopAcks"]
+
+
+class AwaitedReply(Protocol):
+    """A put's token that answers its request itself once the put's status is known."""
+
+    def reply(self, status: PutMessageStatus) -> tuple[RemotingConnection, RemotingCommand]: ...
 
 
 class LoopAcks:
-    """The store's AckSink for one loop; tokens are futures made by :meth:`future`."""
+    """The store's AckSink for one loop; tokens are futures made by :meth:`future`, or
+    :class:`AwaitedReply` objects."""
 
     __slots__ = ("_ack_watch", "_flush_inline", "_flush_now", "_loop", "_loop_thread")
 
@@ -84,7 +95,18 @@ class LoopAcks:
             pass
 
     @staticmethod
-    def _resolve(acks: list[tuple[asyncio.Future[PutMessageStatus], PutMessageStatus]]) -> None:
-        for future, status in acks:
-            if not future.done():  # a cancelled waiter (its connection closed)
-                future.set_result(status)
+    def _resolve(acks: list[tuple[asyncio.Future[PutMessageStatus] | AwaitedReply, PutMessageStatus]]) -> None:
+        answers: dict[RemotingConnection, list[RemotingCommand]] = {}
+        for token, status in acks:
+            if isinstance(token, asyncio.Future):
+                if not token.done():  # a cancelled waiter (its connection closed)
+                    token.set_result(status)
+                continue
+            connection, response = token.reply(status)
+            batch = answers.get(connection)
+            if batch is None:
+                answers[connection] = [response]
+            else:
+                batch.append(response)
+        for connection, responses in answers.items():
+            connection.send_responses(responses)

@@ -201,6 +201,25 @@ class RemotingConnection(asyncio.Protocol):
         else:
             transport.write(frame)
 
+    def send_responses(self, responses: list[RemotingCommand]) -> None:
+        """Several responses from the loop thread in one write (send_response's rules)."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            log.info("dropping %d responses to closed %s", len(responses), self.remote_addr)
+            return
+        frames: list[bytes] = []
+        for response in responses:
+            if len(response.body) >= _SEPARATE_BODY:
+                frames += encode_parts(response)
+            else:
+                frames.append(encode_frame(response))
+        if self._held is not None:
+            self._held += frames
+        elif len(frames) == 1:
+            transport.write(frames[0])
+        else:
+            transport.writelines(frames)
+
     def send_response_threadsafe(self, response: RemotingCommand) -> None:
         self.loop.call_soon_threadsafe(self.send_response, response)
 

@@ -39,7 +39,7 @@ def test_hot_path_bench_measures_sends_pulls_and_deliveries() -> None:
 
 def test_client_bench_runs_every_phase() -> None:
     out = _run("bench/client_bench.py", "--messages", "640", "--rate", "500", "--seconds", "1")
-    for phase in ("send", "sync_send", "push", "pull", "pull_serial", "latency"):
+    for phase in ("send", "send_16", "sync_send", "push", "pull", "pull_serial", "latency"):
         messages, rate, client_cpu, _broker_cpu, *_ = _figures(out, phase)
         assert messages >= 500 and rate > 0 and client_cpu > 0, out
 

@@ -55,6 +55,7 @@ from lakemq.errors import for_code
 from lakemq.remoting.codec import DEFAULT_VERSION, FLAG_RESPONSE, LanguageCode, RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import SendMessageRequestHeader, decode_send_header
+from lakemq.remoting.protocol import RemotingConnection
 from lakemq.store.config import FlushDiskType
 from lakemq.store.message_store import MessageStore
 from lakemq.store.put_request import BatchPut, MessagesPut, PlainPut, PutRequest
@@ -119,6 +120,29 @@ _STORED: Final = frozenset(
 )
 
 
+class _AwaitedSend:
+    """A plain send appended on the loop whose put waits for its acknowledgement (SYNC_FLUSH,
+    SYNC_MASTER): the store's token for it. LoopAcks calls :meth:`reply` with the status and
+    writes the answers one release makes for a connection in one write."""
+
+    __slots__ = ("_plain", "ctx", "queue_id", "request", "result", "started", "topic")
+
+    def __init__(self, plain: PlainSends, ctx: RequestContext, request: RemotingCommand) -> None:
+        self._plain = plain
+        self.ctx = ctx
+        self.request = request
+        # Set once the put came back pending (_answer_later), before any release can run.
+        self.topic = ""
+        self.queue_id = 0
+        self.result: PutMessageResult | None = None
+        self.started = 0.0
+
+    def reply(self, status: PutMessageStatus) -> tuple[RemotingConnection, RemotingCommand]:
+        assert self.result is not None
+        return self.ctx.connection, self._plain.acknowledged(self.ctx, self.request, self.topic, self.queue_id,
+                                                             self.result, self.started, status)
+
+
 class SendMessageProcessor:
     def __init__(
         self,
@@ -173,8 +197,8 @@ class SendMessageProcessor:
             # A plain send to a known topic, appended on the loop in compiled code
             # (lakemq/broker/_send_path.pyx); None when it took nothing: everything else is
             # decided below. A put that waits for a slave (SYNC_MASTER) is answered later.
-            ack = self._ack_future()
-            response = self._plain.send(ctx, request, self._acks, ack)
+            awaited = _AwaitedSend(self._plain, ctx, request) if self._acked else None
+            response = self._plain.send(ctx, request, None if awaited is None else self._loop_acks(), awaited)
             if response is _LATER:
                 return None
             if isinstance(response, RemotingCommand):
@@ -216,29 +240,26 @@ class SendMessageProcessor:
             result = result.acknowledged(await ack)
         return self._reply(ctx, request, header.topic, queue_id, result, started)
 
-    def _answer_later(self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
-                      result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus]) -> object:
-        """A compiled plain send whose put waits for its acknowledgement: answered when ``ack``
-        is, on the loop, without a task (the dispatcher writes nothing now)."""
-        answer = self._plain.acknowledged
-
-        def acknowledged(done: asyncio.Future[PutMessageStatus]) -> None:
-            if not done.cancelled():
-                ctx.connection.send_response(answer(ctx, request, topic, queue_id, result, started, done.result()))
-
-        ack.add_done_callback(acknowledged)
+    @staticmethod
+    def _answer_later(ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
+                      result: PutMessageResult, started: float, awaited: _AwaitedSend) -> object:
+        """A compiled plain send whose put waits for its acknowledgement: LoopAcks answers it
+        on the loop, without a task (the dispatcher writes nothing now)."""
+        awaited.topic, awaited.queue_id, awaited.result, awaited.started = topic, queue_id, result, started
         return _LATER
 
-    def _ack_future(self) -> asyncio.Future[PutMessageStatus] | None:
-        """When puts wait for an acknowledgement, the future the store's completes (on the loop)."""
-        if not self._acked:
-            return None
+    def _loop_acks(self) -> LoopAcks:
+        """The sink of puts that wait for an acknowledgement (made on the loop, at first use)."""
         acks = self._acks
         if acks is None:
             store = self._store
             acks = self._acks = LoopAcks(asyncio.get_running_loop(), store.open_ack_watch, store.flush_inline,
                                          store.flush_now)
-        return acks.future()
+        return acks
+
+    def _ack_future(self) -> asyncio.Future[PutMessageStatus] | None:
+        """When puts wait for an acknowledgement, the future the store's completes (on the loop)."""
+        return self._loop_acks().future() if self._acked else None
 
     def _store_send(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,

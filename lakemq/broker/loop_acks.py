@@ -19,6 +19,7 @@ acknowledges what it covered. No eventfd and no other thread is involved in the 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -29,6 +30,8 @@ from lakemq.store.acks import AckSink, AckWatch
 from lakemq.store.results import PutMessageStatus
 
 __all__ = ["AwaitedReply", "LoopAcks"]
+
+log = logging.getLogger(__name__)
 
 
 class AwaitedReply(Protocol):
@@ -102,7 +105,11 @@ class LoopAcks:
                 if not token.done():  # a cancelled waiter (its connection closed)
                     token.set_result(status)
                 continue
-            connection, response = token.reply(status)
+            try:
+                connection, response = token.reply(status)
+            except Exception:  # one send's failure must not leave the others unanswered
+                log.exception("answering an acknowledged send failed")
+                continue
             batch = answers.get(connection)
             if batch is None:
                 answers[connection] = [response]

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from lakemq.broker.loop_acks import LoopAcks
 from lakemq.common.codes import ResponseCode
 from lakemq.remoting.codec import FrameDecoder, encode_frame
 from lakemq.remoting.protocol import RemotingConnection
+from lakemq.store.results import PutMessageStatus
 from tests.broker.wire import in_process_broker, send_request
 
 pytestmark = pytest.mark.timeout(60)
@@ -54,3 +56,27 @@ async def test_one_fdatasyncs_answers_for_a_connection_are_written_together(
     # One flush on the loop acknowledges them all: one write. (After a slow fdatasync the
     # commit thread flushes for a while, and may cover them in two or three.)
     assert sum(batches) == SENDS and max(batches) > 1, batches
+
+
+def test_a_send_whose_answer_fails_leaves_the_others_answered(caplog: pytest.LogCaptureFixture) -> None:
+    written: list[list[object]] = []
+
+    class Connection:
+        def send_responses(self, responses: list[object]) -> None:
+            written.append(responses)
+
+    connection = Connection()
+
+    class Awaited:
+        def __init__(self, answer: object) -> None:
+            self.answer = answer
+
+        def reply(self, status: PutMessageStatus) -> tuple[object, object]:
+            if self.answer is None:
+                raise RuntimeError("broken answer")
+            return connection, self.answer
+
+    LoopAcks._resolve([(Awaited("first"), PutMessageStatus.PUT_OK), (Awaited(None), PutMessageStatus.PUT_OK),
+                       (Awaited("third"), PutMessageStatus.FLUSH_DISK_TIMEOUT)])  # type: ignore[list-item]
+    assert written == [["first", "third"]]
+    assert "answering an acknowledged send failed" in caplog.text

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.peers.lakemq_peer import LakemqAsyncPeer
+from bench.peers.process import PeerUnavailable, ensure_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,6 +49,21 @@ def test_broker_bench_runs_a_phase() -> None:
     out = _run("bench/broker_bench.py", "--only", "sync_1", "--duration", "1")
     rate, broker_cpu, client_cpu, errors = _figures(out, "sync_1")[:4]
     assert rate > 0 and broker_cpu > 0 and client_cpu > 0 and errors == 0, out
+
+
+def test_ceiling_bench_redis_part_compares_both_servers() -> None:
+    pytest.importorskip("hiredis", reason="the bench extra (redis-py with hiredis) is not installed")
+    try:
+        ensure_binary("redis-server", "redis-server")
+    except PeerUnavailable as exc:
+        pytest.skip(f"redis-server cannot be installed here: {exc}")
+    out = _run("bench/ceiling_bench.py", "--parts", "redis", "--duration", "0.5", "--rounds", "1")
+    rows = [line for line in out.splitlines() if line.startswith("| appendfsync")]
+    assert len(rows) == 4, out
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        redis_rate, null_rate = (float(cells[i].replace(",", "")) for i in (2, 4))
+        assert redis_rate > 0 and null_rate > 0 and float(cells[6]) > 0, row
 
 
 def test_lakemq_peer_consumes_with_its_push_consumer_and_pulls() -> None:

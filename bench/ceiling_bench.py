@@ -48,6 +48,7 @@ import orjson
 from bench.broker_bench import TARGETS, Settings, _spawn, cpu_seconds, create_topics, servers, stop, sync_send
 from bench.markdown import replace_section
 from bench.peers.base import Peer
+from bench.peers.cpu import process_cpu_split
 from bench.peers.null_redis_peer import NullRedisAlwaysPeer, NullRedisEverysecPeer
 from bench.peers.redis_peer import RedisAlwaysPeer, RedisEverysecPeer
 from bench.peers.workload import FULL, _produce
@@ -146,13 +147,6 @@ REDIS_PRODUCERS = (1, 16)
 Figures = dict[int, dict[str, float]]
 
 
-def _user_sys(pid: int) -> tuple[float, float]:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
 def measure_redis_peer(peer_class: type[Peer], duration: float) -> Figures:
     """Sync XADDs from 1 and 16 producers (the peer bench's produce phase) against one server."""
     from lakemq.remoting import event_loop
@@ -167,9 +161,9 @@ def measure_redis_peer(peer_class: type[Peer], duration: float) -> Figures:
             await client.create_topic("ceiling")
             await _produce(client, "ceiling", 16, 1, dataclasses.replace(plan, phase_seconds=1.0), peer.cpu_seconds)
             for producers in REDIS_PRODUCERS:
-                before = _user_sys(pid)
+                before = process_cpu_split([pid])
                 r = await _produce(client, "ceiling", producers, 1, plan, peer.cpu_seconds)
-                after = _user_sys(pid)
+                after = process_cpu_split([pid])
                 n = max(r.messages, 1)
                 results[producers] = {"rate": r.rate, "user_us": (after[0] - before[0]) / n * 1e6,
                                       "sys_us": (after[1] - before[1]) / n * 1e6}

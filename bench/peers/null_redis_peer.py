@@ -4,7 +4,7 @@ same client as redis itself (bench/ceiling_bench.py's redis part).
 
 It runs on the event loop lakemq's broker runs (uvloop where installed), parses requests with
 hiredis' C reader (the fastest usual RESP parser in Python), and does what redis-server does
-per event-loop turn (its ``beforeSleep``): the turn's XADD requests are written to the file
+per event-loop turn (its ``beforeSleep``): the bytes the turn received are written to the file
 with one ``write``, fsync'ed with one ``fdatasync`` under ``appendfsync always`` (once a second
 on another thread under ``everysec``), and only then is each connection's reply written, one
 write per connection. No stream is kept: an XADD is answered with a fresh entry id.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import cast
 
 from bench.peers.base import Durability
-from bench.peers.process import wait_until
+from bench.peers.process import free_port, wait_until
 from bench.peers.redis_peer import RedisPeer
 
 __all__ = ["NullRedisAlwaysPeer", "NullRedisEverysecPeer"]
@@ -33,7 +33,8 @@ _HELLO_3 = b"%1\r\n$5\r\nproto\r\n:3\r\n"  # redis-py 8 speaks RESP3 and checks 
 
 
 class _AppendOnlyFile:
-    """The turn's XADDs, written and (``always``) fsync'ed before any of their replies go out."""
+    """The bytes received, written and (``always``) fsync'ed once per turn before the turn's
+    XADD replies go out."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, path: Path, always: bool) -> None:
         self._loop = loop
@@ -45,8 +46,14 @@ class _AppendOnlyFile:
         if not always:
             threading.Thread(target=self._fsync_every_second, daemon=True).start()
 
-    def append(self, command: bytes, transport: asyncio.Transport, reply: bytes) -> None:
-        self._buffer.append(command)
+    def log(self, data: bytes) -> None:
+        """Requests as they came (redis logs only writes; here XADDs are nearly all the bytes)."""
+        self._buffer.append(data)
+
+    def holds(self, transport: asyncio.Transport) -> bool:
+        return transport in self._replies
+
+    def reply_when_durable(self, transport: asyncio.Transport, reply: bytes) -> None:
         held = self._replies.get(transport)
         if held is None:
             self._replies[transport] = [reply]
@@ -90,21 +97,26 @@ class _RespProtocol(asyncio.Protocol):
         reader, transport = self._reader, self._transport
         assert transport is not None
         reader.feed(data)
-        direct: list[bytes] = []
+        self._aof.log(data)
+        replies: list[bytes] = []
+        durable = False  # an XADD's reply (and any after it) waits for the turn's write
         while (command := reader.gets()) is not False:
             name = command[0].upper()
             if name == b"XADD":
-                # The file gets the request as it came; the reply waits for the turn's write.
-                self._aof.append(data, transport, self._entry_id())
-                data = b""
+                replies.append(self._entry_id())
+                durable = True
             elif name == b"PING":
-                direct.append(_PONG)
+                replies.append(_PONG)
             elif name == b"HELLO":
-                direct.append(_HELLO_3)
+                replies.append(_HELLO_3)
             else:  # XGROUP CREATE, CLIENT SETINFO: accepted
-                direct.append(_OK)
-        if direct:
-            transport.write(b"".join(direct))
+                replies.append(_OK)
+        if not replies:
+            return
+        if durable or self._aof.holds(transport):  # replies keep their order
+            self._aof.reply_when_durable(transport, b"".join(replies))
+        else:
+            transport.write(b"".join(replies))
 
     def _entry_id(self) -> bytes:
         ms = time.time_ns() // 1_000_000
@@ -132,8 +144,6 @@ class _NullRedisPeer(RedisPeer):
     """redis-py against the Python server above instead of redis-server."""
 
     def start(self, workdir: Path) -> None:
-        from bench.peers.process import free_port
-
         self.port = free_port()
         proc = self.spawn("null-redis", [
             sys.executable, "-m", "bench.peers.null_redis_peer", str(self.port),

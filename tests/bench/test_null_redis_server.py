@@ -1,6 +1,7 @@
 """The ceiling benchmark's Python RESP server does what redis-server does for redis-py's XADD
 before it answers: the request is in the append-only file, each XADD gets a distinct, rising
-entry id, and a pipeline of 32 gets 32. Otherwise its row would not bound anything."""
+entry id, a pipeline of 32 gets 32, and a reply never overtakes an earlier one. Otherwise its
+row would not bound anything."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def test_xadd_is_in_the_file_before_its_answer(peer_class: type[NullRedisAlwaysP
             pipe = conn.pipeline(transaction=False)
             for i in range(32):
                 pipe.xadd("t", {b"b": f"batch-{i}".encode()})
-            ids.extend(_stream_id(entry) for entry in pipe.execute())
+            pipe.ping()  # answered after the XADDs before it, in order
+            *entries, pong = pipe.execute()
+            assert pong is True
+            ids.extend(_stream_id(entry) for entry in entries)
             assert b"batch-31" in aof.read_bytes()
         assert len(ids) == 37 and ids == sorted(set(ids))

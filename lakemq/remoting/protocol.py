@@ -41,6 +41,20 @@ _STRAY_RESPONSE_LOG = LogLimiter()
 _SEPARATE_BODY = 16 * 1024
 
 
+def _frames(command: RemotingCommand) -> list[bytes]:
+    """A command's bytes to write: one frame, or its header then a large body as it is."""
+    if len(command.body) >= _SEPARATE_BODY:
+        return list(encode_parts(command))
+    return [encode_frame(command)]
+
+
+def _write(transport: asyncio.Transport, frames: list[bytes]) -> None:
+    if len(frames) == 1:
+        transport.write(frames[0])
+    else:
+        transport.writelines(frames)
+
+
 def _expire(future: asyncio.Future[RemotingCommand], addr: str, code: int, timeout: float) -> None:
     if not future.done():
         future.set_exception(RemotingTimeoutError(f"no response from {addr} to code {code} in {timeout:.3f}s"))
@@ -188,37 +202,25 @@ class RemotingConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             log.info("dropping response %d to closed %s", response.opaque, self.remote_addr)
             return
-        if len(response.body) >= _SEPARATE_BODY:
-            head, body = encode_parts(response)
-            if self._held is not None:
-                self._held += (head, body)
-            else:
-                transport.writelines((head, body))
-            return
-        frame = encode_frame(response)
-        if self._held is not None:
-            self._held.append(frame)
-        else:
-            transport.write(frame)
+        self._emit(transport, _frames(response))
 
     def send_responses(self, responses: list[RemotingCommand]) -> None:
         """Several responses from the loop thread in one write (send_response's rules)."""
         transport = self._transport
         if transport is None or transport.is_closing():
-            log.info("dropping %d responses to closed %s", len(responses), self.remote_addr)
+            log.info("dropping responses %s to closed %s", [r.opaque for r in responses], self.remote_addr)
             return
         frames: list[bytes] = []
         for response in responses:
-            if len(response.body) >= _SEPARATE_BODY:
-                frames += encode_parts(response)
-            else:
-                frames.append(encode_frame(response))
+            frames += _frames(response)
+        self._emit(transport, frames)
+
+    def _emit(self, transport: asyncio.Transport, frames: list[bytes]) -> None:
+        """Held for the end of the current read (pipelined requests), else written now."""
         if self._held is not None:
             self._held += frames
-        elif len(frames) == 1:
-            transport.write(frames[0])
         else:
-            transport.writelines(frames)
+            _write(transport, frames)
 
     def send_response_threadsafe(self, response: RemotingCommand) -> None:
         self.loop.call_soon_threadsafe(self.send_response, response)
@@ -239,7 +241,4 @@ class RemotingConnection(asyncio.Protocol):
 
     def _send_frame(self, command: RemotingCommand) -> None:
         assert self._transport is not None
-        if len(command.body) >= _SEPARATE_BODY:
-            self._transport.writelines(encode_parts(command))
-        else:
-            self._transport.write(encode_frame(command))
+        _write(self._transport, _frames(command))

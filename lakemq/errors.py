@@ -52,6 +52,7 @@ __all__ = [
     "LakeMQError",
     "MessageIllegalError",
     "NoPermissionError",
+    "ReceiptHandleError",
     "RecordError",
     "RemotingCommandError",
     "RemotingConnectError",
@@ -183,6 +184,14 @@ class TopicNotExistError(BrokerError):
 
 class NoPermissionError(BrokerError):
     codes = (ResponseCode.NO_PERMISSION,)
+
+
+class ReceiptHandleError(BrokerError):
+    """A POP receipt handle that does not parse, or whose delivery is over (acked, hidden again
+    under a newer handle, delivered again or dead-lettered)."""
+
+    def __init__(self, remark: str, code: int = ResponseCode.NO_MESSAGE) -> None:
+        super().__init__(code, remark)
 
 
 _BY_CODE: dict[int, type[BrokerError]] = {

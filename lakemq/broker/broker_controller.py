@@ -40,6 +40,7 @@ from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.ha import HaClient, HaConfig, HaServer, ReplicationProgress, SlaveSynchronize, check_role
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
+from lakemq.broker.pop import PopService
 from lakemq.broker.processor.send_processor import SendMessageProcessor
 from lakemq.broker.processor_wiring import processor_registry, register_processors
 from lakemq.broker.producer_manager import ProducerManager
@@ -124,6 +125,7 @@ class BrokerController:
         self.consumer_manager: ConsumerManager | None = None
         self.hold_service: PullRequestHoldService | None = None
         self.transaction_check_service: TransactionalMessageCheckService | None = None
+        self.pop_service: PopService | None = None  # a master's (a slave's journal is its master's)
         self._send_processor: SendMessageProcessor | None = None
         self.send_pool = BusinessPool(
             "SendMessageThread",
@@ -206,6 +208,12 @@ class BrokerController:
             loop.call_soon(store.dispatch)
 
         self.store.dispatch_inline(dispatch_soon)
+        if self.role.is_master:
+            self.pop_service = PopService(
+                self.store, self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager,
+                cluster=c.broker_cluster_name, broker_name=c.broker_name,
+                snapshot_path=self.store_config.config_dir / "popState.json")
+            await self.pop_service.start()
         self._send_processor, self.transaction_check_service = register_processors(
             registry, self, executor=self._executor, register_broker=self._register_broker_blocking,
             apply_broker_config=self._apply_broker_config, loop=loop)
@@ -309,6 +317,8 @@ class BrokerController:
         if self.ha_server is not None:
             await self.ha_server.shutdown()
         await self.remoting_server.shutdown()
+        if self.pop_service is not None:
+            await self.pop_service.shutdown()
         await self.send_pool.shutdown()
         if self._send_processor is not None:
             self._send_processor.close()  # before the store: the loop stops watching its flushes

@@ -1,7 +1,7 @@
 """Persisted JSON state of the broker (topics, consumer offsets, subscription groups).
 
 Like RocketMQ's ConfigManager: the new content goes to ``{file}.tmp``, is synced, the old file
-becomes ``{file}.bak`` and the tmp file takes its name, so a crash at any point leaves either
+becomes ``{file}.bak`` and the tmp file takes its name (then the directory is synced), so a crash at any point leaves either
 the old or the new content readable. Loading falls back to the ``.bak`` copy. Writers of one
 file take turns: pool threads persist the same table at once (two heartbeats each creating a
 group), and two writers sharing ``{file}.tmp`` would rename each other's torn copy into place.
@@ -87,3 +87,9 @@ def _write(path: Path, tmp: Path, text: str) -> None:
     if path.exists():
         os.replace(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)
+    # The renames are durable only once the directory is synced too.
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

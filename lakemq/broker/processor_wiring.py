@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from lakemq.broker.acl import AclGuardedRegistry, PlainAccessValidator, ProcessorRegistry
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.metrics import BrokerMetrics
+from lakemq.broker.pop.processor import POP_CODES, PopProcessor
 from lakemq.broker.processor.admin_processor import ADMIN_CODES, AdminBrokerProcessor
 from lakemq.broker.processor.broker_config_processor import BROKER_CONFIG_CODES, BrokerConfigProcessor
 from lakemq.broker.processor.client_manage_processor import ClientManageProcessor
@@ -100,6 +101,10 @@ def register_processors(
         RequestCode.CONSUMER_SEND_MSG_BACK,
         ConsumerSendMsgBackProcessor(c, store, topics, groups, broker.send_pool),
     )
+    if broker.pop_service is not None:
+        pop = PopProcessor(c, broker.pop_service)
+        for code in POP_CODES:
+            server.register_processor(code, pop)
     server.register_processor(
         RequestCode.PULL_MESSAGE,
         PullMessageProcessor(c, store, topics, groups, consumers, offsets, holds, broker.pull_pool, metrics,

@@ -1,0 +1,6 @@
+"""POP consumption (RocketMQ 5): the service both protocol faces call, its journal and state."""
+
+from lakemq.broker.pop.receipt import ReceiptHandle
+from lakemq.broker.pop.service import PopRequest, PopResult, PopService, PoppedMessage
+
+__all__ = ["PopRequest", "PopResult", "PopService", "PoppedMessage", "ReceiptHandle"]

@@ -1,0 +1,421 @@
+"""PopService: POP consumption (RocketMQ 5's pop/ack/changeInvisibleTime), the broker core
+that both protocol faces call: the 4.x remoting processors (lakemq.broker.pop.processor) and
+the RocketMQ 5 gRPC front door (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue).
+
+A pop reads a group's next messages of a topic (its queues, and the group's pop retry topic
+first) and hides them for ``invisible_ms``: each comes with a receipt handle and its delivery
+attempt. Unacked when the time is up, a message is revived: copied to the pop retry topic
+with one attempt more, or to the group's DLQ once ``retryMaxTimes`` attempts are spent. FIFO
+pops (``fifo``) hold a queue's next messages back until every message delivered from it is
+acked or dead-lettered, and deliver an expired one again in place.
+
+Every change is written to the journal (lakemq.broker.pop.journal) before it is applied or
+answered; all of them run on one thread, the POP thread, in journal order, so the state a
+replay rebuilds is the state that was answered. The event loop only waits: for that thread,
+and, in long polling, for messages to arrive or a FIFO queue to free up. docs/POP.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
+from lakemq.broker.pop.copies import put_copy
+from lakemq.broker.pop.journal import PopJournal
+from lakemq.broker.pop.receipt import ORDER_REVIVE_QID, ReceiptHandle, is_pop_retry_topic, pop_retry_topic
+from lakemq.broker.pop.state import InFlight, PopState, QueueKey, QueueState
+from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
+from lakemq.broker.topic_config_manager import TopicConfigManager, dlq_topic
+from lakemq.common.codes import ResponseCode
+from lakemq.common.constants import PermName
+from lakemq.common.message import MessageConst, MessageExt
+from lakemq.common.record import decode_record
+from lakemq.errors import ReceiptHandleError, for_code
+from lakemq.store.dispatch import Arrival
+from lakemq.store.filter import MessageFilter
+from lakemq.store.get_results import GetMessageStatus
+from lakemq.store.message_store import MessageStore
+
+__all__ = ["PopRequest", "PopResult", "PopService", "PoppedMessage"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_REVIVE_BATCH = 256
+_REVIVE_IDLE_S = 1.0  # the revive task's longest sleep (it wakes at the earliest deadline)
+_SNAPSHOT_EVERY_S = 10.0
+_POLL_RECHECK_S = 0.5  # a held pop looks again at least this often (FIFO deadlines pass unannounced)
+_READ_BYTES = 4 << 20
+_DEFAULT_MAX_ATTEMPTS = 16  # a group deleted while its messages were in flight
+_MOVED = frozenset({GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+                    GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.MESSAGE_WAS_REMOVING})
+
+
+@dataclass(frozen=True, slots=True)
+class PopRequest:
+    group: str
+    topic: str
+    max_messages: int
+    invisible_ms: int
+    queue_id: int | None = None  # None: every readable queue of the topic
+    message_filter: MessageFilter | None = None
+    poll_ms: int = 0  # long polling: how long to wait when nothing is there
+    fifo: bool = False
+    init_from_min: bool = False  # a group's first pop of a queue starts at its first message, else its end
+
+
+@dataclass(frozen=True, slots=True)
+class PoppedMessage:
+    record: bytes  # the CommitLog record as stored (the body of a remoting pop response)
+    message: MessageExt
+    handle: ReceiptHandle
+    attempt: int  # delivery attempt, 1 for the first
+
+    @property
+    def topic(self) -> str:
+        """The topic the consumer reads (a pop retry copy's RETRY_TOPIC)."""
+        return _origin_topic(self.message.topic, self.message)
+
+
+@dataclass(slots=True)
+class PopResult:
+    pop_time: int
+    invisible_ms: int
+    messages: list[PoppedMessage] = field(default_factory=list)
+    rest: int = 0  # messages left in the queues read
+
+
+class PopService:
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+                 offsets: ConsumerOffsetManager, *, cluster: str, broker_name: str, snapshot_path: Path) -> None:
+        self._store = store
+        self._topics = topics
+        self._groups = groups
+        self._offsets = offsets
+        self._broker_name = broker_name
+        self._journal = PopJournal(store, cluster, snapshot_path)
+        self._state = PopState()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="PopThread")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed = asyncio.Event()
+        self._waiting = 0
+        self._last_pop_time = 0
+        self._rotation = 0
+        self._revive_task: asyncio.Task[None] | None = None
+        self._snapshot_at = time.monotonic()
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Recover the state (snapshot + journal), then revive in the background."""
+        self._loop = asyncio.get_running_loop()
+        self._state = await self._run(self._journal.recover)
+        self._store.message_arriving_listeners.append(self._on_arrivals)
+        self._revive_task = self._loop.create_task(self._revive_forever(), name="pop-revive")
+
+    async def shutdown(self) -> None:
+        if self._revive_task is not None:
+            self._revive_task.cancel()
+            await asyncio.gather(self._revive_task, return_exceptions=True)
+        if self._on_arrivals in self._store.message_arriving_listeners:
+            self._store.message_arriving_listeners.remove(self._on_arrivals)
+        await self._run(lambda: self._journal.snapshot(self._state))
+        self._thread.shutdown(wait=True)
+
+    # -- the API both faces call -----------------------------------------------------------
+
+    async def pop(self, request: PopRequest) -> PopResult:
+        """Up to ``max_messages`` messages, hidden for ``invisible_ms``; with ``poll_ms``, waits
+        that long for some when none are there. Raises BrokerError (TOPIC_NOT_EXIST,
+        SUBSCRIPTION_GROUP_NOT_EXIST, NO_PERMISSION, a refused journal write)."""
+        if request.max_messages <= 0 or request.invisible_ms <= 0:
+            raise for_code(ResponseCode.INVALID_PARAMETER, "maxMessages and invisibleTime must be positive")
+        deadline = time.monotonic() + request.poll_ms / 1000
+        self._waiting += 1  # from the first look on: a change meanwhile makes it look again
+        try:
+            while True:
+                changed = self._changed
+                result = await self._run(lambda: self._pop_now(request))
+                remaining = deadline - time.monotonic()
+                if result.messages or remaining <= 0:
+                    return result
+                try:
+                    await asyncio.wait_for(changed.wait(), min(remaining, _POLL_RECHECK_S))
+                except TimeoutError:
+                    pass
+        finally:
+            self._waiting -= 1
+
+    async def ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
+        """End the delivery ``handle`` names; ReceiptHandleError if it is already over."""
+        await self._run(lambda: self._end(group, topic, handle, "ack"))
+
+    async def change_invisible(self, group: str, topic: str, handle: ReceiptHandle,
+                               invisible_ms: int) -> ReceiptHandle:
+        """Hide the message ``invisible_ms`` from now; the new handle replaces ``handle``."""
+        if invisible_ms <= 0:
+            raise for_code(ResponseCode.INVALID_PARAMETER, "invisibleTime must be positive")
+        return await self._run(lambda: self._change_now(group, topic, handle, invisible_ms))
+
+    async def forward_to_dlq(self, group: str, topic: str, handle: ReceiptHandle) -> None:
+        """Move the message to the group's DLQ now (the client gave up on it)."""
+        await self._run(lambda: self._end(group, topic, handle, "dlq"))
+
+    # -- on the POP thread -----------------------------------------------------------------
+
+    def _pop_now(self, req: PopRequest) -> PopResult:
+        now = _now_ms()
+        self._group(req.group)
+        topic_config = self._topics.select_topic_config(req.topic)
+        if topic_config is None:
+            raise for_code(ResponseCode.TOPIC_NOT_EXIST, f"topic[{req.topic}] not exist")
+        if not PermName.is_readable(topic_config.perm):
+            raise for_code(ResponseCode.NO_PERMISSION, f"the topic[{req.topic}] peeking message is forbidden")
+        pop_time = self._last_pop_time = max(now, self._last_pop_time + 1)  # a pop time names a delivery
+        result = PopResult(pop_time, req.invisible_ms)
+        checkpoints: list[list[Any]] = []
+        ends: list[dict[str, Any]] = []
+        for topic, qid in self._queues(req, topic_config.read_queue_nums):
+            wanted = req.max_messages - len(result.messages)
+            if wanted <= 0:
+                break
+            key = (req.group, topic, qid)
+            qs = self._state.queue(key) or self._state.start_queue(key, self._first_offset(req, topic, qid))
+            if req.fifo:
+                if qs.blocked_fifo(now):
+                    continue
+                again = self._fifo_again(key, qs, now, ends)
+                if again:
+                    checkpoints.append([topic, qid, qs.next, again])
+                    continue
+            entries = self._read_new(req, key, qs, wanted)
+            if entries:
+                checkpoints.append([topic, qid, qs.next, entries])
+            result.rest += max(self._store.get_max_offset_in_queue(topic, qid) - qs.next, 0)
+        if ends:
+            self._record(ends)
+        if checkpoints:
+            self._record([{"k": "pop", "g": req.group, "p": pop_time, "i": req.invisible_ms, "f": req.fifo,
+                           "c": [[t, q, n, [e[:3] for e in entries]] for t, q, n, entries in checkpoints]}])
+            for topic, qid, _n, entries in checkpoints:
+                ck_offset = min(e[0] for e in entries)
+                for offset, _clo, attempt, record, msg in entries:
+                    handle = ReceiptHandle(ck_offset, pop_time, req.invisible_ms,
+                                           ORDER_REVIVE_QID if req.fifo else 0, is_pop_retry_topic(topic),
+                                           self._broker_name, qid, offset)
+                    result.messages.append(PoppedMessage(record, msg, handle, attempt))
+        return result
+
+    def _queues(self, req: PopRequest, read_queue_nums: int) -> list[tuple[str, int]]:
+        """The queues a pop reads, in order: the group's pop retry topic first (FIFO has none)."""
+        queues: list[tuple[str, int]] = []
+        if not req.fifo:
+            retry = self._topics.select_topic_config(pop_retry_topic(req.group, req.topic))
+            if retry is not None:
+                queues += [(retry.topic_name, q) for q in range(retry.read_queue_nums)]
+        if req.queue_id is not None:
+            return [*queues, (req.topic, req.queue_id)]
+        self._rotation += 1  # consumers polling together spread over the queues
+        n = max(read_queue_nums, 1)
+        return queues + [(req.topic, (self._rotation + i) % n) for i in range(read_queue_nums)]
+
+    def _first_offset(self, req: PopRequest, topic: str, qid: int) -> int:
+        committed = self._offsets.query_offset(req.group, topic, qid)
+        if committed >= 0:
+            return committed
+        if req.init_from_min or is_pop_retry_topic(topic):
+            first = self._store.get_min_offset_in_queue(topic, qid)
+        else:
+            first = self._store.get_max_offset_in_queue(topic, qid)
+        self._offsets.commit_offset("pop", req.group, topic, qid, first)  # a restart starts there too
+        return first
+
+    def _read_new(self, req: PopRequest, key: QueueKey, qs: QueueState, wanted: int) -> list[list[Any]]:
+        _group, topic, qid = key
+        got = self._store.get_message(req.group, topic, qid, qs.next, wanted, req.message_filter, _READ_BYTES)
+        if got.status is GetMessageStatus.FOUND:
+            entries = []
+            for record in got.buffers:
+                msg = decode_record(record)
+                attempt = 1 if req.fifo else msg.reconsume_times + 1
+                entries.append([msg.queue_offset, msg.commit_log_offset, attempt, bytes(record), msg])
+            qs.next = got.next_begin_offset
+            return entries
+        if got.status is GetMessageStatus.NO_MATCHED_MESSAGE or got.status in _MOVED:
+            if got.status in _MOVED:
+                log.info("pop of %s %s:%d moved from %d to %d (%s)", req.group, topic, qid, qs.next,
+                         got.next_begin_offset, got.status.name)
+            qs.next = got.next_begin_offset  # nothing delivered: no record needed
+            self._commit_floor(key, qs)
+        return []
+
+    def _fifo_again(self, key: QueueKey, qs: QueueState, now: int, ends: list[dict[str, Any]]) -> list[list[Any]]:
+        """A FIFO queue's expired deliveries, delivered again in place; those out of attempts
+        go to the DLQ instead (``ends`` gets their done record)."""
+        group, topic, qid = key
+        again: list[list[Any]] = []
+        dead: list[int] = []
+        for offset in qs.expired_fifo(now):
+            entry = qs.inflight[offset]
+            msg = self._store.look_message_by_offset(entry.commit_log_offset)
+            if msg is None:
+                log.warning("FIFO pop of %s: %s:%d offset %d is gone from the store", group, topic, qid, offset)
+                dead.append(offset)
+            elif entry.attempt >= self._max_attempts(group):
+                self._copy(group, topic, msg, entry, to_dlq=True)
+                dead.append(offset)
+            else:
+                record = self._store.select_one_message_by_offset(entry.commit_log_offset)
+                assert record is not None
+                again.append([offset, entry.commit_log_offset, entry.attempt + 1, bytes(record), msg])
+        if dead:
+            ends.append({"k": "done", "g": group, "t": topic, "q": qid, "o": dead, "r": "dlq"})
+        return again
+
+    def _find(self, group: str, topic: str, handle: ReceiptHandle) -> tuple[QueueKey, InFlight]:
+        key = (group, handle.real_topic(group, topic), handle.queue_id)
+        entry = self._state.find(key, handle.offset)
+        if entry is None or entry.pop_time != handle.pop_time:
+            raise ReceiptHandleError(f"receipt handle expired: {key[1]}:{handle.queue_id} offset {handle.offset} "
+                                     "was acked, hidden again under a newer handle, or delivered again")
+        return key, entry
+
+    def _end(self, group: str, topic: str, handle: ReceiptHandle, why: str) -> None:
+        key, entry = self._find(group, topic, handle)
+        if why == "dlq":
+            msg = self._store.look_message_by_offset(entry.commit_log_offset)
+            if msg is not None:
+                self._copy(group, key[1], msg, entry, to_dlq=True)
+        self._record([{"k": "done", "g": group, "t": key[1], "q": key[2], "o": [handle.offset], "r": why}])
+
+    def _change_now(self, group: str, topic: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
+        key, entry = self._find(group, topic, handle)
+        pop_time = self._last_pop_time = max(_now_ms(), self._last_pop_time + 1, entry.pop_time + 1)
+        self._record([{"k": "chg", "g": group, "t": key[1], "q": key[2], "o": handle.offset,
+                       "p": pop_time, "i": invisible_ms}])
+        return ReceiptHandle(entry.ck_offset, pop_time, invisible_ms, handle.revive_qid, handle.retry,
+                             self._broker_name, handle.queue_id, handle.offset)
+
+    def _revive_due(self) -> float | None:
+        """Revive what is due; the seconds until the next deadline (None: none known)."""
+        now = _now_ms()
+        due = self._state.due(now, _REVIVE_BATCH)
+        ends: dict[QueueKey, list[int]] = {}
+        try:
+            for key, offset, entry in due:
+                group, topic, _qid = key
+                msg = self._store.look_message_by_offset(entry.commit_log_offset)
+                if msg is None:
+                    log.warning("revive of %s: %s offset %d is gone from the store", group, topic, offset)
+                else:
+                    self._copy(group, topic, msg, entry, to_dlq=entry.attempt >= self._max_attempts(group))
+                ends.setdefault(key, []).append(offset)
+            if ends:
+                self._record([{"k": "done", "g": g, "t": t, "q": q, "o": o, "r": "revive"}
+                              for (g, t, q), o in ends.items()])
+        except Exception:
+            for key, offset, entry in due:  # not revived: due again at the next turn
+                self._state.due_again(key, offset, entry)
+            raise
+        if len(due) == _REVIVE_BATCH:
+            return 0.0
+        if self._snapshot_due():
+            self._journal.snapshot(self._state)
+        return self._until_next(now)
+
+    def _until_next(self, now: int) -> float | None:
+        nxt = self._state.next_deadline()
+        return None if nxt is None else max(nxt - now, 0) / 1000
+
+    def _copy(self, group: str, topic: str, msg: MessageExt, entry: InFlight, *, to_dlq: bool) -> None:
+        origin = _origin_topic(topic, msg)
+        if to_dlq:
+            log.info("message %s of group %s to its DLQ after %d attempts", msg.msg_id, group, entry.attempt)
+            put_copy(self._store, self._topics, msg, target=dlq_topic(group), queue_nums=1,
+                     origin_topic=origin, reconsume_times=entry.attempt)
+        else:
+            put_copy(self._store, self._topics, msg, target=pop_retry_topic(group, origin), queue_nums=1,
+                     origin_topic=origin, reconsume_times=entry.attempt)
+
+    def _record(self, records: list[dict[str, Any]]) -> None:
+        """Journal first, then apply, then let held pops look again."""
+        self._journal.write(records)
+        for record in records:
+            self._state.apply(record)
+            group = record["g"]
+            if record["k"] == "pop":
+                keys = [(group, topic, qid) for topic, qid, *_ in record["c"]]
+            else:
+                keys = [(group, record["t"], record["q"])]
+            for key in keys:
+                qs = self._state.queue(key)
+                if qs is not None:
+                    self._commit_floor(key, qs)
+        self._wake()
+
+    def _commit_floor(self, key: QueueKey, qs: QueueState) -> None:
+        """The group's consumer offset follows the lowest offset not done (admin tools' lag)."""
+        group, topic, qid = key
+        self._offsets.commit_offset("pop", group, topic, qid, qs.floor())
+
+    def _max_attempts(self, group: str) -> int:
+        config = self._groups.find_subscription_group_config(group)
+        return config.retry_max_times if config is not None else _DEFAULT_MAX_ATTEMPTS
+
+    def _group(self, group: str) -> SubscriptionGroupConfig:
+        config = self._groups.find_subscription_group_config(group)
+        if config is None:
+            raise for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
+        return config
+
+    def _snapshot_due(self) -> bool:
+        now = time.monotonic()
+        if now - self._snapshot_at < _SNAPSHOT_EVERY_S:
+            return False
+        self._snapshot_at = now
+        return True
+
+    # -- the event loop's side -------------------------------------------------------------
+
+    async def _run(self, work: Callable[[], T]) -> T:
+        assert self._loop is not None, "PopService not started"
+        return await self._loop.run_in_executor(self._thread, work)
+
+    async def _revive_forever(self) -> None:
+        while True:
+            try:
+                wait = await self._run(self._revive_due)
+            except Exception:  # a refused write (disk full): tried again later
+                log.exception("POP revive failed; trying again")
+                wait = _REVIVE_IDLE_S
+            await asyncio.sleep(_REVIVE_IDLE_S if wait is None else min(wait, _REVIVE_IDLE_S))
+
+    def _wake(self) -> None:
+        if self._waiting and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._notify)
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _on_arrivals(self, _arrivals: list[Arrival]) -> None:
+        """The store's arrival listener (reput thread): held pops look again."""
+        self._wake()
+
+
+def _origin_topic(topic: str, msg: MessageExt) -> str:
+    """The topic a consumer reads, given the one a message was popped from."""
+    return msg.properties.get(MessageConst.RETRY_TOPIC, topic) if is_pop_retry_topic(topic) else topic
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,139 @@
+"""POP consumption through RocketMQ 5's remoting codes against an in-process broker: receipt
+handles as the 5.x client builds them, redelivery with a raised attempt, change of invisible
+time, DLQ after the group's max attempts, FIFO order, a 4.x pull group beside a POP group, and
+a restart that keeps what was acked and what was not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig
+from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.common.message import MessageConst
+from lakemq.common.record import iter_records
+from lakemq.remoting import RemotingClient
+from lakemq.remoting.headers import CreateTopicRequestHeader
+from tests.broker.pop_wire import Popped, ack_request, change_request, changed_handle, pop_request, popped
+from tests.broker.wire import in_process_broker, pull_request, request, send_request
+
+G = "PopGroup"
+
+
+async def _topic(client: RemotingClient, addr: str, topic: str, queues: int = 1) -> None:
+    header = CreateTopicRequestHeader(topic, "TBW102", queues, queues, 6, "SINGLE_TAG")
+    created = await client.invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, header), 10)
+    assert created.code == ResponseCode.SUCCESS, created.remark
+
+
+async def _send(client: RemotingClient, addr: str, topic: str, *bodies: bytes, queue_id: int = 0) -> None:
+    for body in bodies:
+        sent = await client.invoke(addr, send_request(topic, body, queue_id=queue_id), 10)
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+
+
+async def _pop(client: RemotingClient, addr: str, topic: str, **kw: object) -> list[Popped]:
+    response = await client.invoke(addr, pop_request(G, topic, **kw), 30)  # type: ignore[arg-type]
+    return popped(response, "broker-a", bool(kw.get("order", False)))
+
+
+async def test_acked_messages_never_come_back_and_unacked_ones_do(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "PopT")
+        await _send(client, addr, "PopT", b"m0", b"m1")
+        first = await _pop(client, addr, "PopT", invisible_ms=1000)
+        assert [m.body for m in first] == [b"m0", b"m1"] and [m.attempt for m in first] == [1, 1]
+        assert await _pop(client, addr, "PopT") == []  # both hidden
+        assert (await client.invoke(addr, ack_request(G, "PopT", first[0]), 10)).code == ResponseCode.SUCCESS
+        again = await _pop(client, addr, "PopT", poll_ms=10_000)  # m1 comes back once its time is up
+        assert [m.body for m in again] == [b"m1"] and again[0].attempt == 2
+        assert again[0].message.topic == f"%RETRY%{G}_PopT"
+        assert again[0].message.properties[MessageConst.RETRY_TOPIC] == "PopT"
+        uniq = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        assert again[0].message.properties[uniq] == first[1].message.properties[uniq]
+        # A handle of the first delivery is over; the new one acks.
+        stale = await client.invoke(addr, ack_request(G, "PopT", first[1]), 10)
+        assert stale.code == ResponseCode.NO_MESSAGE
+        assert (await client.invoke(addr, ack_request(G, "PopT", again[0]), 10)).code == ResponseCode.SUCCESS
+        assert await _pop(client, addr, "PopT", poll_ms=2500) == []  # m0 acked: never again
+
+
+async def test_change_invisible_time_moves_the_deadline_with_a_new_handle(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "ChgT")
+        await _send(client, addr, "ChgT", b"c0")
+        [msg] = await _pop(client, addr, "ChgT", invisible_ms=1000)
+        changed = await client.invoke(addr, change_request(G, "ChgT", msg, 60_000), 10)
+        renewed = Popped(msg.message, changed_handle(changed, msg), msg.attempt)
+        assert renewed.handle != msg.handle
+        assert await _pop(client, addr, "ChgT", poll_ms=2500) == []  # past the first deadline: still hidden
+        assert (await client.invoke(addr, ack_request(G, "ChgT", msg, ), 10)).code == ResponseCode.NO_MESSAGE
+        assert (await client.invoke(addr, ack_request(G, "ChgT", renewed), 10)).code == ResponseCode.SUCCESS
+
+
+async def test_dead_lettered_after_the_groups_max_attempts(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        controller.subscription_group_manager.update_subscription_group_config(
+            SubscriptionGroupConfig(G, retry_max_times=2))
+        await _topic(client, addr, "DlqT")
+        await _send(client, addr, "DlqT", b"d0")
+        attempts = []
+        for _ in range(2):
+            [msg] = await _pop(client, addr, "DlqT", invisible_ms=500, poll_ms=10_000)
+            attempts.append(msg.attempt)
+        assert attempts == [1, 2]
+        assert await _pop(client, addr, "DlqT", poll_ms=2500) == []
+        store = controller.store
+        assert store is not None
+        pulled = await client.invoke(addr, pull_request("DlqReader", f"%DLQ%{G}", 0, 0), 10)
+        assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+        [dead] = list(iter_records(pulled.body))
+        assert dead.body == b"d0" and dead.properties[MessageConst.RETRY_TOPIC] == "DlqT"
+
+
+async def test_fifo_holds_a_queue_until_its_message_is_acked(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "FifoT")
+        await _send(client, addr, "FifoT", b"f0", b"f1", b"f2")
+        [f0] = await _pop(client, addr, "FifoT", order=True, max_nums=1, invisible_ms=800)
+        assert f0.body == b"f0"
+        assert await _pop(client, addr, "FifoT", order=True, max_nums=1) == []  # f1 waits for f0
+        [f0_again] = await _pop(client, addr, "FifoT", order=True, max_nums=1, poll_ms=10_000)
+        assert f0_again.body == b"f0" and f0_again.attempt == 2  # expired: again, in place
+        assert f0_again.message.topic == "FifoT"
+        assert (await client.invoke(addr, ack_request(G, "FifoT", f0_again), 10)).code == ResponseCode.SUCCESS
+        rest = await _pop(client, addr, "FifoT", order=True, max_nums=8)
+        assert [m.body for m in rest] == [b"f1", b"f2"] and [m.attempt for m in rest] == [1, 1]
+
+
+async def test_a_pull_group_and_a_pop_group_read_the_same_topic(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "BothT")
+        await _send(client, addr, "BothT", b"b0", b"b1")
+        got = await _pop(client, addr, "BothT")
+        for msg in got:
+            assert (await client.invoke(addr, ack_request(G, "BothT", msg), 10)).code == ResponseCode.SUCCESS
+        pulled = await client.invoke(addr, pull_request("PullGroup", "BothT", 0, 0), 10)
+        assert [m.body for m in iter_records(pulled.body)] == [m.body for m in got] == [b"b0", b"b1"]
+        # The POP group's consumer offset follows its acks (what admin tools show as progress).
+        assert controller.consumer_offset_manager.query_offset(G, "BothT", 0) == 2
+
+
+async def test_a_restart_keeps_acked_and_unacked_deliveries(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "RestartT")
+        await _send(client, addr, "RestartT", b"r0", b"r1", b"r2")
+        r0, r1, _r2 = await _pop(client, addr, "RestartT", invisible_ms=2000)
+        assert (await client.invoke(addr, ack_request(G, "RestartT", r0), 10)).code == ResponseCode.SUCCESS
+        changed = await client.invoke(addr, change_request(G, "RestartT", r1, 600_000), 10)
+        renewed = Popped(r1.message, changed_handle(changed, r1), 1)
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        back = await _pop(client, addr, "RestartT", poll_ms=10_000)
+        assert [m.body for m in back] == [b"r2"] and back[0].attempt == 2  # r0 acked, r1 hidden for long
+        assert (await client.invoke(addr, ack_request(G, "RestartT", renewed), 10)).code == ResponseCode.SUCCESS

@@ -1,6 +1,6 @@
 """POP consumption (RocketMQ 5): the service both protocol faces call, its journal and state."""
 
 from lakemq.broker.pop.receipt import ReceiptHandle
-from lakemq.broker.pop.service import PopRequest, PopResult, PopService, PoppedMessage
+from lakemq.broker.pop.service import PoppedMessage, PopRequest, PopResult, PopService
 
 __all__ = ["PopRequest", "PopResult", "PopService", "PoppedMessage", "ReceiptHandle"]

@@ -77,7 +77,8 @@ class PopJournal:
         self.end = result.append_result.logics_offset + 1
 
     def recover(self) -> PopState:
-        """The state the snapshot and the journal after it describe (a new snapshot written)."""
+        """The state the snapshot and the journal after it describe; the caller settles its
+        unfinished revives, then writes a new snapshot (:meth:`snapshot` with ``force``)."""
         data = load_json(self._snapshot_path)
         state = PopState()
         start = 0
@@ -91,12 +92,11 @@ class PopJournal:
         applied = self._replay(state, start)
         log.info("POP state recovered: %d queues from %s, %d journal records replayed from offset %d",
                  len(state.queues), self._snapshot_path.name, applied, start)
-        self.snapshot(state, force=True)
         return state
 
     def snapshot(self, state: PopState, *, force: bool = False) -> None:
-        if self.end == self._snapshot_end and not force:
-            return
+        if (self.end == self._snapshot_end and not force) or state.reviving:
+            return  # an unsettled revive lives in the journal only
         save_json(self._snapshot_path, {"reviveOffset": self.end, "queues": state.encode()})
         self._snapshot_end = self.end
 

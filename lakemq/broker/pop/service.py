@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
-from lakemq.broker.pop.copies import put_copy
+from lakemq.broker.pop.copies import REVIVED_PROPERTY, put_copy
 from lakemq.broker.pop.journal import PopJournal
 from lakemq.broker.pop.receipt import ORDER_REVIVE_QID, ReceiptHandle, is_pop_retry_topic, pop_retry_topic
 from lakemq.broker.pop.state import InFlight, PopState, QueueKey, QueueState
@@ -119,6 +119,7 @@ class PopService:
         """Recover the state (snapshot + journal), then revive in the background."""
         self._loop = asyncio.get_running_loop()
         self._state = await self._run(self._journal.recover)
+        await self._run(self._settle_unfinished)
         self._store.message_arriving_listeners.append(self._on_arrivals)
         self._revive_task = self._loop.create_task(self._revive_forever(), name="pop-revive")
 
@@ -271,7 +272,7 @@ class PopService:
                 log.warning("FIFO pop of %s: %s:%d offset %d is gone from the store", group, topic, qid, offset)
                 dead.append(offset)
             elif entry.attempt >= self._max_attempts(group):
-                self._copy(group, topic, msg, entry, to_dlq=True)
+                self._to_dlq(group, topic, msg, entry)
                 dead.append(offset)
             else:
                 record = self._store.select_one_message_by_offset(entry.commit_log_offset)
@@ -294,7 +295,7 @@ class PopService:
         if why == "dlq":
             msg = self._store.look_message_by_offset(entry.commit_log_offset)
             if msg is not None:
-                self._copy(group, key[1], msg, entry, to_dlq=True)
+                self._to_dlq(group, key[1], msg, entry)
         self._record([{"k": "done", "g": group, "t": key[1], "q": key[2], "o": [handle.offset], "r": why}])
 
     def _change_now(self, group: str, topic: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
@@ -306,26 +307,41 @@ class PopService:
                              self._broker_name, handle.queue_id, handle.offset)
 
     def _revive_due(self) -> float | None:
-        """Revive what is due; the seconds until the next deadline (None: none known)."""
+        """Revive what is due; the seconds until the next deadline (None: none known).
+
+        The ``rev`` record goes first, naming where each target queue ends; each copy then
+        names its delivery (REVIVED_PROPERTY); the done records and the ``end`` close it. A
+        revive cut short is settled from the copies it made, so none is made twice."""
         now = _now_ms()
         due = self._state.due(now, _REVIVE_BATCH)
-        ends: dict[QueueKey, list[int]] = {}
-        try:
+        if due:
+            revive_id = self._last_pop_time = max(now, self._last_pop_time + 1)
+            plan = []
             for key, offset, entry in due:
-                group, topic, _qid = key
                 msg = self._store.look_message_by_offset(entry.commit_log_offset)
                 if msg is None:
-                    log.warning("revive of %s: %s offset %d is gone from the store", group, topic, offset)
-                else:
-                    self._copy(group, topic, msg, entry, to_dlq=entry.attempt >= self._max_attempts(group))
-                ends.setdefault(key, []).append(offset)
-            if ends:
-                self._record([{"k": "done", "g": g, "t": t, "q": q, "o": o, "r": "revive"}
-                              for (g, t, q), o in ends.items()])
-        except Exception:
-            for key, offset, entry in due:  # not revived: due again at the next turn
-                self._state.due_again(key, offset, entry)
-            raise
+                    log.warning("revive of %s: %s offset %d is gone from the store", key[0], key[1], offset)
+                plan.append((key, offset, entry, msg, self._target(key, msg, entry)))
+            marks = {target: self._store.get_max_offset_in_queue(target, 0) for *_, target in plan if target}
+            try:
+                self._record([{"k": "rev", "x": revive_id, "m": marks}])
+            except Exception:
+                for key, offset, entry, *_ in plan:  # nothing happened: due again at the next turn
+                    self._state.due_again(key, offset, entry)
+                raise
+            ended = [(key, offset) for key, offset, _e, msg, _t in plan if msg is None]
+            try:
+                for (group, topic, qid), offset, entry, msg, target in plan:
+                    if msg is not None and target:
+                        put_copy(self._store, self._topics, msg, target=target, queue_nums=1,
+                                 origin_topic=_origin_topic(topic, msg), reconsume_times=entry.attempt,
+                                 revived=f"{revive_id} {group} {topic} {qid} {offset}")
+                        ended.append(((group, topic, qid), offset))
+            finally:
+                self._end_revive(revive_id, ended)
+                for key, offset, entry, *_ in plan:
+                    if self._state.find(key, offset) is entry:  # its copy failed: due again
+                        self._state.due_again(key, offset, entry)
         if len(due) == _REVIVE_BATCH:
             return 0.0
         if self._snapshot_due():
@@ -336,21 +352,64 @@ class PopService:
         nxt = self._state.next_deadline()
         return None if nxt is None else max(nxt - now, 0) / 1000
 
-    def _copy(self, group: str, topic: str, msg: MessageExt, entry: InFlight, *, to_dlq: bool) -> None:
-        origin = _origin_topic(topic, msg)
-        if to_dlq:
+    def _target(self, key: QueueKey, msg: MessageExt | None, entry: InFlight) -> str:
+        """Where a revived delivery's copy goes: its pop retry topic, or its DLQ when out of attempts."""
+        group, topic, _qid = key
+        if msg is None:
+            return ""
+        if entry.attempt >= self._max_attempts(group):
             log.info("message %s of group %s to its DLQ after %d attempts", msg.msg_id, group, entry.attempt)
-            put_copy(self._store, self._topics, msg, target=dlq_topic(group), queue_nums=1,
-                     origin_topic=origin, reconsume_times=entry.attempt)
-        else:
-            put_copy(self._store, self._topics, msg, target=pop_retry_topic(group, origin), queue_nums=1,
-                     origin_topic=origin, reconsume_times=entry.attempt)
+            return dlq_topic(group)
+        return pop_retry_topic(group, _origin_topic(topic, msg))
+
+    def _end_revive(self, revive_id: int, ended: list[tuple[QueueKey, int]]) -> None:
+        """Close revive ``revive_id``: the deliveries ``ended`` are done."""
+        by_queue: dict[QueueKey, list[int]] = {}
+        for key, offset in ended:
+            by_queue.setdefault(key, []).append(offset)
+        self._record([*({"k": "done", "g": g, "t": t, "q": q, "o": o, "r": "revive"}
+                        for (g, t, q), o in by_queue.items()),
+                      {"k": "end", "x": revive_id}])
+
+    def _settle(self, revive_id: int) -> None:
+        """Close a revive a crash cut short (dispatch caught up): the deliveries whose copies
+        the target queues hold are done; the others are still in flight, revived again."""
+        rev = self._state.reviving[revive_id]
+        ended: list[tuple[QueueKey, int]] = []
+        prefix = f"{revive_id} "
+        for target, start in rev["m"].items():
+            offset, end = int(start), self._store.get_max_offset_in_queue(target, 0)
+            while offset < end:
+                got = self._store.get_message("", target, 0, offset, 256, None, _READ_BYTES)
+                if got.status is not GetMessageStatus.FOUND:
+                    break
+                for record in got.buffers:
+                    mark = decode_record(record, read_body=False).properties.get(REVIVED_PROPERTY, "")
+                    if mark.startswith(prefix):
+                        _x, group, topic, qid, done = mark.split(" ")
+                        ended.append(((group, topic, int(qid)), int(done)))
+                offset = got.next_begin_offset
+        self._end_revive(revive_id, ended)
+
+    def _settle_unfinished(self) -> None:
+        """Revives a crash cut short: settled before anything else happens."""
+        for revive_id in sorted(self._state.reviving):
+            log.warning("settling POP revive %d, cut short by a crash", revive_id)
+            self._settle(revive_id)
+        self._journal.snapshot(self._state, force=True)
+
+    def _to_dlq(self, group: str, topic: str, msg: MessageExt, entry: InFlight) -> None:
+        log.info("message %s of group %s to its DLQ after %d attempts", msg.msg_id, group, entry.attempt)
+        put_copy(self._store, self._topics, msg, target=dlq_topic(group), queue_nums=1,
+                 origin_topic=_origin_topic(topic, msg), reconsume_times=entry.attempt)
 
     def _record(self, records: list[dict[str, Any]]) -> None:
         """Journal first, then apply, then let held pops look again."""
         self._journal.write(records)
         for record in records:
             self._state.apply(record)
+            if record["k"] in ("rev", "end"):
+                continue
             group = record["g"]
             if record["k"] == "pop":
                 keys = [(group, topic, qid) for topic, qid, *_ in record["c"]]

@@ -6,6 +6,11 @@ hidden until its deadline (``pop_time + invisible_ms``); it ends with an ack, a 
 to the pop retry topic or the DLQ), or a forward to the DLQ. FIFO deliveries are never
 revived: an expired one is popped again in place, which keeps a message group's order.
 
+A revive is journaled in three steps: a ``rev`` record (the deliveries it is about to end and
+where each target queue ended), the copies, then their ``done`` records and an ``end``. A
+``rev`` without its ``end`` (a crash in between) stays in :attr:`PopState.reviving` until the
+service settles it from the copies it finds.
+
 Every change is first a journal record (lakemq.broker.pop.journal, the revive topic in the
 CommitLog), then applied here by :meth:`PopState.apply`; replaying the journal over the last
 snapshot rebuilds the same state after a restart or a kill -9.
@@ -58,6 +63,7 @@ class QueueState:
 class PopState:
     def __init__(self) -> None:
         self.queues: dict[QueueKey, QueueState] = {}
+        self.reviving: dict[int, dict[str, Any]] = {}  # revive id -> its rev record, until its end
         # (deadline, key, offset, pop_time) of non-FIFO deliveries; stale entries are skipped.
         self._deadlines: list[tuple[int, QueueKey, int, int]] = []
 
@@ -80,6 +86,12 @@ class PopState:
         """Apply one journal record (its JSON object); raises CorruptFileError if malformed."""
         try:
             kind = record["k"]
+            if kind == "rev":
+                self.reviving[int(record["x"])] = record
+                return
+            if kind == "end":
+                self.reviving.pop(int(record["x"]), None)
+                return
             group = record["g"]
             if kind == "pop":
                 pop_time, invisible, fifo = int(record["p"]), int(record["i"]), bool(record["f"])

@@ -7,10 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from lakemq.broker.pop import PopRequest, ReceiptHandle
+from lakemq.broker.pop.copies import put_copy
 from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import MessageConst
 from lakemq.common.record import iter_records
+from lakemq.errors import ReceiptHandleError
 from lakemq.remoting import RemotingClient
 from lakemq.remoting.headers import CreateTopicRequestHeader
 from tests.broker.pop_wire import Popped, ack_request, change_request, changed_handle, pop_request, popped
@@ -137,3 +142,74 @@ async def test_a_restart_keeps_acked_and_unacked_deliveries(tmp_path: Path) -> N
         back = await _pop(client, addr, "RestartT", poll_ms=10_000)
         assert [m.body for m in back] == [b"r2"] and back[0].attempt == 2  # r0 acked, r1 hidden for long
         assert (await client.invoke(addr, ack_request(G, "RestartT", renewed), 10)).code == ResponseCode.SUCCESS
+
+
+async def test_a_tag_filter_delivers_only_matching_messages(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "TagT")
+        for body, tag in ((b"a0", "TagA"), (b"b0", "TagB"), (b"a1", "TagA")):
+            sent = await client.invoke(addr, send_request("TagT", body, tags=tag), 10)
+            assert sent.code == ResponseCode.SUCCESS
+        got = await _pop(client, addr, "TagT", exp="TagA")
+        assert [m.body for m in got] == [b"a0", b"a1"]
+        for m in got:
+            assert (await client.invoke(addr, ack_request(G, "TagT", m), 10)).code == ResponseCode.SUCCESS
+        assert controller.consumer_offset_manager.query_offset(G, "TagT", 0) == 3  # b0 skipped, not pending
+
+
+async def test_the_service_api_the_grpc_face_calls(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "SvcT")
+        await _send(client, addr, "SvcT", b"s0")
+        service = controller.pop_service
+        assert service is not None
+        result = await service.pop(PopRequest(G, "SvcT", 4, 30_000, poll_ms=10_000, init_from_min=True))
+        [m] = result.messages
+        assert (m.attempt, m.topic, m.message.body) == (1, "SvcT", b"s0")
+        assert ReceiptHandle.parse(m.handle.encode()) == m.handle
+        renewed = await service.change_invisible(G, "SvcT", m.handle, 1000)
+        assert renewed.pop_time > m.handle.pop_time and renewed.invisible_ms == 1000
+        with pytest.raises(ReceiptHandleError):
+            await service.ack(G, "SvcT", m.handle)
+        await service.forward_to_dlq(G, "SvcT", renewed)
+        with pytest.raises(ReceiptHandleError):
+            await service.ack(G, "SvcT", renewed)
+        pulled = await client.invoke(addr, pull_request("DlqReader", f"%DLQ%{G}", 0, 0), 10)
+        assert [d.body for d in iter_records(pulled.body)] == [b"s0"]
+        assert (await service.pop(PopRequest(G, "SvcT", 4, 30_000, poll_ms=2500))).messages == []
+        with pytest.raises(ReceiptHandleError):
+            ReceiptHandle.parse("not a handle")
+
+
+async def test_a_revive_cut_short_is_settled_from_the_copies_it_made(tmp_path: Path) -> None:
+    """What a kill -9 between a revive's copies and its done records leaves: the rev record and
+    one of two copies. After the restart the copied delivery is over (its copy is delivered,
+    once) and the other is still in flight under its handle."""
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "SettleT")
+        await _send(client, addr, "SettleT", b"s0", b"s1")
+        s0, s1 = await _pop(client, addr, "SettleT", invisible_ms=600_000)
+        service, store = controller.pop_service, controller.store
+        assert service is not None and store is not None
+        target, revive_id = f"%RETRY%{G}_SettleT", 77
+
+        def cut_short() -> None:
+            service._record([{"k": "rev", "x": revive_id, "m": {target: 0}}])
+            original = store.look_message_by_offset(s0.message.commit_log_offset)
+            assert original is not None
+            put_copy(store, controller.topic_config_manager, original, target=target, queue_nums=1,
+                     origin_topic="SettleT", reconsume_times=1,
+                     revived=f"{revive_id} {G} SettleT 0 {s0.message.queue_offset}")
+
+        await service._run(cut_short)
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        assert (await client.invoke(addr, ack_request(G, "SettleT", s0), 10)).code == ResponseCode.NO_MESSAGE
+        [copy] = await _pop(client, addr, "SettleT")
+        assert (copy.body, copy.attempt) == (b"s0", 2)
+        assert (await client.invoke(addr, ack_request(G, "SettleT", copy), 10)).code == ResponseCode.SUCCESS
+        assert (await client.invoke(addr, ack_request(G, "SettleT", s1), 10)).code == ResponseCode.SUCCESS
+        assert await _pop(client, addr, "SettleT", poll_ms=1500) == []

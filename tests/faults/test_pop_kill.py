@@ -125,3 +125,38 @@ def test_pop_state_survives_kill_9_at_each_step(cluster: Cluster) -> None:
         # A revive the kill cut short was settled from the copies it had made: none twice.
         assert c.pop(poll_ms=3000) == []
         assert c.acked == set(bodies) | set(many)
+
+
+def test_fifo_pop_state_survives_kill_9(cluster: Cluster) -> None:
+    """A FIFO queue stays held across a kill -9 until its delivery expires or is acked, and an
+    expired delivery comes back in place with its attempt raised."""
+    with SyncRemotingClient() as client:
+        c = _Consumer(cluster, client)
+        created = c.invoke(request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                   CreateTopicRequestHeader(TOPIC, "TBW102", 1, 1, 6, "SINGLE_TAG")))
+        assert created.code == ResponseCode.SUCCESS  # type: ignore[attr-defined]
+        for body in (b"f0", b"f1", b"f2"):
+            assert c.invoke(send_request(TOPIC, body)).code == ResponseCode.SUCCESS  # type: ignore[attr-defined]
+
+        def pop_fifo(max_nums: int = 8, **kw: object) -> list[Popped]:
+            response = c.invoke(pop_request(G, TOPIC, order=True, max_nums=max_nums, **kw))  # type: ignore[arg-type]
+            return popped(response, "broker-a", order=True)  # type: ignore[arg-type]
+
+        invisible_s = 6.0
+        [f0] = pop_fifo(1, invisible_ms=int(invisible_s * 1000))
+        hidden_until = time.monotonic() + invisible_s
+        assert (f0.body, f0.attempt) == (b"f0", 1)
+        c.kill_and_restart()  # a FIFO delivery in flight
+        early = pop_fifo()
+        if time.monotonic() < hidden_until - 0.5:  # asked while f0 was surely still hidden
+            assert early == [], "f1 delivered before f0 was acked or expired"
+        again = early
+        deadline = time.monotonic() + 60
+        while not again:
+            assert time.monotonic() < deadline, "f0 never delivered again"
+            again = pop_fifo(poll_ms=5000, invisible_ms=60_000)
+        assert [(m.body, m.attempt) for m in again] == [(b"f0", 2)]
+        c.ack(again[0])
+        c.kill_and_restart()  # after the ack
+        rest = pop_fifo(poll_ms=5000)
+        assert [(m.body, m.attempt) for m in rest] == [(b"f1", 1), (b"f2", 1)]

@@ -5,6 +5,7 @@ a restart that keeps what was acked and what was not."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ async def test_acked_messages_never_come_back_and_unacked_ones_do(tmp_path: Path
         addr = controller.broker_addr
         await _topic(client, addr, "PopT")
         await _send(client, addr, "PopT", b"m0", b"m1")
-        first = await _pop(client, addr, "PopT", invisible_ms=1000)
+        first = await _pop(client, addr, "PopT", invisible_ms=3000)
         assert [m.body for m in first] == [b"m0", b"m1"] and [m.attempt for m in first] == [1, 1]
         assert await _pop(client, addr, "PopT") == []  # both hidden
         assert (await client.invoke(addr, ack_request(G, "PopT", first[0]), 10)).code == ResponseCode.SUCCESS
@@ -68,11 +69,11 @@ async def test_change_invisible_time_moves_the_deadline_with_a_new_handle(tmp_pa
         addr = controller.broker_addr
         await _topic(client, addr, "ChgT")
         await _send(client, addr, "ChgT", b"c0")
-        [msg] = await _pop(client, addr, "ChgT", invisible_ms=1000)
+        [msg] = await _pop(client, addr, "ChgT", invisible_ms=3000)
         changed = await client.invoke(addr, change_request(G, "ChgT", msg, 60_000), 10)
         renewed = Popped(msg.message, changed_handle(changed, msg), msg.attempt)
         assert renewed.handle != msg.handle
-        assert await _pop(client, addr, "ChgT", poll_ms=2500) == []  # past the first deadline: still hidden
+        assert await _pop(client, addr, "ChgT", poll_ms=4000) == []  # past the first deadline: still hidden
         assert (await client.invoke(addr, ack_request(G, "ChgT", msg, ), 10)).code == ResponseCode.NO_MESSAGE
         assert (await client.invoke(addr, ack_request(G, "ChgT", renewed), 10)).code == ResponseCode.SUCCESS
 
@@ -103,7 +104,7 @@ async def test_fifo_holds_a_queue_until_its_message_is_acked(tmp_path: Path) -> 
         addr = controller.broker_addr
         await _topic(client, addr, "FifoT")
         await _send(client, addr, "FifoT", b"f0", b"f1", b"f2")
-        [f0] = await _pop(client, addr, "FifoT", order=True, max_nums=1, invisible_ms=800)
+        [f0] = await _pop(client, addr, "FifoT", order=True, max_nums=1, invisible_ms=3000)
         assert f0.body == b"f0"
         assert await _pop(client, addr, "FifoT", order=True, max_nums=1) == []  # f1 waits for f0
         [f0_again] = await _pop(client, addr, "FifoT", order=True, max_nums=1, poll_ms=10_000)
@@ -133,7 +134,7 @@ async def test_a_restart_keeps_acked_and_unacked_deliveries(tmp_path: Path) -> N
         addr = controller.broker_addr
         await _topic(client, addr, "RestartT")
         await _send(client, addr, "RestartT", b"r0", b"r1", b"r2")
-        r0, r1, _r2 = await _pop(client, addr, "RestartT", invisible_ms=2000)
+        r0, r1, _r2 = await _pop(client, addr, "RestartT", invisible_ms=5000)
         assert (await client.invoke(addr, ack_request(G, "RestartT", r0), 10)).code == ResponseCode.SUCCESS
         changed = await client.invoke(addr, change_request(G, "RestartT", r1, 600_000), 10)
         renewed = Popped(r1.message, changed_handle(changed, r1), 1)
@@ -213,3 +214,16 @@ async def test_a_revive_cut_short_is_settled_from_the_copies_it_made(tmp_path: P
         assert (await client.invoke(addr, ack_request(G, "SettleT", copy), 10)).code == ResponseCode.SUCCESS
         assert (await client.invoke(addr, ack_request(G, "SettleT", s1), 10)).code == ResponseCode.SUCCESS
         assert await _pop(client, addr, "SettleT", poll_ms=1500) == []
+
+
+async def test_a_held_pop_is_answered_when_a_message_arrives(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "HoldT")
+        assert await _pop(client, addr, "HoldT") == []  # nothing there yet
+        began = asyncio.get_running_loop().time()
+        held = asyncio.create_task(_pop(client, addr, "HoldT", poll_ms=20_000))
+        await _send(client, addr, "HoldT", b"h0")
+        got = await held
+        assert [m.body for m in got] == [b"h0"]
+        assert asyncio.get_running_loop().time() - began < 10  # woken, not timed out

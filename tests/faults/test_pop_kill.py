@@ -86,17 +86,22 @@ def test_pop_state_survives_kill_9_at_each_step(cluster: Cluster) -> None:
         for body in bodies:
             assert c.invoke(send_request(TOPIC, body)).code == ResponseCode.SUCCESS  # type: ignore[attr-defined]
 
-        first = {m.body: m for m in c.pop(invisible_ms=4000)}
+        first = {m.body: m for m in c.pop(invisible_ms=60_000)}  # hidden longer than any restart takes
         assert sorted(first) == bodies and {m.attempt for m in first.values()} == {1}
         c.ack(first[b"m0"])
         c.ack(first[b"m1"])
         c.kill_and_restart()  # after an ack
 
-        renewed = Popped(first[b"m2"].message, changed_handle(
-            c.invoke(change_request(G, TOPIC, first[b"m2"], 600_000)), first[b"m2"]), 1)  # type: ignore[arg-type]
+        def change(m: Popped, invisible_ms: int) -> Popped:
+            answer = c.invoke(change_request(G, TOPIC, m, invisible_ms))
+            return Popped(m.message, changed_handle(answer, m), m.attempt)  # type: ignore[arg-type]
+
+        renewed = change(first[b"m2"], 600_000)
+        for body in (b"m3", b"m4", b"m5"):
+            change(first[body], 1000)  # due soon
         c.kill_and_restart()  # after a change of invisible time
 
-        again = c.collect({b"m3", b"m4", b"m5"}, invisible_ms=3000)  # m2 stays hidden: its new deadline
+        again = c.collect({b"m3", b"m4", b"m5"}, invisible_ms=10_000)  # m2 stays hidden: its new deadline
         assert b"m2" not in again and {m.attempt for m in again.values()} == {2}
         c.ack(again[b"m3"])
         c.kill_and_restart()  # after a pop (m4, m5 delivered a second time) before its ack

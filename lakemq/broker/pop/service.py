@@ -53,7 +53,7 @@ T = TypeVar("T")
 _REVIVE_BATCH = 256
 _REVIVE_IDLE_S = 1.0  # the revive task's longest sleep (it wakes at the earliest deadline)
 _SNAPSHOT_EVERY_S = 10.0
-_POLL_RECHECK_S = 0.5  # a held pop looks again at least this often (FIFO deadlines pass unannounced)
+_FIFO_RECHECK_S = 0.5  # a held FIFO pop looks again this often: its queue's deadlines pass unannounced
 _READ_BYTES = 4 << 20
 _DEFAULT_MAX_ATTEMPTS = 16  # a group deleted while its messages were in flight
 _MOVED = frozenset({GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY,
@@ -106,8 +106,10 @@ class PopService:
         self._state = PopState()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="PopThread")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._changed = asyncio.Event()
-        self._waiting = 0
+        # Held pops wait on their topic's event; a message arriving in the topic (or in a pop
+        # retry topic, through its alias) or a delivery of it ending sets and drops it.
+        self._events: dict[str, asyncio.Event] = {}
+        self._aliases: dict[str, str] = {}  # pop retry topic -> the topic its waiters wait on
         self._last_pop_time = 0
         self._rotation = 0
         self._revive_task: asyncio.Task[None] | None = None
@@ -141,20 +143,19 @@ class PopService:
         if request.max_messages <= 0 or request.invisible_ms <= 0:
             raise for_code(ResponseCode.INVALID_PARAMETER, "maxMessages and invisibleTime must be positive")
         deadline = time.monotonic() + request.poll_ms / 1000
-        self._waiting += 1  # from the first look on: a change meanwhile makes it look again
-        try:
-            while True:
-                changed = self._changed
-                result = await self._run(lambda: self._pop_now(request))
-                remaining = deadline - time.monotonic()
-                if result.messages or remaining <= 0:
-                    return result
-                try:
-                    await asyncio.wait_for(changed.wait(), min(remaining, _POLL_RECHECK_S))
-                except TimeoutError:
-                    pass
-        finally:
-            self._waiting -= 1
+        if request.poll_ms > 0:
+            self._aliases[pop_retry_topic(request.group, request.topic)] = request.topic
+        while True:
+            # Taken before looking: a change while the POP thread looks makes it look again.
+            changed = self._events.setdefault(request.topic, asyncio.Event()) if request.poll_ms > 0 else None
+            result = await self._run(lambda: self._pop_now(request))
+            remaining = deadline - time.monotonic()
+            if result.messages or remaining <= 0 or changed is None:
+                return result
+            try:
+                await asyncio.wait_for(changed.wait(), min(remaining, _FIFO_RECHECK_S) if request.fifo else remaining)
+            except TimeoutError:
+                pass
 
     async def ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         """End the delivery ``handle`` names; ReceiptHandleError if it is already over."""
@@ -184,13 +185,17 @@ class PopService:
         pop_time = self._last_pop_time = max(now, self._last_pop_time + 1)  # a pop time names a delivery
         result = PopResult(pop_time, req.invisible_ms)
         checkpoints: list[list[Any]] = []
+        started: list[list[Any]] = []
         ends: list[dict[str, Any]] = []
         for topic, qid in self._queues(req, topic_config.read_queue_nums):
             wanted = req.max_messages - len(result.messages)
             if wanted <= 0:
                 break
             key = (req.group, topic, qid)
-            qs = self._state.queue(key) or self._state.start_queue(key, self._first_offset(req, topic, qid))
+            qs = self._state.queue(key)
+            if qs is None:  # where the group starts goes into the journal, so a restart keeps it
+                qs = self._state.start_queue(key, self._first_offset(req, topic, qid))
+                started.append([topic, qid, qs.next, []])
             if req.fifo:
                 if qs.blocked_fifo(now):
                     continue
@@ -198,15 +203,16 @@ class PopService:
                 if again:
                     checkpoints.append([topic, qid, qs.next, again])
                     continue
-            entries = self._read_new(req, key, qs, wanted)
+            entries, next_offset = self._read_new(req, key, qs, wanted)
             if entries:
-                checkpoints.append([topic, qid, qs.next, entries])
-            result.rest += max(self._store.get_max_offset_in_queue(topic, qid) - qs.next, 0)
+                checkpoints.append([topic, qid, next_offset, entries])
+            result.rest += max(self._store.get_max_offset_in_queue(topic, qid) - next_offset, 0)
         if ends:
             self._record(ends)
-        if checkpoints:
+        if checkpoints or started:
             self._record([{"k": "pop", "g": req.group, "p": pop_time, "i": req.invisible_ms, "f": req.fifo,
-                           "c": [[t, q, n, [e[:3] for e in entries]] for t, q, n, entries in checkpoints]}])
+                           "c": [*started,
+                                 *([t, q, n, [e[:3] for e in entries]] for t, q, n, entries in checkpoints)]}])
             for topic, qid, _n, entries in checkpoints:
                 ck_offset = min(e[0] for e in entries)
                 for offset, _clo, attempt, record, msg in entries:
@@ -240,7 +246,9 @@ class PopService:
         self._offsets.commit_offset("pop", req.group, topic, qid, first)  # a restart starts there too
         return first
 
-    def _read_new(self, req: PopRequest, key: QueueKey, qs: QueueState, wanted: int) -> list[list[Any]]:
+    def _read_new(self, req: PopRequest, key: QueueKey, qs: QueueState, wanted: int) -> tuple[list[list[Any]], int]:
+        """The queue's next messages and where the pop after them reads; ``qs.next`` moves
+        only with the journal record (a refused write delivers nothing and skips nothing)."""
         _group, topic, qid = key
         got = self._store.get_message(req.group, topic, qid, qs.next, wanted, req.message_filter, _READ_BYTES)
         if got.status is GetMessageStatus.FOUND:
@@ -249,15 +257,14 @@ class PopService:
                 msg = decode_record(record)
                 attempt = 1 if req.fifo else msg.reconsume_times + 1
                 entries.append([msg.queue_offset, msg.commit_log_offset, attempt, bytes(record), msg])
-            qs.next = got.next_begin_offset
-            return entries
+            return entries, got.next_begin_offset
         if got.status is GetMessageStatus.NO_MATCHED_MESSAGE or got.status in _MOVED:
             if got.status in _MOVED:
                 log.info("pop of %s %s:%d moved from %d to %d (%s)", req.group, topic, qid, qs.next,
                          got.next_begin_offset, got.status.name)
             qs.next = got.next_begin_offset  # nothing delivered: no record needed
             self._commit_floor(key, qs)
-        return []
+        return [], qs.next
 
     def _fifo_again(self, key: QueueKey, qs: QueueState, now: int, ends: list[dict[str, Any]]) -> list[list[Any]]:
         """A FIFO queue's expired deliveries, delivered again in place; those out of attempts
@@ -419,7 +426,8 @@ class PopService:
                 qs = self._state.queue(key)
                 if qs is not None:
                     self._commit_floor(key, qs)
-        self._wake()
+            if record["k"] == "done":
+                self._wake([record["t"]])  # a FIFO queue may be free
 
     def _commit_floor(self, key: QueueKey, qs: QueueState) -> None:
         """The group's consumer offset follows the lowest offset not done (admin tools' lag)."""
@@ -458,17 +466,24 @@ class PopService:
                 wait = _REVIVE_IDLE_S
             await asyncio.sleep(_REVIVE_IDLE_S if wait is None else min(wait, _REVIVE_IDLE_S))
 
-    def _wake(self) -> None:
-        if self._waiting and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._notify)
+    def _wake(self, topics: list[str]) -> None:
+        """Held pops of ``topics`` look again (from any thread; membership tests only, which
+        the GIL keeps safe while the loop changes the tables)."""
+        events, aliases = self._events, self._aliases
+        hits = {aliases.get(t, t) for t in topics if t in events or t in aliases}
+        if hits and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._notify, hits)
 
-    def _notify(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+    def _notify(self, topics: set[str]) -> None:
+        for topic in topics:
+            event = self._events.pop(topic, None)
+            if event is not None:
+                event.set()
 
-    def _on_arrivals(self, _arrivals: list[Arrival]) -> None:
-        """The store's arrival listener (reput thread): held pops look again."""
-        self._wake()
+    def _on_arrivals(self, arrivals: list[Arrival]) -> None:
+        """The store's arrival listener (reput thread): held pops of those topics look again."""
+        if self._events:
+            self._wake(list({arrival[0] for arrival in arrivals}))
 
 
 def _origin_topic(topic: str, msg: MessageExt) -> str:

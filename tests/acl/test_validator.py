@@ -103,6 +103,15 @@ def test_permissions() -> None:
     assert refusal(send_v2("%RETRY%DeniedGroup")).startswith("No permission for group:DeniedGroup")
 
 
+def test_pop_codes_need_sub_on_topic_and_group() -> None:
+    for code in (RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME):
+        VALIDATOR.check(signed(code, {"topic": "ReadOnly", "consumerGroup": "g1"}), CLIENT)
+        assert refusal(signed(code, {"topic": "DeniedTopic", "consumerGroup": "g1"})) \
+            .startswith("No permission for topic:DeniedTopic")
+        assert refusal(signed(code, {"topic": "T", "consumerGroup": "DeniedGroup"})) \
+            .startswith("No permission for group:DeniedGroup")
+
+
 def test_heartbeat_resources() -> None:
     sub = SubscriptionData("DeniedTopic", "*")
     body = HeartbeatData("c1", (), (ConsumerData("g1", "CONSUME_PASSIVELY", "CLUSTERING",

@@ -1,7 +1,8 @@
 """What a request asks for, as the ACL sees it (RocketMQ's PlainAccessResource.parse).
 
 Per request code: the topics and groups touched and the permission each needs (sending to a
-topic needs PUB, to a retry topic SUB; pulling needs SUB on the topic and on the group;
+topic needs PUB, to a retry topic SUB; pulling, and POP's pop, ack and change of invisible
+time, need SUB on the topic and on the group;
 offsets, consumer lists, heartbeats and unregistering need SUB on the group). Groups are
 named by their retry topic ``%RETRY%group``. The signed content is the ext fields and body
 the client signed (:mod:`lakemq.common.acl_signature`).
@@ -64,7 +65,8 @@ def parse_access_resource(request: RemotingCommand, remote_addr: str) -> AccessR
         need(topic, SUB if topic and topic.startswith(RETRY_PREFIX) else PUB)
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         need(_group(fields.get("group")), SUB)
-    elif code == RequestCode.PULL_MESSAGE:
+    elif code in (RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE,
+                  RequestCode.CHANGE_MESSAGE_INVISIBLETIME):
         need(fields.get("topic"), SUB)
         need(_group(fields.get("consumerGroup")), SUB)
     elif code == RequestCode.QUERY_MESSAGE:

@@ -227,3 +227,24 @@ async def test_a_held_pop_is_answered_when_a_message_arrives(tmp_path: Path) -> 
         got = await held
         assert [m.body for m in got] == [b"h0"]
         assert asyncio.get_running_loop().time() - began < 10  # woken, not timed out
+
+
+async def test_concurrent_acks_are_journaled_together_and_a_repeat_fails(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "AckT")
+        await _send(client, addr, "AckT", *(f"a{i}".encode() for i in range(20)))
+        service = controller.pop_service
+        assert service is not None
+        result = await service.pop(PopRequest(G, "AckT", 32, 3000, poll_ms=10_000, init_from_min=True))
+        handles = [m.handle for m in result.messages]
+        while len(handles) < 20:  # dispatch may still be behind the sends
+            more = await service.pop(PopRequest(G, "AckT", 32, 3000, poll_ms=10_000))
+            handles += [m.handle for m in more.messages]
+        outcomes = await asyncio.gather(*(service.ack(G, "AckT", h) for h in [*handles, handles[0]]),
+                                        return_exceptions=True)
+        assert outcomes[:20] == [None] * 20
+        assert isinstance(outcomes[20], ReceiptHandleError)
+        assert controller.consumer_offset_manager.query_offset(G, "AckT", 0) == 20
+    async with in_process_broker(tmp_path) as (controller, client):  # past their deadline: they stay acked
+        assert await _pop(client, controller.broker_addr, "AckT", poll_ms=5000) == []

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.filter import message_filter_for
+from lakemq.broker.pop.model import PopRequest, PopResult
 from lakemq.broker.pop.receipt import ORDER_REVIVE_QID, ReceiptHandle
-from lakemq.broker.pop.service import PopRequest, PopResult, PopService
+from lakemq.broker.pop.service import PopService
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.constants import PermName
 from lakemq.errors import for_code

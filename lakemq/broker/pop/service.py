@@ -19,28 +19,28 @@ and, in long polling, for messages to arrive or a FIFO queue to free up. docs/PO
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.pop.copies import REVIVED_PROPERTY, put_copy
 from lakemq.broker.pop.journal import PopJournal
+from lakemq.broker.pop.model import PoppedMessage, PopRequest, PopResult, origin_topic
 from lakemq.broker.pop.receipt import ORDER_REVIVE_QID, ReceiptHandle, is_pop_retry_topic, pop_retry_topic
 from lakemq.broker.pop.state import InFlight, PopState, QueueKey, QueueState
+from lakemq.broker.pop.waiters import PopWaiters
 from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager, dlq_topic
 from lakemq.common.codes import ResponseCode
 from lakemq.common.constants import PermName
-from lakemq.common.message import MessageConst, MessageExt
+from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_record
 from lakemq.errors import ReceiptHandleError, for_code
-from lakemq.store.dispatch import Arrival
-from lakemq.store.filter import MessageFilter
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
 
@@ -60,40 +60,6 @@ _MOVED = frozenset({GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_O
                     GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.MESSAGE_WAS_REMOVING})
 
 
-@dataclass(frozen=True, slots=True)
-class PopRequest:
-    group: str
-    topic: str
-    max_messages: int
-    invisible_ms: int
-    queue_id: int | None = None  # None: every readable queue of the topic
-    message_filter: MessageFilter | None = None
-    poll_ms: int = 0  # long polling: how long to wait when nothing is there
-    fifo: bool = False
-    init_from_min: bool = False  # a group's first pop of a queue starts at its first message, else its end
-
-
-@dataclass(frozen=True, slots=True)
-class PoppedMessage:
-    record: bytes  # the CommitLog record as stored (the body of a remoting pop response)
-    message: MessageExt
-    handle: ReceiptHandle
-    attempt: int  # delivery attempt, 1 for the first
-
-    @property
-    def topic(self) -> str:
-        """The topic the consumer reads (a pop retry copy's RETRY_TOPIC)."""
-        return _origin_topic(self.message.topic, self.message)
-
-
-@dataclass(slots=True)
-class PopResult:
-    pop_time: int
-    invisible_ms: int
-    messages: list[PoppedMessage] = field(default_factory=list)
-    rest: int = 0  # messages left in the queues read
-
-
 class PopService:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, groups: SubscriptionGroupManager,
                  offsets: ConsumerOffsetManager, *, cluster: str, broker_name: str, snapshot_path: Path) -> None:
@@ -106,10 +72,9 @@ class PopService:
         self._state = PopState()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="PopThread")
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Held pops wait on their topic's event; a message arriving in the topic (or in a pop
-        # retry topic, through its alias) or a delivery of it ending sets and drops it.
-        self._events: dict[str, asyncio.Event] = {}
-        self._aliases: dict[str, str] = {}  # pop retry topic -> the topic its waiters wait on
+        self._waiters: PopWaiters | None = None
+        self._acks: list[tuple[str, str, ReceiptHandle, asyncio.Future[None]]] = []
+        self._acking = False
         self._last_pop_time = 0
         self._rotation = 0
         self._revive_task: asyncio.Task[None] | None = None
@@ -120,17 +85,18 @@ class PopService:
     async def start(self) -> None:
         """Recover the state (snapshot + journal), then revive in the background."""
         self._loop = asyncio.get_running_loop()
+        waiters = self._waiters = PopWaiters(self._loop)
         self._state = await self._run(self._journal.recover)
         await self._run(self._settle_unfinished)
-        self._store.message_arriving_listeners.append(self._on_arrivals)
+        self._store.message_arriving_listeners.append(waiters.on_arrivals)
         self._revive_task = self._loop.create_task(self._revive_forever(), name="pop-revive")
 
     async def shutdown(self) -> None:
         if self._revive_task is not None:
             self._revive_task.cancel()
             await asyncio.gather(self._revive_task, return_exceptions=True)
-        if self._on_arrivals in self._store.message_arriving_listeners:
-            self._store.message_arriving_listeners.remove(self._on_arrivals)
+        if self._waiters is not None and self._waiters.on_arrivals in self._store.message_arriving_listeners:
+            self._store.message_arriving_listeners.remove(self._waiters.on_arrivals)
         await self._run(lambda: self._journal.snapshot(self._state))
         self._thread.shutdown(wait=True)
 
@@ -143,11 +109,11 @@ class PopService:
         if request.max_messages <= 0 or request.invisible_ms <= 0:
             raise for_code(ResponseCode.INVALID_PARAMETER, "maxMessages and invisibleTime must be positive")
         deadline = time.monotonic() + request.poll_ms / 1000
-        if request.poll_ms > 0:
-            self._aliases[pop_retry_topic(request.group, request.topic)] = request.topic
+        retry_topic = pop_retry_topic(request.group, request.topic)
         while True:
-            # Taken before looking: a change while the POP thread looks makes it look again.
-            changed = self._events.setdefault(request.topic, asyncio.Event()) if request.poll_ms > 0 else None
+            changed = None
+            if request.poll_ms > 0 and self._waiters is not None:
+                changed = self._waiters.event(request.topic, retry_topic)
             result = await self._run(lambda: self._pop_now(request))
             remaining = deadline - time.monotonic()
             if result.messages or remaining <= 0 or changed is None:
@@ -158,8 +124,36 @@ class PopService:
                 pass
 
     async def ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
-        """End the delivery ``handle`` names; ReceiptHandleError if it is already over."""
-        await self._run(lambda: self._end(group, topic, handle, "ack"))
+        """End the delivery ``handle`` names; ReceiptHandleError if it is already over.
+
+        Acks that arrive while the POP thread is busy are journaled together, in one record
+        (one flush under SYNC_FLUSH for all of them)."""
+        assert self._loop is not None, "PopService not started"
+        done: asyncio.Future[None] = self._loop.create_future()
+        self._acks.append((group, topic, handle, done))
+        if not self._acking:
+            self._acking = True
+            self._loop.create_task(self._ack_pump(), name="pop-acks")
+        await done
+
+    async def _ack_pump(self) -> None:
+        try:
+            while self._acks:
+                batch, self._acks = self._acks, []
+                work = functools.partial(self._ack_now, [(g, t, h) for g, t, h, _f in batch])
+                try:
+                    outcomes = await self._run(work)
+                except Exception as exc:  # noqa: BLE001 - a refused journal write fails every ack of the batch
+                    outcomes = [exc] * len(batch)
+                for (*_, done), outcome in zip(batch, outcomes, strict=True):
+                    if done.done():
+                        continue
+                    if outcome is None:
+                        done.set_result(None)
+                    else:
+                        done.set_exception(outcome)
+        finally:
+            self._acking = False
 
     async def change_invisible(self, group: str, topic: str, handle: ReceiptHandle,
                                invisible_ms: int) -> ReceiptHandle:
@@ -170,7 +164,7 @@ class PopService:
 
     async def forward_to_dlq(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         """Move the message to the group's DLQ now (the client gave up on it)."""
-        await self._run(lambda: self._end(group, topic, handle, "dlq"))
+        await self._run(lambda: self._forward_now(group, topic, handle))
 
     # -- on the POP thread -----------------------------------------------------------------
 
@@ -297,13 +291,32 @@ class PopService:
                                      "was acked, hidden again under a newer handle, or delivered again")
         return key, entry
 
-    def _end(self, group: str, topic: str, handle: ReceiptHandle, why: str) -> None:
+    def _forward_now(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         key, entry = self._find(group, topic, handle)
-        if why == "dlq":
-            msg = self._store.look_message_by_offset(entry.commit_log_offset)
-            if msg is not None:
-                self._to_dlq(group, key[1], msg, entry)
-        self._record([{"k": "done", "g": group, "t": key[1], "q": key[2], "o": [handle.offset], "r": why}])
+        msg = self._store.look_message_by_offset(entry.commit_log_offset)
+        if msg is not None:
+            self._to_dlq(group, key[1], msg, entry)
+        self._record([{"k": "done", "g": group, "t": key[1], "q": key[2], "o": [handle.offset], "r": "dlq"}])
+
+    def _ack_now(self, acks: list[tuple[str, str, ReceiptHandle]]) -> list[Exception | None]:
+        """Journal the acks of live deliveries in one record; each ack's outcome."""
+        outcomes: list[Exception | None] = []
+        records: list[dict[str, Any]] = []
+        seen: set[tuple[QueueKey, int]] = set()
+        for group, topic, handle in acks:
+            try:
+                key, _entry = self._find(group, topic, handle)
+                if (key, handle.offset) in seen:
+                    raise ReceiptHandleError(f"receipt handle acked twice: {key[1]}:{key[2]} offset {handle.offset}")
+            except ReceiptHandleError as exc:
+                outcomes.append(exc)
+                continue
+            seen.add((key, handle.offset))
+            records.append({"k": "done", "g": group, "t": key[1], "q": key[2], "o": [handle.offset], "r": "ack"})
+            outcomes.append(None)
+        if records:
+            self._record(records)
+        return outcomes
 
     def _change_now(self, group: str, topic: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
         key, entry = self._find(group, topic, handle)
@@ -341,7 +354,7 @@ class PopService:
                 for (group, topic, qid), offset, entry, msg, target in plan:
                     if msg is not None and target:
                         put_copy(self._store, self._topics, msg, target=target, queue_nums=1,
-                                 origin_topic=_origin_topic(topic, msg), reconsume_times=entry.attempt,
+                                 origin_topic=origin_topic(topic, msg), reconsume_times=entry.attempt,
                                  revived=f"{revive_id} {group} {topic} {qid} {offset}")
                         ended.append(((group, topic, qid), offset))
             finally:
@@ -367,7 +380,7 @@ class PopService:
         if entry.attempt >= self._max_attempts(group):
             log.info("message %s of group %s to its DLQ after %d attempts", msg.msg_id, group, entry.attempt)
             return dlq_topic(group)
-        return pop_retry_topic(group, _origin_topic(topic, msg))
+        return pop_retry_topic(group, origin_topic(topic, msg))
 
     def _end_revive(self, revive_id: int, ended: list[tuple[QueueKey, int]]) -> None:
         """Close revive ``revive_id``: the deliveries ``ended`` are done."""
@@ -408,7 +421,7 @@ class PopService:
     def _to_dlq(self, group: str, topic: str, msg: MessageExt, entry: InFlight) -> None:
         log.info("message %s of group %s to its DLQ after %d attempts", msg.msg_id, group, entry.attempt)
         put_copy(self._store, self._topics, msg, target=dlq_topic(group), queue_nums=1,
-                 origin_topic=_origin_topic(topic, msg), reconsume_times=entry.attempt)
+                 origin_topic=origin_topic(topic, msg), reconsume_times=entry.attempt)
 
     def _record(self, records: list[dict[str, Any]]) -> None:
         """Journal first, then apply, then let held pops look again."""
@@ -426,8 +439,8 @@ class PopService:
                 qs = self._state.queue(key)
                 if qs is not None:
                     self._commit_floor(key, qs)
-            if record["k"] == "done":
-                self._wake([record["t"]])  # a FIFO queue may be free
+            if record["k"] == "done" and self._waiters is not None:
+                self._waiters.wake([record["t"]])  # a FIFO queue may be free
 
     def _commit_floor(self, key: QueueKey, qs: QueueState) -> None:
         """The group's consumer offset follows the lowest offset not done (admin tools' lag)."""
@@ -465,30 +478,6 @@ class PopService:
                 log.exception("POP revive failed; trying again")
                 wait = _REVIVE_IDLE_S
             await asyncio.sleep(_REVIVE_IDLE_S if wait is None else min(wait, _REVIVE_IDLE_S))
-
-    def _wake(self, topics: list[str]) -> None:
-        """Held pops of ``topics`` look again (from any thread; membership tests only, which
-        the GIL keeps safe while the loop changes the tables)."""
-        events, aliases = self._events, self._aliases
-        hits = {aliases.get(t, t) for t in topics if t in events or t in aliases}
-        if hits and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._notify, hits)
-
-    def _notify(self, topics: set[str]) -> None:
-        for topic in topics:
-            event = self._events.pop(topic, None)
-            if event is not None:
-                event.set()
-
-    def _on_arrivals(self, arrivals: list[Arrival]) -> None:
-        """The store's arrival listener (reput thread): held pops of those topics look again."""
-        if self._events:
-            self._wake(list({arrival[0] for arrival in arrivals}))
-
-
-def _origin_topic(topic: str, msg: MessageExt) -> str:
-    """The topic a consumer reads, given the one a message was popped from."""
-    return msg.properties.get(MessageConst.RETRY_TOPIC, topic) if is_pop_retry_topic(topic) else topic
 
 
 def _now_ms() -> int:

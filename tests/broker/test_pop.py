@@ -248,3 +248,19 @@ async def test_concurrent_acks_are_journaled_together_and_a_repeat_fails(tmp_pat
         assert controller.consumer_offset_manager.query_offset(G, "AckT", 0) == 20
     async with in_process_broker(tmp_path) as (controller, client):  # past their deadline: they stay acked
         assert await _pop(client, controller.broker_addr, "AckT", poll_ms=5000) == []
+
+
+async def test_fifo_message_out_of_attempts_is_dead_lettered_and_the_queue_moves_on(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        controller.subscription_group_manager.update_subscription_group_config(
+            SubscriptionGroupConfig(G, retry_max_times=2))
+        await _topic(client, addr, "FifoDlqT")
+        await _send(client, addr, "FifoDlqT", b"x0", b"x1")
+        seen = []
+        for _ in range(3):
+            got = await _pop(client, addr, "FifoDlqT", order=True, max_nums=1, invisible_ms=500, poll_ms=10_000)
+            seen += [(m.body, m.attempt) for m in got]
+        assert seen == [(b"x0", 1), (b"x0", 2), (b"x1", 1)]
+        pulled = await client.invoke(addr, pull_request("DlqReader", f"%DLQ%{G}", 0, 0), 10)
+        assert [d.body for d in iter_records(pulled.body)] == [b"x0"]

@@ -268,16 +268,16 @@ class PopService:
         dead: list[int] = []
         for offset in qs.expired_fifo(now):
             entry = qs.inflight[offset]
-            msg = self._store.look_message_by_offset(entry.commit_log_offset)
-            if msg is None:
+            record = self._store.select_one_message_by_offset(entry.commit_log_offset)
+            if record is None:
                 log.warning("FIFO pop of %s: %s:%d offset %d is gone from the store", group, topic, qid, offset)
                 dead.append(offset)
-            elif entry.attempt >= self._max_attempts(group):
+                continue
+            msg = decode_record(record)
+            if entry.attempt >= self._max_attempts(group):
                 self._to_dlq(group, topic, msg, entry)
                 dead.append(offset)
             else:
-                record = self._store.select_one_message_by_offset(entry.commit_log_offset)
-                assert record is not None
                 again.append([offset, entry.commit_log_offset, entry.attempt + 1, bytes(record), msg])
         if dead:
             ends.append({"k": "done", "g": group, "t": topic, "q": qid, "o": dead, "r": "dlq"})

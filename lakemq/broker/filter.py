@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from lakemq.common.codes import ResponseCode
 from lakemq.common.subscription import ExpressionType, SubscriptionData
+from lakemq.errors import for_code
 from lakemq.filter import Sql92MessageFilter, parse_subscription
 from lakemq.store.filter import MessageFilter
 
-__all__ = ["TagMessageFilter", "from_heartbeat", "message_filter_for"]
+__all__ = ["TagMessageFilter", "check_expression_type", "from_heartbeat", "message_filter_for"]
 
 
 def from_heartbeat(sub: SubscriptionData) -> SubscriptionData:
@@ -61,3 +63,12 @@ def message_filter_for(subscription: SubscriptionData) -> MessageFilter:
 
         return Sql92MessageFilter(compile_sql92(subscription.sub_string))
     return TagMessageFilter(subscription)
+
+
+def check_expression_type(subscription: SubscriptionData, enable_property_filter: bool) -> None:
+    """SQL92 subscriptions only where ``enablePropertyFilter`` allows them (BrokerError)."""
+    if subscription.expression_type != ExpressionType.TAG and not enable_property_filter:
+        raise for_code(
+            ResponseCode.SYSTEM_ERROR,
+            f"The broker does not support consumer to filter message by {subscription.expression_type}",
+        )

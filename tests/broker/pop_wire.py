@@ -32,9 +32,10 @@ class Popped:
 
 
 def pop_request(group: str, topic: str, *, queue_id: int = -1, max_nums: int = 32, invisible_ms: int = 30_000,
-                poll_ms: int = 0, order: bool = False, exp: str | None = None) -> RemotingCommand:
+                poll_ms: int = 0, order: bool = False, exp: str | None = None,
+                exp_type: str = "TAG") -> RemotingCommand:
     header = PopMessageRequestHeader(group, topic, queue_id, max_nums, invisible_ms, poll_ms,
-                                     int(time.time() * 1000), 1, "TAG" if exp else None, exp, order)
+                                     int(time.time() * 1000), 1, exp_type if exp else None, exp, order)
     return RemotingCommand.request(RequestCode.POP_MESSAGE, encode_header(header))
 
 

@@ -159,6 +159,21 @@ async def test_a_tag_filter_delivers_only_matching_messages(tmp_path: Path) -> N
         assert controller.consumer_offset_manager.query_offset(G, "TagT", 0) == 3  # b0 skipped, not pending
 
 
+async def test_a_sql92_filter_delivers_only_matching_messages(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "SqlT")
+        for body, region in ((b"eu", "eu"), (b"us", "us")):
+            sent = await client.invoke(addr, send_request("SqlT", body, properties={"region": region}), 10)
+            assert sent.code == ResponseCode.SUCCESS
+        got = await _pop(client, addr, "SqlT", exp="region = 'eu'", exp_type="SQL92")
+        assert [m.body for m in got] == [b"eu"]
+    async with in_process_broker(tmp_path, enablePropertyFilter="false") as (controller, client):
+        refused = await client.invoke(controller.broker_addr,
+                                      pop_request(G, "SqlT", exp="region = 'eu'", exp_type="SQL92"), 10)
+        assert refused.code == ResponseCode.SYSTEM_ERROR and "SQL92" in (refused.remark or "")
+
+
 async def test_the_service_api_the_grpc_face_calls(tmp_path: Path) -> None:
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr

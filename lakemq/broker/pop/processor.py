@@ -12,7 +12,7 @@ carries what the client builds each receipt handle from.
 from __future__ import annotations
 
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.filter import message_filter_for
+from lakemq.broker.filter import check_expression_type, message_filter_for
 from lakemq.broker.pop.model import PopRequest, PopResult
 from lakemq.broker.pop.receipt import ORDER_REVIVE_QID, ReceiptHandle
 from lakemq.broker.pop.service import PopService
@@ -67,7 +67,9 @@ class PopProcessor:
         header = decode_header(PopMessageRequestHeader, request.ext_fields)
         message_filter = None
         if header.exp is not None:
-            message_filter = message_filter_for(parse_subscription(header.topic, header.exp, header.exp_type))
+            subscription = parse_subscription(header.topic, header.exp, header.exp_type)
+            check_expression_type(subscription, self._config.enable_property_filter)
+            message_filter = message_filter_for(subscription)
         result = await self._service.pop(PopRequest(
             group=header.consumer_group,
             topic=header.topic,

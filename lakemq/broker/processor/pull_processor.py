@@ -33,14 +33,14 @@ from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
-from lakemq.broker.filter import message_filter_for
+from lakemq.broker.filter import check_expression_type, message_filter_for
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager
 from lakemq.common.codes import ResponseCode
 from lakemq.common.constants import MASTER_ID, PermName, PullSysFlag
-from lakemq.common.subscription import ExpressionType, SubscriptionData
+from lakemq.common.subscription import SubscriptionData
 from lakemq.common.validation import check_group
 from lakemq.errors import FilterExpressionError, for_code
 from lakemq.filter import parse_subscription
@@ -280,11 +280,7 @@ class PullMessageProcessor:
         return message_filter_for(found)
 
     def _check_expression(self, subscription: SubscriptionData) -> None:
-        if subscription.expression_type != ExpressionType.TAG and not self._config.enable_property_filter:
-            raise for_code(
-                ResponseCode.SYSTEM_ERROR,
-                f"The broker does not support consumer to filter message by {subscription.expression_type}",
-            )
+        check_expression_type(subscription, self._config.enable_property_filter)
 
     def _pull(
         self, request: RemotingCommand, header: PullMessageRequestHeader, message_filter: MessageFilter, *,

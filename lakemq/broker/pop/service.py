@@ -40,7 +40,7 @@ from lakemq.common.codes import ResponseCode
 from lakemq.common.constants import PermName
 from lakemq.common.message import MessageExt
 from lakemq.common.record import decode_record
-from lakemq.errors import ReceiptHandleError, for_code
+from lakemq.errors import ReceiptHandleError, RecordError, for_code
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
 
@@ -268,12 +268,10 @@ class PopService:
         dead: list[int] = []
         for offset in qs.expired_fifo(now):
             entry = qs.inflight[offset]
-            record = self._store.select_one_message_by_offset(entry.commit_log_offset)
-            if record is None:
-                log.warning("FIFO pop of %s: %s:%d offset %d is gone from the store", group, topic, qid, offset)
+            record, msg = self._stored(key, offset, entry)
+            if record is None or msg is None:
                 dead.append(offset)
                 continue
-            msg = decode_record(record)
             if entry.attempt >= self._max_attempts(group):
                 self._to_dlq(group, topic, msg, entry)
                 dead.append(offset)
@@ -282,6 +280,21 @@ class PopService:
         if dead:
             ends.append({"k": "done", "g": group, "t": topic, "q": qid, "o": dead, "r": "dlq"})
         return again
+
+    def _stored(self, key: QueueKey, offset: int, entry: InFlight) -> tuple[bytes | None, MessageExt | None]:
+        """The delivered message's record, read again; (None, None) when the store no longer
+        holds it, or holds another record there (a CommitLog cut by a power loss and written
+        again: the journal may name bytes the CommitLog lost)."""
+        record = self._store.select_one_message_by_offset(entry.commit_log_offset)
+        if record is not None:
+            try:
+                msg = decode_record(record)
+            except RecordError:
+                msg = None
+            if msg is not None and (msg.topic, msg.queue_id, msg.queue_offset) == key[1:] + (offset,):
+                return bytes(record), msg
+        log.warning("POP delivery of %s: %s:%d offset %d is gone from the store", key[0], key[1], key[2], offset)
+        return None, None
 
     def _find(self, group: str, topic: str, handle: ReceiptHandle) -> tuple[QueueKey, InFlight]:
         key = (group, handle.real_topic(group, topic), handle.queue_id)
@@ -293,7 +306,7 @@ class PopService:
 
     def _forward_now(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         key, entry = self._find(group, topic, handle)
-        msg = self._store.look_message_by_offset(entry.commit_log_offset)
+        _record, msg = self._stored(key, handle.offset, entry)
         if msg is not None:
             self._to_dlq(group, key[1], msg, entry)
         self._record([{"k": "done", "g": group, "t": key[1], "q": key[2], "o": [handle.offset], "r": "dlq"}])
@@ -338,9 +351,7 @@ class PopService:
             revive_id = self._last_pop_time = max(now, self._last_pop_time + 1)
             plan = []
             for key, offset, entry in due:
-                msg = self._store.look_message_by_offset(entry.commit_log_offset)
-                if msg is None:
-                    log.warning("revive of %s: %s offset %d is gone from the store", key[0], key[1], offset)
+                _record, msg = self._stored(key, offset, entry)
                 plan.append((key, offset, entry, msg, self._target(key, msg, entry)))
             marks = {target: self._store.get_max_offset_in_queue(target, 0) for *_, target in plan if target}
             try:

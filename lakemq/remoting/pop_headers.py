@@ -32,7 +32,7 @@ class PopMessageRequestHeader:
     invisible_time: int
     poll_time: int
     born_time: int
-    init_mode: int  # ConsumeInitMode: 0 MAX (a new group starts at the end), 1 MIN
+    init_mode: int  # ConsumeInitMode: 0 MIN (a new group starts at the first message), 1 MAX (at the end)
     exp_type: str | None = None
     exp: str | None = None
     order: bool = False

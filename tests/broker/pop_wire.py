@@ -31,11 +31,14 @@ class Popped:
         return self.message.body
 
 
+_INIT_MIN = 0  # ConsumeInitMode.MIN: a new group starts at the queue's first message
+
+
 def pop_request(group: str, topic: str, *, queue_id: int = -1, max_nums: int = 32, invisible_ms: int = 30_000,
                 poll_ms: int = 0, order: bool = False, exp: str | None = None,
-                exp_type: str = "TAG") -> RemotingCommand:
+                exp_type: str = "TAG", init_mode: int = _INIT_MIN) -> RemotingCommand:
     header = PopMessageRequestHeader(group, topic, queue_id, max_nums, invisible_ms, poll_ms,
-                                     int(time.time() * 1000), 1, exp_type if exp else None, exp, order)
+                                     int(time.time() * 1000), init_mode, exp_type if exp else None, exp, order)
     return RemotingCommand.request(RequestCode.POP_MESSAGE, encode_header(header))
 
 

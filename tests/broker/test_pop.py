@@ -279,3 +279,20 @@ async def test_fifo_message_out_of_attempts_is_dead_lettered_and_the_queue_moves
         assert seen == [(b"x0", 1), (b"x0", 2), (b"x1", 1)]
         pulled = await client.invoke(addr, pull_request("DlqReader", f"%DLQ%{G}", 0, 0), 10)
         assert [d.body for d in iter_records(pulled.body)] == [b"x0"]
+
+
+async def test_a_new_group_in_max_init_mode_starts_at_the_end(tmp_path: Path) -> None:
+    async with in_process_broker(tmp_path) as (controller, client):
+        addr = controller.broker_addr
+        await _topic(client, addr, "InitT")
+        await _send(client, addr, "InitT", b"old")
+        store = controller.store
+        assert store is not None
+        for _ in range(1000):  # dispatched (within 10 s), so "the end" is after it
+            if store.get_max_offset_in_queue("InitT", 0) >= 1:
+                break
+            await asyncio.sleep(0.01)
+        assert store.get_max_offset_in_queue("InitT", 0) == 1
+        assert await _pop(client, addr, "InitT", init_mode=1) == []  # ConsumeInitMode.MAX
+        await _send(client, addr, "InitT", b"new")
+        assert [m.body for m in await _pop(client, addr, "InitT", init_mode=1, poll_ms=10_000)] == [b"new"]

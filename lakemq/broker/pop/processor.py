@@ -34,7 +34,7 @@ from lakemq.remoting.pop_headers import (
 __all__ = ["POP_CODES", "PopProcessor"]
 
 POP_CODES = (RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME)
-_CONSUME_INIT_MIN = 1  # RocketMQ's ConsumeInitMode.MIN
+_CONSUME_INIT_MIN = 0  # RocketMQ's ConsumeInitMode.MIN (MAX is 1)
 
 
 class PopProcessor:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.pop.copies import REVIVED_PROPERTY, put_copy
@@ -44,7 +44,7 @@ from lakemq.errors import ReceiptHandleError, RecordError, for_code
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
 
-__all__ = ["PopRequest", "PopResult", "PopService", "PoppedMessage"]
+__all__ = ["MAX_POP_MESSAGES", "PopService"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ _REVIVE_IDLE_S = 1.0  # the revive task's longest sleep (it wakes at the earlies
 _SNAPSHOT_EVERY_S = 10.0
 _FIFO_RECHECK_S = 0.5  # a held FIFO pop looks again this often: its queue's deadlines pass unannounced
 _READ_BYTES = 4 << 20
+MAX_POP_MESSAGES: Final = 32  # per pop, as RocketMQ's broker allows (a journal record stays small)
 _DEFAULT_MAX_ATTEMPTS = 16  # a group deleted while its messages were in flight
 _MOVED = frozenset({GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY,
                     GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.MESSAGE_WAS_REMOVING})
@@ -103,7 +104,7 @@ class PopService:
     # -- the API both faces call -----------------------------------------------------------
 
     async def pop(self, request: PopRequest) -> PopResult:
-        """Up to ``max_messages`` messages, hidden for ``invisible_ms``; with ``poll_ms``, waits
+        """Up to ``max_messages`` (at most 32) messages, hidden for ``invisible_ms``; with ``poll_ms``, waits
         that long for some when none are there. Raises BrokerError (TOPIC_NOT_EXIST,
         SUBSCRIPTION_GROUP_NOT_EXIST, NO_PERMISSION, a refused journal write)."""
         if request.max_messages <= 0 or request.invisible_ms <= 0:
@@ -182,7 +183,7 @@ class PopService:
         started: list[list[Any]] = []
         ends: list[dict[str, Any]] = []
         for topic, qid in self._queues(req, topic_config.read_queue_nums):
-            wanted = req.max_messages - len(result.messages)
+            wanted = min(req.max_messages, MAX_POP_MESSAGES) - len(result.messages)
             if wanted <= 0:
                 break
             key = (req.group, topic, qid)

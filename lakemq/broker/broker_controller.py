@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from lakemq.broker.broker_outer_api import (
     BrokerIdentity,
@@ -41,6 +42,7 @@ from lakemq.broker.ha import HaClient, HaConfig, HaServer, ReplicationProgress, 
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
 from lakemq.broker.processor.send_processor import SendMessageProcessor
+from lakemq.broker.processor_wiring import grpc_front_door as start_grpc_front_door
 from lakemq.broker.processor_wiring import processor_registry, register_processors
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
@@ -62,6 +64,9 @@ from lakemq.remoting.protocol import RemotingConnection
 from lakemq.remoting.server import RemotingServer, ServerConfig
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+
+if TYPE_CHECKING:  # grpcio is imported only by a broker with a grpcListenPort
+    from lakemq.broker.grpc.server import GrpcServer
 
 __all__ = ["BrokerController"]
 
@@ -125,6 +130,7 @@ class BrokerController:
         self.hold_service: PullRequestHoldService | None = None
         self.transaction_check_service: TransactionalMessageCheckService | None = None
         self._send_processor: SendMessageProcessor | None = None
+        self.grpc_server: GrpcServer | None = None  # the RocketMQ 5 front door (grpcListenPort)
         self.send_pool = BusinessPool(
             "SendMessageThread",
             broker_config.send_message_thread_pool_nums,
@@ -206,9 +212,13 @@ class BrokerController:
             loop.call_soon(store.dispatch)
 
         self.store.dispatch_inline(dispatch_soon)
-        self._send_processor, self.transaction_check_service = register_processors(
+        wired = register_processors(
             registry, self, executor=self._executor, register_broker=self._register_broker_blocking,
             apply_broker_config=self._apply_broker_config, loop=loop)
+        self._send_processor, self.transaction_check_service = wired.send, wired.transaction_checks
+        if c.grpc_listen_port:
+            self.grpc_server = start_grpc_front_door(self, wired)
+            await self.grpc_server.start()
         self.remoting_server.add_close_listener(self._on_connection_closed)
         register_soon = self._register_soon = asyncio.Event()
 
@@ -308,6 +318,8 @@ class BrokerController:
             await self.ha_client.shutdown()
         if self.ha_server is not None:
             await self.ha_server.shutdown()
+        if self.grpc_server is not None:
+            await self.grpc_server.shutdown()
         await self.remoting_server.shutdown()
         await self.send_pool.shutdown()
         if self._send_processor is not None:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Create .venv-rmq5: Apache RocketMQ's official 5.x Python client (rocketmq-python-client,
-# gRPC) in its own virtualenv, for the tests of lakemq's gRPC front door (tests/grpc).
+# gRPC) in its own virtualenv, for the tests of lakemq's gRPC front door (tests/rmq5).
 #
 # Its import name `rocketmq` is the C++ 4.x client's too (PyPI `rocketmq`, in .venv for the
 # remoting compatibility tests), so the two cannot share a venv. The tests run small driver
-# scripts with this venv's python (tests/grpc/rmq5_driver.py). Pinned by
+# scripts with this venv's python (tests/rmq5/rmq5_driver.py). Pinned by
 # scripts/rmq5-constraints.txt; a stamp makes a second run a no-op. Prints the python path last.
 set -euo pipefail
 cd "$(dirname "$0")/.."

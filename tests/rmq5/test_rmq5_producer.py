@@ -14,7 +14,7 @@ from lakemq.client.sync import SyncProducer
 from lakemq.common.message import MessageConst
 from lakemq.launcher import reserved_port
 from tests.cluster import Cluster, start_cluster
-from tests.grpc.rmq5 import pull_all, rmq5_python, start_driver, wait_for_bodies
+from tests.rmq5.rmq5 import pull_all, rmq5_python, start_driver, wait_for_bodies
 
 pytestmark = pytest.mark.compat
 TX_CONF = {"transactionCheckInterval": "500", "transactionTimeOut": "1000", "transactionCheckMax": "15"}

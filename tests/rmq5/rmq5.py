@@ -1,4 +1,4 @@
-"""Running the official 5.x Python client (tests/grpc/rmq5_driver.py) in .venv-rmq5, and
+"""Running the official 5.x Python client (tests/rmq5/rmq5_driver.py) in .venv-rmq5, and
 reading back with lakemq's 4.x client what it sent."""
 
 from __future__ import annotations

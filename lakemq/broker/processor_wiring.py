@@ -158,9 +158,10 @@ def grpc_front_door(broker: BrokerController, wired: WiredProcessors) -> GrpcSer
     broker core, two protocol faces. Imported only when enabled (grpcio and the generated
     apache.rocketmq.v2 code are not loaded otherwise)."""
     from lakemq.broker.grpc.auth import GrpcAcl
-    from lakemq.broker.grpc.server import GrpcServer
+    from lakemq.broker.grpc.server import GrpcServer, TlsMode
     from lakemq.broker.grpc.service import MessagingService
     from lakemq.broker.grpc.telemetry import SettingsPolicy
+    from lakemq.broker.grpc.tls import tls_material
 
     store = broker.store
     assert store is not None
@@ -171,4 +172,7 @@ def grpc_front_door(broker: BrokerController, wired: WiredProcessors) -> GrpcSer
     service = MessagingService(c, broker.topic_config_manager, broker.subscription_group_manager,
                                broker.producer_manager, wired.send, wired.end_transaction,
                                wired.end_transaction_pool, settings, acl)
-    return GrpcServer(service, c.broker_ip1, c.grpc_listen_port, store.config.max_message_size)
+    tls_mode = TlsMode(c.grpc_tls_mode)
+    tls = None if tls_mode is TlsMode.DISABLED else tls_material(c.grpc_tls_cert_path, c.grpc_tls_key_path,
+                                                                  c.broker_ip1)
+    return GrpcServer(service, c.broker_ip1, c.grpc_listen_port, store.config.max_message_size, tls_mode, tls)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakemq.client.results import PullStatus
 from lakemq.client.sync import SyncPullConsumer
 from lakemq.common.message import MessageExt
-from lakemq.client.results import PullStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("rmq5_driver.py")

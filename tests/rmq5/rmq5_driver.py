@@ -12,8 +12,14 @@ shuts the client down: a transaction's producer stays up until the test has seen
 import json
 import sys
 
-from rocketmq import (ClientConfiguration, Credentials, Message, Producer, TransactionChecker,
-                      TransactionResolution)
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    Message,
+    Producer,
+    TransactionChecker,
+    TransactionResolution,
+)
 
 RESOLUTIONS = {"commit": TransactionResolution.COMMIT, "rollback": TransactionResolution.ROLLBACK}
 
@@ -69,7 +75,7 @@ def main():
                         transaction.rollback()
                 else:
                     receipt = producer.send(message(topic, item))
-            except Exception as exc:  # the test asserts on the refusal
+            except Exception as exc:  # noqa: BLE001 - any refusal is reported for the test to assert on
                 out(event="error", error=f"{type(exc).__name__}: {exc}")
                 continue
             out(event="sent", message_id=receipt.message_id, offset=receipt.offset,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from enum import Enum
 from typing import Any, Final, TypeVar
 
 import grpc
@@ -25,12 +26,14 @@ from google.protobuf.message import Message as ProtoMessage
 from google.protobuf.message_factory import GetMessageClass
 
 from lakemq.broker.grpc.convert import host_of_peer
+from lakemq.broker.grpc.front import PortFront
 from lakemq.broker.grpc.service import Call, MessagingService
 from lakemq.broker.grpc.telemetry import TelemetrySession
+from lakemq.broker.grpc.tls import TlsMaterial, server_ssl_context
 from lakemq.grpc._pb import service_pb2 as rpc
 from lakemq.grpc._pb.service_pb2 import TelemetryCommand
 
-__all__ = ["GrpcServer"]
+__all__ = ["GrpcServer", "TlsMode"]
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +43,6 @@ _REQUEST_HEADROOM: Final = 1 << 20
 
 Req = TypeVar("Req", bound=ProtoMessage)
 Resp = TypeVar("Resp", bound=ProtoMessage)
-
-
-def _call(context: grpc.aio.ServicerContext[Any, Any]) -> Call:
-    metadata = {key: value for key, value in (context.invocation_metadata() or ()) if isinstance(value, str)}
-    return Call(host_of_peer(context.peer()), metadata)
 
 
 async def _parse(cls: type[Req], data: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Req:
@@ -58,13 +56,25 @@ async def _parse(cls: type[Req], data: bytes, context: grpc.aio.ServicerContext[
         raise  # abort raises; this keeps the type checker's flow
 
 
+class TlsMode(Enum):
+    """RocketMQ proxy's tlsMode: plaintext only, both on one port (the default), TLS only."""
+
+    DISABLED = "disabled"
+    PERMISSIVE = "permissive"
+    ENFORCING = "enforcing"
+
+
 class GrpcServer:
-    def __init__(self, service: MessagingService, host: str, port: int, max_message_size: int) -> None:
+    def __init__(self, service: MessagingService, host: str, port: int, max_message_size: int,
+                 tls_mode: TlsMode, tls: TlsMaterial | None) -> None:
         self._service = service
         self._host = host
         self._port = port
         self._max_request = max_message_size + _REQUEST_HEADROOM
+        self._tls_mode = tls_mode
+        self._tls = tls
         self._server: grpc.aio.Server | None = None
+        self._front: PortFront | None = None
         self.port = 0
 
     async def start(self) -> None:
@@ -72,16 +82,38 @@ class GrpcServer:
                                           ("grpc.so_reuseport", 0)])
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE.full_name,
                                                                               self._handlers()),))
-        self.port = server.add_insecure_port(f"{self._host}:{self._port}")
-        self._service.serve_at(self._host, self.port)
+        address = f"{self._host}:{self._port}"
+        if self._tls_mode is TlsMode.DISABLED:
+            self.port = server.add_insecure_port(address)
+        elif self._tls_mode is TlsMode.ENFORCING:
+            assert self._tls is not None
+            self.port = server.add_secure_port(
+                address, grpc.ssl_server_credentials([(self._tls.key_pem, self._tls.cert_pem)]))
+        else:
+            assert self._tls is not None
+            backend = server.add_insecure_port("127.0.0.1:0")
+            self._front = PortFront(self._host, self._port, backend, server_ssl_context(self._tls))
         await server.start()
         self._server = server
-        log.info("gRPC (RocketMQ 5) front door on %s:%d", self._host, self.port)
+        if self._front is not None:
+            await self._front.start()
+            self.port = self._front.port
+        self._service.serve_at(self._host, self.port)
+        log.info("gRPC (RocketMQ 5) front door on %s:%d, TLS %s%s", self._host, self.port, self._tls_mode.value,
+                 " (self-signed certificate)" if self._tls is not None and self._tls.self_signed else "")
 
     async def shutdown(self, grace: float = 1.0) -> None:
+        if self._front is not None:
+            await self._front.shutdown()
+            self._front = None
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+
+    def _call(self, context: grpc.aio.ServicerContext[Any, Any]) -> Call:
+        metadata = {key: value for key, value in (context.invocation_metadata() or ()) if isinstance(value, str)}
+        peer = host_of_peer(context.peer())
+        return Call(self._front.peer(peer) if self._front is not None else peer, metadata)
 
     # -- handlers ---------------------------------------------------------------------
 
@@ -119,25 +151,23 @@ class GrpcServer:
                     self._not_served(request_cls, response_cls, method.name), response_serializer=serialize)
         return handlers
 
-    @staticmethod
-    def _unary(request_cls: type[Req], handler: Callable[[Req, Call], Awaitable[Resp]],
+    def _unary(self, request_cls: type[Req], handler: Callable[[Req, Call], Awaitable[Resp]],
                ) -> Callable[[bytes, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
         async def unary(data: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
             request = await _parse(request_cls, data, context)
             try:
-                return await handler(request, _call(context))
+                return await handler(request, self._call(context))
             except Exception as exc:
                 log.exception("gRPC %s from %s failed", request_cls.DESCRIPTOR.name, context.peer())
                 await context.abort(grpc.StatusCode.INTERNAL, f"lakemq failed the call: {exc!r}")
                 raise
         return unary
 
-    @staticmethod
-    def _streaming(request_cls: type[Req], handler: Callable[[Req, Call], AsyncIterator[Resp]],
+    def _streaming(self, request_cls: type[Req], handler: Callable[[Req, Call], AsyncIterator[Resp]],
                    ) -> Callable[[bytes, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Resp]]:
         async def streaming(data: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Resp]:
             request = await _parse(request_cls, data, context)
-            async for response in handler(request, _call(context)):
+            async for response in handler(request, self._call(context)):
                 yield response
         return streaming
 
@@ -164,7 +194,7 @@ class GrpcServer:
     async def _telemetry(self, requests: AsyncIterator[bytes],
                          context: grpc.aio.ServicerContext[Any, Any]) -> None:
         """Reads the client's commands in a task while writing the session's out in order."""
-        call = _call(context)
+        call = self._call(context)
         session = self._service.open_session(call)
 
         async def read() -> None:

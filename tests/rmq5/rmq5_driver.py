@@ -2,7 +2,8 @@
 lakemq broker's gRPC front door. Run with .venv-rmq5's python (scripts/rmq5_env.sh), never
 lakemq's: its `rocketmq` package is not the C++ client's of the same name.
 
-argv[1] is a JSON spec: ``endpoint``, ``topic``, ``action`` ("send" or "transaction"),
+argv[1] is a JSON spec: ``endpoint``, ``topic``, ``action`` ("send", "transaction" or "push":
+a PushConsumer of ``group`` started, reporting the settings the broker gave it),
 ``messages`` (each: body, tag, keys, properties, group, deliver_at_s, decision), optional
 ``ak``/``sk``, and for a transaction ``check`` (the TransactionChecker's answer: "commit" or
 "rollback"). Prints one JSON line per receipt (and per check-back), then, once stdin closes,
@@ -14,9 +15,13 @@ import sys
 
 from rocketmq import (
     ClientConfiguration,
+    ConsumeResult,
     Credentials,
+    FilterExpression,
     Message,
+    MessageListener,
     Producer,
+    PushConsumer,
     TransactionChecker,
     TransactionResolution,
 )
@@ -54,10 +59,31 @@ class Checker(TransactionChecker):
         return RESOLUTIONS[self.answer]
 
 
+class Listener(MessageListener):
+    def consume(self, message):
+        out(event="received", message_id=message.message_id, body=message.body.decode())
+        return ConsumeResult.SUCCESS
+
+
+def push(config, spec):
+    """Start a PushConsumer (it waits for the broker's Settings) and report what it was told."""
+    consumer = PushConsumer(config, spec["group"], Listener(), {spec["topic"]: FilterExpression("*")})
+    consumer.startup()
+    try:
+        out(event="started", fifo=consumer._PushConsumer__fifo,
+            long_polling_timeout_s=consumer._PushConsumer__long_polling_timeout)
+        sys.stdin.read()
+    finally:
+        consumer.shutdown()
+
+
 def main():
     spec = json.loads(sys.argv[1])
     config = ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
                                  request_timeout=10)
+    if spec["action"] == "push":
+        push(config, spec)
+        return
     topic = spec["topic"]
     checker = Checker(spec.get("check", "commit")) if spec["action"] == "transaction" else None
     producer = Producer(config, (topic,), checker)

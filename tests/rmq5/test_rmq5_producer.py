@@ -96,3 +96,17 @@ def test_transactions_commit_rollback_and_check_back_over_telemetry(python: str,
     time.sleep(1.5)
     assert Counter(m.body for m in pull_all(cluster.namesrv_addr, topic, "grpc-tx-reader")) == \
         Counter({b"c0": 1, b"u0": 1})
+
+
+def test_push_consumer_starts_with_the_settings_the_broker_gives(python: str, cluster: Cluster, grpc_port: int,
+                                                                tmp_path: Path) -> None:
+    """The 5.x PushConsumer will not start without the Settings exchange; it gets the broker's
+    long-polling timeout (maxSuspendTimeoutMillis) and the group's FIFO flag."""
+    topic = _topic(cluster, "Rmq5Push")
+    driver = start_driver(python, f"127.0.0.1:{grpc_port}", topic, "push", [], tmp_path / "driver.log",
+                          group="Rmq5PushGroup")
+    try:
+        [started] = [line for line in driver.read_until("started", 60) if line.get("event") == "started"]
+    finally:
+        driver.finish()
+    assert started == {"event": "started", "fifo": False, "long_polling_timeout_s": 20}

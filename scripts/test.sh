@@ -8,8 +8,9 @@ export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} spark-lake"
 export LAKEMQ_APT_PACKAGES="${LAKEMQ_APT_PACKAGES:-} chromium chromium-driver"
 # JVM classpath groups fetched by Maven (scripts/jvm_deps.sh; offline once built): Apache
 # RocketMQ's Java client and mqadmin (rocketmq), its NameServer and broker (rocketmq-server),
-# and the Java driver of tests/compat (driver). A space-separated list.
-export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} rocketmq rocketmq-server driver"
+# the Java driver of tests/compat (driver), and RocketMQ's 5.x Java client with its driver
+# (rmq5-driver, tests/rmq5/java). A space-separated list.
+export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} rocketmq rocketmq-server driver rmq5-driver"
 # The DAG tests' Airflow venv (scripts/airflow_env.sh, a no-op once installed) installs beside
 # the project's set-up instead of inside the first DAG test. If it fails here (say, before the
 # set-up has installed python3-venv), that test installs it again and shows the error.

@@ -16,6 +16,7 @@ which the clients inflate.
 
 from __future__ import annotations
 
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Final
@@ -176,7 +177,7 @@ def send_header(msg: Message, *, max_body: int, write_queues: int) -> SendSpec:
             seconds = sp.orphaned_transaction_recovery_duration.seconds
             if seconds > 0:
                 props[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(seconds)
-    born = sp.born_timestamp.ToMilliseconds() if sp.HasField("born_timestamp") else 0
+    born = sp.born_timestamp.ToMilliseconds() if sp.HasField("born_timestamp") else int(time.time() * 1000)
     header = SendMessageRequestHeader(
         producer_group=topic if transactional else "",
         topic=topic,

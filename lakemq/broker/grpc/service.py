@@ -263,6 +263,10 @@ class MessagingService:
             session.unexpected(kind or "a command without content")
             return
         asked = command.settings
+        if not call.client_id:  # the stream is the client's channel: it must say whose
+            session.send(rpc.TelemetryCommand(status=status(v2.Code.CLIENT_ID_REQUIRED,
+                                                            "Telemetry needs the x-mq-client-id header")))
+            return
         if asked.client_type == v2.ClientType.PRODUCER:
             topics = tuple(t.name for t in asked.publishing.topics)
             refused = self._check(call, RequestCode.HEART_BEAT, tuple((t, PUB) for t in topics))

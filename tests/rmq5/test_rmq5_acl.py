@@ -25,6 +25,7 @@ accounts:
     defaultGroupPerm: SUB
     topicPerms:
       - Rmq5Denied=DENY
+      - Rmq5ReadOnly=SUB
   - accessKey: {ADMIN}
     secretKey: {ADMIN_SECRET}
     admin: true
@@ -45,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterato
 
         async def topics() -> None:
             async with Admin(running.namesrv_addr, access_key=ADMIN, secret_key=ADMIN_SECRET) as admin:
-                for topic in ("Rmq5Acl", "Rmq5Denied"):
+                for topic in ("Rmq5Acl", "Rmq5Denied", "Rmq5ReadOnly"):
                     await admin.create_topic(topic, queue_nums=2)
 
         asyncio.run(topics())
@@ -66,9 +67,13 @@ def test_signed_5x_producer_sends_and_refusals_follow_the_acl(cluster: Cluster, 
     [ok] = _send(grpc_port, "Rmq5Acl", tmp_path, USER, USER_SECRET)
     assert ok["event"] == "sent", ok
     [bad_secret] = _send(grpc_port, "Rmq5Acl", tmp_path, USER, "wrongSecret")
-    assert bad_secret["event"] == "error", bad_secret
+    assert bad_secret["event"] == "error", bad_secret  # its route is refused: nowhere to send
     [denied] = _send(grpc_port, "Rmq5Denied", tmp_path, USER, USER_SECRET)
     assert denied["event"] == "error", denied
+    # SUB only: the route is given, the send itself is refused FORBIDDEN with the reason.
+    [read_only] = _send(grpc_port, "Rmq5ReadOnly", tmp_path, USER, USER_SECRET)
+    assert read_only["event"] == "error" and "ForbiddenException" in str(read_only["error"]), read_only
+    assert "No permission for topic:Rmq5ReadOnly (needs PUB" in str(read_only["error"])
     logs = cluster.brokers["broker-a"].logs(tail=400)
     assert f"Check signature failed for accessKey={USER}" in logs
     assert "No permission for topic:Rmq5Denied" in logs

@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 _ACCEPTED_TYPES = (v2.MessageType.NORMAL, v2.MessageType.FIFO, v2.MessageType.DELAY, v2.MessageType.TRANSACTION)
 _STORED = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
                      PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE})
+# The validator's refusals of who the caller is (else: of what it may do).
+_IDENTITY_REFUSALS = ("No accessKey is configured", "No acl config for", "Check signature failed")
 _RESOLUTION = {v2.TransactionResolution.COMMIT: MessageSysFlag.TRANSACTION_COMMIT_TYPE,
                v2.TransactionResolution.ROLLBACK: MessageSysFlag.TRANSACTION_ROLLBACK_TYPE}
 
@@ -107,8 +109,8 @@ class MessagingService:
             self._acl.check(call.metadata, call.remote_addr, code, topics, groups)
         except BrokerError as exc:
             log.warning("gRPC call from %s refused by the ACL: %s", call.remote_addr, exc.remark)
-            return status(v2.Code.UNAUTHORIZED if "accessKey" in exc.remark or "signature" in exc.remark
-                          else v2.Code.FORBIDDEN, exc.remark)
+            who = exc.remark.startswith(_IDENTITY_REFUSALS)
+            return status(v2.Code.UNAUTHORIZED if who else v2.Code.FORBIDDEN, exc.remark)
         return None
 
     # -- routes and clients ---------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Telemetry streams and the broker's life: a stream that never sends Settings, one without a
-client id, and a clean broker stop while streams are open."""
+client id, a clean broker stop while streams are open; and sends under SYNC_FLUSH."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 
+from lakemq.client.sync import SyncProducer
 from lakemq.grpc._pb import definition_pb2 as v2
 from lakemq.grpc._pb import service_pb2 as rpc
 from lakemq.grpc._pb.service_pb2_grpc import MessagingServiceStub
@@ -58,3 +59,22 @@ def test_telemetry_streams_and_a_clean_stop(tmp_path: Path) -> None:
                 assert exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
         silent.put(None)
         producer.put(None)
+
+
+def test_sync_flush_sends_are_answered_once_flushed(tmp_path: Path) -> None:
+    """Under SYNC_FLUSH a 5.x send waits for the store's acknowledgement as a remoting send does
+    (SendMessageProcessor.send_message), and is answered OK with its queue offset."""
+    port = reserved_port()
+    conf = {"grpcListenPort": str(port), "flushDiskType": "SYNC_FLUSH"}
+    with start_cluster(tmp_path, broker_conf=conf) as cluster, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        with SyncProducer("grpc-sync-admin", namesrv_addr=cluster.namesrv_addr) as admin:
+            admin.create_topic("SyncFlushTopic", 1)
+        stub = MessagingServiceStub(channel)
+        offsets = []
+        for i in range(5):
+            sp = v2.SystemProperties(message_id=f"01SYNC{i:04d}", message_type=v2.MessageType.NORMAL)
+            message = v2.Message(topic=v2.Resource(name="SyncFlushTopic"), body=b"flushed", system_properties=sp)
+            response = stub.SendMessage(rpc.SendMessageRequest(messages=[message]), timeout=TIMEOUT)
+            assert response.status.code == v2.Code.OK, response
+            offsets.append(response.entries[0].offset)
+        assert offsets == [0, 1, 2, 3, 4]

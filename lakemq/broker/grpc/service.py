@@ -23,6 +23,7 @@ permissions the matching remoting request needs.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import Executor
@@ -98,7 +99,13 @@ class MessagingService:
 
     def serve_at(self, host: str, port: int) -> None:
         """The endpoint routes name (the gRPC listener's, once bound)."""
-        self.endpoint = v2.Endpoints(scheme=v2.AddressScheme.IPv4, addresses=[v2.Address(host=host, port=port)])
+        version = 0
+        try:
+            version = ipaddress.ip_address(host).version
+        except ValueError:
+            pass  # a host name
+        scheme = {4: v2.AddressScheme.IPv4, 6: v2.AddressScheme.IPv6}.get(version, v2.AddressScheme.DOMAIN_NAME)
+        self.endpoint = v2.Endpoints(scheme=scheme, addresses=[v2.Address(host=host, port=port)])
 
     def _check(self, call: Call, code: int, topics: tuple[tuple[str, int], ...] = (),
                groups: tuple[tuple[str, int], ...] = ()) -> v2.Status | None:
@@ -275,7 +282,7 @@ class MessagingService:
             if refused is not None:
                 session.send(rpc.TelemetryCommand(status=refused))
                 return
-            session.register_producer(topics)
+            session.register_producer(topics, v2.Language.Name(asked.user_agent.language))
             session.send(rpc.TelemetryCommand(status=OK, settings=self._settings.producer(asked)))
             return
         if asked.client_type in (v2.ClientType.PUSH_CONSUMER, v2.ClientType.SIMPLE_CONSUMER):

@@ -101,6 +101,7 @@ class TelemetrySession:
         self._outbox: asyncio.Queue[TelemetryCommand | None] = asyncio.Queue()
         self.topics: tuple[str, ...] = ()
         self.client_type: ClientType = ClientType.CLIENT_TYPE_UNSPECIFIED
+        self.language = "UNKNOWN"  # as its Settings' user agent says (producerConnection shows it)
         self.closed = False
 
     @property
@@ -114,14 +115,14 @@ class TelemetrySession:
         """The next command to write; None once the session closed."""
         return await self._outbox.get()
 
-    def register_producer(self, topics: tuple[str, ...]) -> None:
-        self.client_type, self.topics = ClientType.PRODUCER, topics
+    def register_producer(self, topics: tuple[str, ...], language: str) -> None:
+        self.client_type, self.topics, self.language = ClientType.PRODUCER, topics, language
         self.refresh()
 
     def refresh(self) -> None:
         """A heartbeat: the producer's registrations are kept alive."""
         for topic in self.topics:
-            self._producers.register_producer(topic, ClientChannelInfo(self, self.client_id, "GRPC", 0,
+            self._producers.register_producer(topic, ClientChannelInfo(self, self.client_id, self.language, 0,
                                                                        self.remote_addr))
 
     def close(self) -> None:

@@ -210,11 +210,7 @@ class SendMessageProcessor:
         # send pool, where a slow store meets the queue-time fast failure instead of stalling
         # the loop. A reply that waits for its acknowledgement (SYNC_FLUSH, SYNC_MASTER)
         # waits on the loop, holding no thread.
-        if (
-            not self._append_in_pool
-            and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            and self._topics.select_topic_config(header.topic) is not None
-        ):
+        if self._put_on_loop(header):
             ack = self._ack_future()
             queue_id, result, started = self._store_send(ctx.remote_addr, self._is_batch(request), request.body,
                                                          header, ack)
@@ -241,6 +237,11 @@ class SendMessageProcessor:
             assert ack is not None
             result = result.acknowledged(await ack)
         return self._reply(ctx, request, header.topic, queue_id, result, started)
+
+    def _put_on_loop(self, header: SendMessageRequestHeader) -> bool:
+        """A put to a known topic that may not wait for writeback is done on the loop."""
+        return (not self._append_in_pool and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+                and self._topics.select_topic_config(header.topic) is not None)
 
     @staticmethod
     def _is_batch(request: RemotingCommand) -> bool:
@@ -275,12 +276,10 @@ class SendMessageProcessor:
         SEND_MESSAGE_V2, run where that send would run (on the loop, or in the send pool), and
         answered once the store acknowledged it. Returns the queue id the reply names and the
         store's final result; a refusal raises BrokerError with RocketMQ's response code."""
+        if self.reject_request():  # the flow control the remoting dispatcher applies first
+            raise for_code(ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy, start flow control for a while")
         ack = self._ack_future()
-        if (
-            not self._append_in_pool
-            and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            and self._topics.select_topic_config(header.topic) is not None
-        ):
+        if self._put_on_loop(header):
             queue_id, result, started = self._store_send(remote_addr, False, body, header, ack)
         else:
             queue_id, result, started = await self._pool.run(
@@ -289,7 +288,7 @@ class SendMessageProcessor:
             assert ack is not None
             result = result.acknowledged(await ack)
         append = result.append_result
-        if append is not None and (result.status is PutMessageStatus.PUT_OK or result.status in _STORED):
+        if append is not None and result.status in _STORED:
             self._record_send(header.topic, append.msg_num, append.body_bytes, time.perf_counter() - started)
         return queue_id, result
 

@@ -123,3 +123,20 @@ def test_gzip_body_is_stored_as_sent(cluster: Cluster, channel: grpc.Channel, tm
     assert sent.status.code == v2.Code.OK, sent
     found = wait_for_bodies(cluster.namesrv_addr, "BadInput", "grpc-gzip-reader", {body}, 15)
     assert [m.unique_key for m in found if m.body == body] == [sent.entries[0].message_id]
+
+
+def test_routes_and_assignments_name_this_front_door(channel: grpc.Channel, grpc_port: int) -> None:
+    stub = MessagingServiceStub(channel)
+    topic = v2.Resource(name="BadInput")
+    route = stub.QueryRoute(rpc.QueryRouteRequest(topic=topic), timeout=TIMEOUT)
+    assert route.status.code == v2.Code.OK
+    assert [q.id for q in route.message_queues] == [0, 1]
+    assert {q.permission for q in route.message_queues} == {v2.Permission.READ_WRITE}
+    assert {(a.host, a.port) for q in route.message_queues for a in q.broker.endpoints.addresses} == \
+        {("127.0.0.1", grpc_port)}
+    assert set(route.message_queues[0].accept_message_types) == {
+        v2.MessageType.NORMAL, v2.MessageType.FIFO, v2.MessageType.DELAY, v2.MessageType.TRANSACTION}
+    assignment = stub.QueryAssignment(rpc.QueryAssignmentRequest(topic=topic, group=v2.Resource(name="g1")),
+                                      timeout=TIMEOUT)
+    assert assignment.status.code == v2.Code.OK
+    assert [a.message_queue.id for a in assignment.assignments] == [-1]

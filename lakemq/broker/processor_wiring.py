@@ -35,6 +35,7 @@ from lakemq.broker.transaction import (
     TransactionalMessageService,
 )
 from lakemq.common.codes import RequestCode
+from lakemq.errors import ConfigError
 from lakemq.remoting.server import RemotingServer
 
 if TYPE_CHECKING:  # the lake reader (Delta, pyarrow) is imported only by brokers with a lakeUri
@@ -157,11 +158,17 @@ def grpc_front_door(broker: BrokerController, wired: WiredProcessors) -> GrpcSer
     """The RocketMQ 5 front door (``grpcListenPort``) over the processors remoting uses: one
     broker core, two protocol faces. Imported only when enabled (grpcio and the generated
     apache.rocketmq.v2 code are not loaded otherwise)."""
-    from lakemq.broker.grpc.auth import GrpcAcl
-    from lakemq.broker.grpc.server import GrpcServer, TlsMode
-    from lakemq.broker.grpc.service import MessagingService
-    from lakemq.broker.grpc.telemetry import SettingsPolicy
-    from lakemq.broker.grpc.tls import tls_material
+    try:
+        from lakemq.broker.grpc.auth import GrpcAcl
+        from lakemq.broker.grpc.server import GrpcServer, TlsMode
+        from lakemq.broker.grpc.service import MessagingService
+        from lakemq.broker.grpc.telemetry import SettingsPolicy
+        from lakemq.broker.grpc.tls import tls_material
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("lakemq.grpc._pb"):
+            raise
+        raise ConfigError("grpcListenPort is set but RocketMQ 5's gRPC code is not generated: run "
+                          "scripts/bootstrap.sh (it runs scripts/gen_grpc.py)") from exc
 
     store = broker.store
     assert store is not None

@@ -10,6 +10,10 @@ outside the definition is answered UNIMPLEMENTED by grpcio. A call larger than
 ``maxMessageSize`` plus room for the rest of the request is refused RESOURCE_EXHAUSTED by
 grpcio before it is read; a body over ``maxMessageSize`` that fits is answered
 MESSAGE_BODY_TOO_LARGE.
+
+TLS (``grpcTlsMode``, RocketMQ proxy's tlsMode): ``disabled`` binds grpcio's plaintext port,
+``enforcing`` grpcio's TLS port, ``permissive`` (the default) plaintext and TLS on one port
+through the front (lakemq.broker.grpc.front), grpcio listening on loopback behind it.
 """
 
 from __future__ import annotations

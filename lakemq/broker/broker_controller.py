@@ -3,7 +3,8 @@
 Start: bind the remoting server (a ``listenPort`` of 0 picks a free port, whose number then
 goes into message ids and the registration), load the persisted topic / offset / group
 tables and the store (recovery), register every processor (lakemq.broker.processor_wiring),
-start the background tasks (consumer offsets persisted every ``flushConsumerOffsetInterval``,
+start RocketMQ 5's gRPC front door when ``grpcListenPort`` is set (lakemq.broker.grpc, over
+the same processors), start the background tasks (consumer offsets persisted every ``flushConsumerOffsetInterval``,
 client housekeeping, NameServer registration every ``registerNameServerPeriod``, transaction
 check-backs every ``transactionCheckInterval``) and register with all NameServers.
 Until loading is done every request is answered SERVICE_NOT_AVAILABLE.
@@ -14,7 +15,8 @@ its HA port and registers that address; a SLAVE also follows its master (the con
 syncs the master's topics, offsets and groups. A slave runs no transaction checks and
 delivers no delayed messages: its master does.
 
-Shutdown (SIGTERM in the CLI): unregister from the NameServers, stop accepting, answer held
+Shutdown (SIGTERM in the CLI): unregister from the NameServers, stop the gRPC front door (its
+calls get a second to finish), stop accepting, answer held
 pulls, stop replication, persist offsets and groups, then shut the store down (flush,
 checkpoint, abort file removed) so the next start recovers normally.
 """

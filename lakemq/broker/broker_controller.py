@@ -4,8 +4,8 @@ Start: bind the remoting server (a ``listenPort`` of 0 picks a free port, whose 
 goes into message ids and the registration), load the persisted topic / offset / group
 tables and the store (recovery), register every processor (lakemq.broker.processor_wiring),
 start RocketMQ 5's gRPC front door when ``grpcListenPort`` is set (lakemq.broker.grpc, over
-the same processors), start the background tasks (consumer offsets persisted every ``flushConsumerOffsetInterval``,
-client housekeeping, NameServer registration every ``registerNameServerPeriod``, transaction
+the same processors), start the background tasks (consumer offsets persisted every
+``flushConsumerOffsetInterval``, client housekeeping, NameServer registration every ``registerNameServerPeriod``, transaction
 check-backs every ``transactionCheckInterval``) and register with all NameServers.
 Until loading is done every request is answered SERVICE_NOT_AVAILABLE.
 

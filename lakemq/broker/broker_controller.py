@@ -5,8 +5,9 @@ goes into message ids and the registration), load the persisted topic / offset /
 tables and the store (recovery), register every processor (lakemq.broker.processor_wiring),
 start RocketMQ 5's gRPC front door when ``grpcListenPort`` is set (lakemq.broker.grpc, over
 the same processors), start the background tasks (consumer offsets persisted every
-``flushConsumerOffsetInterval``, client housekeeping, NameServer registration every ``registerNameServerPeriod``, transaction
-check-backs every ``transactionCheckInterval``) and register with all NameServers.
+``flushConsumerOffsetInterval``, client housekeeping, NameServer registration every
+``registerNameServerPeriod``, transaction check-backs every ``transactionCheckInterval``)
+and register with all NameServers.
 Until loading is done every request is answered SERVICE_NOT_AVAILABLE.
 
 Replication (lakemq.broker.ha, docs/REPLICATION.md): every broker listens for slaves on

@@ -72,6 +72,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev,bench]"
   echo "$want" > "$stamp"
 fi
+# RocketMQ 5's gRPC code (apache.rocketmq.v2, lakemq/grpc/_pb/) is generated from the official
+# definitions, never committed: the official Python client's wheel is downloaded once into
+# build/grpc/ (offline after) and grpc_tools.protoc runs on its descriptors (scripts/gen_grpc.py).
+.venv/bin/python scripts/gen_grpc.py
 # An editable install leaves lakemq's modules uncompiled, and where PYTHONDONTWRITEBYTECODE is
 # set no process caches its bytecode: every broker, NameServer and tool would compile them again
 # at start (a broker's imports 0.7 s instead of 0.4). Compile them as pip does for a regular

@@ -4,11 +4,17 @@
 # repository kept in build/jvm/m2, so a re-run needs no network. Jars are never committed
 # (build/ is ignored). A group with Java sources of its own (src/main/java beside its pom) is
 # also compiled, into build/jvm/<group>/target/classes. The group `driver` is the Java
-# compatibility and bench driver, tests/compat/java. Usage: bash scripts/jvm_deps.sh GROUP [GROUP ...]
+# compatibility and bench driver, tests/compat/java; `rmq5-driver` the 5.x Java client's, tests/rmq5/java. Usage: bash scripts/jvm_deps.sh GROUP [GROUP ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-pom_of() { case $1 in driver) echo tests/compat/java/pom.xml ;; *) echo "jvm/$1/pom.xml" ;; esac; }
+pom_of() {
+  case $1 in
+    driver) echo tests/compat/java/pom.xml ;;
+    rmq5-driver) echo tests/rmq5/java/pom.xml ;;  # RocketMQ's 5.x Java client (gRPC) and its driver
+    *) echo "jvm/$1/pom.xml" ;;
+  esac
+}
 for group in "$@"; do
   pom=$(pom_of "$group")
   [ -f "$pom" ] || { echo "jvm_deps: no $pom" >&2; exit 2; }

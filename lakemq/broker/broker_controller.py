@@ -3,9 +3,11 @@
 Start: bind the remoting server (a ``listenPort`` of 0 picks a free port, whose number then
 goes into message ids and the registration), load the persisted topic / offset / group
 tables and the store (recovery), register every processor (lakemq.broker.processor_wiring),
-start the background tasks (consumer offsets persisted every ``flushConsumerOffsetInterval``,
-client housekeeping, NameServer registration every ``registerNameServerPeriod``, transaction
-check-backs every ``transactionCheckInterval``) and register with all NameServers.
+start RocketMQ 5's gRPC front door when ``grpcListenPort`` is set (lakemq.broker.grpc, over
+the same processors), start the background tasks (consumer offsets persisted every
+``flushConsumerOffsetInterval``, client housekeeping, NameServer registration every
+``registerNameServerPeriod``, transaction check-backs every ``transactionCheckInterval``)
+and register with all NameServers.
 Until loading is done every request is answered SERVICE_NOT_AVAILABLE.
 
 Replication (lakemq.broker.ha, docs/REPLICATION.md): every broker listens for slaves on
@@ -14,7 +16,8 @@ its HA port and registers that address; a SLAVE also follows its master (the con
 syncs the master's topics, offsets and groups. A slave runs no transaction checks and
 delivers no delayed messages: its master does.
 
-Shutdown (SIGTERM in the CLI): unregister from the NameServers, stop accepting, answer held
+Shutdown (SIGTERM in the CLI): unregister from the NameServers, stop the gRPC front door (its
+calls get a second to finish), stop accepting, answer held
 pulls, stop replication, persist offsets and groups, then shut the store down (flush,
 checkpoint, abort file removed) so the next start recovers normally.
 """
@@ -26,6 +29,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from lakemq.broker.broker_outer_api import (
     BrokerIdentity,
@@ -42,6 +46,7 @@ from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
 from lakemq.broker.pop import PopService
 from lakemq.broker.processor.send_processor import SendMessageProcessor
+from lakemq.broker.processor_wiring import grpc_front_door as start_grpc_front_door
 from lakemq.broker.processor_wiring import processor_registry, register_processors
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
@@ -63,6 +68,9 @@ from lakemq.remoting.protocol import RemotingConnection
 from lakemq.remoting.server import RemotingServer, ServerConfig
 from lakemq.store.config import StoreConfig
 from lakemq.store.message_store import MessageStore
+
+if TYPE_CHECKING:  # grpcio is imported only by a broker with a grpcListenPort
+    from lakemq.broker.grpc.server import GrpcServer
 
 __all__ = ["BrokerController"]
 
@@ -127,6 +135,7 @@ class BrokerController:
         self.transaction_check_service: TransactionalMessageCheckService | None = None
         self.pop_service: PopService | None = None  # a master's (a slave's journal is its master's)
         self._send_processor: SendMessageProcessor | None = None
+        self.grpc_server: GrpcServer | None = None  # the RocketMQ 5 front door (grpcListenPort)
         self.send_pool = BusinessPool(
             "SendMessageThread",
             broker_config.send_message_thread_pool_nums,
@@ -214,9 +223,13 @@ class BrokerController:
                 cluster=c.broker_cluster_name, broker_name=c.broker_name,
                 snapshot_path=self.store_config.config_dir / "popState.json")
             await self.pop_service.start()
-        self._send_processor, self.transaction_check_service = register_processors(
+        wired = register_processors(
             registry, self, executor=self._executor, register_broker=self._register_broker_blocking,
             apply_broker_config=self._apply_broker_config, loop=loop)
+        self._send_processor, self.transaction_check_service = wired.send, wired.transaction_checks
+        if c.grpc_listen_port:
+            self.grpc_server = start_grpc_front_door(self, wired)
+            await self.grpc_server.start()
         self.remoting_server.add_close_listener(self._on_connection_closed)
         register_soon = self._register_soon = asyncio.Event()
 
@@ -316,6 +329,8 @@ class BrokerController:
             await self.ha_client.shutdown()
         if self.ha_server is not None:
             await self.ha_server.shutdown()
+        if self.grpc_server is not None:
+            await self.grpc_server.shutdown()
         await self.remoting_server.shutdown()
         if self.pop_service is not None:
             await self.pop_service.shutdown()

@@ -110,6 +110,15 @@ class BrokerConfig:
     # The lake this broker's CommitLog is tiered to (a path or s3://bucket/prefix, as given to
     # `lakemq tier`); empty = none. The metrics then report the tiering lag.
     lake_uri: str = ""
+    # RocketMQ 5's gRPC front door (apache.rocketmq.v2, for the 5.x clients; lakemq.broker.grpc)
+    # on brokerIP1: 0 = off (RocketMQ's proxy listens on 8081).
+    grpc_listen_port: int = 0
+    # TLS on that port (RocketMQ proxy's tlsMode): disabled, permissive (plaintext and TLS on
+    # the one port, the proxy's default), enforcing. The certificate and key (PEM): both, or
+    # neither for a self-signed pair made at each start.
+    grpc_tls_mode: str = "permissive"
+    grpc_tls_cert_path: str = ""
+    grpc_tls_key_path: str = ""
 
     def __post_init__(self) -> None:
         if not is_valid_name(self.broker_name) or not is_valid_name(self.broker_cluster_name):
@@ -119,6 +128,10 @@ class BrokerConfig:
             )
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort must be 0..65535, got {self.listen_port}")
+        if not 0 <= self.grpc_listen_port <= 65535:
+            raise ConfigError(f"grpcListenPort must be 0..65535, got {self.grpc_listen_port}")
+        if self.grpc_tls_mode not in ("disabled", "permissive", "enforcing"):
+            raise ConfigError(f"grpcTlsMode must be disabled, permissive or enforcing, got {self.grpc_tls_mode!r}")
         if not -2 <= self.metrics_port <= 65535:
             raise ConfigError(f"metricsPort must be -2..65535, got {self.metrics_port}")
         if not -2 <= self.fast_listen_port <= 65535:

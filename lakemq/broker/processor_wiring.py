@@ -36,23 +36,29 @@ from lakemq.broker.transaction import (
     TransactionalMessageService,
 )
 from lakemq.common.codes import RequestCode
+from lakemq.errors import ConfigError
 from lakemq.remoting.server import RemotingServer
 
 if TYPE_CHECKING:  # the lake reader (Delta, pyarrow) is imported only by brokers with a lakeUri
     from lakemq.broker.broker_controller import BrokerController
     from lakemq.broker.cold_read import ColdPuller
+    from lakemq.broker.grpc.server import GrpcServer
 
-__all__ = ["WiredProcessors", "processor_registry", "register_processors"]
+__all__ = ["WiredProcessors", "grpc_front_door", "processor_registry", "register_processors"]
 
 log = logging.getLogger(__name__)
 
 
 class WiredProcessors(NamedTuple):
-    """What the controller keeps of the wiring: the send processor (closed at shutdown) and
-    the transaction check service (a background task, retuned by updateBrokerConfig)."""
+    """What the controller keeps of the wiring: the send processor (closed at shutdown), the
+    transaction check service (a background task, retuned by updateBrokerConfig), and what
+    the gRPC front door shares with remoting (lakemq.broker.grpc): the send and end-transaction
+    processors and the end-transaction pool."""
 
     send: SendMessageProcessor
     transaction_checks: TransactionalMessageCheckService
+    end_transaction: EndTransactionProcessor
+    end_transaction_pool: ThreadPoolExecutor
 
 
 def processor_registry(config: BrokerConfig, server: RemotingServer) -> ProcessorRegistry:
@@ -128,11 +134,9 @@ def register_processors(
     for code in (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID):
         server.register_processor(code, query, query_pool)
     transactions = TransactionalMessageService(store, offsets)
-    server.register_processor(
-        RequestCode.END_TRANSACTION,
-        EndTransactionProcessor(c, transactions, metrics),
-        executor("EndTransactionThread", c.end_transaction_thread_pool_nums),
-    )
+    end_transaction = EndTransactionProcessor(c, transactions, metrics)
+    end_transaction_pool = executor("EndTransactionThread", c.end_transaction_thread_pool_nums)
+    server.register_processor(RequestCode.END_TRANSACTION, end_transaction, end_transaction_pool)
     checks = TransactionalMessageCheckService(
         transactions,
         producers,
@@ -152,4 +156,35 @@ def register_processors(
     configs = BrokerConfigProcessor(lambda: (broker.broker_config, broker.store_config), apply_broker_config)
     for code in BROKER_CONFIG_CODES:
         server.register_processor(code, configs, admin_pool)
-    return WiredProcessors(send, checks)
+    return WiredProcessors(send, checks, end_transaction, end_transaction_pool)
+
+
+def grpc_front_door(broker: BrokerController, wired: WiredProcessors) -> GrpcServer:
+    """The RocketMQ 5 front door (``grpcListenPort``) over the processors remoting uses: one
+    broker core, two protocol faces. Imported only when enabled (grpcio and the generated
+    apache.rocketmq.v2 code are not loaded otherwise)."""
+    try:
+        from lakemq.broker.grpc.auth import GrpcAcl
+        from lakemq.broker.grpc.server import GrpcServer, TlsMode
+        from lakemq.broker.grpc.service import MessagingService
+        from lakemq.broker.grpc.telemetry import SettingsPolicy
+        from lakemq.broker.grpc.tls import tls_material
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("lakemq.grpc._pb"):
+            raise
+        raise ConfigError("grpcListenPort is set but RocketMQ 5's gRPC code is not generated: run "
+                          "scripts/bootstrap.sh (it runs scripts/gen_grpc.py)") from exc
+
+    store = broker.store
+    assert store is not None
+    c = broker.broker_config
+    acl = GrpcAcl(PlainAccessValidator.from_file(c.acl_file)) if c.acl_enable else None
+    settings = SettingsPolicy(store.config.max_message_size, store.commit_log.delay_levels.delays_ms,
+                              c.max_suspend_timeout_millis)
+    service = MessagingService(c, broker.topic_config_manager, broker.subscription_group_manager,
+                               broker.producer_manager, wired.send, wired.end_transaction,
+                               wired.end_transaction_pool, settings, acl)
+    tls_mode = TlsMode(c.grpc_tls_mode)
+    tls = None if tls_mode is TlsMode.DISABLED else tls_material(c.grpc_tls_cert_path, c.grpc_tls_key_path,
+                                                                  c.broker_ip1)
+    return GrpcServer(service, c.broker_ip1, c.grpc_listen_port, store.config.max_message_size, tls_mode, tls)

@@ -36,6 +36,7 @@ _FIELDS: Final = (
     ("broker_id", "brokerId"),
     ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
     ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
+    ("consume_message_orderly", "consumeMessageOrderly"),
 )
 
 _INT_FIELDS: Final = frozenset(
@@ -62,6 +63,9 @@ class SubscriptionGroupConfig:
     broker_id: int = MASTER_ID
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # RocketMQ 5's consumeMessageOrderly: the group's 5.x consumers get FIFO delivery (the
+    # Settings exchange tells them; lakemq.broker.grpc.telemetry).
+    consume_message_orderly: bool = False
 
     def __post_init__(self) -> None:
         check_group(self.group_name)

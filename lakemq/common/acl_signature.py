@@ -23,6 +23,7 @@ __all__ = [
     "SECURITY_TOKEN",
     "SIGNATURE",
     "calculate_signature",
+    "calculate_v2_signature",
     "combine_request_content",
     "sign_request",
 ]
@@ -50,6 +51,12 @@ def combine_request_content(ext_fields: Mapping[str, str], body: bytes | None, *
 def calculate_signature(content: bytes, secret_key: str) -> str:
     digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
     return base64.b64encode(digest).decode("ascii")
+
+
+def calculate_v2_signature(content: bytes, secret_key: str) -> str:
+    """RocketMQ 5's ``MQv2-HMAC-SHA1``: hex HmacSHA1(secret key, the ``x-mq-date-time`` value),
+    which the gRPC clients send in the ``authorization`` header."""
+    return hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).hexdigest().upper()
 
 
 def sign_request(ext_fields: MutableMapping[str, str], body: bytes | None, access_key: str, secret_key: str,

@@ -10,13 +10,19 @@ the client signed (:mod:`lakemq.common.acl_signature`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 from lakemq.broker.acl.permission import PUB, SUB
 from lakemq.broker.acl.plain_config import RETRY_PREFIX
-from lakemq.common.acl_signature import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, combine_request_content
+from lakemq.common.acl_signature import (
+    ACCESS_KEY,
+    SECURITY_TOKEN,
+    SIGNATURE,
+    calculate_signature,
+    combine_request_content,
+)
 from lakemq.common.codes import RequestCode
 from lakemq.errors import LakeMQError
 from lakemq.remoting.bodies import HeartbeatData
@@ -39,6 +45,9 @@ class AccessResource:
     security_token: str | None
     content: bytes
     resource_perms: Mapping[str, int] = field(default_factory=dict)
+    # How the signature over ``content`` is made: 4.x remoting's base64 HMAC, or RocketMQ 5's
+    # hex one over x-mq-date-time (lakemq.broker.grpc.auth).
+    sign: Callable[[bytes, str], str] = calculate_signature
 
 
 def _host(remote_addr: str) -> str:

@@ -21,7 +21,6 @@ from typing import Final, Protocol
 from lakemq.broker.acl.access_resource import AccessResource, parse_access_resource
 from lakemq.broker.acl.permission import ADMIN_CODES, PUB, check_permission, perm_name
 from lakemq.broker.acl.plain_config import RETRY_PREFIX, PlainAclConfig, load_plain_acl
-from lakemq.common.acl_signature import calculate_signature
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import LakeMQError, NoPermissionError
 from lakemq.remoting.codec import RemotingCommand
@@ -71,7 +70,7 @@ class PlainAccessValidator:
             raise _refuse(f"No acl config for {resource.access_key}")
         if account.white_remote_address.matches(resource.remote_host):
             return
-        expected = calculate_signature(resource.content, account.secret_key)
+        expected = resource.sign(resource.content, account.secret_key)
         signature = resource.signature
         if signature is None or not hmac.compare_digest(expected.encode(), signature.encode()):
             raise _refuse(f"Check signature failed for accessKey={account.access_key}")

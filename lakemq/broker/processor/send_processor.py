@@ -210,13 +210,10 @@ class SendMessageProcessor:
         # send pool, where a slow store meets the queue-time fast failure instead of stalling
         # the loop. A reply that waits for its acknowledgement (SYNC_FLUSH, SYNC_MASTER)
         # waits on the loop, holding no thread.
-        if (
-            not self._append_in_pool
-            and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            and self._topics.select_topic_config(header.topic) is not None
-        ):
+        if self._put_on_loop(header):
             ack = self._ack_future()
-            queue_id, result, started = self._store_send(ctx, request, header, ack)
+            queue_id, result, started = self._store_send(ctx.remote_addr, self._is_batch(request), request.body,
+                                                         header, ack)
             if result.pending:
                 assert ack is not None
                 return self._acknowledged(ctx, request, header, queue_id, result, started, ack)
@@ -234,11 +231,21 @@ class SendMessageProcessor:
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand:
         ack = self._ack_future()
-        queue_id, result, started = await self._pool.run(lambda: self._store_send(ctx, request, header, ack))
+        queue_id, result, started = await self._pool.run(
+            lambda: self._store_send(ctx.remote_addr, self._is_batch(request), request.body, header, ack))
         if result.pending:  # answered by the store's PutAcks, which owns the deadline
             assert ack is not None
             result = result.acknowledged(await ack)
         return self._reply(ctx, request, header.topic, queue_id, result, started)
+
+    def _put_on_loop(self, header: SendMessageRequestHeader) -> bool:
+        """A put to a known topic that may not wait for writeback is done on the loop."""
+        return (not self._append_in_pool and not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+                and self._topics.select_topic_config(header.topic) is not None)
+
+    @staticmethod
+    def _is_batch(request: RemotingCommand) -> bool:
+        return request.code == RequestCode.SEND_BATCH_MESSAGE
 
     @staticmethod
     def _answer_later(ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
@@ -261,34 +268,58 @@ class SendMessageProcessor:
         """When puts wait for an acknowledgement, the future the store's completes (on the loop)."""
         return self._loop_acks().future() if self._acked else None
 
+    async def send_message(
+        self, remote_addr: str, header: SendMessageRequestHeader, body: bytes
+    ) -> tuple[int, PutMessageResult]:
+        """One message sent through another protocol face (the gRPC front door,
+        lakemq.broker.grpc): the same checks, rewrites (transaction halves, DLQ) and put as a
+        SEND_MESSAGE_V2, run where that send would run (on the loop, or in the send pool), and
+        answered once the store acknowledged it. Returns the queue id the reply names and the
+        store's final result; a refusal raises BrokerError with RocketMQ's response code."""
+        if self.reject_request():  # the flow control the remoting dispatcher applies first
+            raise for_code(ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy, start flow control for a while")
+        ack = self._ack_future()
+        if self._put_on_loop(header):
+            queue_id, result, started = self._store_send(remote_addr, False, body, header, ack)
+        else:
+            queue_id, result, started = await self._pool.run(
+                lambda: self._store_send(remote_addr, False, body, header, ack))
+        if result.pending:
+            assert ack is not None
+            result = result.acknowledged(await ack)
+        append = result.append_result
+        if append is not None and result.status in _STORED:
+            self._record_send(header.topic, append.msg_num, append.body_bytes, time.perf_counter() - started)
+        return queue_id, result
+
     def _store_send(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
+        self, remote_addr: str, batch: bool, body: bytes, header: SendMessageRequestHeader,
         ack: asyncio.Future[PutMessageStatus] | None,
     ) -> tuple[int, PutMessageResult, float]:
         """Check, then store: (the queue id the reply names, the store's result, when the
         put started). With ``ack`` a put that waits comes back pending and ``ack`` gets its
         status."""
-        topic_config = self._msg_check(ctx, header)
+        topic_config = self._msg_check(remote_addr, header)
         started = time.perf_counter()
-        put, queue_id = self._put_request(ctx, request, header, topic_config)
+        put, queue_id = self._put_request(remote_addr, batch, body, header, topic_config)
         return queue_id, self._store.put(put, self._acks if ack is not None else None, ack), started
 
     def _put_request(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
+        self, remote_addr: str, batch: bool, body: bytes, header: SendMessageRequestHeader,
         topic_config: TopicConfig,
     ) -> tuple[PutRequest, int]:
         """What the store puts, and the queue id the reply names. A send is handed over as its
         parts and a batch as its body (the store builds message objects only when it must);
         a retry message (its DLQ) and a transaction's half are the broker's own rewrites."""
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
-            batch = self._batch(ctx, header, topic_config, request.body)
-            return batch, batch.queue_id
+        if batch or header.batch:
+            batch_put = self._batch(remote_addr, header, topic_config, body)
+            return batch_put, batch_put.queue_id
         queue_id = self._queue_id(header, topic_config)
         properties = header.properties or ""
         if MessageConst.WAIT_STORE_MSG_OK in properties:  # as RocketMQ: WAIT=true is not stored
             properties = without_wait_true(properties)
-        plain = PlainPut(header.topic, queue_id, request.body, properties, header.flag, header.sys_flag,
-                         header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix)
+        plain = PlainPut(header.topic, queue_id, body, properties, header.flag, header.sys_flag,
+                         header.born_timestamp, remote_addr, header.reconsume_times or 0, self._cluster_suffix)
         if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and _TRANSACTION_PAIR not in properties:
             return plain, queue_id
         (msg,) = plain.messages(self._store.store_host)
@@ -301,7 +332,7 @@ class SendMessageProcessor:
 
     # -- checks ------------------------------------------------------------------------
 
-    def _msg_check(self, ctx: RequestContext, header: SendMessageRequestHeader) -> TopicConfig:
+    def _msg_check(self, remote_addr: str, header: SendMessageRequestHeader) -> TopicConfig:
         c = self._config
         topic = header.topic
         if self._slave:  # before anything is created: a slave's topics are its master's
@@ -336,7 +367,7 @@ class SendMessageProcessor:
         if header.queue_id >= valid_ids:
             raise for_code(
                 ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{header.queue_id}] is illegal, {topic_config} Producer: {ctx.remote_addr}",
+                f"request queueId[{header.queue_id}] is illegal, {topic_config} Producer: {remote_addr}",
             )
         return topic_config
 
@@ -379,7 +410,7 @@ class SendMessageProcessor:
     # -- building ----------------------------------------------------------------------
 
     def _batch(
-        self, ctx: RequestContext, header: SendMessageRequestHeader, topic_config: TopicConfig, body: bytes
+        self, remote_addr: str, header: SendMessageRequestHeader, topic_config: TopicConfig, body: bytes
     ) -> BatchPut:
         """The checks every batch gets, and what its messages share."""
         if header.topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
@@ -391,7 +422,7 @@ class SendMessageProcessor:
                 f"{self._store.config.max_message_size}",
             )
         return BatchPut(header.topic, self._queue_id(header, topic_config), body, self._cluster_suffix,
-                        header.sys_flag, header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0)
+                        header.sys_flag, header.born_timestamp, remote_addr, header.reconsume_times or 0)
 
     # -- reply -------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol, runtime_checkable
 
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.topic_config_manager import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
@@ -43,9 +43,8 @@ from lakemq.common.record import encode_host, encode_record
 from lakemq.errors import LakeMQError
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.headers import CheckTransactionStateRequestHeader, encode_header
-from lakemq.remoting.protocol import RemotingConnection
 
-__all__ = ["CheckRequest", "TransactionalMessageCheckService", "encode_check_request"]
+__all__ = ["CheckBackChannel", "CheckRequest", "TransactionalMessageCheckService", "encode_check_request"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +53,17 @@ MAX_PASS_SECONDS: Final = 60.0
 # After a restart, Op messages this far before the persisted op offset are read again to learn
 # which transactions are resolved (see resolved.py).
 WARM_UP_OPS: Final = 10_000
+
+
+@runtime_checkable
+class CheckBackChannel(Protocol):
+    """Where a check-back goes: a producer's remoting connection, or a 5.x producer's
+    Telemetry stream (lakemq.broker.grpc.telemetry), which turns it into its own command."""
+
+    @property
+    def is_open(self) -> bool: ...
+
+    async def invoke_oneway(self, request: RemotingCommand) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +145,7 @@ class TransactionalMessageCheckService:
         for check in checks:
             info = self.producers.get_available_channel(check.producer_group)
             channel = info.channel if info is not None else None
-            if not isinstance(channel, RemotingConnection) or not channel.is_open:
+            if not isinstance(channel, CheckBackChannel) or not channel.is_open:
                 log.warning(
                     "no live producer of group %s to check transaction %s",
                     check.producer_group,
@@ -146,7 +156,7 @@ class TransactionalMessageCheckService:
                 await channel.invoke_oneway(check.request)
                 self.checks_sent += 1
             except (LakeMQError, OSError) as exc:
-                log.warning("check-back to %s failed: %s", channel.remote_addr, exc)
+                log.warning("check-back to %s failed: %s", info.remote_addr if info else "?", exc)
 
     # -- one pass (blocking) --------------------------------------------------------------
 

@@ -41,17 +41,22 @@ class EndTransactionProcessor:
 
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(EndTransactionRequestHeader, request.ext_fields)
+        return request.reply(ResponseCode.SUCCESS, self.end_transaction(header, ctx.remote_addr))
+
+    def end_transaction(self, header: EndTransactionRequestHeader, producer_addr: str) -> str | None:
+        """A producer's decision, from either protocol face (a remoting END_TRANSACTION or a
+        5.x EndTransaction, lakemq.broker.grpc): the reply's remark; refusals raise BrokerError."""
         if not PermName.is_writeable(self._config.broker_permission):
             raise for_code(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self._config.broker_ip1}] sending message is forbidden",
             )
         try:
-            remark = self._service.end_transaction(header, ctx.remote_addr)
+            remark = self._service.end_transaction(header, producer_addr)
         except BrokerError as exc:
             log.warning(
                 "END_TRANSACTION from %s (group %s, commitLogOffset %d, state %d) refused: %s",
-                ctx.remote_addr,
+                producer_addr,
                 header.producer_group,
                 header.commit_log_offset,
                 header.commit_or_rollback,
@@ -60,4 +65,4 @@ class EndTransactionProcessor:
             raise
         result = _RESULTS.get(header.commit_or_rollback, "unknown")
         self._metrics.transaction_ends.labels(self._config.broker_name, result).inc()
-        return request.reply(ResponseCode.SUCCESS, remark)
+        return remark

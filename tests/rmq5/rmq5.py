@@ -1,0 +1,88 @@
+"""Running the official 5.x Python client (tests/rmq5/rmq5_driver.py) in .venv-rmq5, and
+reading back with lakemq's 4.x client what it sent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakemq.client.results import PullStatus
+from lakemq.client.sync import SyncPullConsumer
+from lakemq.common.message import MessageExt
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).with_name("rmq5_driver.py")
+INSTALL_TIMEOUT = 600
+
+
+def rmq5_python() -> str:
+    """.venv-rmq5's interpreter, installed first when missing (stamped: a no-op after)."""
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "rmq5_env.sh")], capture_output=True, text=True,
+                          timeout=INSTALL_TIMEOUT, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/rmq5_env.sh failed:\n{done.stderr[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+@dataclass
+class Driver:
+    """One driver process: its JSON lines so far."""
+
+    process: subprocess.Popen[str]
+    lines: list[dict[str, Any]]
+
+    def read_until(self, event: str, timeout: float) -> list[dict[str, Any]]:
+        """Lines up to and including the first with ``event`` (the driver prints in order)."""
+        deadline = time.monotonic() + timeout
+        assert self.process.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            if line.startswith("{"):
+                self.lines.append(json.loads(line))
+                if self.lines[-1].get("event") == event:
+                    return self.lines
+        raise AssertionError(f"driver printed no {event!r} (exit {self.process.poll()}): {self.lines}")
+
+    def finish(self, timeout: float = 60) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout)
+
+
+def start_driver(python: str, endpoint: str, topic: str, action: str, messages: list[dict[str, Any]],
+                 log: Path, **extra: Any) -> Driver:
+    spec = {"endpoint": endpoint, "topic": topic, "action": action, "messages": messages, **extra}
+    process = subprocess.Popen([python, str(DRIVER), json.dumps(spec)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+                               env={"HOME": str(log.parent), "PATH": "/usr/bin:/bin"})
+    return Driver(process, [])
+
+
+def pull_all(ns: str, topic: str, group: str) -> list[MessageExt]:
+    """Every message in the topic's queues now, read with lakemq's 4.x pull consumer."""
+    found: list[MessageExt] = []
+    with SyncPullConsumer(group, namesrv_addr=ns) as consumer:
+        for mq in consumer.fetch_subscribe_message_queues(topic):
+            offset = 0
+            while True:
+                result = consumer.pull(mq, "*", offset, 32)
+                if result.pull_status is not PullStatus.FOUND:
+                    break
+                found.extend(result.msgs)
+                offset = result.next_begin_offset
+    return found
+
+
+def wait_for_bodies(ns: str, topic: str, group: str, bodies: set[bytes], timeout: float) -> list[MessageExt]:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = pull_all(ns, topic, group)
+        if bodies <= {m.body for m in found} or time.monotonic() > deadline:
+            return found
+        time.sleep(0.3)

@@ -1,0 +1,116 @@
+"""Drives Apache RocketMQ's official 5.x Python client (rocketmq-python-client) against a
+lakemq broker's gRPC front door. Run with .venv-rmq5's python (scripts/rmq5_env.sh), never
+lakemq's: its `rocketmq` package is not the C++ client's of the same name.
+
+argv[1] is a JSON spec: ``endpoint``, ``topic``, ``action`` ("send", "transaction" or "push":
+a PushConsumer of ``group`` started, reporting the settings the broker gave it),
+``messages`` (each: body, tag, keys, properties, group, deliver_at_s, decision), optional
+``ak``/``sk``, and for a transaction ``check`` (the TransactionChecker's answer: "commit" or
+"rollback"). Prints one JSON line per receipt (and per check-back), then, once stdin closes,
+shuts the client down: a transaction's producer stays up until the test has seen its check-back.
+"""
+
+import json
+import sys
+
+from rocketmq import (
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
+
+RESOLUTIONS = {"commit": TransactionResolution.COMMIT, "rollback": TransactionResolution.ROLLBACK}
+
+
+def out(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def message(topic, spec):
+    msg = Message()
+    msg.topic = topic
+    msg.body = spec["body"].encode()
+    if spec.get("tag"):
+        msg.tag = spec["tag"]
+    for key in spec.get("keys", []):
+        msg.keys = key
+    for name, value in spec.get("properties", {}).items():
+        msg.add_property(name, value)
+    if spec.get("group"):
+        msg.message_group = spec["group"]
+    if spec.get("deliver_at_s"):
+        msg.delivery_timestamp = spec["deliver_at_s"]
+    return msg
+
+
+class Checker(TransactionChecker):
+    def __init__(self, answer):
+        self.answer = answer
+
+    def check(self, msg):
+        out(event="check", message_id=msg.message_id, body=msg.body.decode())
+        return RESOLUTIONS[self.answer]
+
+
+class Listener(MessageListener):
+    def consume(self, message):
+        out(event="received", message_id=message.message_id, body=message.body.decode())
+        return ConsumeResult.SUCCESS
+
+
+def push(config, spec):
+    """Start a PushConsumer (it waits for the broker's Settings) and report what it was told."""
+    consumer = PushConsumer(config, spec["group"], Listener(), {spec["topic"]: FilterExpression("*")})
+    consumer.startup()
+    try:
+        out(event="started", fifo=consumer._PushConsumer__fifo,
+            long_polling_timeout_s=consumer._PushConsumer__long_polling_timeout)
+        sys.stdin.read()
+    finally:
+        consumer.shutdown()
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    config = ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
+                                 request_timeout=10)
+    if spec["action"] == "push":
+        push(config, spec)
+        return
+    topic = spec["topic"]
+    checker = Checker(spec.get("check", "commit")) if spec["action"] == "transaction" else None
+    producer = Producer(config, (topic,), checker)
+    producer.startup()
+    try:
+        for item in spec["messages"]:
+            try:
+                if spec["action"] == "transaction":
+                    transaction = producer.begin_transaction()
+                    receipt = producer.send(message(topic, item), transaction)
+                    decision = item.get("decision")
+                    if decision == "commit":
+                        transaction.commit()
+                    elif decision == "rollback":
+                        transaction.rollback()
+                else:
+                    receipt = producer.send(message(topic, item))
+            except Exception as exc:  # noqa: BLE001 - any refusal is reported for the test to assert on
+                out(event="error", error=f"{type(exc).__name__}: {exc}")
+                continue
+            out(event="sent", message_id=receipt.message_id, offset=receipt.offset,
+                transaction_id=receipt.transaction_id)
+        out(event="done")
+        sys.stdin.read()
+    finally:
+        producer.shutdown()
+
+
+if __name__ == "__main__":
+    main()

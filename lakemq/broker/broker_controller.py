@@ -274,6 +274,7 @@ class BrokerController:
             self.remoting_client, c.register_broker_timeout_mills / 1000, self.topic_config_manager,
             self.consumer_offset_manager, self.subscription_group_manager, self.store.schedule.replace_offsets,
             lambda: self.broker_addr)
+        self.slave_sync.learn_from(self.store.consume_queues)  # a slave serves all it holds at once
 
     def _executor(self, name: str, threads: int) -> ThreadPoolExecutor:
         executor = ThreadPoolExecutor(threads, thread_name_prefix=name)

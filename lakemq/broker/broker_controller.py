@@ -50,7 +50,7 @@ from lakemq.broker.runtime_stats import RuntimeStats
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from lakemq.broker.transaction import TransactionalMessageCheckService
-from lakemq.broker.unconsumed import oldest_unconsumed
+from lakemq.broker.unconsumed import unconsumed_losses
 from lakemq.common.aio import wait_event
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
@@ -179,8 +179,8 @@ class BrokerController:
             self.metrics_server = start_metrics_server(self.metrics.registry, c.broker_ip1, metrics_port)
         self.store = MessageStore(self.store_config, store_host=self.broker_addr)
         self.store.set_flush_listener(self.metrics.record_flush)
-        store = self.store
-        self.store.set_unconsumed_probe(lambda: oldest_unconsumed(store, self.consumer_offset_manager))
+        offsets = self.consumer_offset_manager
+        self.store.set_unconsumed_judge(lambda ranges, unread: unconsumed_losses(offsets, ranges, unread))
         if c.lake_uri:
             from lakemq.tiering.lake_fs import LakeLocation
             from lakemq.tiering.retention import retention_guard

@@ -310,6 +310,30 @@ class ConsumeQueue:
             index += 1
         return -1
 
+    def offset_at_phy(self, phy_offset: int) -> int:
+        """The first queue offset whose record starts at or after CommitLog ``phy_offset``;
+        the max offset when none does. Entries are in CommitLog order, so it is a binary
+        search: how many messages of this queue a CommitLog range holds is two of them."""
+        low, high = self.get_min_offset_in_queue(), self.get_max_offset_in_queue()
+        while low < high:
+            mid = (low + high) // 2
+            if self._phy_at(mid, high) < phy_offset:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def _phy_at(self, index: int, end: int) -> int:
+        """CommitLog offset of entry ``index``, or of the next non-blank one (``1 << 63``: none)."""
+        while index < end:
+            unit = self.get_unit(index)
+            if unit is None:
+                break
+            if not unit.is_blank:
+                return unit.commit_log_offset
+            index += 1
+        return 1 << 63
+
     # -- expiry ------------------------------------------------------------------------------
 
     def correct_min_offset(self, phy_min_offset: int) -> None:

@@ -62,7 +62,10 @@ class ConsumeQueueStore:
             cq = queues[queue_id] = self._new(topic, queue_id)
         listener = self.on_queue_created
         if listener is not None:
-            listener(topic, queue_id)
+            try:
+                listener(topic, queue_id)
+            except Exception:  # the entry is written all the same
+                log.exception("queue-created listener failed for %s queue %d", topic, queue_id)
         return cq
 
     def all(self) -> list[ConsumeQueue]:

@@ -59,6 +59,20 @@ async def _send_all(ns: str, topic: str) -> list[str]:
     return [r.msg_id for r in results]
 
 
+async def kill_right_after_sends(cluster: Cluster, topic: str, *, made_by: str = "admin") -> list[str]:
+    """A SYNC_MASTER pair; ``topic`` made on it now (by an admin, or by the master on the
+    first send, from TBW102), COUNT messages sent to it, the master killed 0.1 s after the last
+    was acknowledged. Returns the message ids."""
+    _pair(cluster)
+    if made_by == "admin":
+        async with Admin(cluster.namesrv_addr) as admin:
+            assert await admin.create_topic(topic, queue_nums=4) == ["broker-a"]
+    sent = await _send_all(cluster.namesrv_addr, topic)
+    await asyncio.sleep(0.1)
+    cluster.kill_broker("broker-a")
+    return sent
+
+
 async def _read_all(ns: str, topic: str, want: int) -> list[MessageExt]:
     got: list[MessageExt] = []
 
@@ -81,16 +95,9 @@ async def _read_all(ns: str, topic: str, want: int) -> list[MessageExt]:
 @pytest.mark.parametrize("made_by", ["admin", "first send"])
 async def test_a_topic_made_just_before_the_kill_is_read_from_the_slave(tmp_path: Path, made_by: str) -> None:
     with start_cluster(tmp_path, brokers=()) as cluster:
-        _pair(cluster)
-        ns, topic = cluster.namesrv_addr, unique("Blind")
-        if made_by == "admin":
-            async with Admin(ns) as admin:
-                assert await admin.create_topic(topic, queue_nums=4) == ["broker-a"]
-        # else the master creates it from TBW102 on the first send
-        sent = await _send_all(ns, topic)
-        await asyncio.sleep(0.1)  # the kill comes 0.1 s after the last acknowledgement
-        cluster.kill_broker("broker-a")
-        got = await _read_all(ns, topic, COUNT)
+        topic = unique("Blind")
+        sent = await kill_right_after_sends(cluster, topic, made_by=made_by)
+        got = await _read_all(cluster.namesrv_addr, topic, COUNT)
         assert sorted({m.msg_id for m in got}) == sorted(sent)
         slave_log = (cluster.root / slave_name("broker-a") / "logs")
         assert "learned from the replicated log" in "".join(p.read_text() for p in slave_log.glob("*.log"))

@@ -117,7 +117,7 @@ class ConsumerOffsetManager:
                     if seq <= since:
                         break
                     keys.append(key)
-            table = {key: {str(q): o for q, o in self._table[key].items()} for key in keys if key in self._table}
+            table = {key: {str(q): o for q, o in self._table[key].items()} for key in keys}
             return self._seq, {"offsetTable": table}
 
     def put_changes_from_master(self, wrapper: dict[str, Any]) -> None:
@@ -178,10 +178,12 @@ class ConsumerOffsetManager:
         with self._lock:
             for key in [k for k in self._table if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group]:
                 del self._table[key]
+                self._changed.pop(key, None)
                 self._dirty = True
 
     def remove_topic(self, topic: str) -> None:
         with self._lock:
             for key in [k for k in self._table if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic]:
                 del self._table[key]
+                self._changed.pop(key, None)
                 self._dirty = True

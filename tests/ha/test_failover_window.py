@@ -138,4 +138,5 @@ async def test_offsets_committed_to_the_master_reach_the_slave_within_a_second(t
                     assert time.monotonic() - committed < 5, "the slave did not get the offsets in 5 s"
                     await asyncio.sleep(0.02)
                 lags.append(time.monotonic() - committed)
-        assert max(lags) < 1.5, lags  # a 1 s poll, plus a loaded machine's slack
+        print(f"offset commits on the slave after {', '.join(f'{lag:.2f}' for lag in lags)} s")
+        assert max(lags) < 1.0, lags  # a 0.5 s poll: within a second, a loaded machine's slack included

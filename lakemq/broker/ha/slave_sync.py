@@ -10,7 +10,7 @@ offsets and subscription groups with RocketMQ's own request codes, and takes the
 Between those rounds, every half second, it asks a lakemq master for the consumer offsets committed
 since its last ask (LAKEMQ_GET_CONSUMER_OFFSET_CHANGES), so a failover re-delivers at most the
 last second's messages; a master that does not know the code (Apache RocketMQ's) is not asked
-again. A topic the slave learned from its replicated log (TopicConfigManager.learn_queue) makes
+again. A topic the slave learned from its replicated log (TopicConfigManager.learn_queues) makes
 it ask for the master's topic configs at the next second, for their exact queue counts.
 
 The master's address is the one the NameServer answers the slave's registration with; with
@@ -71,11 +71,11 @@ class SlaveSynchronize:
         each queue dispatch makes from here on (on the dispatching thread, before the queue's
         first entry is written), without waiting for the master's config."""
         queues.on_queue_created = self._learn
-        for cq in queues.all():
-            self._learn(cq.topic, cq.queue_id)
+        if self._topics.learn_queues((cq.topic, cq.queue_id) for cq in queues.all()):
+            self.topics_soon()
 
     def _learn(self, topic: str, queue_id: int) -> None:
-        if self._topics.learn_queue(topic, queue_id) is not None:
+        if self._topics.learn_queues([(topic, queue_id)]):
             self.topics_soon()
 
     def topics_soon(self) -> None:

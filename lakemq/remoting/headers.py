@@ -17,6 +17,7 @@ from lakemq.remoting.header_codec import decode_header, decoder_for, encode_head
 
 __all__ = [
     "CheckTransactionStateRequestHeader",
+    "ConsumerOffsetChangesHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
     "DeleteKVConfigRequestHeader",
@@ -193,6 +194,16 @@ class GetMinOffsetRequestHeader:
 class GetEarliestMsgStoretimeRequestHeader:
     topic: str
     queue_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOffsetChangesHeader:
+    """LAKEMQ_GET_CONSUMER_OFFSET_CHANGES both ways: a master's numbering of its offset commits
+    (``epoch``) and a number in it: in the slave's request the last it has, in the answer
+    the newest."""
+
+    epoch: str
+    seq: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ from lakemq.store.flush import FlushListener
 from lakemq.store.get_results import GetMessageResult, QueryMessageResult
 from lakemq.store.health import StoreHealth
 from lakemq.store.index_service import IndexService
-from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService, UnconsumedProbe
+from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService, UnconsumedJudge
 from lakemq.store.put_request import MessagesPut, PutRequest
 from lakemq.store.queue_read import QueueReader
 from lakemq.store.results import PutMessageResult, PutMessageStatus
@@ -85,11 +85,11 @@ class MessageStore:
             config, self.consume_queues, self.index_service, self.checkpoint
         )
         self._retention_guard: Callable[[], int] | None = None
-        self._unconsumed_probe: UnconsumedProbe | None = None
+        self._unconsumed_judge: UnconsumedJudge | None = None
         self.clean_service = CleanExpiredFilesService(
             config, self.commit_log, self.consume_queues, self.index_service,
             dispatched_offset=lambda: self.reput.reput_from_offset, retention_guard=lambda: self._retention_guard,
-            health=self.health, unconsumed_probe=lambda: self._unconsumed_probe,
+            health=self.health, unconsumed_judge=lambda: self._unconsumed_judge,
         )
         # dispatch_inline's thread and request; _inline_due: a pass was requested, not yet run.
         self._inline_thread: int | None = None
@@ -387,10 +387,10 @@ class MessageStore:
         self._retention_guard = guard
         self._reader.stops_at_removed = guard is not None
 
-    def set_unconsumed_probe(self, probe: UnconsumedProbe | None) -> None:
-        """``probe()`` names the oldest message a consumer group has not consumed; expiry logs
-        and counts the deletion of a file that holds it."""
-        self._unconsumed_probe = probe
+    def set_unconsumed_judge(self, judge: UnconsumedJudge | None) -> None:
+        """``judge(ranges, unread_topics)`` says which messages of a deleted CommitLog file
+        consumer groups had not consumed yet; expiry logs and counts them."""
+        self._unconsumed_judge = judge
 
     def set_flush_listener(self, listener: FlushListener | None) -> None:
         """``listener(seconds, bytes)`` after every CommitLog flush that wrote something, on

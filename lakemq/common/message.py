@@ -70,6 +70,14 @@ class MessageConst:
     PUSH_REPLY_TIME: Final = "PUSH_REPLY_TIME"
     # Aliyun/ONS style absolute delivery time (epoch millis); the lake delay sweep honours it.
     START_DELIVER_TIME: Final = "__STARTDELIVERTIME"
+    # Timer messages (RocketMQ 5's TimerMessageStore): the delivery time a producer asks for
+    # (an epoch ms, or a delay from the store time), the due time the broker fixed
+    # (TIMER_OUT_MS: its presence marks a message already timed), and a recall's marker.
+    TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+    TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+    TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
+    TIMER_OUT_MS: Final = "TIMER_OUT_MS"
+    TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
 
 
 class MessageSysFlag:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from lakemq.common.message import MessageConst, MessageExt
@@ -250,6 +251,12 @@ class MessageStore:
         """Cancel a waiting timer message (RocketMQ 5's RecallMessage; lakemq.store.timer)."""
         if not self._accepts_puts:
             return RecallOutcome.FAILED
+        # The message may be stored and not yet dispatched: its send's answer can overtake
+        # dispatch. Wait (bounded) until dispatch reached what was stored when the recall came.
+        target, deadline = self.commit_log.get_max_offset(), time.monotonic() + 5.0
+        while self.reput.reput_from_offset < target and time.monotonic() < deadline:
+            self.reput.wakeup()
+            time.sleep(0.001)
         return self.timer.recall(
             topic, uniq_key, due_ms,
             lambda key, due: self.put(MessagesPut.of(recall_marker(key, uniq_key, due, self.store_host))))

@@ -112,6 +112,7 @@ class TimerMessageService(ServiceThread):
         self._flush_interval_ms = flush_interval_ms
         self._now_ms = now_ms
         self._lock = threading.Lock()
+        self._scan_lock = threading.Lock()
         self._heap: list[tuple[int, int]] = []  # (due, queue offset)
         self._waiting: dict[int, _Waiting] = {}  # queue offset -> message
         self._by_key: dict[str, int] = {}  # delete key -> queue offset
@@ -183,7 +184,12 @@ class TimerMessageService(ServiceThread):
     # -- reading the timer queue -------------------------------------------------------------
 
     def scan(self) -> int:
-        """Take in what dispatch added to the timer queue; returns how many messages."""
+        """Take in what dispatch added to the timer queue; returns how many messages. A recall
+        scans too (on its own thread), so one scan runs at a time."""
+        with self._scan_lock:
+            return self._scan()
+
+    def _scan(self) -> int:
         cq = self._find_queue(TIMER_TOPIC, 0)
         if cq is None:
             return 0
@@ -290,8 +296,10 @@ class TimerMessageService(ServiceThread):
                put_marker: Callable[[str, int], PutMessageResult]) -> RecallOutcome:
         """Cancel the timer message ``uniq_key`` of ``topic`` due at ``due_ms``:
         ``put_marker(delete key, due_ms)`` stores the marker that keeps it recalled after a
-        restart. The service's lock is held throughout, so a delivery cannot overtake it."""
+        restart. The service's lock is held throughout, so a delivery cannot overtake it.
+        The caller makes sure dispatch has seen what was stored before the recall came."""
         key = delete_key(topic, uniq_key)
+        self.scan()  # a message sent a moment ago is in the queue, maybe not taken in yet
         with self._lock:
             offset = self._by_key.get(key)
             if offset is None:

@@ -43,6 +43,7 @@ from lakemq.broker.topic_config_manager import (
 from lakemq.broker.transaction.half_message import is_transactional, to_half_message
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.constants import PermName
+from lakemq.common.recall_handle import RecallHandle
 from lakemq.common.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -60,6 +61,7 @@ from lakemq.store.config import FlushDiskType
 from lakemq.store.message_store import MessageStore
 from lakemq.store.put_request import BatchPut, MessagesPut, PlainPut, PutRequest
 from lakemq.store.results import PutMessageResult, PutMessageStatus
+from lakemq.store.timer_message import TIMER_TOPIC
 
 __all__ = ["SendMessageProcessor"]
 
@@ -110,6 +112,8 @@ _PUT_OK_REPLY: Final = _STATUS_REPLY[PutMessageStatus.PUT_OK]
 _LATER: Final = object()
 # Only a send whose properties hold this pair can be a transaction's half (TRAN_MSG=true).
 _TRANSACTION_PAIR: Final = MessageConst.TRANSACTION_PREPARED + NAME_VALUE_SEPARATOR
+# A send whose properties hold this may be a timer message (the store decides).
+_TIMER: Final = "TIMER_"
 _STORED: Final = frozenset(
     {
         PutMessageStatus.PUT_OK,
@@ -216,29 +220,29 @@ class SendMessageProcessor:
             and self._topics.select_topic_config(header.topic) is not None
         ):
             ack = self._ack_future()
-            queue_id, result, started = self._store_send(ctx, request, header, ack)
+            queue_id, result, started, recall = self._store_send(ctx, request, header, ack)
             if result.pending:
                 assert ack is not None
-                return self._acknowledged(ctx, request, header, queue_id, result, started, ack)
-            return self._reply(ctx, request, header.topic, queue_id, result, started)
+                return self._acknowledged(ctx, request, header, queue_id, result, started, ack, recall)
+            return self._reply(ctx, request, header.topic, queue_id, result, started, recall)
         return self._send_pooled(ctx, request, header)
 
     async def _acknowledged(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
-        result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus],
+        result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus], recall: str | None,
     ) -> RemotingCommand:
         """Appended on the loop, answered once the store acknowledged it (flushed, a slave has it)."""
-        return self._reply(ctx, request, header.topic, queue_id, result.acknowledged(await ack), started)
+        return self._reply(ctx, request, header.topic, queue_id, result.acknowledged(await ack), started, recall)
 
     async def _send_pooled(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand:
         ack = self._ack_future()
-        queue_id, result, started = await self._pool.run(lambda: self._store_send(ctx, request, header, ack))
+        queue_id, result, started, recall = await self._pool.run(lambda: self._store_send(ctx, request, header, ack))
         if result.pending:  # answered by the store's PutAcks, which owns the deadline
             assert ack is not None
             result = result.acknowledged(await ack)
-        return self._reply(ctx, request, header.topic, queue_id, result, started)
+        return self._reply(ctx, request, header.topic, queue_id, result, started, recall)
 
     @staticmethod
     def _answer_later(ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
@@ -264,14 +268,27 @@ class SendMessageProcessor:
     def _store_send(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
         ack: asyncio.Future[PutMessageStatus] | None,
-    ) -> tuple[int, PutMessageResult, float]:
+    ) -> tuple[int, PutMessageResult, float, str | None]:
         """Check, then store: (the queue id the reply names, the store's result, when the
-        put started). With ``ack`` a put that waits comes back pending and ``ack`` gets its
-        status."""
+        put started, the recall handle of a timer message). With ``ack`` a put that waits
+        comes back pending and ``ack`` gets its status."""
         topic_config = self._msg_check(ctx, header)
         started = time.perf_counter()
         put, queue_id = self._put_request(ctx, request, header, topic_config)
-        return queue_id, self._store.put(put, self._acks if ack is not None else None, ack), started
+        result = self._store.put(put, self._acks if ack is not None else None, ack)
+        return queue_id, result, started, self._recall_handle(put, result)
+
+    def _recall_handle(self, put: PutRequest, result: PutMessageResult) -> str | None:
+        """RocketMQ 5's recall handle of a message the store timed (moved to the timer topic)."""
+        if not isinstance(put, MessagesPut) or result.append_result is None:
+            return None
+        (msg, *_) = put.messages
+        real_topic = msg.properties.get(MessageConst.REAL_TOPIC, "")
+        if msg.topic != TIMER_TOPIC or real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        due = int(msg.properties[MessageConst.TIMER_OUT_MS])
+        return RecallHandle.for_due(real_topic, self._config.broker_name, due,
+                                    msg.unique_key or result.append_result.msg_id).encode()
 
     def _put_request(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
@@ -289,9 +306,10 @@ class SendMessageProcessor:
             properties = without_wait_true(properties)
         plain = PlainPut(header.topic, queue_id, request.body, properties, header.flag, header.sys_flag,
                          header.born_timestamp, ctx.remote_addr, header.reconsume_times or 0, self._cluster_suffix)
-        if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and _TRANSACTION_PAIR not in properties:
+        if (not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and _TRANSACTION_PAIR not in properties
+                and _TIMER not in properties):
             return plain, queue_id
-        (msg,) = plain.messages(self._store.store_host)
+        (msg,) = plain.messages(self._store.store_host)  # the store times a timer message in place
         self._retry_or_dlq(header, msg)
         if is_transactional(msg):
             to_half_message(msg)
@@ -397,7 +415,7 @@ class SendMessageProcessor:
 
     def _reply(
         self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int, result: PutMessageResult,
-        started: float,
+        started: float, recall_handle: str | None = None,
     ) -> RemotingCommand:
         """The answer to a stored send (``started``: time.perf_counter() when its put began)."""
         status = result.status
@@ -414,6 +432,8 @@ class SendMessageProcessor:
         # SendMessageResponseHeader's fields, written out: this runs for every send.
         fields = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                   MessageConst.MSG_REGION: DEFAULT_REGION, MessageConst.TRACE_SWITCH: "true"}
+        if recall_handle is not None:
+            fields["recallHandle"] = recall_handle
         return RemotingCommand(code, opaque=request.opaque, flag=FLAG_RESPONSE, remark=remark,
                                ext_fields=fields,
                                serialize_type=request.serialize_type)

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import time
-import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakemq.common.compression import decompress_body
 from lakemq.common.config import bind, read_properties
-from lakemq.common.message import Message, MessageConst, MessageSysFlag
+from lakemq.common.message import Message, MessageConst
 from lakemq.errors import ConfigError
 from lakemq.jobs.broker_lookup import FoundAtBroker, broker_lookup
 from lakemq.jobs.lake_tables import read_table, table_exists
@@ -146,8 +146,7 @@ def _to_due(row: Any) -> DueMessage:
         props[MessageConst.ORIGIN_MESSAGE_ID] = row["uniq_key"] or row["msg_id"]
         props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = _derived_uniq(row["msg_id"])
     body = bytes(row["body"] or b"")
-    if row["sys_flag"] & MessageSysFlag.COMPRESSED_FLAG:
-        body = zlib.decompress(body)
+    body = decompress_body(body, row["sys_flag"])
     return DueMessage(
         row["msg_id"], kind, Message(row["target"], body, row["flag"], props), row["deliver_at"]
     )

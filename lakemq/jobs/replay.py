@@ -27,13 +27,13 @@ import hashlib
 import json
 import os
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakemq.common.compression import decompress_body
 from lakemq.common.message import Message, MessageConst, MessageSysFlag
 from lakemq.errors import ConfigError
 from lakemq.jobs.broker_lookup import FoundAtBroker
@@ -143,7 +143,7 @@ def _messages(page: pa.Table, topic: str) -> Iterator[tuple[Position, Message]]:
         props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = replay_uniq_key(topic, msg_id)
         body = cols["body"][i] or b""
         if cols["sys_flag"][i] & MessageSysFlag.COMPRESSED_FLAG:
-            body = zlib.decompress(body)
+            body = decompress_body(body, cols["sys_flag"][i])
         yield (
             (cols["store_timestamp"][i], cols["commitlog_offset"][i]),
             Message(topic, body, cols["flag"][i], props),

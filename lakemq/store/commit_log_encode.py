@@ -177,7 +177,7 @@ class PutEncoder:
         if unknown & MessageSysFlag.COMPRESSION_TYPE_MASK:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"body compression type {unknown >> 8} (sys flag 0x{msg.sys_flag:x}) is "
-                                    "not supported by lakemq: only zlib (rocketmq.message.compressType=ZLIB)")
+                                    "unknown: only ZLIB, LZ4 and ZSTD (rocketmq.message.compressType)")
         if unknown:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"unknown sys flag bits 0x{msg.sys_flag:x}")

@@ -251,7 +251,7 @@ class TimerMessageService(ServiceThread):
             with self._lock:
                 if not self._heap or self._heap[0][0] > self._now_ms():
                     return put
-                due, offset = heapq.heappop(self._heap)
+                _, offset = heapq.heappop(self._heap)
                 item = self._waiting.get(offset)
                 if item is None:  # recalled
                     continue

@@ -43,7 +43,6 @@ from lakemq.broker.topic_config_manager import (
 from lakemq.broker.transaction.half_message import is_transactional, to_half_message
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.constants import PermName
-from lakemq.common.recall_handle import RecallHandle
 from lakemq.common.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -51,6 +50,7 @@ from lakemq.common.message import (
     MessageExtBrokerInner,
     without_wait_true,
 )
+from lakemq.common.recall_handle import RecallHandle
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import for_code
 from lakemq.remoting.codec import DEFAULT_VERSION, FLAG_RESPONSE, LanguageCode, RemotingCommand

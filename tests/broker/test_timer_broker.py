@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from lakemq.client import Message, SendStatus, SyncProducer, SyncPullConsumer
+from lakemq.client import Message, SendStatus, SyncProducer
 from lakemq.client.config import ClientConfig, ProducerConfig
 from lakemq.common.message import MessageConst, MessageExt
 from lakemq.common.recall_handle import RecallHandle
 from lakemq.errors import BrokerError
 from tests.cluster import Cluster, start_cluster
+from tests.lake.lake_helpers import read_all as pull_topic
 
 TOPIC = "TimerTopic"
 
@@ -48,15 +49,7 @@ def timer_message(key: str, **asks: int) -> Message:
 
 
 def read_all(cluster: Cluster) -> list[MessageExt]:
-    got: list[MessageExt] = []
-    with SyncPullConsumer("TimerReader", namesrv_addr=cluster.namesrv_addr) as reader:
-        for mq in reader.fetch_subscribe_message_queues(TOPIC):
-            offset, end = reader.min_offset(mq), reader.max_offset(mq)
-            while offset < end:
-                result = reader.pull(mq, "*", offset, 32)
-                got += result.msgs
-                offset = result.next_begin_offset
-    return got
+    return pull_topic(cluster.namesrv_addr, TOPIC, "TimerReader")
 
 
 def wait_for_count(cluster: Cluster, count: int, until_ms: int) -> list[MessageExt]:

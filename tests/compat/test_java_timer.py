@@ -9,12 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from lakemq.client import SyncPullConsumer
 from lakemq.common.compression import compression_name
-from lakemq.common.message import MessageExt
 from tests.cluster import Cluster, start_cluster
 from tests.compat.java_client import JavaRun, run_driver
 from tests.compat.test_java_client import once_each, uniq
+from tests.lake.lake_helpers import read_all
 
 pytestmark = [pytest.mark.compat, pytest.mark.jvm, pytest.mark.timeout(400)]
 
@@ -47,18 +46,6 @@ def test_timer_properties_delivered_at_their_time(run: JavaRun) -> None:
         assert 0 <= copy["storeTimestamp"] - due < 1000, f"delivered {copy['storeTimestamp'] - due} ms after due"
 
 
-def _pull_all(cluster: Cluster, topic: str) -> list[MessageExt]:
-    got: list[MessageExt] = []
-    with SyncPullConsumer("JavaTimerReader", namesrv_addr=cluster.namesrv_addr) as reader:
-        for mq in reader.fetch_subscribe_message_queues(topic):
-            offset, end = reader.min_offset(mq), reader.max_offset(mq)
-            while offset < end:
-                result = reader.pull(mq, "*", offset, 32)
-                got += result.msgs
-                offset = result.next_begin_offset
-    return got
-
-
 def test_lz4_and_zstd_bodies_stored_as_sent_and_read_by_both_clients(run: JavaRun, java_cluster: Cluster) -> None:
     s = run["compress"]
     sent, got = s.of("sent"), s.of("received")
@@ -66,5 +53,5 @@ def test_lz4_and_zstd_bodies_stored_as_sent_and_read_by_both_clients(run: JavaRu
     by_key = once_each(sent, got)  # the Java consumer decompressed each as its sys flag says
     kinds = {by_key[uniq(m)]["props"]["mode"]: compression_name(by_key[uniq(m)]["sysFlag"]) for m in sent}
     assert kinds == {"LZ4": "LZ4", "ZSTD": "ZSTD", "ZLIB": "ZLIB"}
-    bodies = {m.unique_key: m.body for m in _pull_all(java_cluster, f"{PREFIX}_compress_t")}
+    bodies = {m.unique_key: m.body for m in read_all(java_cluster.namesrv_addr, f"{PREFIX}_compress_t")}
     assert bodies == {uniq(m): m.body for m in sent}  # lakemq's client decompresses them too

@@ -2,9 +2,9 @@
 due, by the recall handle its send answered (lakemq.common.recall_handle).
 
 The checks are RocketMQ's (a writeable master, the topic exists, the handle names this topic and
-this broker, its time within the timer's range); the recall itself is the store's
-(MessageStore.recall_timer_message), which gRPC's RecallMessage calls too through
-:func:`recall_message`. Unlike RocketMQ, which answers SUCCESS for any handle still in the
+this broker); the recall itself is the store's (MessageStore.recall_timer_message). Both
+protocol faces share :func:`recall_message` (the recall) and :func:`recall_handle_of` (the
+handle a send answers). Unlike RocketMQ, which answers SUCCESS for any handle still in the
 future, the answer says what happened: recalled, already delivered, already recalled, unknown.
 """
 
@@ -14,9 +14,10 @@ import logging
 from dataclasses import dataclass
 
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.topic_config_manager import TopicConfigManager
+from lakemq.broker.topic_config_manager import RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager
 from lakemq.common.codes import ResponseCode
 from lakemq.common.constants import PermName
+from lakemq.common.message import MessageConst, MessageExtBrokerInner
 from lakemq.common.recall_handle import RecallHandle
 from lakemq.errors import for_code
 from lakemq.remoting.codec import RemotingCommand
@@ -28,9 +29,11 @@ from lakemq.remoting.headers import (
     encode_header,
 )
 from lakemq.store.message_store import MessageStore
+from lakemq.store.results import PutMessageResult
 from lakemq.store.timer import RecallOutcome
+from lakemq.store.timer_message import TIMER_TOPIC
 
-__all__ = ["RecallMessageProcessor", "RecallResult", "recall_message"]
+__all__ = ["RecallMessageProcessor", "RecallResult", "recall_handle_of", "recall_message"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,17 @@ class RecallResult:
     code: ResponseCode
     remark: str
     message_id: str  # the UNIQ_KEY the handle names ("" when the handle is unreadable)
+
+
+def recall_handle_of(broker_name: str, msg: MessageExtBrokerInner, result: PutMessageResult) -> str | None:
+    """The recall handle a send answers (both faces): for a message the store timed (moved
+    to the timer topic; a retry topic's are not recallable, as in RocketMQ), else None."""
+    real_topic = msg.properties.get(MessageConst.REAL_TOPIC, "")
+    if (result.append_result is None or msg.topic != TIMER_TOPIC
+            or real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX)):
+        return None
+    due = int(msg.properties[MessageConst.TIMER_OUT_MS])
+    return RecallHandle.for_due(real_topic, broker_name, due, msg.unique_key or result.append_result.msg_id).encode()
 
 
 def recall_message(config: BrokerConfig, store: MessageStore, topics: TopicConfigManager, topic: str,

@@ -31,6 +31,7 @@ from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.loop_acks import LoopAcks
 from lakemq.broker.metrics import BrokerMetrics
+from lakemq.broker.processor.recall_processor import recall_handle_of
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -50,7 +51,6 @@ from lakemq.common.message import (
     MessageExtBrokerInner,
     without_wait_true,
 )
-from lakemq.common.recall_handle import RecallHandle
 from lakemq.common.validation import is_valid_name
 from lakemq.errors import for_code
 from lakemq.remoting.codec import DEFAULT_VERSION, FLAG_RESPONSE, LanguageCode, RemotingCommand
@@ -61,7 +61,6 @@ from lakemq.store.config import FlushDiskType
 from lakemq.store.message_store import MessageStore
 from lakemq.store.put_request import BatchPut, MessagesPut, PlainPut, PutRequest
 from lakemq.store.results import PutMessageResult, PutMessageStatus
-from lakemq.store.timer_message import TIMER_TOPIC
 
 __all__ = ["SendMessageProcessor"]
 
@@ -276,19 +275,9 @@ class SendMessageProcessor:
         started = time.perf_counter()
         put, queue_id = self._put_request(ctx, request, header, topic_config)
         result = self._store.put(put, self._acks if ack is not None else None, ack)
-        return queue_id, result, started, self._recall_handle(put, result)
-
-    def _recall_handle(self, put: PutRequest, result: PutMessageResult) -> str | None:
-        """RocketMQ 5's recall handle of a message the store timed (moved to the timer topic)."""
-        if not isinstance(put, MessagesPut) or result.append_result is None:
-            return None
-        (msg, *_) = put.messages
-        real_topic = msg.properties.get(MessageConst.REAL_TOPIC, "")
-        if msg.topic != TIMER_TOPIC or real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return None
-        due = int(msg.properties[MessageConst.TIMER_OUT_MS])
-        return RecallHandle.for_due(real_topic, self._config.broker_name, due,
-                                    msg.unique_key or result.append_result.msg_id).encode()
+        recall = recall_handle_of(self._config.broker_name, put.messages[0], result) \
+            if isinstance(put, MessagesPut) else None
+        return queue_id, result, started, recall
 
     def _put_request(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,

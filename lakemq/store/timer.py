@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 TICK_S: Final = 0.1  # how often the queue is read; the lateness bound of a new, soon-due message
 RETRY_MS: Final = 1_000  # a re-put that failed is tried again this much later
+RECALL_MEMORY_MS: Final = 3_600_000
 _SCAN_BATCH: Final = 1_024
 
 
@@ -116,7 +117,9 @@ class TimerMessageService(ServiceThread):
         self._heap: list[tuple[int, int]] = []  # (due, queue offset)
         self._waiting: dict[int, _Waiting] = {}  # queue offset -> message
         self._by_key: dict[str, int] = {}  # delete key -> queue offset
-        self._recalled: set[str] = set()
+        # Recalled keys -> due time, to answer a second recall; forgotten RECALL_MEMORY_MS after
+        # the due time (a restart forgets those below the floor too).
+        self._recalled: dict[str, int] = {}
         self._scanned = 0
         self._recovered = TimerCheckpoint()
         self._last_copy_end = 0  # CommitLog end of the last delivered copy or recall marker
@@ -145,6 +148,8 @@ class TimerMessageService(ServiceThread):
         with self._lock:
             now = self._now_ms()
             floor, due_first = self._scanned, now + 1
+            for key in [k for k, due in self._recalled.items() if due < now - RECALL_MEMORY_MS]:
+                del self._recalled[key]
             for item in self._waiting.values():  # the heap's order is not theirs (retries, recalls)
                 floor = min(floor, item.offset)
                 due_first = min(due_first, item.due)
@@ -218,7 +223,10 @@ class TimerMessageService(ServiceThread):
         marker = props.get(MessageConst.TIMER_DEL_UNIQKEY)
         with self._lock:
             if marker is not None:
-                self._recalled.add(marker)
+                try:
+                    self._recalled[marker] = int(props[MessageConst.TIMER_OUT_MS])
+                except (KeyError, ValueError):
+                    self._recalled[marker] = self._now_ms()
                 found = self._by_key.pop(marker, None)
                 if found is not None:
                     self._waiting.pop(found, None)
@@ -315,7 +323,7 @@ class TimerMessageService(ServiceThread):
             self._last_copy_end = max(self._last_copy_end, result.append_result.next_offset)
             del self._waiting[offset]
             del self._by_key[key]
-            self._recalled.add(key)
+            self._recalled[key] = due_ms
             return RecallOutcome.RECALLED
 
     # -- the loop ----------------------------------------------------------------------------

@@ -55,3 +55,20 @@ def test_records_and_pulled_batches_decompress_by_type() -> None:
     assert [m.body for m in iter_records(raw + raw, decompress=True)] == [BODY, BODY]
     pulled = decode_pulled(raw + raw, None, "0", "2", "MIN_OFFSET", "MAX_OFFSET")  # the client's compiled path
     assert pulled is not None and [m.body for m in pulled] == [BODY, BODY]
+
+
+def test_lake_rows_decompress_by_type_for_replay_and_the_console() -> None:
+    # The lake keeps bodies as stored; the jobs that send them again decompress them.
+    import pyarrow as pa
+
+    from lakemq.jobs.replay import _messages
+
+    rows = [(0x101, lz4.frame.compress(BODY)), (0x201, _zstd_streamed(BODY)), (0x301, zlib.compress(BODY)),
+            (0, b"plain")]
+    page = pa.table({
+        "msg_id": [f"M{i}" for i in range(len(rows))], "uniq_key": [f"U{i}" for i in range(len(rows))],
+        "body": [body for _, body in rows], "sys_flag": [flag for flag, _ in rows], "flag": [0] * len(rows),
+        "store_timestamp": [1] * len(rows), "commitlog_offset": list(range(len(rows))),
+        "properties": pa.array([[("k", "v")]] * len(rows), type=pa.map_(pa.string(), pa.string())),
+    })
+    assert [m.body for _, m in _messages(page, "Target")] == [BODY, BODY, BODY, b"plain"]

@@ -137,12 +137,14 @@ def test_kill_9_before_due_and_during_delivery(cluster: Cluster) -> None:
     cluster.start_broker()
     while now_ms() < start + 7500:  # part of the second wave delivered
         time.sleep(0.05)
+    delivered_before = len(read_all(cluster))
     cluster.kill_broker()
+    assert 200 <= delivered_before < 800, f"{delivered_before} delivered: the kill was not mid-delivery"
     cluster.start_broker()
     got = wait_for_count(cluster, 800, start + 40_000)
     time.sleep(1.0)  # a duplicate would come within the timer's tick; read once more
     got = read_all(cluster)
     print(f"measured: {len(acked)} timers acknowledged, two kill -9 (before due, mid-delivery), "
-          f"{len(got)} delivered, the latest {max(m.store_timestamp - acked[m.keys[0]] for m in got)} ms after "
+          f"{delivered_before} delivered before the second, {len(got)} delivered, the latest {max(m.store_timestamp - acked[m.keys[0]] for m in got)} ms after "
           "its due time (restarts included)")
     _check_exactly_once(got, acked)

@@ -36,13 +36,15 @@ def delete_key(topic: str, uniq_key: str) -> str:
 
 def is_timer_request(msg: MessageExtBrokerInner) -> bool:
     """Whether the put must look at ``msg``'s delivery time: it asks for one, was not timed
-    already (TIMER_OUT_MS, or already in the timer topic), and is not a transaction's half."""
+    already (TIMER_OUT_MS, or already in the timer topic), and is not a transaction's half
+    (stored with TRAN_MSG=true and no transaction type: its commit is timed instead)."""
     props = msg.properties
     return (
         any(k in props for k in _ASKS)
         and MessageConst.TIMER_OUT_MS not in props
         and msg.topic != TIMER_TOPIC
         and is_delay_candidate(msg.sys_flag)
+        and props.get(MessageConst.TRANSACTION_PREPARED, "").lower() != "true"
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lakemq.client import Message, SendStatus, SyncProducer
+from lakemq.client import LocalTransactionState, Message, SendStatus, SyncProducer, SyncTransactionProducer
 from lakemq.client.config import ClientConfig, ProducerConfig
 from lakemq.common.message import MessageConst, MessageExt
 from lakemq.common.recall_handle import RecallHandle
@@ -105,6 +105,27 @@ def test_recall_before_and_after_the_due_time_and_the_cap(cluster: Cluster) -> N
         time.sleep(0.1)
     got = read_all(cluster)
     assert [m.keys[0] for m in got] == ["kept"]
+
+
+class _Commit:
+    def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+
+def test_a_committed_transactional_timer_message_waits_from_its_commit(cluster: Cluster) -> None:
+    client = ClientConfig(namesrv_addr=cluster.namesrv_addr, instance_name="TimerTx")
+    with SyncTransactionProducer("TimerTxProducer", _Commit(), client_config=client) as p:
+        before = now_ms()
+        result = p.send_message_in_transaction(timer_message("tx", TIMER_DELAY_SEC=2), arg=None)
+        committed = now_ms()
+    assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
+    (msg,) = wait_for_count(cluster, 1, committed + 10_000)
+    due = int(msg.properties[MessageConst.TIMER_OUT_MS])
+    assert before + 2000 <= due <= now_ms() and 0 <= msg.store_timestamp - due < 1000
+    assert msg.body == b"tx"
 
 
 def _send_timers(cluster: Cluster, dues: list[int]) -> dict[str, int]:

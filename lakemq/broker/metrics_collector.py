@@ -210,6 +210,11 @@ class BrokerStateCollector(Collector):
                 sizes.add_metric([b, cq.topic, str(cq.queue_id)], hi - lo)
         yield sizes
         yield backlog
+        timers = GaugeMetricFamily("lakemq_broker_timer_waiting_messages",
+                                   "Timer messages waiting for their delivery time (docs/TIMER.md).",
+                                   labels=["broker"])
+        timers.add_metric([b], store.timer.waiting)
+        yield timers
         lag = GaugeMetricFamily("lakemq_broker_consumer_lag_messages",
                                 "Messages a group has not consumed (queue max offset - committed offset).",
                                 labels=["broker", "group", "topic", "queue_id"])

@@ -25,6 +25,7 @@ from lakemq.common.constants import PermName
 from lakemq.common.validation import check_topic
 from lakemq.errors import InvalidNameError
 from lakemq.remoting.bodies import DataVersion
+from lakemq.store.timer_message import TIMER_TOPIC
 
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
@@ -59,7 +60,7 @@ RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 # Producers may not write these directly: the broker itself fills them.
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
-    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC}
+    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TIMER_TOPIC}
 )
 _DEFAULT_QUEUE_NUMS: Final = 16
 _MAX_QUEUE_NUMS: Final = 1024
@@ -153,6 +154,7 @@ class TopicConfigManager:
             TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
             TopicConfig(TRANS_HALF_TOPIC, 1, 1),
             TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1),
+            TopicConfig(TIMER_TOPIC, 1, 1),
             TopicConfig(reply_topic(c.broker_cluster_name), 1, 1),
             TopicConfig(
                 c.broker_cluster_name, perm=PermName.PERM_INHERIT | (rw if c.cluster_topic_enable else 0)

@@ -48,6 +48,8 @@ __all__ = [
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
     "QueryTopicConsumeByWhoRequestHeader",
+    "RecallMessageRequestHeader",
+    "RecallMessageResponseHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
     "ReplyMessageRequestHeader",
@@ -126,6 +128,22 @@ class SendMessageResponseHeader:
     queue_offset: int
     transaction_id: str | None = None
     batch_uniq_id: str | None = None
+    recall_handle: str | None = None  # a timer message's (lakemq.common.recall_handle)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallMessageRequestHeader:
+    """RECALL_MESSAGE (RocketMQ 5.3+): cancel a timer message by the handle its send answered."""
+
+    topic: str
+    recall_handle: str
+    producer_group: str | None = None
+    bname: str | None = None  # the broker name (RocketMQ's RpcRequestHeader field)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallMessageResponseHeader:
+    msg_id: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakemq.common.config import bind, read_properties
+from lakemq.broker.broker_conf import read_broker_conf
+from lakemq.common.config import bind
 from lakemq.errors import ConfigError
 from lakemq.store.config import check_store_root, store_root
 from lakemq.tiering.config import TieringConfig
@@ -56,8 +57,7 @@ class TierSettings:
         unknown = set(values) - known
         if unknown:
             raise ConfigError(f"unknown tiering setting(s): {', '.join(sorted(unknown))}")
-        props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
-        props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
+        props = read_broker_conf(values.get("broker_conf") or None, values.get("conf"))
         lake: dict[str, Any] = {"lake_uri": str(values["lake_uri"])} if values.get("lake_uri") else {}
         flag = values.get("delete_hot_files_without_cold_reads", False)
         return cls(

@@ -5,6 +5,7 @@ happens, and what is not yet in the lake is said with its reason."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import subprocess
@@ -62,7 +63,7 @@ def test_no_lake_is_an_error_naming_both_ways_never_the_working_directory(
         assert result.exit_code == 1 and "no lake is set" in result.output, result.output
     assert list(work.iterdir()) == []  # nothing was written where the command ran
     with pytest.raises(ConfigError, match="no lake is set"):
-        TierSettings.from_mapping({"broker_conf": str(SHIPPED_CONF), "store_dir": str(store)}).lake
+        _ = TierSettings.from_mapping({"broker_conf": str(SHIPPED_CONF), "store_dir": str(store)}).lake
     # the conf's lakeUri is the other way
     conf = tmp_path / "with-lake.conf"
     conf.write_text(f"lakeUri={tmp_path / 'lake'}\n")
@@ -115,10 +116,10 @@ def test_broker_conf_documents_every_key_every_part_reads() -> None:
     spelled = {"brokerIp1": "brokerIP1", "brokerIp2": "brokerIP2"}
     missing = []
     for part in BROKER_CONF_PARTS:
-        for name in part.__dataclass_fields__:
+        for name in (f.name for f in dataclasses.fields(part)):
             key = snake_to_camel(name)
             key = spelled.get(key, key)
-            if not re.search(rf"^#?{re.escape(key)}=", text, re.M):
+            if not re.search(rf"^#?{re.escape(key)}=", text, re.MULTILINE):
                 missing.append(key)
     assert not missing, f"conf/broker.conf lacks {missing}"
 
@@ -129,7 +130,8 @@ def test_a_bad_broker_conf_is_one_line_without_a_traceback(tmp_path: Path) -> No
         conf = tmp_path / "broker.conf"
         conf.write_text(text)
         out = subprocess.run([sys.executable, "-c", "from lakemq.cli import main; main()", "broker", "-c", str(conf),
-                              "--data-dir", str(tmp_path / "store")], capture_output=True, text=True, timeout=60)
+                              "--data-dir", str(tmp_path / "store")], capture_output=True, text=True, timeout=60,
+                             check=False)
         assert out.returncode == 1
         assert len(out.stderr.strip().splitlines()) == 1 and said in out.stderr, out.stderr
 
@@ -166,7 +168,7 @@ def test_status_shows_the_untiered_tail_and_why_it_waits(tmp_path: Path, store: 
     # the full files wait for nothing but the next run
     assert f"in {files[0].name} are sealed by the next run (the file is full)" in result.output
     # progress in a pipe: timestamped lines
-    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d reading the manifest and the Delta log$", result.output, re.M)
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d reading the manifest and the Delta log$", result.output, re.MULTILINE)
 
 
 def test_tables_never_cut_or_split_an_offset_in_80_columns() -> None:
@@ -195,3 +197,12 @@ def test_progress_in_a_pipe_is_timestamped_lines_as_they_happen() -> None:
     assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", line) for line in lines)
     assert [line.split(" ", 2)[2] for line in lines] == ["starting Spark", "commit 1/10", "commit 6/10",
                                                          "commit 10/10"]
+
+
+def test_the_consoles_tiering_view_counts_the_untiered_tail(tmp_path: Path, store: Path) -> None:
+    from lakemq.console.lake_view import broker_tiering
+
+    view = broker_tiering(LakeLocation.of(str(tmp_path / "lake")), "broker-a", str(store))
+    assert view.tail is not None and view.tail.messages == 300 and view.tail.lake_end == 0
+    assert view.tail.bytes == view.tail.store_end > 0
+    assert broker_tiering(LakeLocation.of(str(tmp_path / "lake")), "broker-a", None).tail is None

@@ -240,7 +240,8 @@ def sweep(
 
 
 def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[str, Any]:
-    """The sweep for schedulers, with settings as a mapping: ``lake_uri``, ``namesrv``,
+    """The sweep for schedulers, with settings as a mapping: ``lake_uri`` (else the conf's
+    ``lakeUri``), ``namesrv``,
     ``broker_conf`` (for messageDelayLevel), ``conf`` (camelCase overrides, including
     delaySweepGraceMs and delaySweepBatch), ``storage_options``, ``master``."""
     from pyspark.sql import SparkSession

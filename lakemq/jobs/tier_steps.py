@@ -7,8 +7,9 @@ finished by running it again, and a step that finds nothing to do does nothing.
 
 Settings arrive as a plain mapping (what a scheduler can pass between processes):
 ``store_dir`` (the broker's ``--data-dir``; else the conf's ``storePathRootDir``, else
-``~/lakemq-data``, as the broker resolves it), ``broker_name``, ``lake_uri``, ``broker_conf``
-(the broker's broker.conf: its tiering keys, ``fileReservedTime`` and ``lakeUri`` apply),
+``~/lakemq-data``, as the broker resolves it), ``broker_name``, ``lake_uri`` (else the conf's
+``lakeUri``; neither is an error), ``broker_conf`` (the broker's broker.conf, read as the broker
+reads it: its tiering keys, ``fileReservedTime`` and ``lakeUri`` apply),
 ``conf`` (camelCase overrides such as ``{"tierSealIdleMs": "60000"}``), ``storage_options``,
 ``master`` (Spark) and ``delete_hot_files_without_cold_reads`` (retention deletes verified files
 even when the broker's conf has no ``lakeUri`` naming this lake). Each step returns a JSON-able

@@ -396,7 +396,8 @@ def _iter_rows(df: DataFrame) -> Iterator[dict[str, Any]]:
 
 
 def run_transaction_sweep(values: Mapping[str, Any], *, progress: Progress | None = None) -> dict[str, Any]:
-    """The sweep for schedulers and the CLI, with settings as a mapping: ``lake_uri``,
+    """The sweep for schedulers and the CLI, with settings as a mapping: ``lake_uri`` (else the
+    conf's ``lakeUri``),
     ``namesrv``, ``broker_conf`` / ``conf`` (transactionSweepBatch), ``storage_options``,
     ``master``, ``access_key`` / ``secret_key`` (an admin account when the brokers run ACL;
     default $LAKEMQ_ACCESS_KEY / $LAKEMQ_SECRET_KEY), ``report_limit``."""

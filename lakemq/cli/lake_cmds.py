@@ -42,7 +42,11 @@ def lake_settings(config: str | None, lake: str | None, storage_option: tuple[st
     as the broker reads it (an unknown key or a bad value is an error), the lake from
     ``--lake``, else the conf's ``lakeUri``; no lake, or a lake that is a file, is an error."""
     props = read_broker_conf(config)
-    return props, LakeLocation.of(lake or props.get("lakeUri", ""), parse_storage_options(storage_option))
+    return props, _lake(props, lake, storage_option)
+
+
+def _lake(props: dict[str, str], lake: str | None, storage_option: tuple[str, ...]) -> LakeLocation:
+    return LakeLocation.of(lake or props.get("lakeUri", ""), parse_storage_options(storage_option))
 
 
 def _settings(config: str | None, store: str | None, lake: str | None, broker: str | None,
@@ -57,7 +61,7 @@ def _settings(config: str | None, store: str | None, lake: str | None, broker: s
                           "master is lost, pass --from-slave to tier from here (docs/REPLICATION.md)")
     store_dir = store_root(props, store)
     check_store_root(store_dir)
-    location = LakeLocation.of(lake or props.get("lakeUri", ""), parse_storage_options(storage_option))
+    location = _lake(props, lake, storage_option)
     tiering = bind(TieringConfig, props, lake_uri=location.uri)
     return store_dir, broker or props.get("brokerName", "broker-a"), tiering, props, location
 

@@ -112,7 +112,9 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
             register_tables(spark, location.uri, storage_options=location.options, version=version)
         except spark_errors() as exc:
             log.exception("registering the lake's tables failed")
-            raise LakeError(f"cannot read the lake {lake}: {spark_error_line(exc)}") from exc
+            line = spark_error_line(exc)
+            damaged = " (the lake is damaged, not lakemq: restore that table's _delta_log from a copy)"
+            raise LakeError(f"cannot read the lake {lake}: {line}{damaged if '_delta_log' in line else ''}") from exc
         yield spark
     finally:
         if owned:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import re
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from lakemq.common.config import snake_to_camel
 from lakemq.errors import ConfigError, LakeError
 from lakemq.jobs.reindex import ReindexSettings
 from lakemq.jobs.tier_steps import TierSettings
+from lakemq.launcher import lakemq_command
 from lakemq.tiering.lake_fs import LakeLocation
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,19 +139,42 @@ def test_a_bad_broker_conf_is_one_line_without_a_traceback(tmp_path: Path) -> No
 
 
 def test_a_damaged_delta_log_is_the_lakes_fault_in_one_line(tmp_path: Path, store: Path) -> None:
-    import pyarrow as pa
-    from deltalake import write_deltalake
-
     lake = tmp_path / "lake"
-    write_deltalake(str(lake / "messages"), pa.table({"x": [1, 2]}))
-    write_deltalake(str(lake / "messages"), pa.table({"x": [3]}), mode="append")
-    (lake / "messages" / "_delta_log" / f"{1:020d}.json").write_text("{not json\n")
+    _damaged_lake(lake)
     result = _lakemq("tier", "status", "--data-dir", str(store), "--lake", str(lake))
     assert result.exit_code == 1
     errors = [line for line in result.output.splitlines() if not re.match(r"\d{4}-\d\d-\d\d ", line)]
     assert len(errors) == 1, result.output
     assert errors[0].startswith(f"error: the lake's messages table ({lake / 'messages'}) cannot be read: ")
     assert "The lake is damaged, not lakemq" in errors[0] and "lakemq fault" not in errors[0]
+
+
+def _damaged_lake(lake: Path) -> None:
+    """A messages table whose second commit is not JSON."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(str(lake / "messages"), pa.table({"x": [1, 2]}))
+    write_deltalake(str(lake / "messages"), pa.table({"x": [3]}), mode="append")
+    (lake / "messages" / "_delta_log" / f"{1:020d}.json").write_text("{not json\n")
+
+
+@pytest.mark.slow
+def test_sql_on_a_damaged_delta_log_prints_one_line_and_logs_the_stack(tmp_path: Path) -> None:
+    """Spark's stack traces go to spark-jvm.log, not the console (a process of its own: the
+    JVM's console output is what is checked)."""
+    lake = tmp_path / "lake"
+    _damaged_lake(lake)
+    out = subprocess.run(lakemq_command("sql", "--lake", str(lake), "SELECT count(*) FROM messages"),
+                         capture_output=True, text=True, timeout=600, check=False,
+                         env={**os.environ, "LAKEMQ_LOG_DIR": str(tmp_path / "logs")})
+    assert out.returncode == 1
+    # Spark's own --add-modules makes the JVM print one WARNING line before any logging starts
+    lines = [line for line in out.stderr.splitlines() if line.strip() and "incubator modules" not in line
+             and not re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", line)]
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"error: cannot read the lake {lake}: ") and "the lake is damaged" in lines[0]
+    assert "_delta_log" in (tmp_path / "logs" / "spark-jvm.log").read_text()
 
 
 def test_status_shows_the_untiered_tail_and_why_it_waits(tmp_path: Path, store: Path) -> None:

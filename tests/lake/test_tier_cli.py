@@ -5,6 +5,7 @@ a file younger than fileReservedTime), and the progress and status say what is t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,15 @@ def test_tier_run_keeps_hot_files_as_the_broker_would_and_says_so(spark: Any, tm
     assert local.count("deleted") == sealed and local.count("present") == 1
     assert "local CommitLog files: 1; " in status.output and f"manifest ranges: {ranges}" in status.output
     assert "untiered tail: 0 bytes, 0 messages" in status.output
+
+    # Bytes that cannot be tiered yet: the run says which and until when, not just "0 ranges".
+    store_writer(data)(user_messages(3))
+    conf.write_text(f"brokerName=broker-a\nfileReservedTime=0\nlakeUri={lake}\n")  # tierSealIdleMs: 10 min
+    waiting = _tier("run", *common, "--no-maintain")
+    assert waiting.exit_code == 0, waiting.output
+    assert "committed 0 range(s)" in waiting.output
+    assert re.search(rf"not yet in the lake: [\d,]+ bytes \(3 messages\) in {files[-1]} wait for the file to fill or "
+                     r"to idle for tierSealIdleMs \(10 min, at \d\d:\d\d:\d\d\)", waiting.output), waiting.output
 
 
 def _bar_line(output: str, step: str) -> str:

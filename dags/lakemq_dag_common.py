@@ -18,7 +18,7 @@ from pathlib import Path
 
 from airflow.sdk import Param
 
-__all__ = ["PROJECT_PYTHON", "DEFAULT_ARGS", "INTERVAL_END_MS", "common_params", "settings_template"]
+__all__ = ["DEFAULT_ARGS", "INTERVAL_END_MS", "PROJECT_PYTHON", "common_params", "settings_template"]
 
 _ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PYTHON = "{{ var.value.get('lakemq_python', '%s') }}" % (_ROOT / ".venv" / "bin" / "python")

@@ -26,6 +26,7 @@ from typing import Any
 from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.common.config import bind
 from lakemq.errors import ConfigError
+from lakemq.jobs.tier_run import Progress
 from lakemq.store.config import check_store_root, store_root
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.lake_fs import LakeLocation
@@ -99,7 +100,7 @@ def seal(settings: TierSettings, *, now_ms: int | None = None) -> Summary:
     }
 
 
-def compact(settings: TierSettings) -> Summary:
+def compact(settings: TierSettings, progress: Progress | None = None) -> Summary:
     """Commit every sealed, not yet committed range to the Delta table (one Spark session)."""
     from pyspark.sql import SparkSession
 
@@ -118,6 +119,7 @@ def compact(settings: TierSettings) -> Summary:
             seal_idle_ms=settings.config.tier_seal_idle_ms,
             boundary_stride=settings.config.tier_boundary_stride,
             checkpoint_interval=settings.config.tier_checkpoint_interval,
+            progress=progress,
         )
     finally:
         if owned:
@@ -131,12 +133,13 @@ def compact(settings: TierSettings) -> Summary:
     }
 
 
-def verify(settings: TierSettings) -> Summary:
+def verify(settings: TierSettings, progress: Progress | None = None) -> Summary:
     """Check committed ranges against their segments' digests; raises VerificationError."""
     from lakemq.tiering.verify import verify_manifest
 
     lake = settings.lake
-    manifest, counts = verify_manifest(lake, settings.store_dir, Manifest.open(lake, settings.broker_name))
+    counted = (lambda done, total: progress("verify", done, total)) if progress else None
+    manifest, counts = verify_manifest(lake, settings.store_dir, Manifest.open(lake, settings.broker_name), counted)
     manifest.save(lake)
     return {
         "verified": len(counts),
@@ -177,19 +180,23 @@ def maintain(settings: TierSettings) -> Summary:
 
 
 _STEP_FUNCTIONS: Mapping[str, Callable[[TierSettings], Summary]] = {
-    "compact": compact,
-    "verify": verify,
     "retention": retention,
     "maintain": maintain,
 }
 
 
-def run_step(step: str, values: Mapping[str, Any], *, now_ms: int | None = None) -> Summary:
-    """Run one step with settings given as a mapping (see the module docstring)."""
+def run_step(step: str, values: Mapping[str, Any], *, now_ms: int | None = None,
+             progress: Progress | None = None) -> Summary:
+    """Run one step with settings given as a mapping (see the module docstring); ``progress``
+    hears the counted steps of compact and verify (what a scheduler's log shows as they go)."""
     if step not in STEPS:
         raise ConfigError(f"unknown tiering step {step!r}; the steps are {', '.join(STEPS)}")
     settings = TierSettings.from_mapping(values)
     check_store_root(settings.store_dir)
     if step == "seal":
         return seal(settings, now_ms=now_ms)
+    if step == "compact":
+        return compact(settings, progress)
+    if step == "verify":
+        return verify(settings, progress)
     return _STEP_FUNCTIONS[step](settings)

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.common.compression import decompress_body
-from lakemq.common.config import bind, read_properties
+from lakemq.common.config import bind
 from lakemq.common.message import Message, MessageConst
 from lakemq.errors import ConfigError
 from lakemq.jobs.broker_lookup import FoundAtBroker, broker_lookup
@@ -255,7 +256,8 @@ def sweep(
 
 
 def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[str, Any]:
-    """The sweep for schedulers, with settings as a mapping: ``lake_uri``, ``namesrv``,
+    """The sweep for schedulers, with settings as a mapping: ``lake_uri`` (else the conf's
+    ``lakeUri``), ``namesrv``,
     ``broker_conf`` (for messageDelayLevel), ``conf`` (camelCase overrides, including
     delaySweepGraceMs and delaySweepBatch), ``storage_options``, ``master``."""
     from pyspark.sql import SparkSession
@@ -266,13 +268,13 @@ def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[s
     known = {"lake_uri", "namesrv", "broker_conf", "conf", "storage_options", "master"}
     if set(values) - known:
         raise ConfigError(f"unknown delay sweep setting(s): {', '.join(sorted(set(values) - known))}")
-    if not values.get("lake_uri") or not values.get("namesrv"):
-        raise ConfigError("the delay sweep needs lake_uri and namesrv")
-    props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
-    props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
+    if not values.get("namesrv"):
+        raise ConfigError("the delay sweep needs namesrv")
+    props = read_broker_conf(values.get("broker_conf") or None, values.get("conf"))
     config = bind(DelaySweepConfig, props)
     levels = DelayLevels(bind(StoreConfig, props).message_delay_level)
     options = {str(k): str(v) for k, v in (values.get("storage_options") or {}).items()}
+    lake_uri = LakeLocation.of(str(values.get("lake_uri") or props.get("lakeUri") or ""), options).uri
     owned = SparkSession.getActiveSession() is None
     spark = build_session(master=values.get("master") or None, app_name="lakemq-delay-sweep")
     try:
@@ -290,7 +292,7 @@ def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[s
 
             result = sweep(
                 spark,
-                lake_uri=values["lake_uri"],
+                lake_uri=lake_uri,
                 send_batch=send,
                 found_at_broker=found,
                 now_ms=now_ms,

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakemq.common.config import bind, read_properties
+from lakemq.common.durable import fsync_dir
 from lakemq.errors import ConfigError, CorruptSegmentError, StoreError
 from lakemq.jobs.reindex_floors import QueueFloors, queue_floors
 from lakemq.jobs.reindex_source import DispatchDataSource, DispatchRange, RangePlan, plan_ranges
@@ -212,6 +213,7 @@ def _swap(staged: Path, live: Path) -> None:
         live.rename(old)
     if staged.exists():
         staged.rename(live)
+    fsync_dir(live.parent)  # the swap survives a power cut before the old copy goes
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -16,7 +16,6 @@ import logging
 import os
 import random
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,6 +23,7 @@ from typing import Any, TypeVar
 
 import fsspec
 
+from lakemq.common.durable import write_file_durably
 from lakemq.errors import LakeError
 
 __all__ = ["LakeLocation", "RetryPolicy", "is_transient", "with_retries"]
@@ -170,17 +170,7 @@ class LakeLocation:
     def write_bytes(self, path: str, data: bytes) -> None:
         """Replace ``path`` with ``data`` in one step: readers see the old or the new bytes."""
         if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            write_file_durably(path, data)
             return
         with_retries(lambda: self.fs.pipe_file(path, data), f"put {path}")
 

@@ -16,8 +16,10 @@ import pytest
 pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (scripts/test.sh installs it)")
 
 _REPO = Path(__file__).resolve().parents[2]
-# strace -y prints each descriptor with its path: fsync(7</tmp/.../commitlog>) = 0
-_CALL = re.compile(r'^(?:\d+\s+)?(\w+)\((.*)\)\s+=\s+(-?\d+)')
+# strace -f -o prints PID first, and -y each descriptor with its path: 7 fsync(7</tmp/x>) = 0;
+# a call another thread interrupts comes in two lines: "<unfinished ...>", "<... fsync resumed>".
+_CALL = re.compile(r'^(\w+)\((.*)\)\s+=\s+(-?\d+)')
+_RESUMED = re.compile(r'^<\.\.\. \w+ resumed>(.*)$')
 _PATH_ARG = re.compile(r'"([^"]*)"')
 _FD_PATH = re.compile(r'^-?\d+<([^>]*)>')
 
@@ -33,8 +35,16 @@ def _trace(tmp_path: Path) -> list[tuple[str, str, int]]:
         env=env, cwd=_REPO, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0 and "done" in done.stdout, done.stderr[-3000:]
     calls = []
+    unfinished: dict[str, str] = {}  # pid -> the first half of a call another thread interrupted
     for line in out.read_text().splitlines():
-        m = _CALL.match(line)
+        pid, _, rest = line.partition(" ")
+        if rest.endswith("<unfinished ...>"):
+            unfinished[pid] = rest.removesuffix("<unfinished ...>")
+            continue
+        resumed = _RESUMED.match(rest.lstrip())
+        if resumed:
+            rest = unfinished.pop(pid, "") + resumed.group(1)
+        m = _CALL.match(rest.lstrip())
         if m:
             calls.append((m.group(1), m.group(2), int(m.group(3))))
     return calls

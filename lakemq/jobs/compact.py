@@ -127,6 +127,9 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, writte
                   modification_time=int(f["modification_time"]), data_change=True, stats=f["stats"])
         for f in files
     ]
+    # Durable before the log names them, and the commit durable before the manifest (and so
+    # hot retention) counts on it.
+    lake.make_durable(lake.join(MESSAGES_TABLE, f["path"]) for f in files)
     now = int(time.time() * 1000)
     metadata = commit_metadata(broker, seal.file_name, seal.range_start, seal.range_end, rows, digest,
                                seal.queue_ends)
@@ -144,6 +147,7 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, writte
         raise LakeError(f"Delta commit of [{seal.range_start}, {seal.range_end}) failed: {exc}") from exc
     version, committed_at = _commit_version(DeltaTable(uri, storage_options=lake.delta_options()), broker,
                                             seal.range_end)
+    lake.make_durable([lake.join(MESSAGES_TABLE, "_delta_log", f"{version:020d}.json")])
     return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, committed_at,
                          queue_ends_recorded=seal.queue_ends is not None)
 

@@ -16,14 +16,14 @@ import logging
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
 import fsspec
 
-from lakemq.common.durable import write_file_durably
+from lakemq.common.durable import fsync_dir, write_file_durably
 from lakemq.errors import LakeError
 
 __all__ = ["LakeLocation", "RetryPolicy", "is_transient", "with_retries"]
@@ -173,6 +173,31 @@ class LakeLocation:
             write_file_durably(path, data)
             return
         with_retries(lambda: self.fs.pipe_file(path, data), f"put {path}")
+
+    def make_durable(self, paths: Iterable[str]) -> None:
+        """On a local lake, fsync each file of ``paths`` and every directory from it up to the
+        lake root (Spark's tasks and deltalake write without syncing; a power cut would take
+        files the Delta log or the manifest count on). An object store holds what it
+        acknowledged: nothing to do there."""
+        if not self.is_local:
+            return
+        root = os.path.abspath(self.uri)
+        directories: set[str] = set()
+        for path in paths:
+            path = os.path.abspath(path.removeprefix("file://"))
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            parent = os.path.dirname(path)
+            while parent.startswith(root) and parent not in directories:
+                directories.add(parent)
+                parent = os.path.dirname(parent)
+        for directory in sorted(directories, key=len, reverse=True):  # the deepest first
+            fsync_dir(directory)
+        if directories:
+            fsync_dir(os.path.dirname(root))  # the lake root's own entry
 
     def remove(self, path: str) -> None:
         def rm() -> None:

@@ -24,14 +24,14 @@ _PATH_ARG = re.compile(r'"([^"]*)"')
 _FD_PATH = re.compile(r'^-?\d+<([^>]*)>')
 
 
-def _trace(tmp_path: Path) -> list[tuple[str, str, int]]:
+def _trace(tmp_path: Path, *child_args: str) -> list[tuple[str, str, int]]:
     out = tmp_path / "strace.out"
     store = tmp_path / "store"
     env = {**os.environ, "PYTHONPATH": f"{_REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     done = subprocess.run(
         ["strace", "-f", "-y", "-qq", "-s", "256", "-o", str(out),
-         "-e", "trace=openat,rename,renameat,renameat2,fsync,fdatasync,msync",
-         sys.executable, "-m", "tests.powercut.fsync_child", str(store)],
+         "-e", "trace=openat,mkdir,mkdirat,rename,renameat,renameat2,fsync,fdatasync,msync",
+         sys.executable, "-m", "tests.powercut.fsync_child", str(store), *child_args],
         env=env, cwd=_REPO, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0 and "done" in done.stdout, done.stderr[-3000:]
     calls = []
@@ -79,3 +79,26 @@ def test_every_name_made_in_the_store_is_followed_by_a_directory_fsync(tmp_path:
     assert any("/consumequeue/" in p for p in made)
     never_synced = sorted(name for names in pending.values() for name in names)
     assert never_synced == [], f"created or renamed, their directory never fsynced after: {never_synced}"
+
+
+def test_lake_files_are_durable_with_their_new_directories(tmp_path: Path) -> None:
+    """LakeLocation.make_durable, which compact calls before a Delta commit names the files:
+    each file fsynced, and each directory it created fsynced in its parent."""
+    lake = str(tmp_path / "store" / "lake")
+    synced: set[str] = set()
+    made: list[str] = []
+    for call, args, result in _trace(tmp_path, "lake"):
+        if result < 0:
+            continue
+        path = _PATH_ARG.search(args)
+        creates = call.startswith("mkdir") or (call == "openat" and "O_CREAT" in args)
+        if creates and path and path.group(1).startswith(lake):
+            made.append(path.group(1))
+        elif call == "fsync":
+            fd = _FD_PATH.match(args)
+            if fd:
+                synced.add(fd.group(1))
+    assert len([p for p in made if p.endswith(".parquet")]) == 2
+    assert any(p.endswith("store_date=2026-11-28") for p in made), made
+    missing = sorted({p for p in made if p not in synced} | {os.path.dirname(p) for p in made} - synced)
+    assert missing == [], f"not fsynced: {missing}"

@@ -147,9 +147,20 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, writte
         raise LakeError(f"Delta commit of [{seal.range_start}, {seal.range_end}) failed: {exc}") from exc
     version, committed_at = _commit_version(DeltaTable(uri, storage_options=lake.delta_options()), broker,
                                             seal.range_end)
-    lake.make_durable([lake.join(MESSAGES_TABLE, "_delta_log", f"{version:020d}.json")])
+    _make_log_durable(lake, version)
     return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, committed_at,
                          queue_ends_recorded=seal.queue_ends is not None)
+
+
+def _make_log_durable(lake: LakeLocation, version: int) -> None:
+    """The commit's log entry, and any checkpoint deltalake wrote with it: syncing the log's
+    directory makes their names durable, so their bytes must be too (a checkpoint that
+    ``_last_checkpoint`` names and a power cut emptied would make the table unreadable)."""
+    if not lake.is_local:
+        return
+    log_dir = Path(lake.join(MESSAGES_TABLE, "_delta_log"))
+    extra = [str(p) for p in log_dir.iterdir() if ".checkpoint" in p.name or p.name == "_last_checkpoint"]
+    lake.make_durable([str(log_dir / f"{version:020d}.json"), *extra])
 
 
 def _commit_version(table: Any, broker: str, range_end: int) -> tuple[int, int]:

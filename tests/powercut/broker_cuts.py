@@ -45,6 +45,8 @@ from tests.powercut.mount import LazyMount
 __all__ = ["CutReport", "run_power_cuts"]
 
 BROKER = "broker-a"
+SLAVE = "broker-a-s"
+FAST_HA = {"haSendHeartbeatInterval": "1000", "haHousekeepingInterval": "4000", "registerNameServerPeriod": "2000"}
 TOPIC = "PowerCut"
 QUEUES = 4
 PRODUCERS = 4
@@ -101,6 +103,7 @@ class CutReport:
     pending_files_dropped: int = 0
     torn_bytes: int = 0
     offsets_checked: int = 0
+    slave_checks: int = 0  # cuts after which the slave caught up and matched the master
     failures: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -109,33 +112,47 @@ class CutReport:
 
 
 class PowerCutRun:
-    def __init__(self, root: Path, flush: str, seed: int, log: Callable[[str], None]) -> None:
+    def __init__(self, root: Path, flush: str, seed: int, log: Callable[[str], None], *, slave: bool = False) -> None:
         self.root, self.flush, self.log = root, flush, log
         self.rng = random.Random(seed)
         self.mount = LazyMount(root / "backing", root / "mnt", root / "lazyfs.log")
+        # A SYNC_MASTER's slave on a second mount (a second machine): the cut takes both.
+        self.slave_mount = LazyMount(root / "backing-s", root / "mnt-s", root / "lazyfs-s.log") if slave else None
         self.cluster = Cluster(root / "cluster")
         self.ledger: dict[int, dict[int, Acked]] = {q: {} for q in range(QUEUES)}  # queue -> offset -> sent
         self.topics: list[str] = []
         self.groups_known: set[str] = set()
         self.offsets: dict[tuple[str, int], int] = {}
+        self.verified_end = dict.fromkeys(range(QUEUES), 0)  # each queue read and checked below this
         self.report = CutReport()
 
     # -- the cluster ----------------------------------------------------------------------------
 
+    def _mounts(self) -> list[tuple[str, LazyMount]]:
+        pair = [(SLAVE, self.slave_mount)] if self.slave_mount is not None else []
+        return [(BROKER, self.mount), *pair]
+
     def start(self) -> None:
-        self.mount.mount()
-        store = self.root / "cluster" / BROKER / "store"
-        store.parent.mkdir(parents=True, exist_ok=True)
-        store.symlink_to(self.mount.mountpoint)
+        for name, mount in self._mounts():
+            mount.mount()
+            store = self.root / "cluster" / name / "store"
+            store.parent.mkdir(parents=True, exist_ok=True)
+            store.symlink_to(mount.mountpoint)
         self.cluster.start_namesrv()
-        self.cluster.add_broker(BROKER, broker_conf(self.flush))
+        if self.slave_mount is None:
+            self.cluster.add_broker(BROKER, broker_conf(self.flush))
+            return
+        self.cluster.add_broker(BROKER, {**broker_conf(self.flush), **FAST_HA, "brokerRole": "SYNC_MASTER"})
+        self.cluster.add_broker(SLAVE, {**broker_conf(self.flush), **FAST_HA, "brokerName": BROKER,
+                                        "brokerRole": "SLAVE", "brokerId": "1"})
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.cluster.kill_broker(BROKER)
+        for name, mount in self._mounts():
+            with contextlib.suppress(Exception):
+                self.cluster.kill_broker(name)
+            mount.unmount()
         with contextlib.suppress(Exception):
             self.cluster.close()
-        self.mount.unmount()
 
     def _client(self, name: str) -> ClientConfig:
         return ClientConfig(namesrv_addr=self.cluster.namesrv_addr, instance_name=name,
@@ -143,7 +160,7 @@ class PowerCutRun:
 
     # -- one cut --------------------------------------------------------------------------------
 
-    async def one_cut(self, round_id: int) -> None:
+    async def one_cut(self, round_id: int, full: bool) -> None:
         async with Admin(self.cluster.namesrv_addr) as admin:
             if round_id == 0:
                 await self._create_topic(admin, TOPIC)
@@ -156,17 +173,22 @@ class PowerCutRun:
         addr = self.cluster.broker_addr(BROKER)
         groups = await self._groups(addr)
         kill_at = time.monotonic()
-        self.cluster.kill_broker(BROKER)
+        for name, _ in self._mounts():
+            self.cluster.kill_broker(name)
         stop.set()
         await asyncio.gather(*workers, return_exceptions=True)
         self.groups_known |= groups
-        counts = self.mount.power_cut(tear=self.rng.random() < 0.5)
+        for _, mount in self._mounts():
+            counts = mount.power_cut(tear=self.rng.random() < 0.5)
+            self.report.pending_files_dropped += counts["pending_files"]
+            self.report.torn_bytes += counts["torn_bytes"]
         self.report.cuts += 1
-        self.report.pending_files_dropped += counts["pending_files"]
-        self.report.torn_bytes += counts["torn_bytes"]
-        self.mount.mount()
-        self.cluster.start_broker(BROKER)
-        await self._check(round_id, sent, kill_at)
+        for name, mount in self._mounts():
+            mount.mount()
+            self.cluster.start_broker(name)
+        await self._check(round_id, sent, kill_at, full)
+        if self.slave_mount is not None:
+            await self._check_slave(round_id)
 
     async def _create_topic(self, admin: Admin, topic: str) -> None:
         await admin.create_topic(topic, queue_nums=QUEUES)
@@ -227,7 +249,7 @@ class PowerCutRun:
         self.report.failures.append(what)
         self.log(f"FAIL {what}")
 
-    async def _check(self, round_id: int, sent: list[Acked], kill_at: float) -> None:
+    async def _check(self, round_id: int, sent: list[Acked], kill_at: float, full: bool) -> None:
         addr = self.cluster.broker_addr(BROKER)
         async with Admin(self.cluster.namesrv_addr) as admin:
             configs = await admin.topic_configs(addr)
@@ -243,18 +265,22 @@ class PowerCutRun:
         consumer = PullConsumer("PowerCutChecker", client_config=self._client(f"check-{round_id}"))
         await consumer.start()
         try:
-            ends = {q: await self._check_queue(consumer, round_id, q, kill_at) for q in range(QUEUES)}
+            ends = {q: await self._check_queue(consumer, round_id, q, kill_at, full) for q in range(QUEUES)}
             await self._check_offsets(round_id, ends)
         except (LakeMQError, OSError, TimeoutError) as exc:  # the topic gone, a read refused: the store lost something
             self._fail(f"cut {round_id}: reading the recovered broker failed: {exc!r}")
         finally:
             await consumer.core.close()
 
-    async def _check_queue(self, consumer: PullConsumer, round_id: int, q: int, kill_at: float) -> int:
-        """Every message of queue ``q``, against what was acknowledged; returns its end."""
+    async def _check_queue(self, consumer: PullConsumer, round_id: int, q: int, kill_at: float, full: bool) -> int:
+        """The messages of queue ``q`` (all of them when ``full``, else those from where the
+        last check ended) against what was acknowledged; returns the queue's end."""
         mq = MessageQueue(TOPIC, BROKER, q)
         held: dict[int, bytes] = {}
-        offset = await consumer.min_offset(mq)
+        start = await consumer.min_offset(mq)
+        if not full:
+            start = max(start, self.verified_end[q])
+        offset = start
         end = await consumer.max_offset(mq)
         while offset < end:
             result = await consumer.pull(mq, "*", offset, 32)
@@ -271,7 +297,7 @@ class PowerCutRun:
             parsed = _parse_body(body)
             if parsed is None or body != body_for(*parsed):
                 self._fail(f"cut {round_id}: queue {q} offset {off} holds a message nobody sent whole")
-        lost = sorted(off for off, a in self.ledger[q].items() if held.get(off) != a.body)
+        lost = sorted(off for off, a in self.ledger[q].items() if off >= start and held.get(off) != a.body)
         if lost and self.flush == "SYNC_FLUSH":
             self._fail(f"cut {round_id}: queue {q}: {len(lost)} acknowledged messages lost, first at {lost[0]}")
         elif lost:
@@ -285,7 +311,28 @@ class PowerCutRun:
             self.report.lost_async += len(lost)
             for off in lost:  # gone as the mode allows: the offsets are given out again
                 del self.ledger[q][off]
+        self.verified_end[q] = end
         return end
+
+    async def _check_slave(self, round_id: int) -> None:
+        """The slave catches up with the recovered master, and then holds its CommitLog byte
+        for byte (so every acknowledged message too)."""
+        async with Admin(self.cluster.namesrv_addr) as admin:
+            deadline = time.monotonic() + 60
+            while True:
+                master = int((await admin.broker_runtime_info(self.cluster.broker_addr(BROKER)))["commitLogMaxOffset"])
+                slave = int((await admin.broker_runtime_info(self.cluster.broker_addr(SLAVE)))["commitLogMaxOffset"])
+                if slave == master:
+                    break
+                if slave > master or time.monotonic() > deadline:
+                    self._fail(f"cut {round_id}: the slave's CommitLog ends at {slave}, the master's at {master}")
+                    return
+                await asyncio.sleep(0.2)
+        master_dir, slave_dir = self.mount.mountpoint / "commitlog", self.slave_mount.mountpoint / "commitlog"  # type: ignore[union-attr]
+        for path in sorted(slave_dir.iterdir()):
+            if path.read_bytes() != (master_dir / path.name).read_bytes():
+                self._fail(f"cut {round_id}: CommitLog file {path.name} differs between master and slave")
+        self.report.slave_checks += 1
 
     async def _check_offsets(self, round_id: int, ends: dict[int, int]) -> None:
         for group in GROUPS:
@@ -306,14 +353,16 @@ class PowerCutRun:
                 await reader.core.close()
 
 
-def run_power_cuts(root: Path, cuts: int, *, flush: str = "SYNC_FLUSH", seed: int = 1,
+def run_power_cuts(root: Path, cuts: int, *, flush: str = "SYNC_FLUSH", seed: int = 1, slave: bool = False,
                    log: Callable[[str], None] = print) -> CutReport:
-    run = PowerCutRun(root, flush, seed, log)
+    run = PowerCutRun(root, flush, seed, log, slave=slave)
     run.start()
     try:
         for round_id in range(cuts):
             t0 = time.monotonic()
-            asyncio.run(run.one_cut(round_id))
+            # Every 10th cut, and the last, reads each queue whole; the others from where the
+            # previous check ended (what that one read is re-read at the next full check).
+            asyncio.run(run.one_cut(round_id, full=round_id % 10 == 9 or round_id == cuts - 1))
             log(f"cut {round_id + 1}/{cuts} ({time.monotonic() - t0:.1f}s): {run.report.summary()}")
             if run.report.failures:
                 break  # what follows a loss would only repeat it
@@ -327,10 +376,11 @@ def main() -> None:
     parser.add_argument("--cuts", type=int, default=100)
     parser.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--slave", action="store_true", help="a SYNC_MASTER with its slave on a second mount")
     parser.add_argument("--root", type=Path, required=True)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the clients' warnings about the killed broker are expected
-    report = run_power_cuts(args.root, args.cuts, flush=args.flush, seed=args.seed,
+    report = run_power_cuts(args.root, args.cuts, flush=args.flush, seed=args.seed, slave=args.slave,
                             log=lambda line: print(line, flush=True))
     print("\n".join(report.failures) or "no failures")
     print(report.summary())

@@ -179,7 +179,8 @@ class PowerCutRun:
         await asyncio.gather(*workers, return_exceptions=True)
         self.groups_known |= groups
         for _, mount in self._mounts():
-            counts = mount.power_cut(tear=self.rng.random() < 0.5)
+            mode = self.rng.randrange(3)  # plain, a torn page, or metadata kept and data lost
+            counts = mount.power_cut(tear=mode == 1, keep_names=mode == 2)
             self.report.pending_files_dropped += counts["pending_files"]
             self.report.torn_bytes += counts["torn_bytes"]
         self.report.cuts += 1

@@ -11,10 +11,12 @@ made durable (docs/DURABILITY.md, "The power-cut model"):
   (fsyncdir). A file created and fsynced in a directory never fsynced is lost whole; a
   rename or unlink not followed by an fsync of the directory is rolled back.
 
-A client connected to ``BACKING/control.sock`` sends ``cut`` (or ``cut tear``): the file
-system stops accepting writes (the kernel's own write-back of pages the killed processes
-dirtied is refused), and rebuilds ``BACKING/rebuilt`` from the durable state alone; ``tear``
-also persists a sector-aligned prefix of the last write no fsync covered (a torn page).
+A client connected to ``BACKING/control.sock`` sends ``cut`` (or ``cut tear``, ``cut
+keep-names``): the file system stops accepting writes (the kernel's own write-back of pages the
+killed processes dirtied is refused), and rebuilds ``BACKING/rebuilt`` from the durable state
+alone; ``tear`` also persists a sector-aligned prefix of the last write no fsync covered (a
+torn page); ``keep-names`` lets every pending create, rename and unlink reach the disk while
+file data no fsync covered is still lost (a file system that journals only metadata).
 After ``fusermount -u`` the daemon replaces ``live`` with ``rebuilt``; a new daemon then
 mounts what a machine would find after the power came back.
 
@@ -163,18 +165,23 @@ class LazyState:
 
     # -- directories ------------------------------------------------------------------------------
 
-    def dir_fsynced(self, node: Node, real: str) -> None:
-        if self.cut:
+    def dir_fsynced(self, node: Node, real: str, *, counted: bool = True) -> None:
+        if self.cut and counted:
             raise FuseOSError(errno.EIO)
-        self.counts["dir_fsyncs"] += 1
+        self.counts["dir_fsyncs"] += counted
         self.entries[node.id] = {name: self.node_at(os.path.join(real, name)).id for name in os.listdir(real)}
 
     # -- the power cut ------------------------------------------------------------------------------
 
-    def power_cut(self, tear: bool) -> dict[str, Any]:
-        """Refuse every later change and write BACKING/rebuilt: the tree the disk holds."""
+    def power_cut(self, tear: bool, keep_names: bool = False) -> dict[str, Any]:
+        """Refuse every later change and write BACKING/rebuilt: the tree the disk holds. With
+        ``keep_names`` every pending create, rename and unlink reached the disk and only file
+        data is lost (a file system that journals metadata but not data: XFS's empty files)."""
         self.cut = True
         torn = self._tear() if tear else 0
+        if keep_names:
+            for dirpath, _, _ in os.walk(self.live):
+                self.dir_fsynced(self.node_at(dirpath), dirpath, counted=False)
         paths = {}
         for dirpath, dirnames, filenames in os.walk(self.live):
             for name in dirnames + filenames:
@@ -415,7 +422,7 @@ def _serve_control(state: LazyState, sock_path: Path) -> None:
             words = conn.recv(256).decode().split()
             with state.lock:
                 if words[:1] == ["cut"]:
-                    reply = state.power_cut(tear="tear" in words[1:])
+                    reply = state.power_cut(tear="tear" in words[1:], keep_names="keep-names" in words[1:])
                 else:
                     reply = {"pending_files": sum(1 for n in state.nodes.values() if n.dirty or n.resized),
                              **state.counts}
@@ -423,7 +430,8 @@ def _serve_control(state: LazyState, sock_path: Path) -> None:
 
 
 def send_control(backing: Path, command: str) -> dict[str, Any]:
-    """Send ``command`` (``cut``, ``cut tear``, ``stats``) to the daemon serving ``backing``."""
+    """Send ``command`` (``cut``, ``cut tear``, ``cut keep-names``, ``stats``) to the daemon
+    serving ``backing``."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(120)
         conn.connect(str(backing / "control.sock"))

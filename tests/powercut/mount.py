@@ -51,10 +51,12 @@ class LazyMount:
                 raise RuntimeError(f"lazyfs did not mount {self.mountpoint}; see {self.log}")
             time.sleep(0.05)
 
-    def power_cut(self, *, tear: bool = False) -> dict[str, Any]:
-        """Drop everything no fsync made durable, then unmount; the processes using the mount
-        must have been killed first. Returns the daemon's counts."""
-        reply = send_control(self.backing, "cut tear" if tear else "cut")
+    def power_cut(self, *, tear: bool = False, keep_names: bool = False) -> dict[str, Any]:
+        """Drop everything no fsync made durable (with ``keep_names``: only file data), then
+        unmount; the processes using the mount must have been killed first. Returns the
+        daemon's counts."""
+        reply = send_control(self.backing, " ".join(["cut", *(["tear"] if tear else []),
+                                                     *(["keep-names"] if keep_names else [])]))
         self.unmount()
         return reply
 

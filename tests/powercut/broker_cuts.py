@@ -9,8 +9,8 @@ After every cut (docs/DURABILITY.md):
   the flush settings' window before the kill, never one in the middle;
 - every message a queue holds is one a producer sent, whole (no record half visible), and its
   queue offsets run without a hole;
-- every topic whose creation was acknowledged exists; every consumer group the broker knew
-  before the cut is still known;
+- every topic whose creation was acknowledged exists, and every consumer group a pull was
+  answered for (the broker persists an auto-created group before it answers);
 - no consumer offset runs backwards from what an earlier recovery found, and none points past
   its queue's end (SYNC_FLUSH).
 
@@ -26,6 +26,8 @@ import contextlib
 import json
 import logging
 import random
+import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -169,15 +171,16 @@ class PowerCutRun:
         sent: list[Acked] = []
         workers = [asyncio.create_task(self._produce(round_id, p, stop, sent)) for p in range(PRODUCERS)]
         workers += [asyncio.create_task(self._consume(g, stop)) for g in GROUPS]
-        await asyncio.sleep(self.rng.uniform(0.3, 2.5))
-        addr = self.cluster.broker_addr(BROKER)
-        groups = await self._groups(addr)
+        # The random moment counts from the first acknowledgement (clients find the route first).
+        deadline = time.monotonic() + 30
+        while not sent and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(self.rng.uniform(0.1, 2.5))
         kill_at = time.monotonic()
         for name, _ in self._mounts():
             self.cluster.kill_broker(name)
         stop.set()
         await asyncio.gather(*workers, return_exceptions=True)
-        self.groups_known |= groups
         for _, mount in self._mounts():
             mode = self.rng.randrange(3)  # plain, a torn page, or metadata kept and data lost
             counts = mount.power_cut(tear=mode == 1, keep_names=mode == 2)
@@ -228,6 +231,8 @@ class PowerCutRun:
                         result = await consumer.pull(mq, "*", offset, 16, timeout_ms=3000)
                     except (LakeMQError, OSError, TimeoutError):
                         return
+                    # Answered: the broker found (or auto-created and persisted) the group first.
+                    self.groups_known.add(group)
                     if result.pull_status is PullStatus.FOUND:
                         consumer.update_consume_offset(mq, result.next_begin_offset)
                 with contextlib.suppress(Exception):
@@ -236,13 +241,6 @@ class PowerCutRun:
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(consumer.shutdown(), 5)
-
-    async def _groups(self, addr: str) -> set[str]:
-        try:
-            async with Admin(self.cluster.namesrv_addr) as admin:
-                return set(await admin.subscription_groups(addr)) & set(GROUPS)
-        except (LakeMQError, OSError, TimeoutError):
-            return set()
 
     # -- the checks --------------------------------------------------------------------------------
 
@@ -381,6 +379,8 @@ def main() -> None:
     parser.add_argument("--root", type=Path, required=True)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the clients' warnings about the killed broker are expected
+    # A SIGTERM stops the run through its clean-up (brokers killed, mounts unmounted).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = run_power_cuts(args.root, args.cuts, flush=args.flush, seed=args.seed, slave=args.slave,
                             log=lambda line: print(line, flush=True))
     print("\n".join(report.failures) or "no failures")

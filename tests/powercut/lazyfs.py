@@ -20,8 +20,9 @@ file data no fsync covered is still lost (a file system that journals only metad
 After ``fusermount -u`` the daemon replaces ``live`` with ``rebuilt``; a new daemon then
 mounts what a machine would find after the power came back.
 
-Files are known by inode (hard links are refused): a file unlinked or replaced keeps its
-durable copy, and an inode number the backing file system reuses gets a new identity.
+Files are known by inode: a file unlinked or replaced keeps its durable copy, and an inode
+number the backing file system reuses gets a new identity. A hard link is one more name of the
+same file; after a cut each durable name holds its own copy of the file's durable bytes.
 """
 
 from __future__ import annotations
@@ -391,7 +392,12 @@ class LazyFS(Operations):  # type: ignore[misc]
             os.rename(real_old, real_new)
 
     def link(self, target: str, source: str) -> None:
-        raise FuseOSError(errno.EPERM)  # one name per file keeps the model simple
+        """A second name for the same file (deltalake commits by link-then-unlink): durable
+        once its directory is fsynced, like any name."""
+        with self.s.lock:
+            if self.s.cut:
+                raise FuseOSError(errno.EIO)
+            os.link(self._real(source), self._real(target))
 
     def symlink(self, target: str, source: str) -> None:
         real = self._real(target)

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,44 +20,10 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
 from tests.powercut.mount import LazyMount, fuse_available
-from tests.store.crash_writer import STORE_CONFIG, WRITERS, body_for, key_for
+from tests.store.crash_writer import STORE_CONFIG, WRITERS, Acked, body_for, key_for, run_and_kill
 
 _WHY = fuse_available()
 pytestmark = [pytest.mark.skipif(_WHY is not None, reason=f"lazyfs needs FUSE: {_WHY}")]
-
-_REPO = Path(__file__).resolve().parents[2]
-WRITER = _REPO / "tests" / "store" / "crash_writer.py"
-Acked = list[tuple[int, int, int, int, int]]  # offset, size, writer tag, seq, queue offset
-
-
-@pytest.fixture
-def lazy(tmp_path: Path) -> Iterator[LazyMount]:
-    mount = LazyMount(tmp_path / "backing", tmp_path / "mnt", tmp_path / "lazyfs.log")
-    mount.mount()
-    try:
-        yield mount
-    finally:
-        mount.unmount()
-
-
-def _run_and_kill(store: Path, round_id: int, rng: random.Random) -> Acked:
-    proc = subprocess.Popen([sys.executable, str(WRITER), str(store), str(round_id), "store"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        if first != b"ready\n":
-            raise AssertionError(f"writer failed to start: {proc.communicate(timeout=10)[1].decode()}")
-        time.sleep(rng.uniform(0.1, 1.0))
-    finally:
-        proc.kill()
-    out, _ = proc.communicate(timeout=30)
-    acked = []
-    for line in out.split(b"\n"):
-        parts = line.split()
-        if len(parts) == 5:  # a torn last line was never fully acknowledged to us
-            acked.append(tuple(int(p) for p in parts))
-    return acked  # type: ignore[return-value]
 
 
 def _check(root: Path, acked: Acked) -> None:
@@ -95,7 +58,7 @@ def test_power_cuts_never_lose_acknowledged_puts(lazy: LazyMount) -> None:
     dropped = 0
     for round_id in range(rounds):
         t0 = time.monotonic()
-        acked.extend(_run_and_kill(root, round_id, rng))
+        acked.extend(run_and_kill(root, round_id, rng, "store", run_for=(0.1, 1.0)))
         t1 = time.monotonic()
         counts = lazy.power_cut(tear=round_id % 3 == 1, keep_names=round_id % 3 == 2)
         dropped += counts["pending_files"]

@@ -23,7 +23,8 @@ from tests.powercut.mount import LazyMount, fuse_available
 from tests.store.crash_writer import STORE_CONFIG, WRITERS, Acked, body_for, key_for, run_and_kill
 
 _WHY = fuse_available()
-pytestmark = [pytest.mark.skipif(_WHY is not None, reason=f"lazyfs needs FUSE: {_WHY}")]
+# Kills a writer and cuts the power under it, round after round.
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_WHY is not None, reason=f"lazyfs needs FUSE: {_WHY}")]
 
 
 def _check(root: Path, acked: Acked) -> None:

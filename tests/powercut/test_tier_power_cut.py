@@ -81,6 +81,7 @@ def _check(store: Path, lake: Path, offsets: list[int], when: str) -> list[str]:
     return torn
 
 
+@pytest.mark.timeout(1200)  # seven Spark runs of a minute or two each on a busy machine
 def test_power_cuts_during_tier_runs_lose_nothing(lazy: LazyMount, tmp_path: Path) -> None:
     store, lake = lazy.mountpoint / "store", lazy.mountpoint / "lake"
     offsets = store_writer(store)(user_messages(1500))

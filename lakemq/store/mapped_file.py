@@ -179,10 +179,12 @@ class MappedFile:
 
     def discard_after(self, pos: int) -> None:
         """Zero every byte from ``pos`` to the end (truncate then re-extend the file), so stale
-        records beyond a recovered tail can never be read back as new ones."""
+        records beyond a recovered tail can never be read back as new ones: durably, or a
+        power cut before the next flush could bring them back behind new records."""
         os.ftruncate(self._fd, pos)
         os.ftruncate(self._fd, self.file_size)
         preallocate(self._fd, pos, self.file_size - pos)
+        os.fsync(self._fd)
         self.wrote_position = pos
         self.flushed_position = min(self.flushed_position, pos)
 

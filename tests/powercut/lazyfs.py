@@ -336,13 +336,17 @@ class LazyFS(Operations):  # type: ignore[misc]
             if fh is not None and fh in self.fds:
                 node = self.fds[fh]
                 self.s.before_change(node, fh)
+                before = os.fstat(fh).st_size
                 os.ftruncate(fh, length)
             else:
                 real = self._real(path)
                 node = self.s.node_at(real)
                 self.s.before_change(node, real)
+                before = os.stat(real).st_size
                 os.truncate(real, length)
             node.resized = True
+            # What a shrink cut off reads as zeros if the file grows again: pending like a write.
+            node.dirty.append((length, max(before, length)))
 
     def fsync(self, path: str, datasync: int, fh: int) -> None:
         with self.s.lock:

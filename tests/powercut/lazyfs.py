@@ -404,12 +404,7 @@ class LazyFS(Operations):  # type: ignore[misc]
             os.link(self._real(source), self._real(target))
 
     def symlink(self, target: str, source: str) -> None:
-        real = self._real(target)
-        with self.s.lock:
-            if self.s.cut:
-                raise FuseOSError(errno.EIO)
-            os.symlink(source, real)
-            self.s.created(real, False)
+        raise FuseOSError(errno.EPERM)  # not modelled (nothing on the mount makes one)
 
     def chmod(self, path: str, mode: int) -> None:
         os.chmod(self._real(path), mode)

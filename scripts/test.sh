@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} spark-lake"
 # The console's browser tests drive headless Chromium through chromedriver.
 export LAKEMQ_APT_PACKAGES="${LAKEMQ_APT_PACKAGES:-} chromium chromium-driver"
+# The power-cut tests (tests/powercut): lazyfs runs on FUSE through fusepy, which loads
+# libfuse2 and unmounts with its fusermount (fuse); the directory-fsync test reads strace.
+export LAKEMQ_APT_PACKAGES="${LAKEMQ_APT_PACKAGES:-} fuse libfuse2 strace"
 # JVM classpath groups fetched by Maven (scripts/jvm_deps.sh; offline once built): Apache
 # RocketMQ's Java client and mqadmin (rocketmq), its NameServer and broker (rocketmq-server),
 # the Java driver of tests/compat (driver), and RocketMQ's 5.x Java client with its driver

@@ -1,21 +1,22 @@
 """Persisted JSON state of the broker (topics, consumer offsets, subscription groups).
 
-Like RocketMQ's ConfigManager: the new content goes to ``{file}.tmp``, is synced, the old file
-becomes ``{file}.bak`` and the tmp file takes its name (then the directory is synced), so a crash at any point leaves either
-the old or the new content readable. Loading falls back to the ``.bak`` copy. Writers of one
-file take turns: pool threads persist the same table at once (two heartbeats each creating a
-group), and two writers sharing ``{file}.tmp`` would rename each other's torn copy into place.
+Like RocketMQ's ConfigManager: the new content goes to a temporary file, is synced, the old
+file becomes ``{file}.bak`` and the temporary file takes its name, then the directory is synced
+(lakemq.common.durable), so a crash or a power cut at any point leaves either the old or the
+new content readable. Loading falls back to the ``.bak`` copy. Writers of one file take turns:
+pool threads persist the same table at once (two heartbeats each creating a group), and the
+newest content must also be the last one renamed into place.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
+from lakemq.common.durable import write_file_durably
 from lakemq.errors import CorruptFileError, FrameError
 from lakemq.remoting import fastjson
 
@@ -68,28 +69,6 @@ def file_lock(path: Path) -> threading.RLock:
 
 
 def save_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, indent=2, sort_keys=True)
-    tmp = path.with_name(path.name + ".tmp")
     with file_lock(path):
-        _write(path, tmp, text)
-
-
-def _write(path: Path, tmp: Path, text: str) -> None:
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a torn copy would only hold space a full disk needs
-        raise
-    if path.exists():
-        os.replace(path, path.with_name(path.name + ".bak"))
-    os.replace(tmp, path)
-    # The renames are durable only once the directory is synced too.
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        write_file_durably(path, text, backup=True)

@@ -37,6 +37,7 @@ from lakemq.common.faults import crash_point
 from lakemq.errors import CorruptSegmentError, LakeError, VerificationError
 from lakemq.jobs.key_index import commit_key_files, ensure_key_index
 from lakemq.jobs.lake_writer import FILE_INFO_DDL, SegmentWriter, plan_tasks
+from lakemq.tiering.delta_log import make_log_durable, repair_torn_log
 from lakemq.tiering.digest import combine
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, ManifestEntry, commit_metadata
@@ -67,13 +68,15 @@ class CompactResult:
 def ensure_table(lake: LakeLocation, *, checkpoint_interval: int = 10) -> Any:
     from deltalake import DeltaTable, Schema
 
-    return DeltaTable.create(
+    table = DeltaTable.create(
         lake.table_uri(MESSAGES_TABLE), Schema.from_arrow(MESSAGES_SCHEMA), mode="ignore",
         partition_by=list(PARTITION_COLUMNS), name=MESSAGES_TABLE,
         description="RocketMQ CommitLog records tiered by lakemq",
         configuration={"delta.checkpointInterval": str(checkpoint_interval)},
         storage_options=lake.delta_options(),
     )
+    make_log_durable(lake, MESSAGES_TABLE)
+    return table
 
 
 def pending_segments(store_dir: str | Path, committed_end: int) -> list[SealedSegment]:
@@ -127,6 +130,9 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, writte
                   modification_time=int(f["modification_time"]), data_change=True, stats=f["stats"])
         for f in files
     ]
+    # Durable before the log names them, and the commit durable before the manifest (and so
+    # hot retention) counts on it.
+    lake.make_durable(lake.join(MESSAGES_TABLE, f["path"]) for f in files)
     now = int(time.time() * 1000)
     metadata = commit_metadata(broker, seal.file_name, seal.range_start, seal.range_end, rows, digest,
                                seal.queue_ends)
@@ -144,6 +150,7 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, writte
         raise LakeError(f"Delta commit of [{seal.range_start}, {seal.range_end}) failed: {exc}") from exc
     version, committed_at = _commit_version(DeltaTable(uri, storage_options=lake.delta_options()), broker,
                                             seal.range_end)
+    make_log_durable(lake, MESSAGES_TABLE)
     return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, committed_at,
                          queue_ends_recorded=seal.queue_ends is not None)
 
@@ -176,6 +183,8 @@ def compact(
     began = time.monotonic()
     lake = LakeLocation.of(lake_uri, storage_options)
     lake.check_reachable()
+    for table in (MESSAGES_TABLE, KEYS_TABLE):
+        repair_torn_log(lake, table)
     ensure_table(lake, checkpoint_interval=checkpoint_interval)
     ensure_key_index(spark, lake, checkpoint_interval=checkpoint_interval)
     manifest = Manifest.open(lake, broker_name)

@@ -45,6 +45,7 @@ from lakemq.jobs.sql import DELAY_SWEEP_TABLE, register_views
 from lakemq.store.config import StoreConfig
 from lakemq.store.delay_levels import DelayLevels
 from lakemq.tiering.config import DelaySweepConfig
+from lakemq.tiering.delta_log import make_log_durable
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import MESSAGES_TABLE
 
@@ -210,6 +211,7 @@ def _record(lake: LakeLocation, done: Sequence[tuple[DueMessage, bool]]) -> None
         mode="append",
         storage_options=lake.delta_options(),
     )
+    make_log_durable(lake, OUTCOME_TABLE)
 
 
 def sweep(

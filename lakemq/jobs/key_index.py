@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from lakemq.errors import LakeError
 from lakemq.jobs.lake_tables import read_table, spark_uri, table_exists
 from lakemq.tiering.damage import reading_table
+from lakemq.tiering.delta_log import make_log_durable
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import SealedSegment
 from lakemq.tiering.tables import (
@@ -68,6 +69,7 @@ def _commit(lake: LakeLocation, actions: list[Any], app: str, version: int, meta
         commit_properties=CommitProperties(custom_metadata=metadata,
                                            app_transactions=[Transaction(app, version, int(time.time() * 1000))]),
     )
+    make_log_durable(lake, KEYS_TABLE)
 
 
 def ensure_key_index(spark: SparkSession, lake: LakeLocation, *, checkpoint_interval: int = 10) -> bool:
@@ -82,6 +84,7 @@ def ensure_key_index(spark: SparkSession, lake: LakeLocation, *, checkpoint_inte
         configuration={"delta.checkpointInterval": str(checkpoint_interval)},
         storage_options=lake.delta_options(),
     )
+    make_log_durable(lake, KEYS_TABLE)
     if index_complete(lake):
         return False
     messages = _open(lake, MESSAGES_TABLE)

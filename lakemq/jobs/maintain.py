@@ -18,6 +18,7 @@ from typing import Any
 from lakemq.errors import LakeError
 from lakemq.jobs.lake_tables import table_exists
 from lakemq.tiering.damage import reading_table
+from lakemq.tiering.delta_log import make_log_durable
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import KEYS_TABLE, MESSAGES_TABLE
 
@@ -44,19 +45,23 @@ def _table(lake: LakeLocation, name: str = MESSAGES_TABLE) -> Any:
 def optimize(lake: LakeLocation, *, target_size: int, table: str = MESSAGES_TABLE) -> tuple[int, int]:
     """Compact small files; returns (files added, files removed)."""
     metrics = _table(lake, table).optimize.compact(target_size=target_size)
+    make_log_durable(lake, table)
     return int(metrics.get("numFilesAdded", 0)), int(metrics.get("numFilesRemoved", 0))
 
 
 def vacuum(lake: LakeLocation, *, retention_hours: int, dry_run: bool = False, table: str = MESSAGES_TABLE) -> list[str]:
     """Delete unreferenced files older than ``retention_hours`` (0 is allowed: our readers
     always open the newest snapshot or an explicit version that is still referenced)."""
-    return list(_table(lake, table).vacuum(retention_hours=retention_hours, dry_run=dry_run,
-                                    enforce_retention_duration=False, full=True))
+    removed = list(_table(lake, table).vacuum(retention_hours=retention_hours, dry_run=dry_run,
+                                       enforce_retention_duration=False, full=True))
+    make_log_durable(lake, table)
+    return removed
 
 
 def checkpoint(lake: LakeLocation, table: str = MESSAGES_TABLE) -> int:
     delta = _table(lake, table)
     delta.create_checkpoint()
+    make_log_durable(lake, table)
     return int(delta.version())
 
 

@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.common.config import bind
+from lakemq.common.durable import fsync_dir
 from lakemq.errors import ConfigError, CorruptSegmentError, StoreError
 from lakemq.jobs.reindex_floors import QueueFloors, queue_floors
 from lakemq.jobs.reindex_source import DispatchDataSource, DispatchRange, RangePlan, plan_ranges
@@ -212,6 +213,7 @@ def _swap(staged: Path, live: Path) -> None:
         live.rename(old)
     if staged.exists():
         staged.rename(live)
+    fsync_dir(live.parent)  # the swap survives a power cut before the old copy goes
     shutil.rmtree(old, ignore_errors=True)
 
 

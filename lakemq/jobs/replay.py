@@ -25,7 +25,6 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakemq.common.compression import decompress_body
+from lakemq.common.durable import write_file_durably
 from lakemq.common.message import Message, MessageConst
 from lakemq.errors import ConfigError
 from lakemq.jobs.broker_lookup import FoundAtBroker
@@ -105,17 +105,11 @@ class Checkpoint:
             ) from exc
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(
-            json.dumps(
-                {
-                    "store_timestamp": self.done[0],
-                    "commitlog_offset": self.done[1],
-                    "sending": list(self.sending) if self.sending else None,
-                }
-            )
-        )
-        os.replace(tmp, path)
+        write_file_durably(path, json.dumps({
+            "store_timestamp": self.done[0],
+            "commitlog_offset": self.done[1],
+            "sending": list(self.sending) if self.sending else None,
+        }))
 
 
 def replay_uniq_key(target_topic: str, source_msg_id: str) -> str:

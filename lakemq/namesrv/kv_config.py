@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from pathlib import Path
 
+from lakemq.common.durable import write_file_durably
 from lakemq.errors import ConfigError
 
 __all__ = ["NAMESPACE_ORDER_TOPIC_CONFIG", "KVConfigManager"]
@@ -64,10 +64,4 @@ class KVConfigManager:
             return dict(self._table.get(namespace, {}))
 
     def _persist(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as out:
-            json.dump({"configTable": self._table}, out, indent=4, sort_keys=True)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
+        write_file_durably(self.path, json.dumps({"configTable": self._table}, indent=4, sort_keys=True))

@@ -17,6 +17,7 @@ import os
 import struct
 from pathlib import Path
 
+from lakemq.common.durable import create_file_durably, make_dirs_durably
 from lakemq.errors import StoreError
 from lakemq.store.mapped_file import preallocate
 
@@ -31,13 +32,17 @@ _SAFETY_MARGIN_MS = 3000
 class StoreCheckpoint:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs_durably(self.path.parent)
+        created = not self.path.exists()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size != CHECKPOINT_FILE_SIZE:
                 os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
             # A hole here would take its block at the first flush: a SIGBUS if the disk is full by then.
             preallocate(fd, 0, CHECKPOINT_FILE_SIZE, required=True)
+            if created:
+                os.fsync(fd)
+                create_file_durably(self.path)  # its flushes count on the file being found
             self._mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE)
         except OSError as exc:
             raise StoreError(f"cannot open checkpoint {self.path}: {exc}") from exc

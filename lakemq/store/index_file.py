@@ -33,6 +33,7 @@ import struct
 from pathlib import Path
 from typing import Final
 
+from lakemq.common.durable import create_file_durably
 from lakemq.errors import CorruptFileError, StoreError
 from lakemq.store._index import IndexKeys, java_hash, put_index_keys
 from lakemq.store.mapped_file import preallocate
@@ -97,6 +98,8 @@ class IndexFile:
                 os.ftruncate(fd, self.file_size)
                 # Blocks now, or a write into the sparse mapping on a full disk is a SIGBUS.
                 preallocate(fd, 0, self.file_size, required=True)
+                os.fsync(fd)
+                create_file_durably(path)  # or a power cut takes the file its flushes went to
             self._mm = mmap.mmap(fd, self.file_size)
         except OSError as exc:
             if not existed:

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lakemq.common.durable import make_dirs_durably
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import StoreError
 from lakemq.store._index import IndexKeys, index_keys
@@ -164,7 +165,7 @@ class IndexService:
         while (self.index_dir / name).exists() or (last is not None and name == last.file_name):
             name = f"{int(name) + 1:0{len(name)}d}"
         path = self.index_dir / name
-        self.index_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs_durably(self.index_dir)
         f = IndexFile(path, self.hash_slot_num, self.index_num, end_phy_offset=end_phy, end_timestamp=end_ts)
         self.index_files = [*self.index_files, f]
         if last is not None:

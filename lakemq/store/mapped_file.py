@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from lakemq.common.durable import create_file_durably, make_dirs_durably
 from lakemq.common.faults import slow_disk
 from lakemq.errors import StoreError
 
@@ -45,7 +46,7 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # store time of the last record appended (for the checkpoint)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs_durably(self.path.parent)
         created = not self.path.exists()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -54,6 +55,11 @@ class MappedFile:
             # A new file must get its blocks now: writing into a sparse mapping on a full disk
             # kills the process with SIGBUS, while a refused file is a clean put failure.
             preallocate(fd, 0, file_size, required=created)
+            if created:
+                # Its size and its name durable before any record in it is acknowledged: an
+                # fdatasync of its pages alone leaves a file a power cut can take away whole.
+                os.fsync(fd)
+                create_file_durably(self.path)
             self._mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as exc:
             os.close(fd)
@@ -173,10 +179,12 @@ class MappedFile:
 
     def discard_after(self, pos: int) -> None:
         """Zero every byte from ``pos`` to the end (truncate then re-extend the file), so stale
-        records beyond a recovered tail can never be read back as new ones."""
+        records beyond a recovered tail can never be read back as new ones: durably, or a
+        power cut before the next flush could bring them back behind new records."""
         os.ftruncate(self._fd, pos)
         os.ftruncate(self._fd, self.file_size)
         preallocate(self._fd, pos, self.file_size - pos)
+        os.fsync(self._fd)
         self.wrote_position = pos
         self.flushed_position = min(self.flushed_position, pos)
 

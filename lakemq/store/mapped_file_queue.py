@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from lakemq.common.durable import make_dirs_durably, replace_durably
 from lakemq.errors import CorruptFileError
 from lakemq.store.mapped_file import MappedFile, offset_to_file_name
 
@@ -207,12 +208,12 @@ class MappedFileQueue:
     def set_aside(self, files: list[MappedFile], directory: Path) -> None:
         """Take ``files`` out of the queue and move them into ``directory``: kept for an
         operator to inspect, never deleted."""
-        directory.mkdir(parents=True, exist_ok=True)
+        make_dirs_durably(directory)
         with self._lock:
             self.mapped_files = [f for f in self.mapped_files if all(f is not g for g in files)]
         for mf in files:
             mf.close()
-            os.replace(mf.path, directory / mf.path.name)
+            replace_durably(mf.path, directory / mf.path.name)
 
     def delete_last_mapped_file(self) -> None:
         files = self.mapped_files

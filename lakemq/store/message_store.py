@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from lakemq.common.durable import create_file_durably, make_dirs_durably, unlink_durably
 from lakemq.common.message import MessageConst, MessageExt
 from lakemq.common.record import decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
@@ -154,8 +155,12 @@ class MessageStore:
     def start(self) -> None:
         """Mark the run as not cleanly ended (the abort file), catch dispatch up, restore the
         per-queue offsets, then accept puts and start the background services."""
-        self.config.abort_file_path.parent.mkdir(parents=True, exist_ok=True)
-        self.config.abort_file_path.touch()
+        make_dirs_durably(self.config.abort_file_path.parent)
+        if not self.config.abort_file_path.exists():
+            self.config.abort_file_path.touch()
+            # Durable before any put: without it, a power cut would pass for a clean shutdown
+            # and recovery would trust ConsumeQueues the cut rolled back.
+            create_file_durably(self.config.abort_file_path)
         self.reput.do_reput()
         self.health.check()  # a disk already full refuses the first put
         self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
@@ -190,7 +195,7 @@ class MessageStore:
         self.consume_queues.shutdown()
         self.checkpoint.shutdown()
         if self.reput.dispatch_behind_bytes() == 0:
-            self.config.abort_file_path.unlink(missing_ok=True)
+            unlink_durably(self.config.abort_file_path, missing_ok=True)
         else:
             log.warning("shutdown with %d bytes not dispatched: next load recovers abnormally",
                         self.reput.dispatch_behind_bytes())

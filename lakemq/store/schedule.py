@@ -13,7 +13,6 @@ from __future__ import annotations
 import heapq
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -21,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from lakemq.common.durable import write_file_durably
 from lakemq.common.message import MessageConst, MessageExt, MessageExtBrokerInner, tags_hash_code
 from lakemq.store.consume_queue import ConsumeQueue
 from lakemq.store.delay_levels import SCHEDULE_TOPIC, DelayLevels
@@ -140,16 +140,9 @@ class ScheduleMessageService(ServiceThread):
         return json.dumps(data, indent=2)
 
     def persist(self) -> None:
-        """Write the table atomically (RocketMQ's ConfigManager keeps a .bak; a rename is
-        enough to never leave a torn file)."""
-        text = self.offsets_text()
-        self.offset_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.offset_path.with_name(self.offset_path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.offset_path)
+        """Write the table atomically and durably (RocketMQ's ConfigManager keeps a .bak; a
+        rename is enough to never leave a torn file)."""
+        write_file_durably(self.offset_path, self.offsets_text())
 
     def _set_offset(self, level: int, offset: int) -> None:
         with self._lock:

@@ -16,14 +16,14 @@ import logging
 import os
 import random
 import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
 import fsspec
 
+from lakemq.common.durable import fsync_dir, write_file_durably
 from lakemq.errors import ConfigError, LakeError
 
 __all__ = ["NO_LAKE", "LakeLocation", "RetryPolicy", "is_transient", "with_retries"]
@@ -180,19 +180,34 @@ class LakeLocation:
     def write_bytes(self, path: str, data: bytes) -> None:
         """Replace ``path`` with ``data`` in one step: readers see the old or the new bytes."""
         if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            write_file_durably(path, data)
             return
         with_retries(lambda: self.fs.pipe_file(path, data), f"put {path}")
+
+    def make_durable(self, paths: Iterable[str]) -> None:
+        """On a local lake, fsync each file of ``paths`` and every directory from it up to the
+        lake root (Spark's tasks and deltalake write without syncing; a power cut would take
+        files the Delta log or the manifest count on). An object store holds what it
+        acknowledged: nothing to do there."""
+        if not self.is_local:
+            return
+        root = os.path.abspath(self.uri)
+        directories: set[str] = set()
+        for path in paths:
+            path = os.path.abspath(path.removeprefix("file://"))
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            parent = os.path.dirname(path)
+            while parent.startswith(root) and parent not in directories:
+                directories.add(parent)
+                parent = os.path.dirname(parent)
+        for directory in sorted(directories, key=len, reverse=True):  # the deepest first
+            fsync_dir(directory)
+        if directories:
+            fsync_dir(os.path.dirname(root))  # the lake root's own entry
 
     def remove(self, path: str) -> None:
         def rm() -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lakemq.common.config import bind
+from lakemq.common.durable import fsync_dir
 from lakemq.common.faults import crash_point
 from lakemq.store.config import StoreConfig
 from lakemq.tiering.config import DELETE_WITHOUT_COLD_READS_FLAG
@@ -110,6 +111,12 @@ def apply_retention(store_dir: str | Path, manifest: Manifest, rules: RetentionR
     for seal in load_seals(store_dir):
         if seal.file_start in starts:
             (seal_dir(store_dir) / f"{seal.range_start:020d}.json").unlink(missing_ok=True)
+    if gone:
+        # Once per run, not per file: a deletion the power cut rolls back only brings back a
+        # file the lake holds too, which the next run deletes again.
+        fsync_dir(gone[0].path.parent)
+        if seal_dir(store_dir).is_dir():
+            fsync_dir(seal_dir(store_dir))
     if kept:
         log.info("kept %d verified CommitLog file(s): %s", len(kept), why)
     return RetentionOutcome(tuple(f.path.name for f in gone), tuple(f.path.name for f in kept), why)

@@ -25,13 +25,13 @@ import itertools
 import json
 import logging
 import mmap
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from lakemq.common.durable import write_file_durably
 from lakemq.common.record import BODY_POS, HEAD
 from lakemq.tiering.digest import crc32c_slices, digest_of
 from lakemq.tiering.walk import HEADER_DTYPE, Walk, gather, walk_records
@@ -126,15 +126,7 @@ def load_seals(store_dir: str | Path) -> list[SealedSegment]:
 
 
 def _write_seal(store_dir: str | Path, seal: SealedSegment) -> None:
-    directory = seal_dir(store_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{seal.range_start:020d}.json"
-    tmp = path.with_suffix(".json.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(seal.to_json())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_file_durably(seal_dir(store_dir) / f"{seal.range_start:020d}.json", seal.to_json())
 
 
 def _boundaries(starts: np.ndarray, first: int, stop: int, stride: int) -> np.ndarray:

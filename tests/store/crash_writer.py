@@ -1,14 +1,17 @@
 """Child process for the crash tests: open the store under ``argv[1]`` (the CommitLog alone,
 or the whole MessageStore when ``argv[3] == "store"``), then append SYNC_FLUSH messages from
 several threads forever, printing ``offset size writer seq queue_offset`` for each
-acknowledged put. The parent kills it with SIGKILL at a random moment."""
+acknowledged put. The parent kills it with SIGKILL at a random moment (:func:`run_and_kill`)."""
 
 from __future__ import annotations
 
 import os
+import random
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.store.commit_log import CommitLog
@@ -22,6 +25,31 @@ CONFIG = {"mapped_file_size_commit_log": 256 * 1024, "max_message_size": 64 * 10
 STORE_CONFIG = {**CONFIG, "mapped_file_size_consume_queue": 20 * 200, "max_hash_slot_num": 256,
                 "max_index_num": 2048}
 WRITERS = 4
+
+Acked = list[tuple[int, int, int, int, int]]  # offset, size, writer tag, seq, queue offset
+
+
+def run_and_kill(store: Path, round_id: int, rng: random.Random, mode: str = "commitlog",
+                 run_for: tuple[float, float] = (0.05, 0.6)) -> Acked:
+    """Run this writer on ``store`` for a random time within ``run_for`` seconds once it is
+    ready, SIGKILL it, and return the puts it printed as acknowledged."""
+    proc = subprocess.Popen([sys.executable, __file__, str(store), str(round_id), mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        if first != b"ready\n":
+            raise AssertionError(f"writer failed to start: {proc.communicate(timeout=10)[1].decode()}")
+        time.sleep(rng.uniform(*run_for))
+    finally:
+        proc.kill()  # SIGKILL; also when the test fails: never leave a writer behind
+    out, _ = proc.communicate(timeout=30)
+    acked = []
+    for line in out.split(b"\n"):
+        parts = line.split()
+        if len(parts) == 5:  # a torn last line was never fully acknowledged to us
+            acked.append(tuple(int(p) for p in parts))
+    return acked  # type: ignore[return-value]
 
 
 def body_for(writer: int, seq: int) -> bytes:

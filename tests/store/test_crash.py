@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from crash_writer import CONFIG, STORE_CONFIG, WRITERS, body_for, key_for
+from crash_writer import CONFIG, STORE_CONFIG, WRITERS, Acked, body_for, key_for, run_and_kill
 
 from lakemq.common.record import decode_record
 from lakemq.store.commit_log import CommitLog
@@ -25,31 +23,6 @@ from lakemq.store.message_store import MessageStore
 
 # Kills, restarts or starves real processes, round after round.
 pytestmark = pytest.mark.slow
-
-WRITER = Path(__file__).with_name("crash_writer.py")
-
-
-Acked = list[tuple[int, int, int, int, int]]  # offset, size, writer tag, seq, queue offset
-
-
-def _run_and_kill(store: Path, round_id: int, rng: random.Random, mode: str = "commitlog") -> Acked:
-    proc = subprocess.Popen([sys.executable, str(WRITER), str(store), str(round_id), mode],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        if first != b"ready\n":
-            raise AssertionError(f"writer failed to start: {proc.communicate(timeout=10)[1].decode()}")
-        time.sleep(rng.uniform(0.05, 0.6))
-    finally:
-        proc.kill()  # SIGKILL; also when the test fails: never leave a writer behind
-    out, _ = proc.communicate(timeout=10)
-    acked = []
-    for line in out.split(b"\n"):
-        parts = line.split()
-        if len(parts) == 5:  # a torn last line was never fully acknowledged to us
-            acked.append(tuple(int(p) for p in parts))
-    return acked  # type: ignore[return-value]
 
 
 def _tear_tail(store: Path, acked: Acked) -> int | None:
@@ -120,7 +93,7 @@ def test_kill_9_never_loses_acknowledged_messages(tmp_path: Path) -> None:
     deadline = time.monotonic() + 30
     rounds = 0
     while rounds < 6 and time.monotonic() < deadline:
-        acked = _run_and_kill(store, rounds, rng)
+        acked = run_and_kill(store, rounds, rng)
         all_acked.extend(acked)
         expected_end = _tear_tail(store, all_acked) if rounds % 3 == 2 else None
         _check_store(store, all_acked, abnormal=rounds % 2 == 1, expected_end=expected_end)
@@ -139,7 +112,7 @@ def test_kill_9_store_keeps_consume_queue_and_index(tmp_path: Path) -> None:
     root = tmp_path / "store"
     all_acked: Acked = []
     for round_id in range(3):
-        all_acked.extend(_run_and_kill(root, round_id, rng, mode="store"))
+        all_acked.extend(run_and_kill(root, round_id, rng, mode="store"))
         assert (root / "abort").exists()
         store = MessageStore(StoreConfig(store_path_root_dir=str(root), **STORE_CONFIG))  # type: ignore[arg-type]
         assert store.load() and not store.last_exit_ok

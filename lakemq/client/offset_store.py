@@ -18,6 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
+from lakemq.common.durable import write_file_durably
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 
@@ -147,22 +148,8 @@ class LocalFileOffsetStore(_MemoryTable):
 
     def write_file(self, table: dict[MessageQueue, int]) -> None:
         """Atomic replace: a crash leaves either the old or the new file, never half of one."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         entries = [dict(mq.to_json(), offset=off) for mq, off in sorted(table.items())]
-        data = json.dumps({"offsetTable": entries}, indent=1).encode("utf-8")
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if self.path.exists():
-            os.replace(self.path, self.path.with_name(self.path.name + ".bak"))
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_file_durably(self.path, json.dumps({"offsetTable": entries}, indent=1), backup=True)
 
     async def load(self) -> None:
         stored = await asyncio.to_thread(self._read_file)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import heapq
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Final
 
+from lakemq.common.durable import write_file_durably
 from lakemq.common.message import MessageConst, MessageExt, MessageExtBrokerInner
 from lakemq.store.consume_queue import ConsumeQueue
 from lakemq.store.results import PutMessageResult
@@ -165,18 +165,7 @@ class TimerMessageService(ServiceThread):
         state, copy_end = self._pending
         if self._flushed_offset() < copy_end:
             return False
-        self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.checkpoint_path.with_name(self.checkpoint_path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(state.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.checkpoint_path)
-        dir_fd = os.open(self.checkpoint_path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_file_durably(self.checkpoint_path, state.to_json())
         self._pending = self.checkpoint()
         return True
 

@@ -120,7 +120,7 @@ def push_filters(pushed: Pushed, filters: Iterable[Any]) -> tuple[Pushed, Iterat
     left = []
     for f in filters:
         name = f.attribute[0] if len(f.attribute) == 1 else None
-        value = getattr(f, "value", None)  # IsNull and IsNotNull have none
+        value: Any = getattr(f, "value", None)  # IsNull and IsNotNull have none
         if name in _SETS and isinstance(f, EqualTo) and value is not None:
             pushed = pushed.taken(name, [value])
         elif name in _SETS and isinstance(f, In) and None not in value:

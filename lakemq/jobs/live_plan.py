@@ -162,9 +162,12 @@ def _call(coro: Any) -> Any:
     return asyncio.run_coroutine_threadsafe(coro, background_loop()).result(30)
 
 
-async def _list_topics(namesrv: str) -> list[str]:
+async def _cluster(namesrv: str, list_topics: bool) -> tuple[set[str], list[str]]:
+    """The broker names registered with the name server (any member up), and its topics."""
     async with Admin(namesrv) as admin:
-        return await admin.list_topics()
+        info = await admin.cluster_info()
+        registered = {name for name, data in (info.get("brokerAddrTable") or {}).items() if data.get("brokerAddrs")}
+        return registered, (await admin.list_topics() if list_topics else [])
 
 
 def _one_line(exc: BaseException) -> str:
@@ -176,27 +179,28 @@ def hot_spans(options: LiveOptions, cut: LakeCut, pushed: Pushed) -> tuple[list[
     """Each queue's range past the cut, up to its max offset now; and the brokers that could
     not be asked. Raises LakeError naming the first such broker unless ``allowStaleHotTail``."""
     try:
-        topics = [options.topic] if options.topic else sorted(_call(_list_topics(options.namesrv)))
+        registered, listed = _call(_cluster(options.namesrv, options.topic is None))
     except (RemotingError, BrokerError, TimeoutError) as exc:
         raise LakeError(f"the hot tail is unavailable: name server {options.namesrv} is unreachable "
                         f"({_one_line(exc)})") from exc
+    topics = [options.topic] if options.topic else sorted(listed)
     if pushed.topics is not None:
         topics = [t for t in topics if t in pushed.topics]
     spans: list[HotSpan] = []
     stale: dict[str, StaleBroker] = {}
-    seen: set[str] = set()
     with SyncPullConsumer(READER_GROUP, namesrv_addr=options.namesrv) as consumer:
         instance = consumer.consumer.core.instance
         for topic in topics:
             try:
                 queues = consumer.fetch_subscribe_message_queues(topic)
             except TopicNotExistError:
-                continue  # the lake may hold it still; no broker serves it now
-            except (RemotingError, BrokerError, LakeMQError) as exc:
+                continue
+            except (RemotingError, BrokerError) as exc:
                 raise LakeError(f"the hot tail is unavailable: cannot read the route of {topic} from "
                                 f"{options.namesrv} ({_one_line(exc)})") from exc
+            except LakeMQError:
+                continue  # no broker serves the topic now (the lake may hold it still)
             for mq in sorted(queues):
-                seen.add(mq.broker_name)
                 if mq.broker_name in stale or (pushed.queue_ids is not None and mq.queue_id not in pushed.queue_ids):
                     continue
                 try:
@@ -209,8 +213,8 @@ def hot_spans(options: LiveOptions, cut: LakeCut, pushed: Pushed) -> tuple[list[
                 if span is not None:
                     spans.append(span)
     for broker, ends in cut.queue_ends.items():
-        # A broker whose process is gone drops out of the routes: the lake says it served these topics.
-        if broker not in seen and broker not in stale and any(t in ends for t in topics):
+        # A broker whose processes are gone drops out of the routes: the lake says it served these topics.
+        if broker not in registered and broker not in stale and any(t in ends for t in topics):
             stale[broker] = StaleBroker(broker, None, "not registered with the name server",
                                         cut.last_commit_ms.get(broker))
     if stale and not options.allow_stale:

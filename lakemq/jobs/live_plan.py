@@ -63,7 +63,8 @@ class LiveOptions:
     allow_stale: bool
 
     @classmethod
-    def of(cls, options: Mapping[str, str]) -> LiveOptions:
+    def of(cls, given: Mapping[str, str]) -> LiveOptions:
+        options = {key.lower(): value for key, value in given.items()}  # Spark's options ignore case
         conf = read_properties(options["conf"]) if options.get("conf") else {}
         namesrv = options.get("namesrv") or conf.get("namesrvAddr", "")
         lake = options.get("lake") or conf.get("lakeUri", "")
@@ -73,7 +74,7 @@ class LiveOptions:
             raise ConfigError("the lakemq source needs option 'lake' (or 'conf', a broker.conf with lakeUri)")
         storage = json.loads(options.get("storage_options") or "{}")
         return cls(namesrv, LakeLocation.of(lake, storage), options.get("topic") or None,
-                   _flag(options, "allowStaleHotTail"))
+                   _flag(options, "allowstalehottail"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +184,9 @@ def hot_spans(options: LiveOptions, cut: LakeCut, pushed: Pushed) -> tuple[list[
     except (RemotingError, BrokerError, TimeoutError) as exc:
         raise LakeError(f"the hot tail is unavailable: name server {options.namesrv} is unreachable "
                         f"({_one_line(exc)})") from exc
-    topics = [options.topic] if options.topic else sorted(listed)
+    # The lake's topics too: a topic whose brokers are all gone is no longer listed.
+    held = {topic for ends in cut.queue_ends.values() for topic in ends}
+    topics = [options.topic] if options.topic else sorted(set(listed) | held)
     if pushed.topics is not None:
         topics = [t for t in topics if t in pushed.topics]
     spans: list[HotSpan] = []

@@ -1,7 +1,11 @@
 """``lakemq sql`` and ``lakemq sql-server``: Spark SQL over the lake.
 
 ``lakemq sql --lake L "QUERY"`` runs one query; without QUERY it reads statements (ended by
-``;``) from stdin on one Spark session, an interactive shell on a terminal. ``lakemq
+``;``) from stdin on one Spark session, an interactive shell on a terminal. With a name server
+(``-n/--namesrv``, or the ``namesrvAddr`` of the broker.conf given with ``-c``, which also gives
+``lakeUri`` as the lake) ``messages`` is the live union of the lake and the brokers' hot tails
+(:func:`lakemq.jobs.sql.register_live`) and ``messages_lake`` the Delta table alone;
+``--lake-only`` (or ``--version``) keeps ``messages`` the Delta table. ``lakemq
 sql-server --lake L`` keeps one Spark session up behind Spark Connect, which ``lakemq sql
 --remote sc://host:port`` (and any pyspark client) uses without starting a JVM. A failed
 statement is one line on stderr; the details go to the log.
@@ -15,10 +19,12 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
+from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.cli import main
 from lakemq.cli.lake_cmds import parse_storage_options
 from lakemq.cli.output import print_rows
@@ -42,16 +48,39 @@ def _show(result: Result) -> None:
     click.echo(f"{min(len(rows), limit)} row(s){more}")
 
 
-def _run(spark: Any, query: str, limit: int) -> Result:
+@dataclass(frozen=True)
+class _Live:
+    """Where the hot tails come from, when ``messages`` is the live union."""
+
+    namesrv: str
+    lake: str
+    storage_options: dict[str, str]
+    allow_stale: bool
+
+    def stale_note(self) -> str | None:
+        """The line saying which brokers an answer lacks, if any could not be asked."""
+        from lakemq.jobs.live_filters import Pushed
+        from lakemq.jobs.live_plan import LiveOptions, hot_spans, lake_cut, stale_note
+
+        options = LiveOptions(self.namesrv, LakeLocation.of(self.lake, self.storage_options), None, True)
+        _, stale = hot_spans(options, lake_cut(options.lake, Pushed()), Pushed())
+        return stale_note(stale) if stale else None
+
+
+def _run(spark: Any, query: str, limit: int, live: _Live | None = None) -> Result:
     """One statement; a Spark error becomes one LakeError line (the stack goes to the log)."""
-    from lakemq.jobs.session import spark_error_line, spark_errors
+    from lakemq.jobs.session import lakemq_error_line, spark_error_line, spark_errors
 
     try:
         df = spark.sql(query)
         rows = df.limit(limit + 1).collect()
     except spark_errors() as exc:
         log.exception("query failed: %s", query)
-        raise LakeError(f"query failed: {spark_error_line(exc)}") from exc
+        raise LakeError(f"query failed: {lakemq_error_line(exc) or spark_error_line(exc)}") from exc
+    if live is not None and live.allow_stale:
+        note = live.stale_note()
+        if note:
+            click.echo(f"warning: {note}", err=True)
     return list(df.columns), [["NULL" if v is None else str(v) for v in row] for row in rows], limit
 
 
@@ -78,16 +107,30 @@ def _statements(interactive: bool) -> Iterator[str]:
         yield "\n".join(lines).strip()
 
 
+def _live(namesrv: str | None, conf: str | None, lake: str | None, storage_option: tuple[str, ...],
+          lake_only: bool, version: int | None, allow_stale: bool) -> tuple[str | None, _Live | None]:
+    """The lake to read and, unless the Delta table alone is asked for, the live union's source."""
+    props = read_broker_conf(conf)
+    lake = lake or props.get("lakeUri") or None
+    namesrv = namesrv or props.get("namesrvAddr") or None
+    if lake_only or version is not None or not namesrv or not lake:
+        if allow_stale and not lake_only:
+            raise ConfigError("--allow-stale-hot-tail needs a name server (-n or -c) and reads the hot tails")
+        return lake, None
+    return lake, _Live(namesrv, lake, parse_storage_options(storage_option), allow_stale)
+
+
 @contextlib.contextmanager
 def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ...], version: int | None,
-             master: str | None, progress: JobProgress) -> Iterator[Any]:
+             master: str | None, progress: JobProgress, live: _Live | None = None) -> Iterator[Any]:
     from lakemq.jobs.session import spark_error_line, spark_errors
 
     if remote:
         from lakemq.jobs.sql_server import remote_session
 
-        if lake or version is not None or master:
-            raise ConfigError("--remote uses the server's lake and Spark: drop --lake, --version and --master")
+        if lake or version is not None or master or live is not None:
+            raise ConfigError("--remote uses the server's lake and Spark: drop --lake, --version, --master, "
+                              "-n and -c")
         progress.phase(f"connecting to {remote}")
         spark = remote_session(remote)
         try:
@@ -98,10 +141,11 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
     from pyspark.sql import SparkSession
 
     from lakemq.jobs.session import build_session
-    from lakemq.jobs.sql import register_tables
+    from lakemq.jobs.sql import register_live, register_tables
 
     if not lake:
-        raise ConfigError("give --lake (or --remote sc://host:port of a lakemq sql-server)")
+        raise ConfigError("give --lake (or -c, a broker.conf with lakeUri; or --remote sc://host:port of a "
+                          "lakemq sql-server)")
     location = LakeLocation.of(lake, parse_storage_options(storage_option))  # before Spark: a file, not a lake
     owned = SparkSession.getActiveSession() is None
     progress.phase("starting Spark" if owned else "joining the running Spark session")
@@ -109,7 +153,11 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
     try:
         progress.phase("reading the lake's tables")
         try:
-            register_tables(spark, location.uri, storage_options=location.options, version=version)
+            if live is not None:
+                register_live(spark, location.uri, live.namesrv, storage_options=location.options,
+                              allow_stale=live.allow_stale)
+            else:
+                register_tables(spark, location.uri, storage_options=location.options, version=version)
         except spark_errors() as exc:
             log.exception("registering the lake's tables failed")
             line = spark_error_line(exc)
@@ -125,29 +173,40 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
 @click.argument("query", required=False)
 @click.option("--lake", help="lake URI (a directory or s3://bucket/prefix)")
 @click.option("--remote", help="sc://host:port of a `lakemq sql-server` (Spark Connect) instead of --lake")
+@click.option("-n", "--namesrv", help="name server(s), host:port[;...]: messages is the lake plus the brokers' hot tails")
+@click.option("-c", "--conf", "conf", type=click.Path(dir_okay=False),
+              help="a broker.conf: its namesrvAddr and lakeUri are the defaults of -n and --lake")
+@click.option("--lake-only", is_flag=True, help="messages is the Delta table alone, as messages_lake is")
+@click.option("--allow-stale-hot-tail", "allow_stale", is_flag=True,
+              help="a broker that cannot be asked leaves its hot tail out (with a warning saying how far "
+                   "behind the answer is) instead of failing the query")
 @click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
 @click.option("--version", "version", type=int, help="read every table and view as of this version of messages")
 @click.option("--limit", type=int, default=100, show_default=True, help="rows to print per statement")
 @click.option("--master", help="Spark master")
-def sql_cmd(query: str | None, lake: str | None, remote: str | None, storage_option: tuple[str, ...],
-            version: int | None, limit: int, master: str | None) -> None:
+def sql_cmd(query: str | None, lake: str | None, remote: str | None, namesrv: str | None, conf: str | None,
+            lake_only: bool, allow_stale: bool, storage_option: tuple[str, ...], version: int | None, limit: int,
+            master: str | None) -> None:
     """Run Spark SQL over the lake's Delta tables (messages, transactions, delay_sweep) and views
-    (user_messages, schedule_messages, transactions_half/_op/_derived). Without QUERY, statements
-    ended by ';' are read from stdin on one Spark session."""
+    (user_messages, schedule_messages, transactions_half/_op/_derived). With a name server (-n, or
+    -c's namesrvAddr) messages also holds every acknowledged message not tiered yet, read from the
+    brokers; messages_lake is the Delta table alone. Without QUERY, statements ended by ';' are
+    read from stdin on one Spark session."""
     path = setup_logging("lakemq-sql")
+    lake, live = _live(namesrv, conf, lake, storage_option, lake_only, version, allow_stale)
     with contextlib.ExitStack() as stack:
         with JobProgress() as progress:  # while Spark starts and the query runs, not in the shell
-            spark = stack.enter_context(_session(lake, remote, storage_option, version, master, progress))
+            spark = stack.enter_context(_session(lake, remote, storage_option, version, master, progress, live))
             if query is not None:
                 progress.phase("running the query")
-                result = _run(spark, query, limit)
+                result = _run(spark, query, limit, live)
         if query is not None:
             _show(result)
             return
         failed = 0
         for statement in _statements(sys.stdin.isatty()):
             try:
-                _show(_run(spark, statement, limit))
+                _show(_run(spark, statement, limit, live))
             except LakeError as exc:
                 failed += 1
                 click.echo(f"error: {exc}", err=True)

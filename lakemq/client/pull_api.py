@@ -75,6 +75,17 @@ class PullAPI:
     ) -> PullResult:
         """One pull. ``suspend_ms`` > 0 asks the broker to hold the pull that long when there
         is nothing new (long polling); ``commit_offset`` > 0 piggybacks the consume offset."""
+        raw = await self.pull_raw(mq, subscription, offset, max_nums, commit_offset=commit_offset,
+                                  suspend_ms=suspend_ms, timeout_ms=timeout_ms, send_subscription=send_subscription)
+        return decode_pull_result(mq, raw, subscription)
+
+    async def pull_raw(
+        self, mq: MessageQueue, subscription: SubscriptionData, offset: int, max_nums: int, *,
+        commit_offset: int = 0, suspend_ms: int = 0, timeout_ms: int = 3000, send_subscription: bool = True,
+    ) -> RawPullResult:
+        """:meth:`pull`'s answer before decoding: the records as the broker stores them, for
+        readers that decode them in bulk (the ``lakemq`` Spark source). The broker filters by
+        tag hash only; such readers re-check tags themselves."""
         addr, slave = await self._addr(mq)
         sys_flag = PullSysFlag.build(commit_offset=commit_offset > 0 and not slave, suspend=suspend_ms > 0,
                                      subscription=send_subscription)
@@ -87,4 +98,4 @@ class PullAPI:
         ))
         raw = await self.instance.api.pull_message(addr, fields, timeout_ms)
         self._pull_from[mq] = raw.suggest_which_broker_id
-        return decode_pull_result(mq, raw, subscription)
+        return raw

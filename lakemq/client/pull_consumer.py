@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Self
 
+from lakemq.client.client_api import RawPullResult
 from lakemq.client.config import ClientConfig, ConsumerConfig
 from lakemq.client.consumer_core import ConsumerCore
 from lakemq.client.offset_store import ReadOffsetType
@@ -87,6 +88,14 @@ class PullConsumer:
         self._topics.add(mq.topic)
         sub = build_subscription(mq.topic, sub_expression, expression_type)
         return await self.core.pull_api.pull(mq, sub, offset, max_nums, timeout_ms=timeout_ms)
+
+    async def pull_raw(self, mq: MessageQueue, sub_expression: str | MessageSelector | None, offset: int,
+                       max_nums: int, *, expression_type: str = ExpressionType.TAG,
+                       timeout_ms: int = 10000) -> RawPullResult:
+        """:meth:`pull` with the records left as the broker stored them (PullAPI.pull_raw)."""
+        self._topics.add(mq.topic)
+        sub = build_subscription(mq.topic, sub_expression, expression_type)
+        return await self.core.pull_api.pull_raw(mq, sub, offset, max_nums, timeout_ms=timeout_ms)
 
     async def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | MessageSelector | None,
                                       offset: int, max_nums: int, *, expression_type: str = ExpressionType.TAG) -> PullResult:

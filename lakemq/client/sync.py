@@ -25,6 +25,7 @@ import time
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
+from lakemq.client.client_api import RawPullResult
 from lakemq.client.producer import MessageQueueSelector, Producer, SendCallback
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.push_consumer import PushConsumer
@@ -179,6 +180,10 @@ class SyncPullConsumer(_Facade):
 
     def pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int, **kwargs: Any) -> PullResult:
         return _run(self.consumer.pull(mq, sub_expression, offset, max_nums, **kwargs))
+
+    def pull_raw(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int,
+                 **kwargs: Any) -> RawPullResult:
+        return _run(self.consumer.pull_raw(mq, sub_expression, offset, max_nums, **kwargs))
 
     def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | None, offset: int,
                                 max_nums: int) -> PullResult:

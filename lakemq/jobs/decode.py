@@ -33,11 +33,11 @@ import pyarrow.compute as pc
 
 from lakemq.common.message import MessageConst
 from lakemq.common.record import BODY_POS
-from lakemq.errors import CorruptSegmentError
+from lakemq.errors import CorruptSegmentError, FrameError
 from lakemq.tiering.tables import KIND_NORMAL, MESSAGES_SCHEMA, SYSTEM_TOPIC_KINDS
 from lakemq.tiering.walk import HEADER_DTYPE, Walk, gather, record_layout, walk_records
 
-__all__ = ["HEADER_DTYPE", "Decoded", "binary_slices", "decode_range", "decode_records", "offsets_data", "partition_order"]
+__all__ = ["HEADER_DTYPE", "Decoded", "binary_slices", "decode_pulled_body", "decode_range", "decode_records", "offsets_data", "partition_order"]
 
 _HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint8).reshape(256, 2)
 _DAY_MS = 86_400_000
@@ -141,12 +141,14 @@ def _kinds(topics: pa.Array) -> pa.Array:
     return pa.array(names, pa.string()).take(encoded.indices)
 
 
-def decode_records(buf: bytes | memoryview, base_offset: int, starts: np.ndarray, *, check_crc: bool) -> Decoded:
+def decode_records(buf: bytes | memoryview, base_offset: int, starts: np.ndarray, *, check_crc: bool,
+                   own_offsets: bool = True) -> Decoded:
     """Decode the records at ``starts`` (buffer positions) of ``buf``, whose first byte is
-    at CommitLog offset ``base_offset``."""
+    at CommitLog offset ``base_offset``; without ``own_offsets``, records gathered from
+    anywhere in the CommitLog (a pull's body), each carrying its offset."""
     raw = np.frombuffer(buf, dtype=np.uint8)
     starts = np.asarray(starts, dtype=np.int64)
-    layout = record_layout(raw, starts, base_offset, check_crc=check_crc)
+    layout = record_layout(raw, starts, base_offset, check_crc=check_crc, own_offsets=own_offsets)
     ok, hdr, body_len = layout.ok, layout.header, layout.body_len
     topic_len_pos, topic_len, props_len_pos, props_len = (layout.topic_len_pos, layout.topic_len,
                                                           layout.props_len_pos, layout.props_len)
@@ -184,6 +186,20 @@ def decode_records(buf: bytes | memoryview, base_offset: int, starts: np.ndarray
     }
     batch = pa.RecordBatch.from_arrays([columns[f.name] for f in MESSAGES_SCHEMA], schema=MESSAGES_SCHEMA)
     return Decoded(batch, bad)
+
+
+def decode_pulled_body(body: bytes) -> pa.RecordBatch:
+    """The records of a pull's answer (the broker's stored bytes, one record after another) as
+    ``messages`` rows, the same rows the lake holds for them. A record that does not check out
+    raises FrameError: a pull answer is not a file to skip damage in."""
+    try:
+        walk = walk_records(body, 0, 0, len(body), verify=False, on_bad="raise")
+    except CorruptSegmentError as exc:
+        raise FrameError(f"undecodable pull answer: a record at byte {exc.offset} does not check out") from exc
+    decoded = decode_records(body, 0, walk.starts, check_crc=True, own_offsets=False)
+    if len(decoded.bad_offsets):
+        raise FrameError(f"undecodable pull answer: the record at byte {int(decoded.bad_offsets[0])} does not check out")
+    return decoded.batch
 
 
 def partition_order(raw: np.ndarray, starts: np.ndarray, base_offset: int) -> np.ndarray:

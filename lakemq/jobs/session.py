@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,8 +34,8 @@ from lakemq.jobs.class_archive import java_options
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "lake_jars", "read_spark_defaults",
-           "require_delta", "session_conf", "spark_error_line", "spark_errors"]
+__all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "lake_jars", "lakemq_error_line",
+           "read_spark_defaults", "require_delta", "session_conf", "spark_error_line", "spark_errors"]
 
 DEFAULTS: Mapping[str, str] = {
     "spark.master": "local[*]",
@@ -195,6 +196,18 @@ def spark_errors() -> tuple[type[Exception], ...]:
     from pyspark.errors import PySparkException
 
     return PySparkException, Py4JJavaError
+
+
+_LAKEMQ_ERROR = re.compile(r"lakemq\.errors\.\w+: (.+)")
+
+
+def lakemq_error_line(exc: BaseException) -> str | None:
+    """The message of a lakemq error raised in Python code Spark ran (a data source, a UDF),
+    which Spark reports inside its own error with the worker's traceback; None if none is."""
+    java = getattr(exc, "java_exception", None)
+    text = f"{exc}\n{java.toString() if java is not None else ''}"
+    found = _LAKEMQ_ERROR.findall(text)
+    return str(found[-1]).strip() if found else None
 
 
 def spark_error_line(exc: BaseException) -> str:

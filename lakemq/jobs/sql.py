@@ -28,6 +28,11 @@ Views over ``messages`` (catalog views, so every session of a Spark Connect serv
 ``versionAsOf``, shadowing the catalog's), so one query sees one snapshot; ``transactions`` is
 then the derived view at that version.
 
+``register_live`` (``lakemq sql`` with a name server) makes ``messages`` the live union
+instead: a temporary view over the ``lakemq`` source (:mod:`lakemq.jobs.live_source`), the
+Delta table and every queue's messages past it on the brokers, planned again by every query,
+with the views above as temporary views over it and ``messages_lake`` the Delta table alone.
+
 Jobs use :func:`register_views`: the same names as temporary views with a suffix, so a job
 never disturbs the names a user's session has registered.
 """
@@ -53,10 +58,11 @@ from lakemq.tiering.tables import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["DELAY_SWEEP_TABLE", "TABLES", "TRANSACTIONS_TABLE", "VIEWS", "register_tables", "register_views",
-           "run_sql"]
+__all__ = ["DELAY_SWEEP_TABLE", "LAKE_ONLY_VIEW", "TABLES", "TRANSACTIONS_TABLE", "VIEWS", "register_live",
+           "register_tables", "register_views", "run_sql"]
 
 TRANSACTIONS_TABLE = "transactions"
+LAKE_ONLY_VIEW = "messages_lake"
 DELAY_SWEEP_TABLE = "delay_sweep"
 TABLES = (MESSAGES_TABLE, TRANSACTIONS_TABLE, DELAY_SWEEP_TABLE, KEYS_TABLE)
 VIEWS = ("user_messages", "schedule_messages", "timer_messages", "transactions_half", "transactions_op",
@@ -191,6 +197,37 @@ def register_tables(
             spark.sql(_view_sql(view)).createOrReplaceTempView(view)
         spark.table("transactions_derived").createOrReplaceTempView(TRANSACTIONS_TABLE)
     return [*present, *VIEWS, *([] if TRANSACTIONS_TABLE in present else [TRANSACTIONS_TABLE])]
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def register_live(
+    spark: SparkSession, lake_uri: str, namesrv: str, *, storage_options: Mapping[str, str] | None = None,
+    allow_stale: bool = False,
+) -> list[str]:
+    """:func:`register_tables`, then ``messages`` as the live union (see the module docstring)
+    and ``messages_lake`` as the Delta table alone; returns the names. Views are SQL text, so
+    each query resolves them again and the source plans a new cut."""
+    import json
+
+    from lakemq.jobs.sources import register_sources
+
+    names = register_tables(spark, lake_uri, storage_options=storage_options)
+    register_sources(spark)
+    lake = LakeLocation.of(lake_uri, storage_options)
+    location = spark_uri(lake, MESSAGES_TABLE).replace("`", "``")
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {LAKE_ONLY_VIEW} AS SELECT * FROM delta.`{location}`")
+    options = {"namesrv": namesrv, "lake": lake.uri, "allowStaleHotTail": str(allow_stale).lower(),
+               "storage_options": json.dumps(dict(storage_options or {}))}
+    listed = ", ".join(f"{key} {_quote(value)}" for key, value in options.items())
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {MESSAGES_TABLE} USING lakemq OPTIONS ({listed})")
+    for view in VIEWS:
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} AS {_view_sql(view)}")
+    if not table_exists(lake, TRANSACTIONS_TABLE):
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {TRANSACTIONS_TABLE} AS SELECT * FROM transactions_derived")
+    return [*names, LAKE_ONLY_VIEW]
 
 
 def run_sql(

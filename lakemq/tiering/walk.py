@@ -89,9 +89,11 @@ class Layout:
     props_len: np.ndarray
 
 
-def record_layout(raw: np.ndarray, starts: np.ndarray, base_offset: int, *, check_crc: bool) -> Layout:
+def record_layout(raw: np.ndarray, starts: np.ndarray, base_offset: int, *, check_crc: bool,
+                  own_offsets: bool = True) -> Layout:
     """The checks of :func:`lakemq.common.record.check_record` for every start at once; positions of
-    bad records are clamped to 0 so the arrays stay indexable."""
+    bad records are clamped to 0 so the arrays stay indexable. Without ``own_offsets`` a record's
+    PHYSICALOFFSET need not be its place in ``raw`` (records a broker gathered for a pull)."""
     hdr = gather(raw, starts, BODY_POS).view(HEADER_DTYPE).reshape(-1)
     total = hdr["total"].astype(np.int64)
     body_len = hdr["body_len"].astype(np.int64)
@@ -105,7 +107,8 @@ def record_layout(raw: np.ndarray, starts: np.ndarray, base_offset: int, *, chec
     props_len_pos = np.where(ok, props_len_pos, 0)
     props_len = (raw[props_len_pos].astype(np.int64) << 8) | raw[props_len_pos + 1]
     ok &= (props_len < 0x8000) & (total == RECORD_FIXED_SIZE + body_len + topic_len + props_len)
-    ok &= hdr["physical_offset"] == starts + base_offset
+    if own_offsets:
+        ok &= hdr["physical_offset"] == starts + base_offset
     if check_crc:
         view = memoryview(raw)  # type: ignore[arg-type]
         body = np.minimum(starts + BODY_POS, len(raw))

@@ -1,0 +1,159 @@
+"""The ``lakemq`` PySpark data source: a topic's messages across the lake and the live brokers.
+
+    register_sources(spark)  # lakemq.jobs.sources, once per session
+    spark.read.format("lakemq").option("namesrv", "127.0.0.1:9876").option("lake", lake) \\
+        .option("topic", "orders").load()
+
+Rows have the lake's ``messages`` schema. Planning (:mod:`lakemq.jobs.live_plan`) pins one
+version of the Delta table and asks the brokers for each queue's max offset; the read is then
+one Spark partition per data file of that version and one per queue range past it, pulled
+from the brokers over the remoting protocol (the master, or a slave where the master's
+``slaveReadEnable`` says so) and decoded by the lake's own decoder, so a pulled message is
+the same row the lake will hold for it. Each action on a DataFrame plans again: a query sees
+every message acknowledged before it was planned, and no row twice.
+
+Options: ``namesrv``, ``lake`` (or ``conf``, a broker.conf giving ``namesrvAddr`` and
+``lakeUri``), ``topic`` (default every topic the name server knows, and the lake's),
+``storage_options`` (JSON, as for the lake), ``allowStaleHotTail`` (a broker that cannot be
+asked leaves its hot tail out instead of failing the read; the planner logs how far behind
+the lake is). Filters on ``topic``, ``queue_id``, ``tags``, ``keys`` (equality, IN) and
+``store_timestamp`` (comparisons) are pushed down and applied on both sides.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyarrow.fs import FSSpecHandler, PyFileSystem
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.types import StructType
+
+from lakemq.client.results import PullStatus
+from lakemq.client.sync import SyncPullConsumer
+from lakemq.common.message_queue import MessageQueue
+from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
+from lakemq.jobs.decode import decode_pulled_body
+from lakemq.jobs.live_filters import Pushed, push_filters
+from lakemq.jobs.live_plan import (
+    READER_GROUP,
+    HotSpan,
+    LakeFile,
+    LiveOptions,
+    hot_spans,
+    lake_cut,
+    stale_note,
+)
+from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_SCHEMA, MESSAGES_TABLE, SPARK_ARROW_SCHEMA, SPARK_DDL
+
+__all__ = ["LiveDataSource", "LiveReader"]
+
+log = logging.getLogger(__name__)
+
+PULL_BATCH = 256  # messages asked per pull; the broker may answer fewer
+
+
+@dataclass
+class LakePart(InputPartition):
+    file: LakeFile
+
+
+@dataclass
+class HotPart(InputPartition):
+    span: HotSpan
+
+
+class LiveReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = LiveOptions.of(options)
+        self.pushed = Pushed(topics=frozenset([self.options.topic]) if self.options.topic else None)
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.pushed, left = push_filters(self.pushed, filters)
+        return left
+
+    def partitions(self) -> list[InputPartition]:
+        if self.pushed.empty:
+            return []
+        cut = lake_cut(self.options.lake, self.pushed)
+        spans, stale = hot_spans(self.options, cut, self.pushed)
+        if stale:
+            log.warning("%s", stale_note(stale))
+        parts: list[InputPartition] = [LakePart(f) for f in cut.files]
+        return parts + [HotPart(s) for s in spans]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, LakePart):
+            yield from self._read_file(partition.file)
+        else:
+            assert isinstance(partition, HotPart)
+            yield from self._pull(partition.span)
+
+    def _read_file(self, file: LakeFile) -> Iterator[pa.RecordBatch]:
+        lake = self.options.lake
+        uri = lake.table_uri(MESSAGES_TABLE)
+        if lake.is_local:
+            dataset = ds.dataset(f"{uri}/{file.path}", schema=DATA_SCHEMA, format="parquet")
+        else:
+            dataset = ds.dataset(f"{uri.split('://', 1)[1]}/{file.path}", schema=DATA_SCHEMA, format="parquet",
+                                 filesystem=PyFileSystem(FSSpecHandler(lake.fs)))
+        for batch in dataset.to_batches():
+            n = batch.num_rows
+            columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+            columns["topic"] = pa.array([file.topic] * n, pa.string())
+            columns["store_date"] = pa.array([file.store_date] * n, pa.int32()).cast(pa.date32())
+            whole = pa.RecordBatch.from_arrays([columns[f.name] for f in MESSAGES_SCHEMA], schema=SPARK_ARROW_SCHEMA)
+            kept = self.pushed.apply(whole)
+            if kept.num_rows:
+                yield kept
+
+    def _pull(self, span: HotSpan) -> Iterator[pa.RecordBatch]:
+        mq = MessageQueue(span.topic, span.broker, span.queue_id)
+        offset, stalled = span.start, False
+        with SyncPullConsumer(READER_GROUP, namesrv_addr=self.options.namesrv) as consumer:
+            while offset < span.end:
+                try:
+                    raw = consumer.pull_raw(mq, self.pushed.subscription, offset, min(PULL_BATCH, span.end - offset))
+                except (RemotingError, BrokerError, LakeMQError) as exc:
+                    addr = consumer.consumer.core.instance.find_broker_addr(span.broker, master_only=False)
+                    raise LakeError(f"the hot tail is unavailable: broker {span.broker} ({addr}) failed a pull of "
+                                    f"{span.topic} queue {span.queue_id} at offset {offset}: {exc}") from exc
+                if raw.status is PullStatus.FOUND:
+                    batch = self._hot_rows(decode_pulled_body(raw.body), span)
+                    if batch.num_rows:
+                        yield batch
+                elif raw.status is not PullStatus.NO_MATCHED_MSG:
+                    raise LakeError(f"broker {span.broker} answered {raw.status.value} for {span.topic} queue "
+                                    f"{span.queue_id} at offset {offset} (its offsets {raw.min_offset}-"
+                                    f"{raw.max_offset}); the read was planned up to {span.end}: run it again")
+                if raw.next_begin_offset <= offset:
+                    # One retry: a broker that just expired the files it read answers so once.
+                    if stalled:
+                        raise LakeError(f"broker {span.broker} makes no progress on {span.topic} queue "
+                                        f"{span.queue_id} at offset {offset}")
+                    stalled = True
+                    continue
+                offset, stalled = raw.next_begin_offset, False
+
+    def _hot_rows(self, batch: pa.RecordBatch, span: HotSpan) -> pa.RecordBatch:
+        """The pulled rows inside the span and past the lake's end, matching the filters."""
+        inside = pc.and_(pc.less(batch.column("queue_offset"), span.end),
+                         pc.greater_equal(batch.column("commitlog_offset"), span.lake_end))
+        return self.pushed.apply(batch.filter(inside).cast(SPARK_ARROW_SCHEMA))
+
+
+class LiveDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "lakemq"
+
+    def schema(self) -> str:
+        return SPARK_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LiveReader(dict(self.options))
+

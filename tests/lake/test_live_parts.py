@@ -1,0 +1,86 @@
+"""The ``lakemq`` source's parts without Spark or brokers: a pull's body decodes to the rows the
+lake holds for the same records, and pushed filters select the same rows and files on both
+sides."""
+
+from __future__ import annotations
+
+import datetime
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull, LessThanOrEqual, StringStartsWith
+from test_decode import BASE, segment
+
+from lakemq.common.message import properties_to_string
+from lakemq.errors import FrameError
+from lakemq.jobs.decode import decode_pulled_body, decode_range
+from lakemq.jobs.live_filters import DAY_MS, Pushed, push_filters
+from lakemq.tiering.tables import SPARK_ARROW_SCHEMA
+
+
+def _records() -> list[tuple[str, bytes, bytes]]:
+    return [(f"T{i % 2}", b"body-%d" % i * (i + 1),
+             properties_to_string({"TAGS": "paid" if i % 3 == 0 else "new", "KEYS": f"k{i}"}).encode())
+            for i in range(12)]
+
+
+def _record_bounds(buf: bytes) -> list[tuple[int, int]]:
+    bounds, pos = [], 0
+    while pos < len(buf):
+        size = int.from_bytes(buf[pos:pos + 4], "big")
+        bounds.append((pos, pos + size))
+        pos += size
+    return bounds
+
+
+def test_a_pulled_body_decodes_to_the_rows_the_lake_holds() -> None:
+    log = segment(_records())
+    lake, _ = decode_range(log, BASE, skip_corrupt=False)
+    # A pull gathers records from anywhere in the CommitLog: every other one, here.
+    picked = _record_bounds(log)[::2]
+    body = b"".join(log[a:b] for a, b in picked)
+    pulled = decode_pulled_body(body)
+    assert pulled.to_pylist() == lake.take(pa.array(range(0, 12, 2))).to_pylist()
+    with pytest.raises(FrameError):
+        decode_pulled_body(body[:-3])  # a record cut short
+
+
+def _batch() -> pa.RecordBatch:
+    batch, _ = decode_range(segment(_records()), BASE, skip_corrupt=False)
+    return batch.cast(SPARK_ARROW_SCHEMA)
+
+
+def test_pushed_filters_select_rows_and_leave_the_rest_to_spark() -> None:
+    batch = _batch()
+    ts = batch.column("store_timestamp").to_pylist()
+    kept = [IsNotNull(("tags",)), StringStartsWith(("keys",), "k")]
+    pushed, left = push_filters(Pushed(), [
+        EqualTo(("topic",), "T0"), In(("tags",), ("paid", "gone")), GreaterThan(("store_timestamp",), ts[0]),
+        LessThanOrEqual(("store_timestamp",), ts[9]), *kept,
+    ])
+    assert list(left) == kept
+    assert pushed == Pushed(topics=frozenset({"T0"}), tags=frozenset({"paid", "gone"}), ts_min=ts[0] + 1, ts_max=ts[9])
+    assert pushed.subscription == "gone || paid"
+    rows = pushed.apply(batch).to_pylist()
+    want = [r for r in batch.to_pylist()
+            if r["topic"] == "T0" and r["tags"] == "paid" and ts[0] < r["store_timestamp"] <= ts[9]]
+    assert rows == want and want
+    narrowed, _ = push_filters(pushed, [EqualTo(("tags",), "new")])
+    assert narrowed.empty and narrowed.apply(batch).num_rows == 0
+    assert Pushed().subscription == "*" and Pushed().apply(batch) is batch
+
+
+def test_pushed_filters_prune_lake_files_by_partition_and_statistics() -> None:
+    day = 20_000
+    file = {"partition.topic": "T0", "partition.store_date": datetime.date(1970, 1, 1) + datetime.timedelta(day),
+            "min.store_timestamp": day * DAY_MS + 10, "max.store_timestamp": day * DAY_MS + 20,
+            "min.queue_id": 2, "max.queue_id": 3}
+    assert Pushed().wants_file(file)
+    assert not Pushed(topics=frozenset({"T1"})).wants_file(file)
+    assert Pushed(ts_min=day * DAY_MS + 20).wants_file(file)
+    assert not Pushed(ts_min=day * DAY_MS + 21).wants_file(file)
+    assert not Pushed(ts_max=day * DAY_MS + 9).wants_file(file)
+    assert not Pushed(ts_min=(day + 1) * DAY_MS).wants_file({**file, "min.store_timestamp": None,
+                                                              "max.store_timestamp": None})
+    assert Pushed(queue_ids=frozenset({3})).wants_file(file)
+    assert not Pushed(queue_ids=frozenset({0, 1})).wants_file(file)

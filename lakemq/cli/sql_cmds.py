@@ -1,7 +1,10 @@
 """``lakemq sql`` and ``lakemq sql-server``: Spark SQL over the lake.
 
 ``lakemq sql --lake L "QUERY"`` runs one query; without QUERY it reads statements (ended by
-``;``) from stdin on one Spark session, an interactive shell on a terminal. ``lakemq
+``;``) from stdin on one Spark session, an interactive shell on a terminal
+(:mod:`lakemq.cli.sql_shell`). A result is a table when it fits the terminal (or ``$COLUMNS``,
+80 in a pipe) with every value whole, else one ``column: value`` line per field
+(:func:`lakemq.cli.output.print_rows`): an id or offset is never cut or split. ``lakemq
 sql-server --lake L`` keeps one Spark session up behind Spark Connect, which ``lakemq sql
 --remote sc://host:port`` (and any pyspark client) uses without starting a JVM. A failed
 statement is one line on stderr; the details go to the log.
@@ -18,25 +21,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from lakemq.cli import main
 from lakemq.cli.lake_cmds import parse_storage_options
+from lakemq.cli.output import print_rows
+from lakemq.cli.sql_shell import interactive, run_script, run_shell
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
 
 log = logging.getLogger(__name__)
 
-_PROMPT, _MORE = "lakemq-sql> ", "        ...> "
-
 
 def _show(df: Any, limit: int) -> None:
     rows = df.limit(limit + 1).collect()
-    table = Table(*df.columns)
-    for row in rows[:limit]:
-        table.add_row(*("NULL" if v is None else str(v) for v in row))
-    Console(width=None if sys.stdout.isatty() else 10_000).print(table)
+    print_rows(df.columns, [["NULL" if v is None else str(v) for v in row] for row in rows[:limit]])
     more = f" (the first {limit}; more rows exist, see --limit)" if len(rows) > limit else ""
     click.echo(f"{min(len(rows), limit)} row(s){more}")
 
@@ -50,29 +48,6 @@ def _run(spark: Any, query: str, limit: int) -> None:
     except spark_errors() as exc:
         log.exception("query failed: %s", query)
         raise LakeError(f"query failed: {spark_error_line(exc)}") from exc
-
-
-def _statements(interactive: bool) -> Iterator[str]:
-    """Statements from stdin, each ended by ``;`` (or by the end of input)."""
-    lines: list[str] = []
-    while True:
-        try:
-            line = input(_MORE if lines else _PROMPT) if interactive else sys.stdin.readline()
-        except EOFError:
-            line = ""
-            interactive = False
-        if not interactive and not line:
-            break
-        if not lines and line.strip().lower() in ("quit", "exit", "quit;", "exit;"):
-            return
-        lines.append(line.rstrip("\n"))
-        text = "\n".join(lines).strip()
-        if text.endswith(";"):
-            lines = []
-            if text.rstrip(";").strip():
-                yield text.rstrip(";").strip()
-    if "\n".join(lines).strip():
-        yield "\n".join(lines).strip()
 
 
 @contextlib.contextmanager
@@ -124,19 +99,17 @@ def sql_cmd(query: str | None, lake: str | None, remote: str | None, storage_opt
             version: int | None, limit: int, master: str | None) -> None:
     """Run Spark SQL over the lake's Delta tables (messages, transactions, delay_sweep) and views
     (user_messages, schedule_messages, transactions_half/_op/_derived). Without QUERY, statements
-    ended by ';' are read from stdin on one Spark session."""
+    ended by ';' are read from stdin on one Spark session: a shell on a terminal (line editing,
+    history in ~/.lakemq/sql_history)."""
     path = setup_logging("lakemq-sql")
     with _session(lake, remote, storage_option, version, master) as spark:
         if query is not None:
             _run(spark, query, limit)
             return
-        failed = 0
-        for statement in _statements(sys.stdin.isatty()):
-            try:
-                _run(spark, statement, limit)
-            except LakeError as exc:
-                failed += 1
-                click.echo(f"error: {exc}", err=True)
+        if interactive():
+            run_shell(lambda statement: _run(spark, statement, limit))
+            return
+        failed = run_script(iter(sys.stdin.readline, ""), lambda statement: _run(spark, statement, limit))
         if failed:
             raise LakeError(f"{failed} statement(s) failed (details in {path})")
 
@@ -151,7 +124,7 @@ def sql_server_cmd(lake: str, storage_option: tuple[str, ...], host: str, port: 
     """Keep one Spark session up with the lake's tables, for `lakemq sql --remote` and any Spark
     Connect client, until SIGTERM or Ctrl-C."""
     from lakemq.jobs.session import spark_error_line, spark_errors
-    from lakemq.jobs.sql_server import start_server
+    from lakemq.jobs.sql_server import start_server, stop_server
 
     setup_logging("lakemq-sql-server")
     try:
@@ -169,4 +142,4 @@ def sql_server_cmd(lake: str, storage_option: tuple[str, ...], host: str, port: 
         while not stop.wait(1.0):
             pass
     finally:
-        spark.stop()
+        stop_server(spark)

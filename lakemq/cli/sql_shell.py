@@ -15,6 +15,7 @@ any statement failed.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -136,6 +137,10 @@ def run_shell(run: RunStatement) -> None:
     except OSError:
         pass  # no history yet (or unreadable: the shell works without it)
     readline.set_history_length(HISTORY_LENGTH)
+    # A SIGINT handler installed after start-up (PySpark's, which cancels running jobs) is set
+    # to interrupt system calls, and readline then never sees Ctrl-C at the prompt; restarting
+    # them gives it back, and the handler still runs.
+    signal.siginterrupt(signal.SIGINT, False)
     splitter = StatementSplitter()
     try:
         while True:

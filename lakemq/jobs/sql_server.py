@@ -51,10 +51,9 @@ def start_server(lake_uri: str, *, host: str, port: int, master: str | None = No
 
 
 def stop_server(spark: SparkSession) -> None:
-    """Stop the Connect endpoint (if it started) and the session."""
+    """Stop the Connect endpoint (a no-op when it did not start) and the session."""
     service = _service(spark)
-    if service.started():
-        service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
+    service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
     spark.stop()
 
 

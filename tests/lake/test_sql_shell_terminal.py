@@ -114,7 +114,7 @@ def test_shell_on_a_terminal(spark: Any, store_dir: Path, write_store: WriteStor
         term.expect(re.escape(MORE))
         term.type(CTRL_D)
         ended = term.expect(r"1 row\(s\)\n")
-        assert re.search(r"\.\.\.> \n┏[^\n]*\n┃ seven", ended), ended
+        assert re.match(r"\n┏[^\n]*\n┃ seven", ended), ended  # after the "...> " prompt: a new line
         assert term.wait() == 0, term.shown[-3000:]
     finally:
         if term.proc.poll() is None:

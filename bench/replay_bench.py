@@ -101,7 +101,7 @@ def main() -> None:
                         topic=SOURCE,
                         begin_ms=began_ms,
                         end_ms=ended_ms,
-                        send_batch=pipelined_sender(producer),
+                        send_batch=pipelined_sender(producer, TARGET),
                         checkpoint=root / "ckpt.json",
                         target_topic=TARGET,
                         batch=opts.batch,

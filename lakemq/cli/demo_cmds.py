@@ -51,6 +51,7 @@ def demo_cmd(work_dir: str | None, keep_lake: str | None, messages: int, body_si
             result = run_demo(root, messages=messages, body_size=body_size, progress=progress, master=master)
         for title, query, columns, rows in result.queries:
             console.print(f"[bold]{title}[/bold]: {query}", soft_wrap=True)
+            # a table only when every id fits whole, else one field a line (never cut or folded)
             print_rows(columns, [["NULL" if v is None else str(v) for v in row] for row in rows], console=console)
         lake = root / "lake"
         if keep is not None:

@@ -13,7 +13,7 @@ import click
 
 from lakemq.cli.client_cmds import admin, log_to_file, namesrv_option
 from lakemq.cli.output import print_rows
-from lakemq.client.admin import BROKER_QUERY_MAX, Admin, MessageQuery
+from lakemq.client.admin import BROKER_QUERY_MAX, Admin, MessageQuery, message_order
 from lakemq.client.message_id import message_id_kind
 from lakemq.common.message import MessageExt
 from lakemq.common.timeparse import parse_millis
@@ -63,7 +63,8 @@ def message() -> None:
 @click.option("--unique-key", "-u", help="the client message id (UNIQ_KEY) a producer got back")
 @click.option("--begin", help="stored at or after (epoch ms or ISO time; default: the beginning)")
 @click.option("--end", help="stored at or before (epoch ms or ISO time; default: now)")
-@click.option("--max", "max_num", default=64, show_default=True, help="at most this many messages")
+@click.option("--max", "max_num", default=64, show_default=True,
+              help="show the newest this many (listed oldest first)")
 @click.option("--lake", help="also search this lake (history the hot tier no longer holds)")
 @click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
 @click.option("--master", help="Spark master for the lake search")
@@ -71,7 +72,8 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
               end: str | None, max_num: int, lake: str | None, storage_option: tuple[str, ...],
               master: str | None) -> None:
     """Messages of TOPIC by key and time range, through the brokers' IndexFiles, and with
-    --lake through the lake's messages table as well."""
+    --lake through the lake's messages table as well: the newest --max matches of both tiers,
+    listed oldest first (store time, then CommitLog order)."""
     log_to_file()
     if bool(key) == bool(unique_key):
         raise LakeMQError("give exactly one of --key and --unique-key")
@@ -95,7 +97,7 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
         logging.getLogger(__name__).warning("hot tier not searched", exc_info=True)
         click.echo(f"note: hot tier not searched: {exc}", err=True)
         hot = MessageQuery([], False, False)
-    rows = [(m.store_timestamp, _hot_row(m)) for m in hot.messages]
+    rows = [(message_order(m), _hot_row(m)) for m in hot.messages]
     more = hot.more
     lake_error: LakeMQError | None = None
     if lake:
@@ -115,16 +117,19 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
             # What the hot tier found is shown; the failed lake search still fails the command.
             logging.getLogger(__name__).warning("lake search failed", exc_info=True)
             lake_error, cold = exc, []
-        rows += [(m.store_timestamp, _lake_row(m)) for m in cold if m.msg_id not in seen]
+        rows += [((m.store_timestamp, m.store_host, m.commitlog_offset), _lake_row(m)) for m in cold
+                 if m.msg_id not in seen]
     if not rows:
         where = " (hot tier and lake)" if lake else ""
         raise LakeMQError(f"no message of {topic} with {'key' if key else 'unique key'} {key or unique_key}{where}")
+    # Each tier answered its newest --max; together, the newest --max of both, oldest first.
     rows.sort(key=lambda pair: pair[0])
     more |= len(rows) > max_num
-    _show([row for _, row in rows[:max_num]])
+    _show([row for _, row in rows[-max_num:]])
     shown = min(len(rows), max_num)
     if more:
-        click.echo(f"{shown} message(s) shown, oldest first; more match: raise --max or narrow --begin/--end")
+        click.echo(f"the newest {shown} message(s) shown, oldest first; older ones match too: raise --max or "
+                   "narrow --begin/--end")
     elif hot.capped:
         click.echo(f"{shown} message(s); a broker answers at most {BROKER_QUERY_MAX} per query, so more may match: "
                    "narrow --begin/--end")

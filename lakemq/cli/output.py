@@ -31,10 +31,10 @@ def print_rows(headers: Sequence[str], rows: Sequence[Sequence[str]], *, wrap: S
     cells = [[escape_control(cell) for cell in row] for row in rows]
     for i, column in enumerate(table.columns):
         if column.header not in wrap:
-            # A cell that may not wrap needs its whole width: rich measures a cell's minimum
-            # as its longest word, so "[65536, 131072)" would otherwise be cut to fit.
+            # A cell that may not wrap is as wide as its widest value: rich measures a cell's
+            # minimum as its longest word, so "[65536, 131072)" would otherwise be cut to fit.
             column.no_wrap = True
-            column.min_width = max(cell_len(str(column.header)), *(cell_len(row[i]) for row in cells))
+            column.min_width = max([cell_len(str(column.header)), *(cell_len(row[i]) for row in cells)])
     for row in cells:
         table.add_row(*row)
     if Measurement.get(out, out.options.update_width(_UNBOUNDED), table).minimum <= out.width:

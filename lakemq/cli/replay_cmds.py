@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 @click.option(
     "--checkpoint",
     type=click.Path(dir_okay=False),
-    help="resume file (default: ~/.lakemq/replay/TOPIC-TARGET-FROM-TO.json)",
+    help="the ledger of what the target holds, kept across runs and windows "
+    "(default: ~/.lakemq/replay/TOPIC-to-TARGET-HASH.json, one per cluster and lake)",
 )
 @click.option("--master", help="Spark master for reading the lake")
 def replay_cmd(
@@ -51,20 +52,18 @@ def replay_cmd(
     checkpoint: str | None,
     master: str | None,
 ) -> None:
-    """Re-produce TOPIC's messages stored between --from and --to, resumable, rate-limited."""
+    """Re-produce TOPIC's messages stored between --from and --to, rate-limited. Each message
+    goes to the target once, whatever the windows of earlier runs (a ledger records what the
+    target holds); a message of source queue q goes to the target's queue q mod its queue count."""
     from lakemq.client import SyncProducer
     from lakemq.jobs.broker_lookup import broker_lookup
-    from lakemq.jobs.replay import pipelined_sender, replay
+    from lakemq.jobs.replay import ledger_path, pipelined_sender, replay
 
     log_to_file()
     begin_ms, end_ms = parse_millis(begin, 0), parse_millis(end, 0)
     target = check_topic(target_topic or topic)
-    path = (
-        Path(checkpoint)
-        if checkpoint
-        else (Path.home() / ".lakemq" / "replay" / f"{check_topic(topic)}-{target}-{begin_ms}-{end_ms}.json")
-    )
     location = LakeLocation.of(lake, parse_storage_options(storage_option))  # no Spark for a bad --lake
+    path = Path(checkpoint) if checkpoint else ledger_path(Path.home(), check_topic(topic), target, namesrv, lake)
     path.parent.mkdir(parents=True, exist_ok=True)
     with (
         JobProgress() as progress,
@@ -79,7 +78,7 @@ def replay_cmd(
             topic=topic,
             begin_ms=begin_ms,
             end_ms=end_ms,
-            send_batch=pipelined_sender(producer),
+            send_batch=pipelined_sender(producer, target),
             checkpoint=path,
             target_topic=target,
             rate=rate,
@@ -90,7 +89,7 @@ def replay_cmd(
         )
     click.echo(
         f"replayed {result.sent} message(s) to {target} in {result.seconds:.1f}s"
-        f" ({result.skipped + result.recovered} already replayed by an earlier run; checkpoint {path})"
+        f" ({result.skipped + result.recovered} already there from an earlier run, not sent again; ledger {path})"
     )
 
 

@@ -1,7 +1,10 @@
 """``lakemq sql`` and ``lakemq sql-server``: Spark SQL over the lake.
 
 ``lakemq sql --lake L "QUERY"`` runs one query; without QUERY it reads statements (ended by
-``;``) from stdin on one Spark session, an interactive shell on a terminal. With a name server
+``;``) from stdin on one Spark session, an interactive shell on a terminal
+(:mod:`lakemq.cli.sql_shell`). A result is a table when it fits the terminal (or ``$COLUMNS``,
+80 in a pipe) with every value whole, else one ``column: value`` line per field
+(:func:`lakemq.cli.output.print_rows`): an id or offset is never cut or split. With a name server
 (``-n/--namesrv``, or the ``namesrvAddr`` of the broker.conf given with ``-c``, which also gives
 ``lakeUri`` as the lake) ``messages`` is the live union of the lake and the brokers' hot tails
 (:func:`lakemq.jobs.sql.register_live`) and ``messages_lake`` the Delta table alone;
@@ -29,13 +32,12 @@ from lakemq.cli import main
 from lakemq.cli.lake_cmds import parse_storage_options
 from lakemq.cli.output import print_rows
 from lakemq.cli.progress import JobProgress
+from lakemq.cli.sql_shell import interactive, run_script, run_shell
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
 from lakemq.tiering.lake_fs import LakeLocation
 
 log = logging.getLogger(__name__)
-
-_PROMPT, _MORE = "lakemq-sql> ", "        ...> "
 
 
 Result = tuple[list[str], list[list[str]], int]  # columns, the first rows, the limit they were cut at
@@ -82,29 +84,6 @@ def _run(spark: Any, query: str, limit: int, live: _Live | None = None) -> Resul
         if note:
             click.echo(f"warning: {note}", err=True)
     return list(df.columns), [["NULL" if v is None else str(v) for v in row] for row in rows], limit
-
-
-def _statements(interactive: bool) -> Iterator[str]:
-    """Statements from stdin, each ended by ``;`` (or by the end of input)."""
-    lines: list[str] = []
-    while True:
-        try:
-            line = input(_MORE if lines else _PROMPT) if interactive else sys.stdin.readline()
-        except EOFError:
-            line = ""
-            interactive = False
-        if not interactive and not line:
-            break
-        if not lines and line.strip().lower() in ("quit", "exit", "quit;", "exit;"):
-            return
-        lines.append(line.rstrip("\n"))
-        text = "\n".join(lines).strip()
-        if text.endswith(";"):
-            lines = []
-            if text.rstrip(";").strip():
-                yield text.rstrip(";").strip()
-    if "\n".join(lines).strip():
-        yield "\n".join(lines).strip()
 
 
 def _live(namesrv: str | None, conf: str | None, lake: str | None, storage_option: tuple[str, ...],
@@ -191,7 +170,8 @@ def sql_cmd(query: str | None, lake: str | None, remote: str | None, namesrv: st
     (user_messages, schedule_messages, transactions_half/_op/_derived). With a name server (-n, or
     -c's namesrvAddr) messages also holds every acknowledged message not tiered yet, read from the
     brokers; messages_lake is the Delta table alone. Without QUERY, statements ended by ';' are
-    read from stdin on one Spark session."""
+    read from stdin on one Spark session: a shell on a terminal (line editing, history in
+    ~/.lakemq/sql_history)."""
     path = setup_logging("lakemq-sql")
     lake, live = _live(namesrv, conf, lake, storage_option, lake_only, version, allow_stale)
     with contextlib.ExitStack() as stack:
@@ -203,13 +183,13 @@ def sql_cmd(query: str | None, lake: str | None, remote: str | None, namesrv: st
         if query is not None:
             _show(result)
             return
-        failed = 0
-        for statement in _statements(sys.stdin.isatty()):
-            try:
-                _show(_run(spark, statement, limit, live))
-            except LakeError as exc:
-                failed += 1
-                click.echo(f"error: {exc}", err=True)
+        def run(statement: str) -> None:
+            _show(_run(spark, statement, limit, live))
+
+        if interactive():
+            run_shell(run)
+            return
+        failed = run_script(iter(sys.stdin.readline, ""), run)
         if failed:
             raise LakeError(f"{failed} statement(s) failed (details in {path})")
 
@@ -224,7 +204,7 @@ def sql_server_cmd(lake: str, storage_option: tuple[str, ...], host: str, port: 
     """Keep one Spark session up with the lake's tables, for `lakemq sql --remote` and any Spark
     Connect client, until SIGTERM or Ctrl-C."""
     from lakemq.jobs.session import spark_error_line, spark_errors
-    from lakemq.jobs.sql_server import start_server
+    from lakemq.jobs.sql_server import start_server, stop_server
 
     setup_logging("lakemq-sql-server")
     try:
@@ -242,4 +222,4 @@ def sql_server_cmd(lake: str, storage_option: tuple[str, ...], host: str, port: 
         while not stop.wait(1.0):
             pass
     finally:
-        spark.stop()
+        stop_server(spark)

@@ -21,7 +21,7 @@ from lakemq.errors import LakeMQError, TopicNotExistError
 from lakemq.remoting import RemotingClient, fastjson
 from lakemq.remoting.bodies import KVTable
 
-__all__ = ["BROKER_QUERY_MAX", "Admin", "MessageQuery", "QueueProgress", "QueueStats"]
+__all__ = ["BROKER_QUERY_MAX", "Admin", "MessageQuery", "QueueProgress", "QueueStats", "message_order"]
 
 # The most a broker returns for one QUERY_MESSAGE (RocketMQ's maxMsgsNumBatch, 64 by default).
 BROKER_QUERY_MAX = 64
@@ -44,6 +44,11 @@ class QueueProgress:
     @property
     def lag(self) -> int:
         return max(self.broker_offset - self.consumer_offset, 0)
+
+
+def message_order(msg: MessageExt) -> tuple[int, str, int]:
+    """A look-up's order: store time, then CommitLog order (one CommitLog per store host)."""
+    return msg.store_timestamp, msg.store_host, msg.commit_log_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +143,8 @@ class Admin:
     async def query_message(self, topic: str, key: str, *, max_num: int = 64, begin_ms: int = 0,
                             end_ms: int | None = None, unique_key: bool = False) -> list[MessageExt]:
         """Messages of ``topic`` with ``key`` (or UNIQ_KEY ``key``) stored in [begin_ms, end_ms],
-        from every master that serves the topic, oldest first."""
+        from every master that serves the topic: the newest ``max_num``, listed oldest first
+        (store time, then CommitLog order), as a broker's IndexFile answers newest first."""
         found = await self.query_message_limited(topic, key, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms,
                                                  unique_key=unique_key)
         return found.messages
@@ -163,8 +169,8 @@ class Admin:
             capped |= asked > BROKER_QUERY_MAX and len(msgs) >= BROKER_QUERY_MAX
             for msg in msgs:
                 found[msg.msg_id] = msg
-        ordered = sorted(found.values(), key=lambda m: (m.store_timestamp, m.msg_id))
-        return MessageQuery(ordered[:max_num], len(ordered) > max_num, capped)
+        ordered = sorted(found.values(), key=message_order)
+        return MessageQuery(ordered[-max_num:], len(ordered) > max_num, capped)
 
     async def view_message(self, msg_id: str) -> MessageExt:
         """The message with offset message id ``msg_id`` (store host + CommitLog offset)."""

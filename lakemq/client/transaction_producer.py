@@ -186,6 +186,9 @@ class TransactionProducer(Producer):
                 exc,
             )
         fields = {f: getattr(result, f) for f in SendResult.__dataclass_fields__}
+        # As RocketMQ's Java client: the transaction id is the message's unique key (the id the
+        # broker's check-backs and END_TRANSACTION carry).
+        fields["transaction_id"] = result.msg_id
         return TransactionSendResult(**fields, local_transaction_state=state)
 
     async def _announce(self, result: SendResult) -> None:

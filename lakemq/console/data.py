@@ -33,7 +33,8 @@ from lakemq.errors import LakeMQError
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import LakeMessage
 
-__all__ = ["DLQ_PREFIX", "RETRY_PREFIX", "BrokerRow", "ConsoleData", "Found", "GroupRow", "Searched", "TopicRow"]
+__all__ = ["DLQ_PREFIX", "RETRY_PREFIX", "BrokerRow", "ConsoleData", "Counts", "Found", "GroupRow", "Searched", "TopicRow",
+           "is_system_group"]
 
 T = TypeVar("T")
 RETRY_PREFIX = "%RETRY%"
@@ -118,6 +119,14 @@ class BrokerRow:
 
 
 @dataclass(frozen=True, slots=True)
+class Counts:
+    topics: int
+    system_topics: int
+    groups: int
+    system_groups: int
+
+
+@dataclass(frozen=True, slots=True)
 class TopicRow:
     name: str
     read_queues: int
@@ -185,9 +194,8 @@ class ConsoleData:
 
         return list(await asyncio.gather(*(one(*member) for member in members)))
 
-    async def topics(self, *, pattern: str = "", page: int = 1, per_page: int = 50,
-                     show_system: bool = False) -> tuple[list[TopicRow], int]:
-        """One page of topics (and how many match) with queue counts, message count and TPS."""
+    async def _topic_configs(self) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]], set[str]]:
+        """Every topic's config and brokers, and the system topics among them."""
         configs: dict[str, dict[str, Any]] = {}
         owners: dict[str, list[str]] = {}
         for name, addr in (await self.admin.masters()).items():
@@ -197,7 +205,20 @@ class ConsoleData:
         info = await self.admin.cluster_info()
         # Brokers create a topic named after themselves and their cluster: system topics too.
         own = set(info.get("brokerAddrTable") or {}) | set(info.get("clusterAddrTable") or {})
-        names = sorted(t for t in configs if show_system or not (_is_system(t) or t in own))
+        return configs, owners, {t for t in configs if _is_system(t) or t in own}
+
+    async def counts(self) -> Counts:
+        """How many user and system topics and consumer groups the cluster has (the cluster
+        page's cards; the Topics and Consumer lag pages list the same ones)."""
+        (configs, _, system), groups = await asyncio.gather(self._topic_configs(), self.group_names(show_system=True))
+        system_groups = sum(1 for g in groups if is_system_group(g))
+        return Counts(len(configs) - len(system), len(system), len(groups) - system_groups, system_groups)
+
+    async def topics(self, *, pattern: str = "", page: int = 1, per_page: int = 50,
+                     show_system: bool = False) -> tuple[list[TopicRow], int]:
+        """One page of topics (and how many match) with queue counts, message count and TPS."""
+        configs, owners, system = await self._topic_configs()
+        names = sorted(t for t in configs if show_system or t not in system)
         if pattern:
             glob = pattern if any(c in pattern for c in "*?[") else f"*{pattern}*"
             names = [t for t in names if fnmatch.fnmatchcase(t.lower(), glob.lower())]
@@ -230,11 +251,13 @@ class ConsoleData:
         return await self.admin.create_topic(topic, queue_nums=queues, perm=perm, order=order)
 
     # -- consumer groups -------------------------------------------------------------------
-    async def group_names(self) -> list[str]:
+    async def group_names(self, *, show_system: bool = False) -> list[str]:
+        """The consumer groups, without the console's own; without RocketMQ's system groups
+        unless ``show_system``."""
         names: set[str] = set()
         for addr in (await self.admin.masters()).values():
             names.update(await self.admin.subscription_groups(addr))
-        return sorted(g for g in names if g != CONSOLE_GROUP)
+        return sorted(g for g in names if g != CONSOLE_GROUP and (show_system or not is_system_group(g)))
 
     async def group(self, group: str) -> GroupRow:
         rows = await self.admin.consumer_progress(group)
@@ -244,7 +267,7 @@ class ConsoleData:
 
     async def sample(self) -> None:
         """One sampling round: lag of every group with progress, counts of watched topics."""
-        for name in await self.group_names():
+        for name in await self.group_names(show_system=True):
             try:
                 row = await self.group(name)
             except LakeMQError:
@@ -355,8 +378,11 @@ class ConsoleData:
                     rows[found.msg_id] = found
         if self.lake is not None:
             for lm in await self.in_thread(search_lake, self.lake, unique_key=msg.unique_key, limit=200):
-                if lm.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) and lm.msg_id not in rows:
-                    rows[lm.msg_id] = Found.lake(lm)
+                if not lm.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+                    continue
+                # A record still hot and already tiered is held by both, as a search shows it.
+                held = rows.get(lm.msg_id)
+                rows[lm.msg_id] = dataclasses.replace(held, source="hot+lake") if held else Found.lake(lm)
         return sorted(rows.values(), key=lambda f: (f.store_timestamp, f.msg_id))
 
     # -- dead letters ----------------------------------------------------------------------
@@ -422,6 +448,15 @@ class ConsoleData:
             store = self.store_dirs.get(row.name) or row.runtime.get("storePathRootDir")
             brokers.append(await self.in_thread(broker_tiering, self.lake, row.name, store))
         return brokers, await self.in_thread(delta_history, self.lake)
+
+
+# RocketMQ's own consumer groups (MixAll's, and the transaction check's).
+_SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "__MONITOR_CONSUMER",
+                            "CID_SYS_RMQ_TRANS", "CID_ONS-HTTP-PROXY"})
+
+
+def is_system_group(group: str) -> bool:
+    return group in _SYSTEM_GROUPS or group.startswith(("CID_RMQ_SYS_", "CID_ONSAPI_"))
 
 
 def _is_system(topic: str) -> bool:

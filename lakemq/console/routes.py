@@ -13,6 +13,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from lakemq.common.timeparse import parse_millis
+from lakemq.console.data import GroupRow
 from lakemq.console.settings import DATA_KEY, JINJA_KEY, SETTINGS_KEY
 from lakemq.console.svg import bar_chart, line_chart
 from lakemq.errors import LakeMQError, RemotingError
@@ -53,9 +54,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 async def overview(request: web.Request) -> web.Response:
     data = request.app[DATA_KEY]
-    brokers, topics, groups = await asyncio.gather(data.brokers(), data.admin.list_topics(), data.group_names())
-    return await render(request, "overview.html", brokers=brokers, topic_count=len(topics),
-                        group_count=len(groups), lake=data.lake, nav="overview")
+    brokers, counts = await asyncio.gather(data.brokers(), data.counts())
+    return await render(request, "overview.html", brokers=brokers, counts=counts, lake=data.lake, nav="overview")
 
 
 async def topics(request: web.Request) -> web.Response:
@@ -91,14 +91,15 @@ async def topic_save(request: web.Request) -> web.Response:
 
 async def groups(request: web.Request) -> web.Response:
     data = request.app[DATA_KEY]
-    names = await data.group_names()
+    show_system = request.query.get("system") == "1"
+    names = await data.group_names(show_system=show_system)
     rows = []
     for name in names:
         try:
             rows.append(await data.group(name))
         except LakeMQError:
-            continue  # no progress on any broker: nothing to show for it
-    return await render(request, "groups.html", rows=rows, nav="groups")
+            rows.append(GroupRow(name, 0, []))  # no progress on any broker yet: listed, as counted
+    return await render(request, "groups.html", rows=rows, system=show_system, nav="groups")
 
 
 async def group_detail(request: web.Request) -> web.Response:

@@ -10,6 +10,7 @@ from markupsafe import Markup, escape
 __all__ = ["bar_chart", "line_chart"]
 
 _PAD_L, _PAD_R, _PAD_T, _PAD_B = 56, 12, 12, 28
+_LEGEND_H = 20  # a line chart's legend row, below the time labels
 _COLORS = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2")
 
 
@@ -24,10 +25,10 @@ def _axis_top(peak: float) -> float:
         magnitude *= 10
 
 
-def _frame(width: int, height: int, top: float, label: str) -> list[str]:
+def _frame(width: int, height: int, top: float, label: str, extra_height: int = 0) -> list[str]:
     inner_h = height - _PAD_T - _PAD_B
     parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="{escape(label)}" '
-              f'viewBox="0 0 {width} {height}">'),
+              f'viewBox="0 0 {width} {height + extra_height}">'),
              f'<title>{escape(label)}</title>']
     for i in range(5):
         y = _PAD_T + inner_h * i / 4
@@ -47,14 +48,15 @@ def line_chart(series: Sequence[tuple[str, Sequence[tuple[int, float]]]], *, lab
     top = _axis_top(max(v for _, v in points))
     span = max(t1 - t0, 1)
     inner_w, inner_h = width - _PAD_L - _PAD_R, height - _PAD_T - _PAD_B
-    parts = _frame(width, height, top, label)
+    # The legend has a row of its own under the time axis, so neither covers the other.
+    parts = _frame(width, height, top, label, extra_height=_LEGEND_H)
     for i, (name, pts) in enumerate(series):
         coords = " ".join(f"{_PAD_L + inner_w * (t - t0) / span:.1f},{_PAD_T + inner_h * (1 - v / top):.1f}"
                           for t, v in pts)
         color = _COLORS[i % len(_COLORS)]
         parts.append(f'<polyline class="series" data-series="{escape(name)}" fill="none" stroke="{color}" '
                      f'stroke-width="2" points="{coords}"/>')
-        parts.append(f'<text class="legend" x="{_PAD_L + 8 + 140 * i}" y="{height - 6}" fill="{color}">'
+        parts.append(f'<text class="legend" x="{_PAD_L + 8 + 140 * i}" y="{height + _LEGEND_H - 6}" fill="{color}">'
                      f'{escape(name)}</text>')
     for t, anchor, x in ((t0, "start", _PAD_L), (t1, "end", width - _PAD_R)):
         stamp = time.strftime("%H:%M:%S", time.localtime(t / 1000))

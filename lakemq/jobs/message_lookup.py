@@ -45,12 +45,14 @@ from lakemq.tiering.tables import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
 
-__all__ = ["find_messages", "key_matches"]
+__all__ = ["LAKE_MESSAGE_ORDER", "find_messages", "key_matches"]
 
 _DAY_MS = 86_400_000
 # A unique key whose files Delta's statistics narrow to this many is read straight from
 # ``messages`` (one Spark query instead of two): a producer's unique keys grow with time.
 _DIRECT_FILES = 2
+# The order of a result: store time, then CommitLog order (one CommitLog per store host).
+LAKE_MESSAGE_ORDER = ("store_timestamp", "store_host", "commitlog_offset")
 
 
 def _day(ms: int) -> datetime.date:
@@ -68,8 +70,9 @@ def key_matches(keys: Column, key: str) -> Column:
 
 def _places(lake: LakeLocation, topic: str, key: str, key_type: str, begin_ms: int, end_ms: int | None,
             limit: int) -> set[tuple[str, int]]:
-    """The oldest ``limit`` (store host, CommitLog offset) of ``key`` in ``message_keys``,
-    read on the driver: Delta's statistics pick the files, Parquet's the row groups."""
+    """The newest ``limit`` (store host, CommitLog offset) of ``key`` in ``message_keys``, by
+    (store time, store host, CommitLog offset), read on the driver: Delta's statistics pick the
+    files, Parquet's the row groups."""
     import pyarrow.compute as pc
 
     def may_hold(add: Mapping[str, Any]) -> bool:
@@ -84,10 +87,10 @@ def _places(lake: LakeLocation, topic: str, key: str, key_type: str, begin_ms: i
     cond = (pc.field("key") == key) & (pc.field("key_type") == key_type) & (pc.field("store_timestamp") >= begin_ms)
     if end_ms is not None:
         cond &= pc.field("store_timestamp") <= end_ms
-    found = data.to_table(columns=["store_host", "commitlog_offset"], filter=cond).to_pydict()
+    found = data.to_table(columns=["store_timestamp", "store_host", "commitlog_offset"], filter=cond).to_pydict()
     # A key is indexed once per message (twice only after a rare race of two fills): a set.
-    pairs = sorted(set(zip(found["store_host"], found["commitlog_offset"], strict=True)), key=lambda p: p[1])
-    return set(pairs[:limit])
+    rows = sorted(set(zip(found["store_timestamp"], found["store_host"], found["commitlog_offset"], strict=True)))
+    return {(host, offset) for _, host, offset in rows[-limit:]}
 
 
 def _files_by_statistics(lake: LakeLocation, topic: str, unique_key: str) -> int:
@@ -107,7 +110,9 @@ def find_messages(
     storage_options: Mapping[str, str] | None = None,
 ) -> list[LakeMessage]:
     """Messages of ``topic`` whose KEYS hold ``key`` (or whose UNIQ_KEY is ``unique_key``),
-    stored in ``[begin_ms, end_ms]``, oldest first, at most ``limit``."""
+    stored in ``[begin_ms, end_ms]``: the newest ``limit`` of them, listed oldest first, in
+    (store time, store host, CommitLog offset) order, as a broker's IndexFile answers (newest
+    first, up to its limit)."""
     from pyspark.sql import functions as F
 
     if (key is None) == (unique_key is None):
@@ -125,8 +130,9 @@ def find_messages(
     direct = unique_key is not None and _files_by_statistics(lake, topic, unique_key) <= _DIRECT_FILES
     if direct or not index_complete(lake):
         match = F.col("uniq_key") == unique_key if unique_key is not None else key_matches(F.col("keys"), str(key))
-        scan = messages.where(cond & stored & match).select(*LAKE_MESSAGE_COLUMNS).orderBy("commitlog_offset")
-        return [LakeMessage.from_row(topic, r.asDict()) for r in scan.limit(limit).collect()]
+        newest = [F.col(c).desc() for c in LAKE_MESSAGE_ORDER]
+        scan = messages.where(cond & stored & match).select(*LAKE_MESSAGE_COLUMNS).orderBy(*newest).limit(limit)
+        return [LakeMessage.from_row(topic, r.asDict()) for r in reversed(scan.collect())]
     if unique_key is None and (" " in str(key) or not key):
         return []
     places = _places(lake, topic, unique_key if unique_key is not None else str(key),
@@ -136,5 +142,5 @@ def find_messages(
     offsets = sorted({offset for _, offset in places})
     fetched = messages.where(cond & F.col("commitlog_offset").isin(offsets)).select(*LAKE_MESSAGE_COLUMNS).collect()
     found = sorted((r.asDict() for r in fetched if (r.store_host, r.commitlog_offset) in places),
-                   key=lambda r: r["commitlog_offset"])
+                   key=lambda r: tuple(r[c] for c in LAKE_MESSAGE_ORDER))
     return [LakeMessage.from_row(topic, r) for r in found]

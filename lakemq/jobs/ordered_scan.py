@@ -36,6 +36,7 @@ COLUMNS = (
     "body",
     "flag",
     "sys_flag",
+    "queue_id",
     "properties",
     "store_timestamp",
     "commitlog_offset",

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "lake_jars", "lakemq_error_line",
-           "read_spark_defaults", "require_delta", "session_conf", "spark_error_line", "spark_errors"]
+           "read_spark_defaults", "require_delta", "route_pyspark_loggers", "session_conf", "spark_error_line",
+           "spark_errors"]
 
 DEFAULTS: Mapping[str, str] = {
     "spark.master": "local[*]",
@@ -166,11 +167,11 @@ def build_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    _route_pyspark_loggers()
+    route_pyspark_loggers()
     return spark
 
 
-def _route_pyspark_loggers() -> None:
+def route_pyspark_loggers() -> None:
     """PySpark's query-error loggers to this process's lakemq log file (or nowhere)."""
     from pyspark.logger import PySparkLogger
 

@@ -1,48 +1,67 @@
 """One Spark session for many queries: a Spark Connect server with the lake's tables registered.
 
-``lakemq sql-server --lake L`` starts Spark in its own process with Spark Connect's plugin
-(``org.apache.spark.sql.connect.SparkConnectPlugin``, shipped in pyspark's jars) and registers
-the lake's tables and views in the session catalog (:func:`lakemq.jobs.sql.register_tables`).
-Every Spark Connect client sees them: ``lakemq sql --remote sc://host:port "..."``, or any
-pyspark program with ``SparkSession.builder.remote("sc://host:port")``. The catalog is shared
-by all the server's sessions, so they are catalog tables and views, not temporary views.
+``lakemq sql-server --lake L`` starts Spark in its own process, registers the lake's tables and
+views in the session catalog (:func:`lakemq.jobs.sql.register_tables`), and only then starts
+Spark Connect's service (``SparkConnectService``, shipped in pyspark's jars; the service
+``spark.plugins=org.apache.spark.sql.connect.SparkConnectPlugin`` would start with the
+context, before the tables exist). So the port accepts connections only once every name
+resolves: a client that connects as soon as it can never sees TABLE_OR_VIEW_NOT_FOUND.
+Every Spark Connect client sees the tables: ``lakemq sql --remote sc://host:port "..."``, or
+any pyspark program with ``SparkSession.builder.remote("sc://host:port")``. The catalog is
+shared by all the server's sessions, so they are catalog tables and views, not temporary
+views.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from lakemq.jobs.session import build_session
+from lakemq.jobs.session import build_session, route_pyspark_loggers
 from lakemq.jobs.sql import register_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CONNECT_PLUGIN", "remote_session", "start_server"]
+__all__ = ["CONNECT_SERVICE", "remote_session", "start_server", "stop_server"]
 
-CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+CONNECT_SERVICE = "org.apache.spark.sql.connect.service.SparkConnectService"
+
+
+def _service(spark: SparkSession) -> Any:
+    jvm: Any = spark.sparkContext._jvm
+    return getattr(jvm, CONNECT_SERVICE)
 
 
 def start_server(lake_uri: str, *, host: str, port: int, master: str | None = None,
                  storage_options: Mapping[str, str] | None = None) -> tuple[SparkSession, list[str]]:
-    """Spark with a Connect endpoint on ``host:port`` and the lake's tables registered;
-    returns the session (stop it to stop the server) and the registered names."""
+    """Spark with the lake's tables registered, then a Connect endpoint on ``host:port``;
+    returns the session (:func:`stop_server` stops both) and the registered names."""
     spark = build_session(master=master, app_name="lakemq-sql-server", conf={
-        "spark.plugins": CONNECT_PLUGIN,
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
     })
     try:
         names = register_tables(spark, lake_uri, storage_options=storage_options)
+        _service(spark).start(spark.sparkContext._jsc.sc())
     except BaseException:
-        spark.stop()
+        stop_server(spark)
         raise
     return spark, names
 
 
+def stop_server(spark: SparkSession) -> None:
+    """Stop the Connect endpoint (a no-op when it did not start) and the session."""
+    service = _service(spark)
+    service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
+    spark.stop()
+
+
 def remote_session(url: str) -> SparkSession:
-    """A Spark Connect client session (``sc://host:port``); no JVM in this process."""
+    """A Spark Connect client session (``sc://host:port``); no JVM in this process. A failed
+    query is an exception to the caller, not also a JSON log record on stderr."""
     from pyspark.sql import SparkSession
 
-    return SparkSession.builder.remote(url).getOrCreate()
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    route_pyspark_loggers()
+    return spark

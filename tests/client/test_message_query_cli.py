@@ -61,9 +61,11 @@ def test_query_by_key_unique_key_and_view_by_id(cluster: Cluster) -> None:
     assert "body-0" not in by_key.stdout
 
     everything = _cli("query", "-n", ns, "--topic", topic, "--key", "all", "--max", "4")
-    assert everything.stdout.splitlines()[-1] == ("4 message(s) shown, oldest first; more match: raise --max or "
-                                                  "narrow --begin/--end")
+    assert everything.stdout.splitlines()[-1] == ("the newest 4 message(s) shown, oldest first; older ones match "
+                                                  "too: raise --max or narrow --begin/--end")
     assert everything.stdout.count("unique key: ") == 4
+    # The newest --max (as a broker's IndexFile answers), listed oldest first.
+    assert re.findall(r"body-\d", everything.stdout) == ["body-2", "body-3", "body-4", "body-5"]
     exactly = _cli("query", "-n", ns, "--topic", topic, "--key", "all", "--max", "6")
     assert exactly.stdout.splitlines()[-1] == "6 message(s)"  # all of them: nothing cut, nothing said
 

@@ -97,3 +97,58 @@ def test_tiering_page_shows_segments_and_versions(console: ConsoleEnv, browser: 
     assert set(states) <= {"sealed", "committed", "verified", "in lake only"} and states
     assert int(browser.find_element(By.ID, "version-count").text) >= 1
     assert browser.find_elements(By.CSS_SELECTOR, "#delta-chart svg rect.bar")
+
+
+def test_cluster_cards_count_what_the_lists_show(console: ConsoleEnv, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(console.url)
+    topics = int(browser.find_element(By.ID, "topic-count").text)
+    system_topics = int(browser.find_element(By.ID, "system-topic-count").text.split()[0].lstrip("+"))
+    groups = int(browser.find_element(By.ID, "group-count").text)
+    system_groups = int(browser.find_element(By.ID, "system-group-count").text.split()[0].lstrip("+"))
+    assert system_topics > 0 and system_groups > 0  # TBW102, the broker's own, TOOLS_CONSUMER, ...
+    browser.find_element(By.ID, "topic-count").click()  # the card opens the list it counts
+    assert int(browser.find_element(By.ID, "topic-total").text) == topics
+    browser.get(console.url + "topics?system=1")
+    assert int(browser.find_element(By.ID, "topic-total").text.replace(",", "")) == topics + system_topics
+    browser.get(console.url)
+    browser.find_element(By.ID, "group-count").click()
+    assert int(browser.find_element(By.ID, "group-total").text) == groups
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#groups tbody tr")) == groups
+
+
+def test_consumer_lag_hides_system_groups_until_asked(console: ConsoleEnv, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    def names() -> list[str]:
+        return [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#groups tbody td:first-child a")]
+
+    browser.get(console.url + "groups")
+    assert GROUP in names() and "TOOLS_CONSUMER" not in names() and "CID_SYS_RMQ_TRANS" not in names()
+    browser.find_element(By.ID, "system").click()
+    browser.find_element(By.ID, "filter").click()
+    assert GROUP in names() and {"TOOLS_CONSUMER", "CID_SYS_RMQ_TRANS"} <= set(names())
+    assert browser.find_element(By.ID, "system").is_selected()
+
+
+def test_lag_chart_time_labels_clear_of_the_legend(console: ConsoleEnv, browser: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(console.url + f"groups/{GROUP}")
+    for _ in range(20):  # two samples make a line; the page is rendered per request
+        if browser.find_elements(By.CSS_SELECTOR, "#lag-chart svg polyline"):
+            break
+        browser.refresh()
+    boxes = browser.execute_script(
+        "return [...document.querySelectorAll('#lag-chart svg text')].map(t => {"
+        " const r = t.getBoundingClientRect();"
+        " return [t.getAttribute('class'), t.textContent, r.left, r.top, r.right, r.bottom]; })")
+    legends = [b for b in boxes if b[0] == "legend"]
+    times = [b for b in boxes if b[0] == "axis" and ":" in b[1]]  # the HH:MM:SS labels
+    assert legends and len(times) == 2, boxes
+
+    def overlap(a: list[Any], b: list[Any]) -> bool:
+        return a[2] < b[4] and b[2] < a[4] and a[3] < b[5] and b[3] < a[5]
+
+    assert not [(t[1], g[1]) for t in times for g in legends if overlap(t, g)], boxes

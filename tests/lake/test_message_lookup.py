@@ -46,7 +46,15 @@ def test_find_by_key_unique_key_time_and_limit(spark: Any, lake: Path) -> None:
     (one,) = find_messages(spark, str(lake), topic="TopicA", unique_key="UNIQ00000042")
     assert one.keys == ("order-42", "k2") and one.queue_id == 2 and one.properties["UNIQ_KEY"] == "UNIQ00000042"
 
-    assert len(find_messages(spark, str(lake), topic="TopicA", key="k3", limit=4)) == 4
+    # The newest ``limit``, oldest first, through the index and straight from messages alike.
+    newest = [f"UNIQ{i:08d}" for i in range(163, 200, 10)]
+    assert [m.uniq_key for m in find_messages(spark, str(lake), topic="TopicA", key="k3", limit=4)] == newest
+    keys_index = lake / "message_keys"
+    shutil.move(keys_index, lake / "index-away")
+    try:
+        assert [m.uniq_key for m in find_messages(spark, str(lake), topic="TopicA", key="k3", limit=4)] == newest
+    finally:
+        shutil.move(lake / "index-away", keys_index)
     assert find_messages(spark, str(lake), topic="TopicB", key="k3") == []
     stored = by_key[0].store_timestamp
     assert find_messages(spark, str(lake), topic="TopicA", key="k3", begin_ms=0, end_ms=stored - 1) == []
@@ -77,6 +85,8 @@ def test_cli_merges_hot_tier_and_lake(spark: Any, lake: Path, tmp_path: Path) ->
             hot.keys = ["k3"]
             producer.send(hot)
         found = _cli(spark, "-n", cluster.namesrv_addr, "--lake", str(lake), "--topic", "TopicA", "--key", "k3")
+        cut = _cli(spark, "-n", cluster.namesrv_addr, "--lake", str(lake), "--topic", "TopicA", "--key", "k3",
+                   "--max", "3")
         # A lake that fails mid-search (a data file lost): the hot tier's answer is still shown.
         broken = tmp_path / "broken-lake"
         shutil.copytree(lake, broken)
@@ -87,3 +97,7 @@ def test_cli_merges_hot_tier_and_lake(spark: Any, lake: Path, tmp_path: Path) ->
     assert found.returncode == 0, found.stderr[-2000:]
     assert "21 message(s)" in found.stdout and found.stdout.count("fresh-from-the-broker") == 1
     assert _tiers(found.stdout) == ["lake"] * 20 + ["hot"]  # oldest first: the hot one is new
+    # --max keeps the newest of both tiers together, as either tier alone does.
+    assert _tiers(cut.stdout) == ["lake", "lake", "hot"] and "UNIQ00000193" in cut.stdout
+    assert "UNIQ00000183" in cut.stdout and "UNIQ00000173" not in cut.stdout
+    assert cut.stdout.strip().splitlines()[-1].startswith("the newest 3 message(s) shown, oldest first")

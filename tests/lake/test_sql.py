@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,20 @@ def test_tables_views_and_time_travel(spark: Any, store_dir: Path, write_store: 
     assert count("SELECT count(*) FROM schedule_messages") == 0
     assert _view_created(spark, "transactions") == created["transactions"]
     assert _view_created(spark, "user_messages") > created["user_messages"]
+
+
+def _query_when_open(port: int, env: dict[str, str], out: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    """Wait for ``port`` to accept a connection, then at once ask for a lake table through it."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)  # polling a port that is not open yet
+    out["at open"] = subprocess.run(lakemq_command("sql", "--remote", f"sc://127.0.0.1:{port}",
+                                                   "SELECT count(*) AS n FROM user_messages"),
+                                    check=False, capture_output=True, text=True, timeout=120, env=env)
 
 
 def _view_created(spark: Any, name: str) -> int:
@@ -116,10 +133,24 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
     assert len(errors) == 2 and errors[0].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
     assert errors[1].startswith("error: 1 statement(s) failed")
     # A Spark Connect server keeps the session; `lakemq sql --remote` runs without a JVM of its own.
-    server = spawn("sql-server", ["sql-server", "--lake", str(lake), "--master", "local[1]",
-                                  "--port", str(reserved_port())],
+    # Its port opens only when the lake's tables are registered: a client that connects at
+    # the first moment it can finds them.
+    port = reserved_port()
+    first: dict[str, subprocess.CompletedProcess[str]] = {}
+    watcher = threading.Thread(target=_query_when_open, args=(port, env, first), daemon=True)
+    watcher.start()
+    server = spawn("sql-server", ["sql-server", "--lake", str(lake), "--master", "local[1]", "--port", str(port)],
                    tmp_path / "server", re.compile(r"ready on (sc://\S+) "), timeout=240)
     try:
+        watcher.join(timeout=120)
+        assert first["at open"].returncode == 0, first["at open"].stderr[-3000:]
+        assert "50" in first["at open"].stdout
+        # A failed remote query is one line, as a local one (no JSON log record, no JVM stack).
+        typo = subprocess.run(lakemq_command("sql", "--remote", server.addr, "SELECT * FROM no_such_table"),
+                              check=False, capture_output=True, text=True, timeout=120, env=env)
+        assert typo.returncode == 1
+        assert len(_stderr_lines(typo.stderr)) == 1, typo.stderr[-3000:]
+        assert _stderr_lines(typo.stderr)[0].startswith("error: query failed: [TABLE_OR_VIEW_NOT_FOUND]")
         remote = subprocess.run(lakemq_command("sql", "--remote", server.addr,
                                                "SELECT count(*) AS n FROM user_messages"),
                                 check=False, capture_output=True, text=True, timeout=120, env=env)

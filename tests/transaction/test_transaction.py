@@ -55,6 +55,8 @@ def test_commit_rollback_and_check_back(cluster: Cluster) -> None:
             assert results[b"r0"].local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE
             assert results[b"u0"].local_transaction_state is LocalTransactionState.UNKNOW
             assert {r.message_queue.topic for r in results.values()} == {topic}
+            # As RocketMQ's Java client: the transaction id is the unique key.
+            assert all(r.transaction_id == r.msg_id and r.transaction_id for r in results.values())
             assert listener.executed == list(results)
             receiver.wait_for({b"c0", b"c1", b"c2"}, timeout=15)
             # The unknown ones get checked back (more than once), and stay invisible meanwhile.

@@ -183,7 +183,7 @@ def grpc_front_door(broker: BrokerController, wired: WiredProcessors) -> GrpcSer
                               c.max_suspend_timeout_millis)
     service = MessagingService(c, broker.topic_config_manager, broker.subscription_group_manager,
                                broker.producer_manager, wired.send, wired.end_transaction,
-                               wired.end_transaction_pool, settings, acl)
+                               wired.end_transaction_pool, settings, acl, broker.pop_service)
     tls_mode = TlsMode(c.grpc_tls_mode)
     tls = None if tls_mode is TlsMode.DISABLED else tls_material(c.grpc_tls_cert_path, c.grpc_tls_key_path,
                                                                   c.broker_ip1)

@@ -72,15 +72,26 @@ def test_unknown_rpc_is_unimplemented(channel: grpc.Channel) -> None:
     assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED
 
 
-def test_rpcs_not_served_yet_answer_not_implemented(channel: grpc.Channel) -> None:
+def test_consumer_rpcs_refuse_what_is_missing_and_unserved_rpcs_say_so(channel: grpc.Channel) -> None:
     stub = MessagingServiceStub(channel)
     started = time.monotonic()
     ack = stub.AckMessage(rpc.AckMessageRequest(), timeout=TIMEOUT)
-    assert ack.status.code == v2.Code.NOT_IMPLEMENTED and "AckMessage" in ack.status.message
+    assert ack.status.code == v2.Code.BAD_REQUEST
+    bogus = stub.AckMessage(rpc.AckMessageRequest(
+        group=v2.Resource(name="BadGroup"), topic=v2.Resource(name="BadInput"),
+        entries=[rpc.AckMessageEntry(message_id="X", receipt_handle="not a handle")]), timeout=TIMEOUT)
+    assert bogus.status.code == v2.Code.INVALID_RECEIPT_HANDLE
+    assert bogus.entries[0].status.code == v2.Code.INVALID_RECEIPT_HANDLE
     received = list(stub.ReceiveMessage(rpc.ReceiveMessageRequest(), timeout=TIMEOUT))
-    assert [r.status.code for r in received] == [v2.Code.NOT_IMPLEMENTED]
+    assert [r.status.code for r in received] == [v2.Code.BAD_REQUEST]
+    no_time = list(stub.ReceiveMessage(rpc.ReceiveMessageRequest(
+        group=v2.Resource(name="BadGroup"), message_queue=v2.MessageQueue(topic=v2.Resource(name="BadInput")),
+        batch_size=1), timeout=TIMEOUT))
+    assert [r.status.code for r in no_time] == [v2.Code.ILLEGAL_INVISIBLE_TIME]
     pulled = list(stub.PullMessage(rpc.PullMessageRequest(), timeout=TIMEOUT))
     assert [r.status.code for r in pulled] == [v2.Code.NOT_IMPLEMENTED]
+    recalled = stub.RecallMessage(rpc.RecallMessageRequest(), timeout=TIMEOUT)
+    assert recalled.status.code == v2.Code.NOT_IMPLEMENTED and "RecallMessage" in recalled.status.message
     assert time.monotonic() - started < TIMEOUT  # answered, not left to time out
 
 

@@ -12,9 +12,10 @@ same code the remoting processors run (docs/ARCHITECTURE.md, "Two protocol faces
 - EndTransaction: EndTransactionProcessor.end_transaction, in its pool.
 - NotifyClientTermination: the client's registrations are dropped.
 - Telemetry: lakemq.broker.grpc.telemetry.
-- ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue,
-  RecallMessage (POP consumption and timers) and the pull-style RPCs answer NOT_IMPLEMENTED
-  in their v2 status, with a message naming the RPC, until they are served.
+- ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue:
+  lakemq.broker.grpc.consume, over the POP core the remoting POP codes use.
+- RecallMessage and the pull-style RPCs answer NOT_IMPLEMENTED in their v2 status, with a
+  message naming the RPC, until they are served.
 
 With ``aclEnable`` every call is checked by the remoting ACL's validator (auth.py) with the
 permissions the matching remoting request needs.
@@ -32,9 +33,11 @@ from dataclasses import dataclass
 from lakemq.broker.acl.permission import ANY, PUB, SUB
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.grpc.auth import GrpcAcl
+from lakemq.broker.grpc.consume import Consumption
 from lakemq.broker.grpc.convert import SendRefused, decode_transaction_id, encode_transaction_id, send_header
 from lakemq.broker.grpc.status import NOT_IMPLEMENTED_YET, OK, status, status_of_response
 from lakemq.broker.grpc.telemetry import SettingsPolicy, TelemetrySession
+from lakemq.broker.pop.service import PopService
 from lakemq.broker.processor.send_processor import SendMessageProcessor
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
@@ -64,10 +67,12 @@ _RESOLUTION = {v2.TransactionResolution.COMMIT: MessageSysFlag.TRANSACTION_COMMI
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """Who called: the peer's host:port, the call's metadata, the client's id."""
+    """Who called: the peer's host:port, the call's metadata, the client's id; the seconds
+    left before the call's deadline (None: it has none)."""
 
     remote_addr: str
     metadata: Mapping[str, str]
+    time_remaining: float | None = None
 
     @property
     def client_id(self) -> str:
@@ -84,7 +89,8 @@ def _permission(perm: int) -> v2.Permission:
 class MessagingService:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
                  producers: ProducerManager, send: SendMessageProcessor, end_transaction: EndTransactionProcessor,
-                 end_transaction_pool: Executor, settings: SettingsPolicy, acl: GrpcAcl | None) -> None:
+                 end_transaction_pool: Executor, settings: SettingsPolicy, acl: GrpcAcl | None,
+                 pop: PopService | None) -> None:
         self._config = config
         self._topics = topics
         self._groups = groups
@@ -95,6 +101,7 @@ class MessagingService:
         self._settings = settings
         self._acl = acl
         self._sessions: dict[str, TelemetrySession] = {}
+        self.consumption = Consumption(config, groups, pop, settings.long_polling_ms)
         self.endpoint = v2.Endpoints()
 
     def serve_at(self, host: str, port: int) -> None:
@@ -179,6 +186,7 @@ class MessagingService:
         session = self._sessions.pop(call.client_id, None)
         if session is not None:
             session.close()
+        self.consumption.drop_client(call.client_id)
         log.info("5.x client %s (%s) terminated", call.client_id, call.remote_addr)
         return rpc.NotifyClientTerminationResponse(status=OK)
 
@@ -264,7 +272,11 @@ class MessagingService:
     def close_session(self, session: TelemetrySession) -> None:
         if self._sessions.get(session.client_id) is session:
             del self._sessions[session.client_id]
+            self.consumption.drop_client(session.client_id)  # a client gone: its renewals stop
         session.close()
+
+    async def close(self) -> None:
+        await self.consumption.close()
 
     async def on_telemetry(self, command: rpc.TelemetryCommand, session: TelemetrySession, call: Call) -> None:
         kind = command.WhichOneof("command")
@@ -302,13 +314,42 @@ class MessagingService:
             v2.Code.UNRECOGNIZED_CLIENT_TYPE,
             f"client type {v2.ClientType.Name(asked.client_type)} is not served by lakemq")))
 
+    # -- consuming (lakemq.broker.grpc.consume) ------------------------------------------
+
+    async def receive_message(self, req: rpc.ReceiveMessageRequest,
+                              call: Call) -> AsyncIterator[rpc.ReceiveMessageResponse]:
+        refused = self._check(call, RequestCode.POP_MESSAGE, ((req.message_queue.topic.name, SUB),),
+                              ((req.group.name, SUB),))
+        if refused is not None:
+            yield rpc.ReceiveMessageResponse(status=refused)
+            return
+        async for response in self.consumption.receive(req, call.client_id, call.time_remaining):
+            yield response
+
+    async def ack_message(self, req: rpc.AckMessageRequest, call: Call) -> rpc.AckMessageResponse:
+        refused = self._check(call, RequestCode.ACK_MESSAGE, ((req.topic.name, SUB),), ((req.group.name, SUB),))
+        if refused is not None:
+            return rpc.AckMessageResponse(status=refused)
+        return await self.consumption.ack(req)
+
+    async def change_invisible_duration(self, req: rpc.ChangeInvisibleDurationRequest,
+                                        call: Call) -> rpc.ChangeInvisibleDurationResponse:
+        refused = self._check(call, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ((req.topic.name, SUB),),
+                              ((req.group.name, SUB),))
+        if refused is not None:
+            return rpc.ChangeInvisibleDurationResponse(status=refused)
+        return await self.consumption.change_invisible(req)
+
+    async def forward_to_dead_letter_queue(self, req: rpc.ForwardMessageToDeadLetterQueueRequest,
+                                           call: Call) -> rpc.ForwardMessageToDeadLetterQueueResponse:
+        refused = self._check(call, RequestCode.CONSUMER_SEND_MSG_BACK, ((req.topic.name, SUB),),
+                              ((req.group.name, SUB),))
+        if refused is not None:
+            return rpc.ForwardMessageToDeadLetterQueueResponse(status=refused)
+        return await self.consumption.forward_to_dlq(req)
+
     # -- not served yet -----------------------------------------------------------------
 
     @staticmethod
     def not_implemented(rpc_name: str) -> v2.Status:
         return status(v2.Code.NOT_IMPLEMENTED, NOT_IMPLEMENTED_YET.format(rpc=rpc_name))
-
-    async def receive_message(self, req: rpc.ReceiveMessageRequest,
-                              call: Call) -> AsyncIterator[rpc.ReceiveMessageResponse]:
-        yield rpc.ReceiveMessageResponse(status=self.not_implemented("ReceiveMessage"))
-

@@ -188,3 +188,22 @@ def test_push_consumer_nack_is_delivered_again_after_the_backoff(python: str, cl
     flaky = [c for c in consumed if c["body"] == "flaky"]
     assert [(c["failed"], c["attempt"]) for c in flaky] == [(True, 1), (False, 2)], consumed
     assert [c["attempt"] for c in consumed if c["body"] == "fine"] == [1]
+
+
+def test_fifo_push_consumer_forwards_a_message_out_of_attempts_to_the_dlq(python: str, cluster: Cluster,
+                                                                          grpc_port: int, tmp_path: Path) -> None:
+    """The 5.x PushConsumer retries a FIFO message in place (17 attempts, 1 s apart, its
+    default when the policy is exponential) and then calls ForwardMessageToDeadLetterQueue;
+    the messages behind it follow."""
+    topic = _topic(cluster, "Rmq5FifoDlq", 1)
+    group = _group(cluster, "Rmq5FifoDlqGroup", consume_message_orderly=True)
+    _send_4x(cluster, topic, [_message(topic, "poison"), _message(topic, "next")])
+    consumer = start_driver(python, f"127.0.0.1:{grpc_port}", topic, "consume", [], tmp_path / "consume.log",
+                            group=group, fail={"poison": 1000})
+    try:
+        consumed = consumer.consumed(18, 90)
+    finally:
+        consumer.finish()
+    assert [c["body"] for c in consumed] == ["poison"] * 17 + ["next"], consumed
+    dead = wait_for_bodies(cluster.namesrv_addr, f"%DLQ%{group}", "Rmq5FifoDlqReader", {b"poison"}, 40)
+    assert [m.body for m in dead] == [b"poison"]

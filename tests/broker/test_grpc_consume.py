@@ -1,14 +1,20 @@
-"""Auto-renewal of push consumers' deliveries (lakemq.broker.grpc.renew) over an in-process
-broker's real POP core: a renewed delivery stays hidden past its first deadline, the handle
-the client holds acks it, and a client that goes away stops its renewals."""
+"""The gRPC consumer face's own parts: auto-renewal of push consumers' deliveries
+(lakemq.broker.grpc.renew) over an in-process broker's real POP core (a renewed delivery stays
+hidden past its first deadline, the handle the client holds acks it, a client that goes away
+stops its renewals), and what a slave, which has no POP core, answers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from lakemq.broker.config import BrokerConfig
+from lakemq.broker.grpc.consume import Consumption
 from lakemq.broker.grpc.renew import ReceiptRenewer
 from lakemq.broker.pop import PopRequest
+from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.common.codes import RequestCode, ResponseCode
+from lakemq.grpc._pb import definition_pb2 as v2
+from lakemq.grpc._pb import service_pb2 as rpc
 from lakemq.remoting.headers import CreateTopicRequestHeader
 from tests.broker.wire import in_process_broker, request, send_request
 
@@ -43,3 +49,17 @@ async def test_renewed_deliveries_stay_hidden_until_the_client_acks_or_goes(tmp_
             assert (await pop.pop(PopRequest(G, "RenewT", 2, 10_000, poll_ms=3000))).messages == []
         finally:
             await renewer.close()
+
+
+async def test_a_slave_answers_that_pop_consumption_is_its_masters(tmp_path: Path) -> None:
+    config = BrokerConfig(broker_name="broker-s")
+    consumption = Consumption(config, SubscriptionGroupManager(config, tmp_path), None, 20_000)
+    request = rpc.ReceiveMessageRequest(group=v2.Resource(name=G), batch_size=1, auto_renew=True,
+                                        message_queue=v2.MessageQueue(topic=v2.Resource(name="T")))
+    answers = [a async for a in consumption.receive(request, "client-1", 10.0)]
+    assert [a.status.code for a in answers] == [v2.Code.FORBIDDEN]
+    assert "broker-s is a slave" in answers[0].status.message
+    acked = await consumption.ack(rpc.AckMessageRequest(entries=[rpc.AckMessageEntry(receipt_handle="x")]))
+    assert acked.status.code == v2.Code.FORBIDDEN
+    changed = await consumption.change_invisible(rpc.ChangeInvisibleDurationRequest(receipt_handle="x"))
+    assert changed.status.code == v2.Code.FORBIDDEN

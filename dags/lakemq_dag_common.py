@@ -14,21 +14,25 @@ them as one JSON string, so dicts and numbers arrive as they were given.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from airflow.sdk import Param
 
-__all__ = ["PROJECT_PYTHON", "DEFAULT_ARGS", "INTERVAL_END_MS", "common_params", "settings_template"]
+__all__ = ["DEFAULT_ARGS", "INTERVAL_END_MS", "PROJECT_PYTHON", "common_params", "settings_template"]
 
 _ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PYTHON = "{{ var.value.get('lakemq_python', '%s') }}" % (_ROOT / ".venv" / "bin" / "python")
 
 DEFAULTS = {
     "store_dir": "",  # empty: as the broker finds it (broker_conf's storePathRootDir, else ~/lakemq-data)
-    "lake_uri": os.path.expanduser("~/lake"),
+    "lake_uri": "",  # empty: broker_conf's lakeUri; neither is an error (never a directory of its own choosing)
     "broker_name": "broker-a",
     "namesrv": "127.0.0.1:9876",
+}
+# What an empty default means, for the params' descriptions.
+_EMPTY_MEANS = {
+    "store_dir": "the broker_conf storePathRootDir, else ~/lakemq-data",
+    "lake_uri": "the broker_conf lakeUri (no lake at all is an error)",
 }
 
 DEFAULT_ARGS = {"owner": "lakemq", "retries": 2, "retry_delay": 300}
@@ -43,7 +47,7 @@ def common_params(*names: str) -> dict[str, Param]:
     ones every lakemq task takes."""
     params = {
         name: Param("", type="string", description=f"default: Variable lakemq_{name}, else "
-                    f"{DEFAULTS[name] or 'the broker_conf storePathRootDir, else ~/lakemq-data'}")
+                    f"{DEFAULTS[name] or _EMPTY_MEANS[name]}")
         for name in names
     }
     params["conf"] = Param(

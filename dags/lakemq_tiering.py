@@ -18,12 +18,17 @@ STEPS = ("seal", "compact", "verify", "retention", "maintain")
 
 @task.external_python(python=PROJECT_PYTHON, expect_airflow=False)
 def tier_step(step: str, settings: str, interval_end_ms: str) -> dict:
-    """One tiering step in the project's interpreter (imports happen there, not in Airflow)."""
+    """One tiering step in the project's interpreter (imports happen there, not in Airflow).
+    Progress goes to the task's log as timestamped lines while the step runs."""
     import json
 
+    from lakemq.cli.progress import JobProgress
     from lakemq.jobs.tier_steps import run_step
 
-    return run_step(step, json.loads(settings), now_ms=int(interval_end_ms) if interval_end_ms else None)
+    with JobProgress() as progress:
+        progress.phase(f"{step}: starting")
+        return run_step(step, json.loads(settings), now_ms=int(interval_end_ms) if interval_end_ms else None,
+                        progress=progress.step)
 
 
 @dag(

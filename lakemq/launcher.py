@@ -184,15 +184,19 @@ class Cluster:
         return self.brokers[name].addr
 
     def start_namesrv(self) -> ServerProcess:
+        """Start the NameServer, or start it again (after a kill) on the port brokers know."""
         work_dir = self.root / "namesrv"
         work_dir.mkdir(parents=True, exist_ok=True)
         conf = work_dir / "namesrv.conf"
         # The cluster's KV config (ORDER_TOPIC_CONFIG and the like) lives in its root, as its
         # stores do; the default, ~/namesrv/kvConfig.json, is shared by every cluster of the user.
         conf.write_text(f"kvConfigPath={work_dir / 'kvConfig.json'}\n")
-        self.namesrv = _on_a_free_port(lambda port: spawn(
-            "namesrv", ["namesrv", "-c", str(conf), "--port", str(port), "--log-dir", str(work_dir / "logs")],
-            work_dir, NAMESRV_READY))
+
+        def start(port: int) -> ServerProcess:
+            return spawn("namesrv", ["namesrv", "-c", str(conf), "--port", str(port),
+                                     "--log-dir", str(work_dir / "logs")], work_dir, NAMESRV_READY)
+
+        self.namesrv = start(self.namesrv.port) if self.namesrv is not None else _on_a_free_port(start)
         return self.namesrv
 
     def add_broker(self, name: str = "broker-a", conf: Mapping[str, str] | None = None,

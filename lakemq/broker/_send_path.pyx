@@ -10,8 +10,8 @@ Why compiled: a sync send's Python around the store's put cost about as much as 
 header decoded into a frozen object, the checks, the reply's fields and command). The send
 processor (lakemq.broker.processor.send_processor) stays the definition: ``send`` answers
 None, having done nothing, for everything it does not take exactly as that processor would
-(any field missing or not a plain number, a batch, a retry topic, a transaction's half, an
-unknown topic, a permission or queue id it would refuse), and the processor handles the
+(any field missing or not a plain number, a batch, a retry topic, a transaction's half, a
+timer message, an unknown topic, a permission or queue id it would refuse), and the processor handles the
 request from the start. Once the store was called, a result other than a plain PUT_OK is
 answered by the processor's own reply (``reply``). tests/broker/test_send_path.py checks with
 hypothesis that both answer and store the same.
@@ -47,6 +47,9 @@ cdef str _BATCH = "m"
 cdef str _DEFAULT_QUEUE_NUMS = "d"
 cdef tuple _REQUIRED = ("a", "c")  # producerGroup, defaultTopic: any text
 cdef str _FALSE = "false"
+# A timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC ...) takes the processor's path: its reply
+# carries a recall handle.
+cdef str _TIMER = "TIMER_"
 
 # The response's fields (SendMessageResponseHeader, then MSG_REGION and TRACE_ON).
 cdef str _MSG_ID = "msgId"
@@ -156,7 +159,7 @@ cdef class PlainSends:
             return None
         found = PyDict_GetItem(ext, _PROPERTIES)
         properties = "" if found == NULL else <object>found
-        if not PyUnicode_CheckExact(properties) or self._transaction_pair in properties:
+        if not PyUnicode_CheckExact(properties) or self._transaction_pair in properties or _TIMER in properties:
             return None
         if not self._writeable(self._config.broker_permission) or not self._valid_topic(topic):
             return None

@@ -56,7 +56,7 @@ from lakemq.broker.runtime_stats import RuntimeStats
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from lakemq.broker.transaction import TransactionalMessageCheckService
-from lakemq.broker.unconsumed import oldest_unconsumed
+from lakemq.broker.unconsumed import unconsumed_losses
 from lakemq.common.aio import wait_event
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.metrics_http import MetricsServer, metrics_port_for, start_metrics_server
@@ -190,8 +190,8 @@ class BrokerController:
             self.metrics_server = start_metrics_server(self.metrics.registry, c.broker_ip1, metrics_port)
         self.store = MessageStore(self.store_config, store_host=self.broker_addr)
         self.store.set_flush_listener(self.metrics.record_flush)
-        store = self.store
-        self.store.set_unconsumed_probe(lambda: oldest_unconsumed(store, self.consumer_offset_manager))
+        offsets = self.consumer_offset_manager
+        self.store.set_unconsumed_judge(lambda ranges, unread: unconsumed_losses(offsets, ranges, unread))
         if c.lake_uri:
             from lakemq.tiering.lake_fs import LakeLocation
             from lakemq.tiering.retention import retention_guard
@@ -295,6 +295,7 @@ class BrokerController:
             self.remoting_client, c.register_broker_timeout_mills / 1000, self.topic_config_manager,
             self.consumer_offset_manager, self.subscription_group_manager, self.store.schedule.replace_offsets,
             lambda: self.broker_addr)
+        self.slave_sync.learn_from(self.store.consume_queues)  # a slave serves all it holds at once
 
     def _executor(self, name: str, threads: int) -> ThreadPoolExecutor:
         executor = ThreadPoolExecutor(threads, thread_name_prefix=name)

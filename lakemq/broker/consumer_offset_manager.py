@@ -10,7 +10,9 @@ group name enters the table only if it follows RocketMQ's rules (the key is file
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,6 +38,12 @@ class ConsumerOffsetManager:
         self._lock = threading.Lock()
         self._table: dict[str, dict[int, int]] = {}
         self._dirty = False
+        # What a slave's fast sync asks for: each topic@group's last commit, numbered, newest
+        # last, so the commits since a number are read from the end. The epoch names this
+        # numbering; a slave that knows another (the master restarted) takes the whole table.
+        self.epoch = secrets.token_hex(8)
+        self._seq = 0
+        self._changed: OrderedDict[str, int] = OrderedDict()
 
     def load(self) -> None:
         data = load_json(self.path)
@@ -81,15 +89,41 @@ class ConsumerOffsetManager:
         """A slave takes its master's offsets (GET_ALL_CONSUMER_OFFSET's offsetTable): each
         topic@group the master has replaces the slave's; others stay (committed here while
         the master was away). Raises CorruptFileError for a bad table, changing nothing."""
+        self._put(wrapper)
+        self.persist()
+
+    def _put(self, wrapper: dict[str, Any]) -> None:
         try:
             table = {str(key): {int(q): int(o) for q, o in offsets.items()}
                      for key, offsets in (wrapper.get("offsetTable") or {}).items()}
         except (AttributeError, TypeError, ValueError) as exc:
             raise CorruptFileError(f"master's offset table: {exc}") from exc
+        if not table:
+            return
         with self._lock:
             self._table.update(table)
             self._dirty = True
-        self.persist()
+
+    def changes_since(self, epoch: str, since: int) -> tuple[int, dict[str, Any]]:
+        """The offsets of every topic@group committed after number ``since`` of ``epoch``
+        (all of them for another epoch), as GET_ALL_CONSUMER_OFFSET's wrapper, and the number
+        to ask from next time."""
+        with self._lock:
+            if epoch != self.epoch:
+                keys: list[str] = list(self._table)
+            else:
+                keys = []
+                for key, seq in reversed(self._changed.items()):
+                    if seq <= since:
+                        break
+                    keys.append(key)
+            table = {key: {str(q): o for q, o in self._table[key].items()} for key in keys}
+            return self._seq, {"offsetTable": table}
+
+    def put_changes_from_master(self, wrapper: dict[str, Any]) -> None:
+        """put_from_master for the fast sync's few changes: written with the next periodic
+        persist, not at once (the master holds them; a restarted slave asks again)."""
+        self._put(wrapper)
 
     def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Raises InvalidNameError for a topic or group name that breaks the rules."""
@@ -102,6 +136,9 @@ class ConsumerOffsetManager:
             previous = offsets.get(queue_id)
             offsets[queue_id] = offset
             self._dirty = True
+            self._seq += 1
+            self._changed[key] = self._seq
+            self._changed.move_to_end(key)
         if previous is not None and offset < previous:
             log.info(
                 "offset of %s queue %d moved back %d -> %d by %s",
@@ -141,10 +178,12 @@ class ConsumerOffsetManager:
         with self._lock:
             for key in [k for k in self._table if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group]:
                 del self._table[key]
+                self._changed.pop(key, None)
                 self._dirty = True
 
     def remove_topic(self, topic: str) -> None:
         with self._lock:
             for key in [k for k in self._table if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic]:
                 del self._table[key]
+                self._changed.pop(key, None)
                 self._dirty = True

@@ -167,9 +167,10 @@ class BrokerStateCollector(Collector):
             refused.add_metric([b, reason], health.refused_puts[reason])
         yield refused
         deleted = CounterMetricFamily("lakemq_broker_commitlog_files_deleted",
-                                      "CommitLog files deleted by the store's expiry, by reason (expired, forced: "
-                                      "before expiry on a nearly full disk, manual).", labels=["broker", "reason"])
-        for reason in ("expired", "forced", "manual"):
+                                      "CommitLog files deleted by the store's expiry, by reason (expired; forced: "
+                                      "before fileReservedTime, on a nearly full disk or by hand).",
+                                      labels=["broker", "reason"])
+        for reason in ("expired", "forced"):
             deleted.add_metric([b, reason], clean.deleted_files[reason])
         yield deleted
         unconsumed = CounterMetricFamily("lakemq_broker_unconsumed_files_deleted",
@@ -177,6 +178,18 @@ class BrokerStateCollector(Collector):
                                          "had not consumed.", labels=["broker"])
         unconsumed.add_metric([b], clean.unconsumed_files_deleted)
         yield unconsumed
+        forced = CounterMetricFamily("lakemq_broker_forced_deleted_messages",
+                                     "Messages in CommitLog files deleted before their fileReservedTime, by topic.",
+                                     labels=["broker", "topic"])
+        for topic, n in sorted(clean.forced_messages_deleted.items()):
+            forced.add_metric([b, topic], n)
+        yield forced
+        lost = CounterMetricFamily("lakemq_broker_unconsumed_messages_deleted",
+                                   "Messages deleted before a consumer group read them (after a forced deletion "
+                                   "also those of topics no group has read), by topic.", labels=["broker", "topic"])
+        for topic, n in sorted(clean.unconsumed_messages_deleted.items()):
+            lost.add_metric([b, topic], n)
+        yield lost
 
     def _queues(self, b: str, store: MessageStore) -> Iterator[Metric]:
         sizes = GaugeMetricFamily("lakemq_broker_consumequeue_messages",
@@ -197,6 +210,11 @@ class BrokerStateCollector(Collector):
                 sizes.add_metric([b, cq.topic, str(cq.queue_id)], hi - lo)
         yield sizes
         yield backlog
+        timers = GaugeMetricFamily("lakemq_broker_timer_waiting_messages",
+                                   "Timer messages waiting for their delivery time (docs/TIMER.md).",
+                                   labels=["broker"])
+        timers.add_metric([b], store.timer.waiting)
+        yield timers
         lag = GaugeMetricFamily("lakemq_broker_consumer_lag_messages",
                                 "Messages a group has not consumed (queue max offset - committed offset).",
                                 labels=["broker", "group", "topic", "queue_id"])

@@ -26,6 +26,7 @@ from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProc
 from lakemq.broker.processor.group_admin_processor import GROUP_ADMIN_CODES, GroupAdminProcessor
 from lakemq.broker.processor.pull_processor import PullMessageProcessor
 from lakemq.broker.processor.query_processor import QueryMessageProcessor
+from lakemq.broker.processor.recall_processor import RecallMessageProcessor
 from lakemq.broker.processor.reply_processor import REPLY_CODES, ReplyMessageProcessor
 from lakemq.broker.processor.send_back_processor import ConsumerSendMsgBackProcessor
 from lakemq.broker.processor.send_processor import SendMessageProcessor
@@ -133,6 +134,8 @@ def register_processors(
     query_pool = executor("QueryMessageThread", c.query_message_thread_pool_nums)
     for code in (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID):
         server.register_processor(code, query, query_pool)
+    server.register_processor(RequestCode.RECALL_MESSAGE, RecallMessageProcessor(c, store, topics),
+                              executor("RecallMessageThread", 1))
     transactions = TransactionalMessageService(store, offsets)
     end_transaction = EndTransactionProcessor(c, transactions, metrics)
     end_transaction_pool = executor("EndTransactionThread", c.end_transaction_thread_pool_nums)

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 __all__ = ["disk_used_ratio", "runtime_info"]
 
+FORCED_DELETIONS_SHOWN = 5  # the newest forced deletions in the table (one line each)
+
 
 def runtime_info(broker: BrokerController) -> dict[str, str]:
     """The table of a started ``broker``, read now (every value as text)."""
@@ -33,6 +35,11 @@ def runtime_info(broker: BrokerController) -> dict[str, str]:
         # Why sends are refused now (disk full, dispatch failing or behind); empty: taken.
         "putRefusal": refusal[1].remark if (refusal := store.health.refusal) else "",
         "dispatchFailures": store.health.dispatch_failures,
+        # CommitLog files deleted before fileReservedTime, what they held, and the newest few.
+        "forcedDeletedFiles": (clean := store.clean_service).deleted_files["forced"],
+        "forcedDeletedMessages": sum(clean.forced_messages_deleted.values()),
+        "unconsumedMessagesDeleted": sum(clean.unconsumed_messages_deleted.values()),
+        "forcedDeletions": "\n".join(d.summary() for d in list(clean.forced_deletions)[-FORCED_DELETIONS_SHOWN:]),
         "sendThreadPoolQueueSize": send_pool.queue_size,
         "sendThreadPoolQueueCapacity": broker.broker_config.send_thread_pool_queue_capacity,
         "pullThreadPoolQueueSize": pull_pool.queue_size,

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,6 +25,7 @@ from lakemq.common.constants import PermName
 from lakemq.common.validation import check_topic
 from lakemq.errors import InvalidNameError
 from lakemq.remoting.bodies import DataVersion
+from lakemq.store.timer_message import TIMER_TOPIC
 
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
@@ -59,7 +60,7 @@ RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 # Producers may not write these directly: the broker itself fills them.
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
-    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC}
+    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TIMER_TOPIC}
 )
 _DEFAULT_QUEUE_NUMS: Final = 16
 _MAX_QUEUE_NUMS: Final = 1024
@@ -153,6 +154,7 @@ class TopicConfigManager:
             TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS),
             TopicConfig(TRANS_HALF_TOPIC, 1, 1),
             TopicConfig(TRANS_OP_HALF_TOPIC, 1, 1),
+            TopicConfig(TIMER_TOPIC, 1, 1),
             TopicConfig(reply_topic(c.broker_cluster_name), 1, 1),
             TopicConfig(
                 c.broker_cluster_name, perm=PermName.PERM_INHERIT | (rw if c.cluster_topic_enable else 0)
@@ -235,6 +237,28 @@ class TopicConfigManager:
             self._changed(tc, "updated" if old else "created")
         return tc
 
+    def learn_queues(self, queues: Iterable[tuple[str, int]]) -> list[TopicConfig]:
+        """A slave's replicated log holds messages in these (topic, queue id)s: make each topic
+        servable now if its config (from the master's sync) is missing or too narrow, with the
+        highest queue id seen + 1 queues until the master's config arrives. Returns the new
+        configs (one write of the table for all). The data version becomes one no master
+        makes (stateVersion + 1), so the next sync takes the master's table again."""
+        with self._lock:
+            learned: dict[str, TopicConfig] = {}
+            for topic, queue_id in queues:
+                old = learned.get(topic) or self._table.get(topic)
+                if old is not None and queue_id < old.read_queue_nums:
+                    continue
+                nums = queue_id + 1
+                if old is None:
+                    tc = TopicConfig(topic, nums, nums)
+                else:
+                    tc = replace(old, read_queue_nums=nums, write_queue_nums=max(nums, old.write_queue_nums))
+                self._table[topic] = learned[topic] = tc
+            if learned:
+                self._changed(list(learned.values()), "learned from the replicated log", from_log=True)
+        return list(learned.values())
+
     def is_system_topic(self, topic: str) -> bool:
         """One of the topics the broker makes itself (mqadmin may not delete them)."""
         return topic in {tc.topic_name for tc in self._system_topics()} or topic in NOT_ALLOWED_SEND_TOPICS
@@ -301,12 +325,14 @@ class TopicConfigManager:
             self._changed(tc, "created for a consumer group")
             return tc
 
-    def _changed(self, tc: TopicConfig, what: str) -> None:
-        self.data_version = self.data_version.next()
+    def _changed(self, changed: TopicConfig | list[TopicConfig], what: str, *, from_log: bool = False) -> None:
+        version = self.data_version.next()
+        self.data_version = replace(version, state_version=version.state_version + 1) if from_log else version
         self.persist()
-        log.info("topic %s %s: %s", tc.topic_name, what, tc)
-        for listener in list(self.on_change):
-            try:
-                listener(tc)
-            except Exception:  # a listener's failure must not undo a persisted change
-                log.exception("topic change listener failed for %s", tc.topic_name)
+        for tc in changed if isinstance(changed, list) else [changed]:
+            log.info("topic %s %s: %s", tc.topic_name, what, tc)
+            for listener in list(self.on_change):
+                try:
+                    listener(tc)
+                except Exception:  # a listener's failure must not undo a persisted change
+                    log.exception("topic change listener failed for %s", tc.topic_name)

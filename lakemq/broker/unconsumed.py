@@ -1,34 +1,37 @@
-"""The oldest message some consumer group has not consumed: what the store's expiry must not
-delete quietly (MessageStore.set_unconsumed_probe)."""
+"""Which messages a deleted CommitLog file took before consumers read them: what the store's
+expiry must not delete quietly (MessageStore.set_unconsumed_judge)."""
 
 from __future__ import annotations
 
-from lakemq.broker.consumer_offset_manager import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
-from lakemq.store.maintenance import Unconsumed
-from lakemq.store.message_store import MessageStore
+from collections import Counter
 
-__all__ = ["oldest_unconsumed"]
+from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
+from lakemq.store.maintenance import RemovedRange, UnconsumedLoss
+
+__all__ = ["unconsumed_losses"]
 
 
-def oldest_unconsumed(store: MessageStore, offsets: ConsumerOffsetManager) -> Unconsumed | None:
-    """Over every committed offset: the message at it (or at the queue's min offset, if that
-    is later), when the queue holds one; the one lowest in the CommitLog wins."""
-    oldest: Unconsumed | None = None
-    for key, queues in offsets.encode()["offsetTable"].items():
-        topic, _, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
-        for queue_id, committed in queues.items():
-            try:
-                cq = store.consume_queues.find(topic, int(queue_id))
-            except ValueError:  # a name the store refuses has no queue
-                continue
-            if cq is None:
-                continue
-            offset = max(committed, cq.get_min_offset_in_queue())
-            if offset >= cq.get_max_offset_in_queue():
-                continue
-            unit = next((u for u in cq.read_units(offset, 64) if not u.is_blank), None)  # past a gap's blanks
-            if unit is None:
-                continue
-            if oldest is None or unit.commit_log_offset < oldest.commit_log_offset:
-                oldest = Unconsumed(unit.commit_log_offset, group, topic, int(queue_id), offset)
-    return oldest
+def unconsumed_losses(offsets: ConsumerOffsetManager, ranges: list[RemovedRange],
+                      unread_topics: bool) -> list[UnconsumedLoss]:
+    """Per topic, the removed messages at or past some group's committed offset (a queue the
+    group never committed counts whole), the worst group per queue; with ``unread_topics``
+    also every removed message of a topic no group has committed an offset for."""
+    groups_of: dict[str, set[str]] = {}
+    lost: Counter[str] = Counter()
+    behind: dict[str, set[str]] = {}
+    for r in ranges:
+        groups = groups_of.get(r.topic)
+        if groups is None:
+            groups = groups_of[r.topic] = offsets.which_group_by_topic(r.topic)
+        if not groups:
+            if unread_topics:
+                lost[r.topic] += r.end - r.begin
+            continue
+        worst = 0
+        for group in groups:
+            missed = r.end - max(r.begin, offsets.query_offset(group, r.topic, r.queue_id))
+            if missed > 0:
+                behind.setdefault(r.topic, set()).add(group)
+                worst = max(worst, missed)
+        lost[r.topic] += worst
+    return [UnconsumedLoss(topic, n, tuple(sorted(behind.get(topic, ())))) for topic, n in sorted(lost.items()) if n]

@@ -53,25 +53,30 @@ class LakeMQGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except LakeMQError as exc:
-            log.exception("command failed")
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(1)
-        except OSError as exc:
-            log.exception("command failed")
-            click.echo(f"error: {exc}", err=True)
+        except (LakeMQError, OSError) as exc:
+            if _log_file() is not None:  # none yet (a bad broker.conf): see below
+                log.exception("command failed")
+            click.echo(f"error: {_first_line(exc)}", err=True)
             sys.exit(1)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as exc:  # a fault of ours is still one line for the user
-            log.exception("command failed unexpectedly")
-            click.echo(f"error: {type(exc).__name__}: {exc} (a lakemq fault; the traceback is in "
+            if _log_file() is not None:
+                log.exception("command failed unexpectedly")
+            click.echo(f"error: {type(exc).__name__}: {_first_line(exc)} (a lakemq fault; the traceback is in "
                        f"{_log_file() or 'the log'})", err=True)
             sys.exit(1)
 
 
+def _first_line(exc: BaseException) -> str:
+    """An error's first line: some carry a whole backtrace in their text (deltalake's)."""
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
 def _log_file() -> str | None:
-    """The file this process logs to (set up by the command), if any."""
+    """The file this process logs to (set up by the command), if any. A command that failed
+    before it set one up (a bad broker.conf) logs nothing: with no handler, Python's
+    last-resort handler would print the traceback on stderr above the one-line error."""
     for handler in logging.getLogger().handlers:
         if getattr(handler, "_lakemq", False):
             return str(getattr(handler, "baseFilename", "")) or None

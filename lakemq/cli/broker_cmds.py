@@ -9,15 +9,15 @@ import signal
 
 import click
 
+from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.broker.broker_controller import BrokerController
-from lakemq.broker.config import BrokerConfig, apply_key_aliases
+from lakemq.broker.config import BrokerConfig
 from lakemq.broker.ha import HaConfig, check_role
 from lakemq.cli import main
-from lakemq.common.config import bind, check_unknown_keys, read_properties
+from lakemq.common.config import bind
 from lakemq.common.logs import setup_logging
 from lakemq.remoting import event_loop
 from lakemq.store.config import StoreConfig, store_root
-from lakemq.tiering.config import LAKE_JOB_CONFIGS
 
 __all__ = ["broker", "load_broker_configs"]
 
@@ -34,9 +34,7 @@ def load_broker_configs(
     the command line's overrides. The store root is :func:`lakemq.store.config.store_root`'s:
     ``--data-dir``, else the conf's ``storePathRootDir``, else ``~/lakemq-data`` (the jobs
     resolve it the same way). A SLAVE without a brokerId > 0 is a ConfigError."""
-    props = apply_key_aliases(read_properties(config_path)) if config_path else {}
-    # one conf for broker and jobs
-    check_unknown_keys(props, (BrokerConfig, StoreConfig, HaConfig, *LAKE_JOB_CONFIGS))
+    props = read_broker_conf(config_path)
     broker_overrides: dict[str, object] = {}
     if port is not None:
         broker_overrides["listen_port"] = port

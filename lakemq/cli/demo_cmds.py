@@ -12,9 +12,9 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from lakemq.cli import main
+from lakemq.cli.output import print_rows
 from lakemq.common.logs import close_logging, setup_logging
 
 
@@ -51,14 +51,7 @@ def demo_cmd(work_dir: str | None, keep_lake: str | None, messages: int, body_si
             result = run_demo(root, messages=messages, body_size=body_size, progress=progress, master=master)
         for title, query, columns, rows in result.queries:
             console.print(f"[bold]{title}[/bold]: {query}", soft_wrap=True)
-            cells = [["NULL" if v is None else str(v) for v in row] for row in rows]
-            table = Table()
-            for i, column in enumerate(columns):
-                # as wide as its widest value: an id is never cut or folded
-                table.add_column(column, min_width=max([len(column), *(len(r[i]) for r in cells)]))
-            for r in cells:
-                table.add_row(*r)
-            console.print(table)
+            print_rows(columns, [["NULL" if v is None else str(v) for v in row] for row in rows], console=console)
         lake = root / "lake"
         if keep is not None:
             keep.parent.mkdir(parents=True, exist_ok=True)

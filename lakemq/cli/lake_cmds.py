@@ -1,10 +1,13 @@
 """``lakemq tier run|status``: the lake tier from the command line (``lakemq sql`` is in sql_cmds).
 
 Settings come from the broker's broker.conf (``storePathRootDir``, ``brokerName``,
-``lakeUri``, ``fileReservedTime``, ``tierSealIdleMs`` ...) and are overridden by options. The
-store is found as the broker finds it (``--data-dir``, else ``storePathRootDir``, else
-``~/lakemq-data``), and a missing store is an error. Lake storage options (S3 endpoint, keys)
-are ``-o KEY=VALUE`` in object_store spelling, e.g. ``-o AWS_ENDPOINT_URL=http://...``.
+``lakeUri``, ``fileReservedTime``, ``tierSealIdleMs`` ...), read as the broker reads it (an
+unknown key or a bad value is an error), and are overridden by options. The store is found
+as the broker finds it (``--data-dir``, else ``storePathRootDir``, else ``~/lakemq-data``),
+and a missing store is an error; so is a missing lake (``--lake``, else ``lakeUri``: never the
+working directory). Lake storage options (S3 endpoint, keys) are ``-o KEY=VALUE`` in
+object_store spelling, e.g. ``-o AWS_ENDPOINT_URL=http://...``. Progress goes to stderr as it
+happens (:mod:`lakemq.cli.progress`).
 """
 
 from __future__ import annotations
@@ -16,33 +19,51 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.cli import main
-from lakemq.common.config import bind, read_properties
+from lakemq.cli.output import print_rows
+from lakemq.cli.progress import JobProgress
+from lakemq.common.config import bind
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
 from lakemq.store.config import BrokerRole, StoreConfig, check_store_root, store_root
 from lakemq.tiering.config import DELETE_WITHOUT_COLD_READS_FLAG, TieringConfig
+from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.manifest import Manifest
+from lakemq.tiering.tail import untiered_tail
 
 log = logging.getLogger(__name__)
 
 
+def lake_settings(config: str | None, lake: str | None, storage_option: tuple[str, ...]
+                  ) -> tuple[dict[str, str], LakeLocation]:
+    """(broker.conf's properties, the lake) as every lake command takes them: the conf read
+    as the broker reads it (an unknown key or a bad value is an error), the lake from
+    ``--lake``, else the conf's ``lakeUri``; no lake, or a lake that is a file, is an error."""
+    props = read_broker_conf(config)
+    return props, _lake(props, lake, storage_option)
+
+
+def _lake(props: dict[str, str], lake: str | None, storage_option: tuple[str, ...]) -> LakeLocation:
+    return LakeLocation.of(lake or props.get("lakeUri", ""), parse_storage_options(storage_option))
+
+
 def _settings(config: str | None, store: str | None, lake: str | None, broker: str | None,
-              from_slave: bool = True) -> tuple[Path, str, TieringConfig, dict[str, str]]:
-    """(store root, broker name, tiering config, the conf's properties); the store must exist.
-    A SLAVE's store (brokerRole in the conf) only ``from_slave``: tiering runs from the master."""
-    props = read_properties(config) if config else {}
+              storage_option: tuple[str, ...], from_slave: bool = True
+              ) -> tuple[Path, str, TieringConfig, dict[str, str], LakeLocation]:
+    """(store root, broker name, tiering config, the conf's properties, the lake); the store
+    must exist. A SLAVE's store (brokerRole in the conf) only ``from_slave``: tiering runs
+    from the master."""
+    props = read_broker_conf(config)
     if bind(StoreConfig, props).broker_role is BrokerRole.SLAVE and not from_slave:
         raise ConfigError("this is a SLAVE's store: tiering runs from the master (the same CommitLog); when the "
                           "master is lost, pass --from-slave to tier from here (docs/REPLICATION.md)")
     store_dir = store_root(props, store)
     check_store_root(store_dir)
-    overrides: dict[str, Any] = {"lake_uri": lake} if lake else {}
-    tiering = bind(TieringConfig, props, **overrides)
-    return store_dir, broker or props.get("brokerName", "broker-a"), tiering, props
+    location = _lake(props, lake, storage_option)
+    tiering = bind(TieringConfig, props, lake_uri=location.uri)
+    return store_dir, broker or props.get("brokerName", "broker-a"), tiering, props, location
 
 
 def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -56,7 +77,7 @@ def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def spark_session(master: str | None) -> Iterator[Any]:
+def spark_session(master: str | None, progress: JobProgress | None = None) -> Iterator[Any]:
     """A session for one command (stopped after it, unless it was already running in this
     process); Spark's own failures become one-line LakeErrors."""
     from pyspark.sql import SparkSession
@@ -64,6 +85,9 @@ def spark_session(master: str | None) -> Iterator[Any]:
     from lakemq.jobs.session import build_session, spark_error_line, spark_errors
 
     owned = SparkSession.getActiveSession() is None
+    if progress is not None:
+        progress.phase(f"starting Spark ({master})" if master and owned else
+                       "starting Spark" if owned else "joining the running Spark session")
     spark = build_session(master=master, app_name="lakemq-cli")
     try:
         yield spark
@@ -72,6 +96,8 @@ def spark_session(master: str | None) -> Iterator[Any]:
         raise LakeError(f"Spark job failed: {spark_error_line(exc)}") from exc
     finally:
         if owned:
+            if progress is not None:
+                progress.phase("stopping Spark")
             spark.stop()
 
 
@@ -114,27 +140,17 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
     """Seal, compact, verify, apply hot retention (as the broker's own retention rules allow)
     and maintain the table, once."""
     from lakemq.jobs.tier_run import tier_run
-    from lakemq.tiering.lake_fs import LakeLocation
     from lakemq.tiering.retention import RetentionRules
 
     setup_logging("lakemq-tier")
-    store_dir, broker_name, tiering, props = _settings(config, store, lake, broker, from_slave)
-    options = parse_storage_options(storage_option)
+    store_dir, broker_name, tiering, props, location = _settings(config, store, lake, broker, storage_option,
+                                                                 from_slave)
     rules = None if no_retention else RetentionRules.for_broker(
-        props, LakeLocation.of(tiering.lake_uri, options), delete_without_cold_reads=delete_without_cold_reads)
-    console = Console(stderr=True)
-    with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as bar, spark_session(master) as spark:
-        tasks: dict[str, Any] = {}
-
-        def progress(step: str, done: int, total: int) -> None:
-            if step not in tasks:
-                tasks[step] = bar.add_task(step, total=total)
-            bar.update(tasks[step], completed=done, total=total)
-
+        props, location, delete_without_cold_reads=delete_without_cold_reads)
+    with JobProgress() as progress, spark_session(master, progress) as spark:
         result = tier_run(spark, store_dir=store_dir, broker_name=broker_name, config=tiering,
-                          storage_options=options, skip_corrupt=skip_corrupt,
-                          retention=rules, upkeep=not no_maintain, progress=progress)
+                          storage_options=location.options, skip_corrupt=skip_corrupt,
+                          retention=rules, upkeep=not no_maintain, progress=progress.step)
     c = result.compact
     kept = result.retention.kept
     click.echo(f"committed {len(c.committed)} range(s), {c.rows} rows, {c.bytes_in / 1e6:.1f} MB in {c.seconds:.1f}s; "
@@ -142,6 +158,10 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
                + (f"; kept {len(kept)} verified local file(s): {result.retention.why_kept}" if kept else ""))
     for a, b in c.skipped_corrupt:
         click.echo(f"skipped corrupt CommitLog bytes [{a}, {b})")
+    tail = untiered_tail(store_dir, Manifest.open(location, broker_name).committed_end,
+                         idle_ms=tiering.tier_seal_idle_ms)
+    for waiting in tail.waiting:
+        click.echo(f"not yet in the lake: {waiting.why(tiering.tier_seal_idle_ms)}")
 
 
 @tier.command("status")
@@ -150,31 +170,35 @@ def tier_status_cmd(config: str | None, store: str | None, lake: str | None, bro
                     storage_option: tuple[str, ...]) -> None:
     """Every range the manifest holds or the store has sealed, its state, and whether its
     CommitLog file is still local."""
-    from lakemq.tiering.lake_fs import LakeLocation
-    from lakemq.tiering.manifest import Manifest
     from lakemq.tiering.seal import commitlog_files, load_seals
 
     setup_logging("lakemq-tier")
-    store_dir, broker_name, tiering, _props = _settings(config, store, lake, broker)
-    location = LakeLocation.of(tiering.lake_uri, parse_storage_options(storage_option))
-    manifest = Manifest.open(location, broker_name)
-    seals = {s.range_start: s for s in load_seals(store_dir)}
-    files = commitlog_files(store_dir)
+    store_dir, broker_name, tiering, _props, location = _settings(config, store, lake, broker, storage_option)
+    with JobProgress() as progress:
+        progress.phase("reading the manifest and the Delta log")
+        manifest = Manifest.open(location, broker_name)
+        progress.phase("reading the store")
+        seals = {s.range_start: s for s in load_seals(store_dir)}
+        files = commitlog_files(store_dir)
+        tail = untiered_tail(store_dir, manifest.committed_end, idle_ms=tiering.tier_seal_idle_ms)
     local = {f.path.name for f in files}
-    table = Table(title=f"{broker_name}: store {store_dir}, lake {location.uri}")
-    table.add_column("range", overflow="fold")
-    table.add_column("segment", no_wrap=True, min_width=20)  # a file name is copied whole
-    for col in ("state", "rows", "delta version", "local file"):
-        table.add_column(col, overflow="fold")
+    rows = []
     for start in sorted({*seals, *(e.range_start for e in manifest.entries)}):
         entry, seal = manifest.entry(start), seals.get(start)
         end = entry.range_end if entry is not None else seal.range_end if seal is not None else start
         segment = entry.segment if entry is not None else seal.file_name if seal is not None else ""
         state = "sealed" if entry is None else ("verified" if entry.verified else "committed")
-        rows = entry.rows if entry is not None else seal.rows if seal is not None else 0
-        table.add_row(f"[{start}, {end})", segment, state, str(rows), "" if entry is None else str(entry.delta_version),
-                      "present" if segment in local else "deleted")
-    Console().print(table)
+        count = entry.rows if entry is not None else seal.rows if seal is not None else 0
+        rows.append((f"[{start}, {end})", segment, state, str(count),
+                     "" if entry is None else str(entry.delta_version), "present" if segment in local else "deleted"))
+    for waiting in tail.waiting:
+        rows.append((f"[{waiting.start}, {waiting.end})", waiting.file_name, "not sealed", str(waiting.messages), "",
+                     "present"))
+    click.echo(f"{broker_name}: store {store_dir}, lake {location.uri}")
+    print_rows(("range", "segment", "state", "rows", "delta version", "local file"), rows)
     click.echo(f"local CommitLog files: {len(files)}; committed to {manifest.committed_end}; "
                f"verified to {manifest.verified_end}; manifest ranges: {len(manifest.entries)}")
-
+    click.echo(f"untiered tail: {tail.bytes:,} bytes, {tail.messages:,} messages past the lake's end "
+               f"({tail.lake_end} to {tail.store_end})")
+    for waiting in tail.waiting:
+        click.echo(f"not yet in the lake: {waiting.why(tiering.tier_seal_idle_ms)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -27,10 +28,13 @@ def print_rows(headers: Sequence[str], rows: Sequence[Sequence[str]], *, wrap: S
     """Print ``rows`` under ``headers``; only the columns named in ``wrap`` may wrap."""
     out = console or Console()
     table = Table(*headers)
-    for column in table.columns:
-        if column.header not in wrap:
-            column.no_wrap = True
     cells = [[escape_control(cell) for cell in row] for row in rows]
+    for i, column in enumerate(table.columns):
+        if column.header not in wrap:
+            # A cell that may not wrap needs its whole width: rich measures a cell's minimum
+            # as its longest word, so "[65536, 131072)" would otherwise be cut to fit.
+            column.no_wrap = True
+            column.min_width = max(cell_len(str(column.header)), *(cell_len(row[i]) for row in cells))
     for row in cells:
         table.add_row(*row)
     if Measurement.get(out, out.options.update_width(_UNBOUNDED), table).minimum <= out.width:

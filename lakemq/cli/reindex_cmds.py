@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lakemq.cli import main
 from lakemq.cli.lake_cmds import parse_storage_options, spark_session
+from lakemq.cli.progress import JobProgress
 from lakemq.common.logs import setup_logging
 
 
@@ -53,15 +52,8 @@ def reindex_cmd(config: str | None, store_dir: str | None, lake: str | None, sto
     check_store_idle(settings.config.root_dir, force=force)  # before Spark starts: a bad dir fails fast
     if settings.consume_queue:
         floors_for(settings)  # likewise a rebuild that would reuse queue offsets
-    console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
-                  console=console) as bar, spark_session(master) as spark:
-        task = bar.add_task("reindex", total=None)
-
-        def progress(_step: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=max(total, 1))
-
-        result = reindex(spark, settings, progress=progress)
+    with JobProgress() as progress, spark_session(master, progress) as spark:
+        result = reindex(spark, settings, progress=lambda step, done, total: progress.step(step, done, total, "bytes"))
     click.echo(f"rebuilt {result.queues} ConsumeQueue(s) and {len(result.index_files)} index file(s) from "
                f"{result.records} records ({result.bytes / 1e6:.1f} MB) in {result.seconds:.1f}s")
     for queue in result.kept_queues:

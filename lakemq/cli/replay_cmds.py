@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import parse_storage_options, spark_session
+from lakemq.cli.lake_cmds import lake_settings, parse_storage_options, spark_session
+from lakemq.cli.progress import JobProgress
 from lakemq.common.timeparse import parse_millis
 from lakemq.common.validation import check_topic
+from lakemq.errors import LakeError
+from lakemq.tiering.lake_fs import LakeLocation
+
+log = logging.getLogger(__name__)
 
 
 @main.command("replay")
@@ -60,27 +64,18 @@ def replay_cmd(
         if checkpoint
         else (Path.home() / ".lakemq" / "replay" / f"{check_topic(topic)}-{target}-{begin_ms}-{end_ms}.json")
     )
+    location = LakeLocation.of(lake, parse_storage_options(storage_option))  # no Spark for a bad --lake
     path.parent.mkdir(parents=True, exist_ok=True)
     with (
-        spark_session(master) as spark,
+        JobProgress() as progress,
+        spark_session(master, progress) as spark,
         SyncProducer("lakemq_replay", namesrv_addr=namesrv) as producer,
         broker_lookup(namesrv) as found,
-        Progress(
-            TextColumn("replay"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-        ) as bar,
     ):
-        task: Any = bar.add_task("replay", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
+        progress.phase("reading the lake's messages")
         result = replay(
             spark,
-            lake_uri=lake,
+            lake_uri=location.uri,
             topic=topic,
             begin_ms=begin_ms,
             end_ms=end_ms,
@@ -90,8 +85,8 @@ def replay_cmd(
             rate=rate,
             batch=batch,
             found_at_broker=found,
-            storage_options=parse_storage_options(storage_option),
-            progress=progress,
+            storage_options=location.options,
+            progress=progress.counter("replay"),
         )
     click.echo(
         f"replayed {result.sent} message(s) to {target} in {result.seconds:.1f}s"
@@ -104,34 +99,36 @@ def sweep() -> None:
     """Deliver from the lake what the hot tier can no longer deliver."""
 
 
-def sweep_settings(namesrv: str, lake: str, config: str | None, storage_option: tuple[str, ...],
+def sweep_settings(namesrv: str, lake: str | None, config: str | None, storage_option: tuple[str, ...],
                    master: str | None) -> dict[str, Any]:
-    """The settings every sweep job takes from its command line (the job's own keys come from
-    the broker.conf named by ``--config``)."""
+    """The settings every sweep job takes from its command line (the job's own keys, and the
+    lake when ``--lake`` is not given, come from the broker.conf named by ``--config``); a
+    bad conf or no lake fails here, before Spark starts."""
+    _props, location = lake_settings(config, lake, storage_option)
     return {
-        "lake_uri": lake,
+        "lake_uri": location.uri,
         "namesrv": namesrv,
         "broker_conf": config,
-        "storage_options": parse_storage_options(storage_option),
+        "storage_options": location.options,
         "master": master,
     }
 
 
 @sweep.command("delay")
 @namesrv_option
-@click.option("--lake", required=True, help="lake URI")
+@click.option("--lake", help="lake URI [lakeUri]")
 @click.option(
     "--config",
     "-c",
     type=click.Path(exists=True, dir_okay=False),
-    help="broker.conf (messageDelayLevel, delaySweepGraceMs, delaySweepBatch)",
+    help="broker.conf (messageDelayLevel, delaySweepGraceMs, delaySweepBatch, lakeUri)",
 )
 @click.option("--now", "now", help="deliver what was due by this time (epoch ms or ISO time; default: now)")
 @click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
 @click.option("--master", help="Spark master")
 def sweep_delay_cmd(
     namesrv: str,
-    lake: str,
+    lake: str | None,
     config: str | None,
     now: str | None,
     storage_option: tuple[str, ...],
@@ -139,10 +136,17 @@ def sweep_delay_cmd(
 ) -> None:
     """Deliver due delayed messages found only in the lake, each once (re-runs deliver nothing twice)."""
     from lakemq.jobs.delay_sweep import run_sweep
+    from lakemq.jobs.session import spark_error_line, spark_errors
 
     log_to_file()
-    result = run_sweep(sweep_settings(namesrv, lake, config, storage_option, master),
-                       now_ms=parse_millis(now, 0) or None)
+    settings = sweep_settings(namesrv, lake, config, storage_option, master)
+    with JobProgress() as progress:
+        progress.phase("starting Spark and finding due delayed messages in the lake")
+        try:
+            result = run_sweep(settings, now_ms=parse_millis(now, 0) or None)
+        except spark_errors() as exc:
+            log.exception("the delay sweep failed")
+            raise LakeError(f"Spark job failed: {spark_error_line(exc)}") from exc
     click.echo(
         f"delivered {result['sent']} due delayed message(s) in {result['seconds']:.1f}s; "
         f"{result['found']} were already at the broker (recorded, not sent again)"

@@ -18,38 +18,41 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from lakemq.cli import main
 from lakemq.cli.lake_cmds import parse_storage_options
+from lakemq.cli.output import print_rows
+from lakemq.cli.progress import JobProgress
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
+from lakemq.tiering.lake_fs import LakeLocation
 
 log = logging.getLogger(__name__)
 
 _PROMPT, _MORE = "lakemq-sql> ", "        ...> "
 
 
-def _show(df: Any, limit: int) -> None:
-    rows = df.limit(limit + 1).collect()
-    table = Table(*df.columns)
-    for row in rows[:limit]:
-        table.add_row(*("NULL" if v is None else str(v) for v in row))
-    Console(width=None if sys.stdout.isatty() else 10_000).print(table)
+Result = tuple[list[str], list[list[str]], int]  # columns, the first rows, the limit they were cut at
+
+
+def _show(result: Result) -> None:
+    columns, rows, limit = result
+    print_rows(columns, rows[:limit])
     more = f" (the first {limit}; more rows exist, see --limit)" if len(rows) > limit else ""
     click.echo(f"{min(len(rows), limit)} row(s){more}")
 
 
-def _run(spark: Any, query: str, limit: int) -> None:
+def _run(spark: Any, query: str, limit: int) -> Result:
     """One statement; a Spark error becomes one LakeError line (the stack goes to the log)."""
     from lakemq.jobs.session import spark_error_line, spark_errors
 
     try:
-        _show(spark.sql(query), limit)
+        df = spark.sql(query)
+        rows = df.limit(limit + 1).collect()
     except spark_errors() as exc:
         log.exception("query failed: %s", query)
         raise LakeError(f"query failed: {spark_error_line(exc)}") from exc
+    return list(df.columns), [["NULL" if v is None else str(v) for v in row] for row in rows], limit
 
 
 def _statements(interactive: bool) -> Iterator[str]:
@@ -77,7 +80,7 @@ def _statements(interactive: bool) -> Iterator[str]:
 
 @contextlib.contextmanager
 def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ...], version: int | None,
-             master: str | None) -> Iterator[Any]:
+             master: str | None, progress: JobProgress) -> Iterator[Any]:
     from lakemq.jobs.session import spark_error_line, spark_errors
 
     if remote:
@@ -85,6 +88,7 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
 
         if lake or version is not None or master:
             raise ConfigError("--remote uses the server's lake and Spark: drop --lake, --version and --master")
+        progress.phase(f"connecting to {remote}")
         spark = remote_session(remote)
         try:
             yield spark
@@ -98,14 +102,19 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
 
     if not lake:
         raise ConfigError("give --lake (or --remote sc://host:port of a lakemq sql-server)")
+    location = LakeLocation.of(lake, parse_storage_options(storage_option))  # before Spark: a file, not a lake
     owned = SparkSession.getActiveSession() is None
+    progress.phase("starting Spark" if owned else "joining the running Spark session")
     spark = build_session(master=master, app_name="lakemq-sql")
     try:
+        progress.phase("reading the lake's tables")
         try:
-            register_tables(spark, lake, storage_options=parse_storage_options(storage_option), version=version)
+            register_tables(spark, location.uri, storage_options=location.options, version=version)
         except spark_errors() as exc:
             log.exception("registering the lake's tables failed")
-            raise LakeError(f"cannot read the lake {lake}: {spark_error_line(exc)}") from exc
+            line = spark_error_line(exc)
+            damaged = " (the lake is damaged, not lakemq: restore that table's _delta_log from a copy)"
+            raise LakeError(f"cannot read the lake {lake}: {line}{damaged if '_delta_log' in line else ''}") from exc
         yield spark
     finally:
         if owned:
@@ -126,14 +135,19 @@ def sql_cmd(query: str | None, lake: str | None, remote: str | None, storage_opt
     (user_messages, schedule_messages, transactions_half/_op/_derived). Without QUERY, statements
     ended by ';' are read from stdin on one Spark session."""
     path = setup_logging("lakemq-sql")
-    with _session(lake, remote, storage_option, version, master) as spark:
+    with contextlib.ExitStack() as stack:
+        with JobProgress() as progress:  # while Spark starts and the query runs, not in the shell
+            spark = stack.enter_context(_session(lake, remote, storage_option, version, master, progress))
+            if query is not None:
+                progress.phase("running the query")
+                result = _run(spark, query, limit)
         if query is not None:
-            _run(spark, query, limit)
+            _show(result)
             return
         failed = 0
         for statement in _statements(sys.stdin.isatty()):
             try:
-                _run(spark, statement, limit)
+                _show(_run(spark, statement, limit))
             except LakeError as exc:
                 failed += 1
                 click.echo(f"error: {exc}", err=True)

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
+from lakemq.cli.output import print_rows
+from lakemq.cli.progress import JobProgress
 from lakemq.cli.replay_cmds import sweep, sweep_settings
 from lakemq.errors import LakeError
+
+log = logging.getLogger(__name__)
 
 
 @sweep.command("transactions")
 @namesrv_option
-@click.option("--lake", required=True, help="lake URI")
+@click.option("--lake", help="lake URI [lakeUri]")
 @click.option(
-    "--config", "-c", type=click.Path(exists=True, dir_okay=False), help="broker.conf (transactionSweepBatch)"
+    "--config", "-c", type=click.Path(exists=True, dir_okay=False), help="broker.conf (transactionSweepBatch, lakeUri)"
 )
 @click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
 @click.option("--master", help="Spark master")
@@ -28,7 +30,7 @@ from lakemq.errors import LakeError
               help="pending transactions to list")
 def sweep_transactions_cmd(
     namesrv: str,
-    lake: str,
+    lake: str | None,
     config: str | None,
     storage_option: tuple[str, ...],
     master: str | None,
@@ -38,8 +40,7 @@ def sweep_transactions_cmd(
 ) -> None:
     """Find half messages without an Op message across history, hand the pending ones back to
     their broker's check rules and write the outcome to the lake's `transactions` table."""
-    from pyspark.errors import PySparkException
-
+    from lakemq.jobs.session import spark_error_line, spark_errors
     from lakemq.jobs.transaction_sweep import STATES, run_transaction_sweep
 
     log_to_file()
@@ -49,32 +50,23 @@ def sweep_transactions_cmd(
         "secret_key": secret_key,
         "report_limit": max(show, 1),
     }
-    console = Console()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True)) as bar:
-        task: Any = bar.add_task("finding half messages in the lake", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, description="handing back to brokers", completed=done, total=total)
-
+    lake_uri = values["lake_uri"]
+    with JobProgress() as progress:
+        progress.phase("starting Spark and finding half messages in the lake")
         try:
-            result = run_transaction_sweep(values, progress=progress)
-        except PySparkException as exc:
-            raise LakeError(f"Spark job failed: {str(exc).strip().splitlines()[0]}") from exc
-        bar.update(task, description="done", completed=1, total=1)
+            result = run_transaction_sweep(values, progress=progress.counter("hand back"))
+        except spark_errors() as exc:
+            log.exception("the transaction sweep failed")
+            raise LakeError(f"Spark job failed: {spark_error_line(exc)}") from exc
     counts: dict[str, int] = result["counts"]
-    states = Table("state", "transactions", title=f"transactions in {lake}")
-    for state in STATES:
-        states.add_row(state, str(counts.get(state, 0)))
-    console.print(states)
+    click.echo(f"transactions in {lake_uri}:")
+    print_rows(("state", "transactions"), [(state, str(counts.get(state, 0))) for state in STATES])
     pending: list[dict[str, Any]] = result["pending"]
     if pending and show:
-        table = Table("topic", "producer group", "msg id", "uniq key", "keys", "checks", "state", "broker said",
-                      title="pending transactions (oldest first)")
-        for row in pending[:show]:
-            table.add_row(*(str(row.get(k) or "") for k in ("topic", "producer_group", "msg_id", "uniq_key",
-                                                          "keys", "checks", "state", "broker_verdict")))
-        console.print(table)
+        click.echo("pending transactions (oldest first):")
+        print_rows(("topic", "producer group", "msg id", "uniq key", "keys", "checks", "state", "broker said"),
+                   [[str(row.get(k) or "") for k in ("topic", "producer_group", "msg_id", "uniq_key", "keys",
+                                                     "checks", "state", "broker_verdict")] for row in pending[:show]])
         waiting = counts.get("PENDING", 0) + counts.get("UNKNOWN", 0)
         if waiting > len(pending[:show]):
             click.echo(f"... and {waiting - len(pending[:show])} more")

@@ -40,6 +40,8 @@ from lakemq.remoting.headers import (
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     QueryMessageRequestHeader,
+    RecallMessageRequestHeader,
+    RecallMessageResponseHeader,
     SearchOffsetRequestHeader,
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
@@ -169,7 +171,13 @@ class MQClientAPI:
             message_queue=MessageQueue(mq.topic, mq.broker_name, header.queue_id),
             queue_offset=header.queue_offset,
             transaction_id=header.transaction_id,
+            recall_handle=header.recall_handle,
         )
+
+    async def recall_message(self, addr: str, header: RecallMessageRequestHeader) -> str:
+        """RECALL_MESSAGE: the recalled message's id; BrokerError when it was not recalled."""
+        response = await self._ok(addr, RequestCode.RECALL_MESSAGE, encode_header(header))
+        return decode_header(RecallMessageResponseHeader, response.ext_fields).msg_id
 
     async def send_message_oneway(self, addr: str, fields: Mapping[str, str], body: bytes, *, batch: bool) -> None:
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2

@@ -28,10 +28,12 @@ from lakemq.common.aio import run_to_end
 from lakemq.common.message import Message, MessageConst, MessageSysFlag, properties_to_string, tags_hash_code
 from lakemq.common.message_batch import encode_messages
 from lakemq.common.message_queue import MessageQueue
+from lakemq.common.recall_handle import RecallHandle
 from lakemq.common.validation import check_group, check_topic
 from lakemq.errors import BrokerError, LakeMQError, MessageIllegalError, RemotingError
 from lakemq.remoting.bodies import TopicRouteData
 from lakemq.remoting.codec import RemotingCommand
+from lakemq.remoting.headers import RecallMessageRequestHeader
 
 __all__ = ["MessageQueueSelector", "Producer", "SendCallback", "select_by_hash"]
 
@@ -276,6 +278,15 @@ class Producer:
             return await self.sender.send_to_queue(prepared, mq, timeout)
         return await self.sender.send_with_retries(
             prepared, attempts=self.config.retry_times_when_send_failed + 1, timeout_ms=timeout)
+
+    async def recall_message(self, topic: str, recall_handle: str) -> str:
+        """Cancel a timer message before it is due, by the handle its SendResult carries
+        (RocketMQ 5's recallMessage); returns its message id. BrokerError says why not
+        (already delivered, already recalled, unknown); ValueError for a malformed handle."""
+        handle = RecallHandle.decode(recall_handle)
+        addr = await self.sender.instance.broker_addr(handle.broker_name, topic)
+        header = RecallMessageRequestHeader(topic, recall_handle, self.group, handle.broker_name)
+        return await self.sender.instance.api.recall_message(addr, header)
 
     # -- queries ------------------------------------------------------------------------
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:

@@ -36,6 +36,7 @@ class SendResult:
     queue_offset: int
     transaction_id: str | None = None
     region_id: str = "DefaultRegion"
+    recall_handle: str | None = None  # a timer message's: Producer.recall_message takes it
 
 
 class PullStatus(Enum):

@@ -138,6 +138,10 @@ class SyncProducer(_Facade):
     def send_oneway(self, msg: Message, **kwargs: Any) -> None:
         _run(self.producer.send_oneway(msg, **kwargs))
 
+    def recall_message(self, topic: str, recall_handle: str) -> str:
+        """Producer.recall_message."""
+        return _run(self.producer.recall_message(topic, recall_handle))
+
     def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> SendResult:
         return _run(self.producer.send_batch(msgs, **kwargs))
 

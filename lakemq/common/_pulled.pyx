@@ -192,7 +192,7 @@ def decode_pulled(body, object tags, str min_offset, str max_offset, str min_key
         payload = PyBytes_FromStringAndSize(<const char *>r + body_pos, body_len)
         if sys_flag & COMPRESSED_FLAG:  # every record's, as iter_records decompresses before filtering
             try:
-                payload = _decompress(payload)
+                payload = _decompress(payload, sys_flag)
             except Exception:  # noqa: BLE001 - Python decodes again and raises it
                 return None
         if tags is not None:

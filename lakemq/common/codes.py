@@ -162,6 +162,9 @@ class RequestCode(IntEnum):
     # Not a RocketMQ code (RocketMQ numbers nothing between 3010 and 200050): the transaction
     # sweep hands half messages that only the lake holds back to their broker (lake_resume.py).
     LAKEMQ_RESUME_HALF_MESSAGES = 61001
+    # Also lakemq's own: a slave asks its master for the consumer offsets committed since its
+    # last ask, every half second (RocketMQ's slaves copy the whole table every 10 s).
+    LAKEMQ_GET_CONSUMER_OFFSET_CHANGES = 61002
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     PEEK_MESSAGE = 200052

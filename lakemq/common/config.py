@@ -68,12 +68,14 @@ def _convert(key: str, raw: str, hint: Any) -> Any:
         if hint is float:
             return float(raw)
         if isinstance(hint, type) and issubclass(hint, Enum):
+            if raw not in hint.__members__:
+                raise ValueError(f"one of {', '.join(hint.__members__)}")
             return hint[raw]
         if origin in (tuple, list) or hint in (tuple, list):
             items = [s.strip() for s in re.split(r"[;,]", raw) if s.strip()]
             return tuple(items) if (origin or hint) is tuple else items
         return raw
-    except (ValueError, KeyError) as exc:
+    except ValueError as exc:
         raise ConfigError(f"config key {key}: bad value {raw!r} ({exc})") from exc
 
 

@@ -70,6 +70,14 @@ class MessageConst:
     PUSH_REPLY_TIME: Final = "PUSH_REPLY_TIME"
     # Aliyun/ONS style absolute delivery time (epoch millis); the lake delay sweep honours it.
     START_DELIVER_TIME: Final = "__STARTDELIVERTIME"
+    # Timer messages (RocketMQ 5's TimerMessageStore): the delivery time a producer asks for
+    # (an epoch ms, or a delay from the store time), the due time the broker fixed
+    # (TIMER_OUT_MS: its presence marks a message already timed), and a recall's marker.
+    TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+    TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+    TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
+    TIMER_OUT_MS: Final = "TIMER_OUT_MS"
+    TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
 
 
 class MessageSysFlag:
@@ -85,7 +93,7 @@ class MessageSysFlag:
     BORNHOST_V6_FLAG: Final = 0x10
     STOREHOSTADDRESS_V6_FLAG: Final = 0x20
     # Bits 8-10 name the body's compression (RocketMQ 4.9.4+ clients): 0 (older clients) and 3
-    # are zlib, the only one lakemq and its jobs decompress; LZ4 (1) and ZSTD (2) are refused.
+    # are zlib, 1 LZ4, 2 ZSTD (lakemq.common.compression); 4-7 are unknown and refused.
     COMPRESSION_TYPE_MASK: Final = 0x700
     COMPRESSION_ZLIB_TYPE: Final = 0x300
     # lakemq stores IPv4 hosts only; the v6 bits are refused so the fixed record layout holds.
@@ -102,10 +110,10 @@ class MessageSysFlag:
 
     @classmethod
     def unknown_bits(cls, sys_flag: int) -> int:
-        """The bits lakemq does not store: unknown flags, and a compression type but zlib."""
+        """The bits lakemq does not store: unknown flags, and a compression type past ZLIB."""
         compression = sys_flag & cls.COMPRESSION_TYPE_MASK
         refused = sys_flag & ~(cls.KNOWN_MASK | cls.COMPRESSION_TYPE_MASK)
-        return refused | (compression if compression not in (0, cls.COMPRESSION_ZLIB_TYPE) else 0)
+        return refused | (compression if compression > cls.COMPRESSION_ZLIB_TYPE else 0)
 
 
 def properties_to_string(properties: dict[str, str]) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from mmap import mmap
@@ -36,6 +35,7 @@ from typing import Final
 from isal.isal_zlib import crc32
 
 from lakemq.common import _pulled
+from lakemq.common.compression import decompress_body
 from lakemq.common.message import MessageConst, MessageExt, MessageSysFlag, string_to_properties
 from lakemq.errors import RecordError
 
@@ -298,7 +298,7 @@ def decode_record(
     if check_crc and body_crc(body) != crc:
         raise RecordError(f"body CRC mismatch at {base + pos}")
     if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        body = zlib.decompress(body)
+        body = decompress_body(body, sys_flag)
     # Positional, in MessageExt's field order (a keyword call costs 0.7 us more per record;
     # tests/common/test_record_field_order.py pins the order).
     return MessageExt(
@@ -354,5 +354,5 @@ def iter_records(
 
 # The compiled decoder of pull responses (lakemq/common/_pulled.pyx) reads with this module's
 # definitions; decode_pulled answers None for whatever decode_record should judge.
-_pulled.bind(MessageExt, _host, zlib.decompress, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.TAGS)
+_pulled.bind(MessageExt, _host, decompress_body, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.TAGS)
 decode_pulled = _pulled.decode_pulled

@@ -17,6 +17,7 @@ from lakemq.client.message_id import message_id_kind
 from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.results import PullStatus
+from lakemq.common.compression import decompress_body
 from lakemq.common.message import Message, MessageConst, MessageExt
 from lakemq.common.message_queue import MessageQueue
 from lakemq.common.record import create_message_id, encode_host
@@ -74,7 +75,8 @@ class Found:
     @classmethod
     def lake(cls, m: LakeMessage) -> Found:
         return cls("lake", m.topic, m.queue_id, m.queue_offset, m.msg_id, m.uniq_key or "", m.tags or "", m.keys,
-                   m.store_timestamp, m.born_timestamp, m.store_host, m.reconsume_times, m.properties, m.body)
+                   m.store_timestamp, m.born_timestamp, m.store_host, m.reconsume_times, m.properties,
+                   decompress_body(m.body, m.sys_flag))
 
 
 @dataclass(frozen=True, slots=True)

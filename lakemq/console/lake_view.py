@@ -18,11 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.seal import commitlog_files, load_seals
 from lakemq.tiering.table_files import add_actions, table_dataset
 from lakemq.tiering.tables import DATA_SCHEMA, LAKE_MESSAGE_COLUMNS, MESSAGES_TABLE, LakeMessage
+from lakemq.tiering.tail import UntieredTail, untiered_tail
 
 __all__ = [
     "BrokerTiering",
@@ -65,6 +67,7 @@ class BrokerTiering:
     committed_end: int = 0
     verified_end: int = 0
     lake_ranges: int = 0
+    tail: UntieredTail | None = None  # the store past the lake's end (None: store not readable)
 
     def count(self, state: str) -> int:
         return sum(1 for s in self.segments if s.state == state)
@@ -108,10 +111,12 @@ def broker_tiering(lake: LakeLocation, broker: str, store_dir: str | None) -> Br
             rows.append(SegmentRow(entry.segment, entry.range_start, entry.range_end, entry.rows,
                                    "in lake only", entry.delta_version))
     rows.sort(key=lambda r: r.range_start)
+    committed_end = manifest.committed_end if manifest else 0
+    # The console does not read the broker's conf; the tail's bytes and messages do not depend on it.
+    tail = untiered_tail(store_dir or "", committed_end, idle_ms=TieringConfig().tier_seal_idle_ms) if readable else None
     return BrokerTiering(broker, store_dir if readable else None,
                          len(commitlog_files(store_dir or "")) if readable else 0, rows,
-                         manifest.committed_end if manifest else 0, manifest.verified_end if manifest else 0,
-                         len(entries))
+                         committed_end, manifest.verified_end if manifest else 0, len(entries), tail)
 
 
 def search_lake(lake: LakeLocation, *, topic: str | None = None, key: str | None = None,

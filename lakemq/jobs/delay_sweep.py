@@ -1,12 +1,17 @@
 """Delay sweep: deliver due delayed messages that only the lake can still deliver.
 
-Two kinds of rows qualify once their delivery time has passed:
+Three kinds of rows qualify once their delivery time has passed:
 
 - ``schedule``: a delayed message in SCHEDULE_TOPIC_XXXX (delivery time = store time + the
   delay of its level, level = queue id + 1) with no copy in its REAL_TOPIC (same born time,
   born host, body CRC and UNIQ_KEY), e.g. a delay longer than the hot tier keeps files. Only
   rows due at least ``grace_ms`` ago are taken: before that the broker's own schedule service
   may still deliver them. The copy keeps the message's UNIQ_KEY, as the broker's re-put does;
+- ``wheel``: a timer message in rmq_sys_wheel_timer (due time TIMER_OUT_MS, see
+  lakemq.store.timer) with no copy in its REAL_TOPIC (same UNIQ_KEY and TIMER_OUT_MS) and not
+  recalled (no marker whose TIMER_DEL_UNIQKEY names it), e.g. a delay longer than the hot tier
+  keeps files; due at least ``grace_ms`` ago, as ``schedule``. The copy keeps its UNIQ_KEY and
+  TIMER_OUT_MS, as the broker's timer's does, so either finds the other's copy;
 - ``timer``: a user-topic message whose ``__STARTDELIVERTIME`` lay in the future when it was
   stored (the broker does not hold such messages back). The copy drops the property, gets
   ORIGIN_MESSAGE_ID = the original id and a UNIQ_KEY derived from the source offset id.
@@ -23,15 +28,16 @@ from __future__ import annotations
 
 import hashlib
 import time
-import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakemq.common.config import bind, read_properties
-from lakemq.common.message import Message, MessageConst, MessageSysFlag
+from lakemq.broker.broker_conf import read_broker_conf
+from lakemq.common.compression import decompress_body
+from lakemq.common.config import bind
+from lakemq.common.message import Message, MessageConst
 from lakemq.errors import ConfigError
 from lakemq.jobs.broker_lookup import FoundAtBroker, broker_lookup
 from lakemq.jobs.lake_tables import read_table, table_exists
@@ -71,6 +77,7 @@ OUTCOME_SCHEMA = pa.schema(
 
 _DROP = {
     "schedule": (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID),
+    "wheel": (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID),
     "timer": (MessageConst.START_DELIVER_TIME,),
 }
 
@@ -80,7 +87,7 @@ SendBatch = Callable[[Sequence[Message]], object]
 @dataclass(frozen=True, slots=True)
 class DueMessage:
     source_msg_id: str
-    kind: str  # "schedule" or "timer"
+    kind: str  # "schedule", "wheel" or "timer"
     message: Message  # what to send: target topic, body, flag, properties with its UNIQ_KEY
     deliver_at: int
 
@@ -116,6 +123,8 @@ def _due_rows(
     delays = ", ".join(f"CAST({d} AS BIGINT)" for d in levels.delays_ms)
     delay = f"element_at(array({delays}), least(s.queue_id + 1, {levels.max_level}))"
     start = f"CAST(m.properties['{MessageConst.START_DELIVER_TIME}'] AS BIGINT)"
+    real, out, deleted = (f"w.properties['{MessageConst.REAL_TOPIC}']", f"w.properties['{MessageConst.TIMER_OUT_MS}']",
+                          f"properties['{MessageConst.TIMER_DEL_UNIQKEY}']")
     query = f"""
     SELECT * FROM (
       SELECT s.msg_id, 'schedule' AS kind, s.properties['{MessageConst.REAL_TOPIC}'] AS target, s.body,
@@ -125,6 +134,15 @@ def _due_rows(
         ON r.topic = s.properties['{MessageConst.REAL_TOPIC}'] AND r.born_timestamp = s.born_timestamp
        AND r.born_host = s.born_host AND r.body_crc = s.body_crc AND r.uniq_key <=> s.uniq_key
     ) WHERE deliver_at <= {int(now_ms - grace_ms)}
+    UNION ALL
+    SELECT w.msg_id, 'wheel' AS kind, {real} AS target, w.body, w.sys_flag, w.flag, w.properties, w.uniq_key,
+           CAST({out} AS BIGINT) AS deliver_at
+    FROM timer_messages_sweep w
+    LEFT ANTI JOIN user_messages_sweep r
+      ON r.topic = {real} AND r.uniq_key <=> w.uniq_key AND r.properties['{MessageConst.TIMER_OUT_MS}'] = {out}
+    LEFT ANTI JOIN (SELECT {deleted} AS del_key FROM timer_messages_sweep WHERE {deleted} IS NOT NULL) d
+      ON d.del_key = concat({real}, '+', w.uniq_key)
+    WHERE w.{deleted} IS NULL AND CAST({out} AS BIGINT) <= {int(now_ms - grace_ms)}
     UNION ALL
     SELECT m.msg_id, 'timer' AS kind, m.topic AS target, m.body, m.sys_flag, m.flag, m.properties, m.uniq_key,
            {start} AS deliver_at
@@ -146,8 +164,7 @@ def _to_due(row: Any) -> DueMessage:
         props[MessageConst.ORIGIN_MESSAGE_ID] = row["uniq_key"] or row["msg_id"]
         props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = _derived_uniq(row["msg_id"])
     body = bytes(row["body"] or b"")
-    if row["sys_flag"] & MessageSysFlag.COMPRESSED_FLAG:
-        body = zlib.decompress(body)
+    body = decompress_body(body, row["sys_flag"])
     return DueMessage(
         row["msg_id"], kind, Message(row["target"], body, row["flag"], props), row["deliver_at"]
     )
@@ -239,7 +256,8 @@ def sweep(
 
 
 def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[str, Any]:
-    """The sweep for schedulers, with settings as a mapping: ``lake_uri``, ``namesrv``,
+    """The sweep for schedulers, with settings as a mapping: ``lake_uri`` (else the conf's
+    ``lakeUri``), ``namesrv``,
     ``broker_conf`` (for messageDelayLevel), ``conf`` (camelCase overrides, including
     delaySweepGraceMs and delaySweepBatch), ``storage_options``, ``master``."""
     from pyspark.sql import SparkSession
@@ -250,13 +268,13 @@ def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[s
     known = {"lake_uri", "namesrv", "broker_conf", "conf", "storage_options", "master"}
     if set(values) - known:
         raise ConfigError(f"unknown delay sweep setting(s): {', '.join(sorted(set(values) - known))}")
-    if not values.get("lake_uri") or not values.get("namesrv"):
-        raise ConfigError("the delay sweep needs lake_uri and namesrv")
-    props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
-    props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
+    if not values.get("namesrv"):
+        raise ConfigError("the delay sweep needs namesrv")
+    props = read_broker_conf(values.get("broker_conf") or None, values.get("conf"))
     config = bind(DelaySweepConfig, props)
     levels = DelayLevels(bind(StoreConfig, props).message_delay_level)
     options = {str(k): str(v) for k, v in (values.get("storage_options") or {}).items()}
+    lake_uri = LakeLocation.of(str(values.get("lake_uri") or props.get("lakeUri") or ""), options).uri
     owned = SparkSession.getActiveSession() is None
     spark = build_session(master=values.get("master") or None, app_name="lakemq-delay-sweep")
     try:
@@ -274,7 +292,7 @@ def run_sweep(values: Mapping[str, Any], *, now_ms: int | None = None) -> dict[s
 
             result = sweep(
                 spark,
-                lake_uri=values["lake_uri"],
+                lake_uri=lake_uri,
                 send_batch=send,
                 found_at_broker=found,
                 now_ms=now_ms,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakemq.errors import LakeError
 from lakemq.jobs.lake_tables import read_table, spark_uri, table_exists
+from lakemq.tiering.damage import reading_table
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import SealedSegment
 from lakemq.tiering.tables import (
@@ -48,7 +49,8 @@ BACKFILL_APP = "lakemq.message_keys.backfill"
 def _open(lake: LakeLocation, table: str) -> Any:
     from deltalake import DeltaTable
 
-    return DeltaTable(lake.table_uri(table), storage_options=lake.delta_options())
+    with reading_table(lake, table):
+        return DeltaTable(lake.table_uri(table), storage_options=lake.delta_options())
 
 
 def index_complete(lake: LakeLocation) -> bool:

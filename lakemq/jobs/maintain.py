@@ -17,6 +17,7 @@ from typing import Any
 
 from lakemq.errors import LakeError
 from lakemq.jobs.lake_tables import table_exists
+from lakemq.tiering.damage import reading_table
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import KEYS_TABLE, MESSAGES_TABLE
 
@@ -69,9 +70,13 @@ def maintain(
     tables = [MESSAGES_TABLE, *([KEYS_TABLE] if table_exists(lake, KEYS_TABLE) else [])]
     added = removed = 0
     gone: list[str] = []
+    versions: list[int] = []
     for table in tables:
-        more, fewer = optimize(lake, target_size=target_size, table=table)
-        added, removed = added + more, removed + fewer
-        gone += vacuum(lake, retention_hours=vacuum_retention_hours, table=table)
-    versions = [checkpoint(lake, table) for table in tables]
+        with reading_table(lake, table):
+            more, fewer = optimize(lake, target_size=target_size, table=table)
+            added, removed = added + more, removed + fewer
+            gone += vacuum(lake, retention_hours=vacuum_retention_hours, table=table)
+    for table in tables:
+        with reading_table(lake, table):
+            versions.append(checkpoint(lake, table))
     return MaintainResult(added, removed, tuple(gone), versions[0])

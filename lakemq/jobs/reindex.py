@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakemq.common.config import bind, read_properties
+from lakemq.broker.broker_conf import read_broker_conf
+from lakemq.common.config import bind
 from lakemq.errors import ConfigError, CorruptSegmentError, StoreError
 from lakemq.jobs.reindex_floors import QueueFloors, queue_floors
 from lakemq.jobs.reindex_source import DispatchDataSource, DispatchRange, RangePlan, plan_ranges
@@ -158,8 +159,7 @@ class ReindexSettings:
         unknown = set(values) - known
         if unknown:
             raise ConfigError(f"unknown reindex setting(s): {', '.join(sorted(unknown))}")
-        props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
-        props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
+        props = read_broker_conf(values.get("broker_conf") or None, values.get("conf"))
         # The store as the broker finds it: --data-dir, else storePathRootDir, else ~/lakemq-data.
         config = bind(StoreConfig, props, store_path_root_dir=str(store_root(props, values.get("store_dir") or None)))
         return cls(config=config, topic=values.get("topic") or None,

@@ -27,14 +27,14 @@ import hashlib
 import json
 import os
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakemq.common.message import Message, MessageConst, MessageSysFlag
+from lakemq.common.compression import decompress_body
+from lakemq.common.message import Message, MessageConst
 from lakemq.errors import ConfigError
 from lakemq.jobs.broker_lookup import FoundAtBroker
 from lakemq.jobs.ordered_scan import ordered_pages
@@ -141,9 +141,7 @@ def _messages(page: pa.Table, topic: str) -> Iterator[tuple[Position, Message]]:
         # The id the producer was given (UNIQ_KEY), as RocketMQ's clients see it; else the offset id.
         props[MessageConst.ORIGIN_MESSAGE_ID] = cols["uniq_key"][i] or msg_id
         props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = replay_uniq_key(topic, msg_id)
-        body = cols["body"][i] or b""
-        if cols["sys_flag"][i] & MessageSysFlag.COMPRESSED_FLAG:
-            body = zlib.decompress(body)
+        body = decompress_body(cols["body"][i] or b"", cols["sys_flag"][i])
         yield (
             (cols["store_timestamp"][i], cols["commitlog_offset"][i]),
             Message(topic, body, cols["flag"][i], props),

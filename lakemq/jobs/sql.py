@@ -15,6 +15,8 @@ Views over ``messages`` (catalog views, so every session of a Spark Connect serv
 
 - ``user_messages``: user topics only (``kind = 'normal'``);
 - ``schedule_messages``: delayed messages waiting in SCHEDULE_TOPIC_XXXX;
+- ``timer_messages``: timer messages waiting in rmq_sys_wheel_timer, and recall markers
+  (TIMER_DEL_UNIQKEY);
 - ``transactions_half`` / ``transactions_op``: the two transaction system topics;
 - ``transactions_derived``: one row per half message with its outcome: COMMIT when a message
   with the commit flag points back at it (PREPARED TRANSACTION OFFSET = the half message's
@@ -44,6 +46,7 @@ from lakemq.tiering.tables import (
     KIND_SCHEDULE,
     KIND_TRANS_HALF,
     KIND_TRANS_OP,
+    KIND_WHEEL_TIMER,
     MESSAGES_TABLE,
 )
 
@@ -56,10 +59,11 @@ __all__ = ["DELAY_SWEEP_TABLE", "TABLES", "TRANSACTIONS_TABLE", "VIEWS", "regist
 TRANSACTIONS_TABLE = "transactions"
 DELAY_SWEEP_TABLE = "delay_sweep"
 TABLES = (MESSAGES_TABLE, TRANSACTIONS_TABLE, DELAY_SWEEP_TABLE, KEYS_TABLE)
-VIEWS = ("user_messages", "schedule_messages", "transactions_half", "transactions_op", "transactions_derived")
+VIEWS = ("user_messages", "schedule_messages", "timer_messages", "transactions_half", "transactions_op",
+         "transactions_derived")
 
 _KIND_VIEWS = {
-    "user_messages": KIND_NORMAL, "schedule_messages": KIND_SCHEDULE,
+    "user_messages": KIND_NORMAL, "schedule_messages": KIND_SCHEDULE, "timer_messages": KIND_WHEEL_TIMER,
     "transactions_half": KIND_TRANS_HALF, "transactions_op": KIND_TRANS_OP,
 }
 

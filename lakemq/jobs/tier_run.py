@@ -17,9 +17,11 @@ from lakemq.jobs.compact import CompactResult, compact
 from lakemq.jobs.maintain import MaintainResult, maintain
 from lakemq.store.config import check_store_root
 from lakemq.tiering.config import TieringConfig
+from lakemq.tiering.damage import reading_table
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.retention import RetentionOutcome, RetentionRules, apply_retention
+from lakemq.tiering.tables import MESSAGES_TABLE
 from lakemq.tiering.verify import verify_manifest
 
 if TYPE_CHECKING:
@@ -49,12 +51,13 @@ def tier_run(
 ) -> TierRunResult:
     check_store_root(Path(store_dir))
     lake = LakeLocation.of(config.lake_uri, storage_options)
-    compacted = compact(
-        spark, store_dir=store_dir, lake_uri=config.lake_uri, broker_name=broker_name,
-        storage_options=storage_options, seal_idle_ms=config.tier_seal_idle_ms,
-        boundary_stride=config.tier_boundary_stride, skip_corrupt=skip_corrupt,
-        checkpoint_interval=config.tier_checkpoint_interval, progress=progress,
-    )
+    with reading_table(lake, MESSAGES_TABLE):  # its commits; the key index's errors name their own table
+        compacted = compact(
+            spark, store_dir=store_dir, lake_uri=config.lake_uri, broker_name=broker_name,
+            storage_options=storage_options, seal_idle_ms=config.tier_seal_idle_ms,
+            boundary_stride=config.tier_boundary_stride, skip_corrupt=skip_corrupt,
+            checkpoint_interval=config.tier_checkpoint_interval, progress=progress,
+        )
     manifest = Manifest.open(lake, broker_name)
     verify_progress = (lambda done, total: progress("verify", done, total)) if progress else None
     manifest, counts = verify_manifest(lake, store_dir, manifest, verify_progress)

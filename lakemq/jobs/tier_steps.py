@@ -7,8 +7,9 @@ finished by running it again, and a step that finds nothing to do does nothing.
 
 Settings arrive as a plain mapping (what a scheduler can pass between processes):
 ``store_dir`` (the broker's ``--data-dir``; else the conf's ``storePathRootDir``, else
-``~/lakemq-data``, as the broker resolves it), ``broker_name``, ``lake_uri``, ``broker_conf``
-(the broker's broker.conf: its tiering keys, ``fileReservedTime`` and ``lakeUri`` apply),
+``~/lakemq-data``, as the broker resolves it), ``broker_name``, ``lake_uri`` (else the conf's
+``lakeUri``; neither is an error), ``broker_conf`` (the broker's broker.conf, read as the broker
+reads it: its tiering keys, ``fileReservedTime`` and ``lakeUri`` apply),
 ``conf`` (camelCase overrides such as ``{"tierSealIdleMs": "60000"}``), ``storage_options``,
 ``master`` (Spark) and ``delete_hot_files_without_cold_reads`` (retention deletes verified files
 even when the broker's conf has no ``lakeUri`` naming this lake). Each step returns a JSON-able
@@ -22,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakemq.common.config import bind, read_properties
+from lakemq.broker.broker_conf import read_broker_conf
+from lakemq.common.config import bind
 from lakemq.errors import ConfigError
+from lakemq.jobs.tier_run import Progress
 from lakemq.store.config import check_store_root, store_root
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.lake_fs import LakeLocation
@@ -56,8 +59,7 @@ class TierSettings:
         unknown = set(values) - known
         if unknown:
             raise ConfigError(f"unknown tiering setting(s): {', '.join(sorted(unknown))}")
-        props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
-        props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
+        props = read_broker_conf(values.get("broker_conf") or None, values.get("conf"))
         lake: dict[str, Any] = {"lake_uri": str(values["lake_uri"])} if values.get("lake_uri") else {}
         flag = values.get("delete_hot_files_without_cold_reads", False)
         return cls(
@@ -98,7 +100,7 @@ def seal(settings: TierSettings, *, now_ms: int | None = None) -> Summary:
     }
 
 
-def compact(settings: TierSettings) -> Summary:
+def compact(settings: TierSettings, progress: Progress | None = None) -> Summary:
     """Commit every sealed, not yet committed range to the Delta table (one Spark session)."""
     from pyspark.sql import SparkSession
 
@@ -117,6 +119,7 @@ def compact(settings: TierSettings) -> Summary:
             seal_idle_ms=settings.config.tier_seal_idle_ms,
             boundary_stride=settings.config.tier_boundary_stride,
             checkpoint_interval=settings.config.tier_checkpoint_interval,
+            progress=progress,
         )
     finally:
         if owned:
@@ -130,12 +133,13 @@ def compact(settings: TierSettings) -> Summary:
     }
 
 
-def verify(settings: TierSettings) -> Summary:
+def verify(settings: TierSettings, progress: Progress | None = None) -> Summary:
     """Check committed ranges against their segments' digests; raises VerificationError."""
     from lakemq.tiering.verify import verify_manifest
 
     lake = settings.lake
-    manifest, counts = verify_manifest(lake, settings.store_dir, Manifest.open(lake, settings.broker_name))
+    counted = (lambda done, total: progress("verify", done, total)) if progress else None
+    manifest, counts = verify_manifest(lake, settings.store_dir, Manifest.open(lake, settings.broker_name), counted)
     manifest.save(lake)
     return {
         "verified": len(counts),
@@ -176,19 +180,23 @@ def maintain(settings: TierSettings) -> Summary:
 
 
 _STEP_FUNCTIONS: Mapping[str, Callable[[TierSettings], Summary]] = {
-    "compact": compact,
-    "verify": verify,
     "retention": retention,
     "maintain": maintain,
 }
 
 
-def run_step(step: str, values: Mapping[str, Any], *, now_ms: int | None = None) -> Summary:
-    """Run one step with settings given as a mapping (see the module docstring)."""
+def run_step(step: str, values: Mapping[str, Any], *, now_ms: int | None = None,
+             progress: Progress | None = None) -> Summary:
+    """Run one step with settings given as a mapping (see the module docstring); ``progress``
+    hears the counted steps of compact and verify (what a scheduler's log shows as they go)."""
     if step not in STEPS:
         raise ConfigError(f"unknown tiering step {step!r}; the steps are {', '.join(STEPS)}")
     settings = TierSettings.from_mapping(values)
     check_store_root(settings.store_dir)
     if step == "seal":
         return seal(settings, now_ms=now_ms)
+    if step == "compact":
+        return compact(settings, progress)
+    if step == "verify":
+        return verify(settings, progress)
     return _STEP_FUNCTIONS[step](settings)

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
-from lakemq.common.config import bind, read_properties
+from lakemq.broker.broker_conf import read_broker_conf
+from lakemq.common.config import bind
 from lakemq.common.message import MessageConst
 from lakemq.errors import ConfigError, LakeMQError
 from lakemq.jobs.lake_tables import read_table, spark_uri, table_exists
@@ -395,7 +396,8 @@ def _iter_rows(df: DataFrame) -> Iterator[dict[str, Any]]:
 
 
 def run_transaction_sweep(values: Mapping[str, Any], *, progress: Progress | None = None) -> dict[str, Any]:
-    """The sweep for schedulers and the CLI, with settings as a mapping: ``lake_uri``,
+    """The sweep for schedulers and the CLI, with settings as a mapping: ``lake_uri`` (else the
+    conf's ``lakeUri``),
     ``namesrv``, ``broker_conf`` / ``conf`` (transactionSweepBatch), ``storage_options``,
     ``master``, ``access_key`` / ``secret_key`` (an admin account when the brokers run ACL;
     default $LAKEMQ_ACCESS_KEY / $LAKEMQ_SECRET_KEY), ``report_limit``."""
@@ -412,12 +414,12 @@ def run_transaction_sweep(values: Mapping[str, Any], *, progress: Progress | Non
              "secret_key", "report_limit"}
     if set(values) - known:
         raise ConfigError(f"unknown transaction sweep setting(s): {', '.join(sorted(set(values) - known))}")
-    if not values.get("lake_uri") or not values.get("namesrv"):
-        raise ConfigError("the transaction sweep needs lake_uri and namesrv")
-    props = dict(read_properties(values["broker_conf"])) if values.get("broker_conf") else {}
-    props.update({str(k): str(v) for k, v in (values.get("conf") or {}).items()})
+    if not values.get("namesrv"):
+        raise ConfigError("the transaction sweep needs namesrv")
+    props = read_broker_conf(values.get("broker_conf") or None, values.get("conf"))
     config = bind(TransactionSweepConfig, props)
     options = {str(k): str(v) for k, v in (values.get("storage_options") or {}).items()}
+    lake_uri = LakeLocation.of(str(values.get("lake_uri") or props.get("lakeUri") or ""), options).uri
     loop = background_loop()
 
     async def make() -> Admin:
@@ -438,7 +440,7 @@ def run_transaction_sweep(values: Mapping[str, Any], *, progress: Progress | Non
 
         report = sweep_transactions(
             spark,
-            lake_uri=values["lake_uri"],
+            lake_uri=lake_uri,
             hand_back=hand_back,
             brokers=brokers,
             batch=config.transaction_sweep_batch,

@@ -9,8 +9,10 @@ Tables::
     filter_server_table  (cluster, addr) -> [filter server addr]
 
 Brokers register every 30 s; one silent longer than its timeout, or whose connection closes,
-is removed with its queues. Only a master's topic configs make queue data. Every method runs
-on the name server's event loop, so the tables need no lock.
+is removed with its queues. A master's topic configs make queue data; a slave's only fill in
+topics its group has no queue data for, and only while the group has no master (the master died
+before it registered a topic the slave holds): the slave serves them. Every method runs on the
+name server's event loop, so the tables need no lock.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class BrokerLiveInfo:
     data_version: DataVersion
     ha_server_addr: str
     connection: Any = None  # the RemotingConnection the broker registered over, if any
+    topic_configs: dict[str, dict[str, Any]] | None = None  # a slave's, for when its master is gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +82,14 @@ class RouteInfoManager:
             for topic, config in topic_configs.items():
                 self._update_queue_data(broker_name, topic, config)
         previous = self.broker_live_table.get(key)
+        slave_topics = topic_configs if broker_id != MASTER_ID else None
+        if slave_topics is None and previous is not None and broker_id != MASTER_ID:
+            slave_topics = previous.topic_configs
         self.broker_live_table[key] = BrokerLiveInfo(
             now_millis, timeout_millis or self.default_timeout_millis, version, ha_server_addr,
-            connection)
+            connection, slave_topics)
+        if slave_topics and MASTER_ID not in addrs:
+            self._fill_in_topics(broker_name, slave_topics)
         if previous is None:
             log.info("new broker registered %s %s (%s id %d)", cluster_name, broker_addr,
                      broker_name, broker_id)
@@ -117,6 +125,14 @@ class RouteInfoManager:
                 log.info("topic %s queue data changed: %s", topic, queue)
             queues[broker_name] = queue
 
+    def _fill_in_topics(self, broker_name: str, topic_configs: dict[str, dict[str, Any]]) -> None:
+        """A masterless group's slave serves these: route the topics that have no queue data
+        for the group yet (what the master registered stays as it was)."""
+        for topic, config in topic_configs.items():
+            if broker_name not in self.topic_queue_table.get(topic, {}):
+                log.info("topic %s routed to %s from its slave's registration (no master)", topic, broker_name)
+                self._update_queue_data(broker_name, topic, config)
+
     def unregister_broker(self, *, cluster_name: str, broker_addr: str, broker_name: str,
                           broker_id: int) -> None:
         key = (cluster_name, broker_addr)
@@ -132,6 +148,11 @@ class RouteInfoManager:
     def _set_addrs(self, broker: BrokerData, addrs: dict[int, str]) -> None:
         if addrs:
             self.broker_addr_table[broker.broker_name] = BrokerData(broker.cluster, broker.broker_name, addrs)
+            if MASTER_ID in broker.broker_addrs and MASTER_ID not in addrs:  # the master is gone
+                for addr in addrs.values():
+                    live = self.broker_live_table.get((broker.cluster, addr))
+                    if live is not None and live.topic_configs:
+                        self._fill_in_topics(broker.broker_name, live.topic_configs)
             return
         del self.broker_addr_table[broker.broker_name]
         names = self.cluster_addr_table.get(broker.cluster)

@@ -17,6 +17,7 @@ from lakemq.remoting.header_codec import decode_header, decoder_for, encode_head
 
 __all__ = [
     "CheckTransactionStateRequestHeader",
+    "ConsumerOffsetChangesHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
     "DeleteKVConfigRequestHeader",
@@ -47,6 +48,8 @@ __all__ = [
     "QueryMessageRequestHeader",
     "QueryMessageResponseHeader",
     "QueryTopicConsumeByWhoRequestHeader",
+    "RecallMessageRequestHeader",
+    "RecallMessageResponseHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
     "ReplyMessageRequestHeader",
@@ -125,6 +128,22 @@ class SendMessageResponseHeader:
     queue_offset: int
     transaction_id: str | None = None
     batch_uniq_id: str | None = None
+    recall_handle: str | None = None  # a timer message's (lakemq.common.recall_handle)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallMessageRequestHeader:
+    """RECALL_MESSAGE (RocketMQ 5.3+): cancel a timer message by the handle its send answered."""
+
+    topic: str
+    recall_handle: str
+    producer_group: str | None = None
+    bname: str | None = None  # the broker name (RocketMQ's RpcRequestHeader field)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallMessageResponseHeader:
+    msg_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +212,16 @@ class GetMinOffsetRequestHeader:
 class GetEarliestMsgStoretimeRequestHeader:
     topic: str
     queue_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOffsetChangesHeader:
+    """LAKEMQ_GET_CONSUMER_OFFSET_CHANGES both ways: a master's numbering of its offset commits
+    (``epoch``) and a number in it: in the slave's request the last it has, in the answer
+    the newest."""
+
+    epoch: str
+    seq: int
 
 
 @dataclass(frozen=True, slots=True)

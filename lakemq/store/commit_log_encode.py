@@ -20,6 +20,7 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.delay_levels import DelayLevels, rewrite_delayed_message
 from lakemq.store.put_request import BatchPut, PlainPut
 from lakemq.store.results import PutMessageResult, PutMessageStatus
+from lakemq.store.timer_message import is_timer_request, rewrite_timer_message
 
 __all__ = ["END_FILE_MIN_BLANK_LENGTH", "PutEncoder"]
 
@@ -100,7 +101,8 @@ class PutEncoder:
         return records
 
     def message(self, msg: MessageExtBrokerInner) -> Records | PutMessageResult:
-        """One message object's record; a delayed one is first rewritten to the schedule topic."""
+        """One message object's record; a delayed one is first rewritten to the schedule topic,
+        a timer message to the timer topic (lakemq.store.timer_message)."""
         if msg.topic not in self._valid_topics or msg.sys_flag & _UNKNOWN_BITS:
             refused = self._check(msg)
             if refused is not None:
@@ -110,7 +112,17 @@ class PutEncoder:
             checked = _bad_delay(msg) or self._encode(msg)
             if isinstance(checked, PutMessageResult):
                 return checked
+            if is_timer_request(msg):  # a DELAY level wins: the timer's properties go
+                rewrite_timer_message(msg, enabled=True, max_delay_sec=0)
             rewrite_delayed_message(msg, self._delay_levels)
+        elif is_timer_request(msg):
+            checked = self._encode(msg)  # as above: checked before the rewrite
+            if isinstance(checked, PutMessageResult):
+                return checked
+            refused = rewrite_timer_message(msg, enabled=self._config.timer_wheel_enable,
+                                            max_delay_sec=self._config.timer_max_delay_sec)
+            if refused is not None:
+                return refused
         try:  # _gather's call, made here: one frame less on the hot path
             return self._encoder.gather((msg,), self._encode, _UNKNOWN_BITS, False)
         except (OverflowError, UnicodeEncodeError) as exc:
@@ -165,7 +177,7 @@ class PutEncoder:
         if unknown & MessageSysFlag.COMPRESSION_TYPE_MASK:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"body compression type {unknown >> 8} (sys flag 0x{msg.sys_flag:x}) is "
-                                    "not supported by lakemq: only zlib (rocketmq.message.compressType=ZLIB)")
+                                    "unknown: only ZLIB, LZ4 and ZSTD (rocketmq.message.compressType)")
         if unknown:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"unknown sys flag bits 0x{msg.sys_flag:x}")

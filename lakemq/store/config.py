@@ -85,6 +85,12 @@ class StoreConfig:
     message_index_safe: bool = False
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval: int = 10_000
+    # Timer messages (lakemq.store.timer): on or off, the longest delay a producer may ask
+    # for (RocketMQ caps it at 3 days; here 30 days by default), and how often the timer's
+    # progress is saved.
+    timer_wheel_enable: bool = True
+    timer_max_delay_sec: int = 30 * 86_400
+    timer_flush_interval_ms: int = 1_000
     check_crc_on_recover: bool = True
     os_page_cache_busy_timeout_mills: int = 1_000
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
@@ -100,7 +106,8 @@ class StoreConfig:
         positive = ("mapped_file_size_commit_log", "mapped_file_size_consume_queue",
                     "max_message_size", "max_properties_size", "flush_interval_commit_log",
                     "sync_flush_timeout", "flush_interval_consume_queue", "max_hash_slot_num",
-                    "max_index_num", "slave_timeout", "ha_slave_fallbehind_max")
+                    "max_index_num", "slave_timeout", "ha_slave_fallbehind_max", "timer_max_delay_sec",
+                    "timer_flush_interval_ms")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -148,6 +155,10 @@ class StoreConfig:
     @property
     def delay_offset_path(self) -> Path:
         return self.config_dir / "delayOffset.json"
+
+    @property
+    def timer_checkpoint_path(self) -> Path:
+        return self.config_dir / "timerCheckpoint.json"
 
 
 def store_root(props: Mapping[str, str], data_dir: str | Path | None = None) -> Path:

@@ -290,23 +290,34 @@ class ConsumeQueue:
     def get_offset_in_queue_by_time(self, timestamp: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp`` (ms);
         the max offset when every message is older."""
+        return self._first_reaching(lambda u: self._store_timestamp_of(u.commit_log_offset, u.size), timestamp)
+
+    def offset_at_phy(self, phy_offset: int) -> int:
+        """The first queue offset whose record starts at or after CommitLog ``phy_offset``;
+        the max offset when none does (how many messages of this queue a CommitLog range
+        holds is the difference of two)."""
+        return self._first_reaching(lambda u: u.commit_log_offset, phy_offset)
+
+    def _first_reaching(self, key: Callable[[CqUnit], int], value: int) -> int:
+        """Binary search for the first entry whose ``key`` (growing along the queue) is at
+        least ``value``; a blank entry takes the next non-blank one's key."""
         low, high = self.get_min_offset_in_queue(), self.get_max_offset_in_queue()
         while low < high:
             mid = (low + high) // 2
-            if self._store_time_at(mid, high) < timestamp:
+            if self._key_at(mid, high, key) < value:
                 low = mid + 1
             else:
                 high = mid
         return low
 
-    def _store_time_at(self, index: int, end: int) -> int:
-        """Store time of entry ``index``, or of the next non-blank one (-1: none, or gone)."""
+    def _key_at(self, index: int, end: int, key: Callable[[CqUnit], int]) -> int:
+        """``key`` of entry ``index``, or of the next non-blank one (-1: none, or gone)."""
         while index < end:
             unit = self.get_unit(index)
             if unit is None:
                 return -1
             if not unit.is_blank:
-                return self._store_timestamp_of(unit.commit_log_offset, unit.size)
+                return key(unit)
             index += 1
         return -1
 

@@ -32,6 +32,9 @@ class ConsumeQueueStore:
         self._lock = threading.Lock()
         # Store time of the newest record given a ConsumeQueue entry (the checkpoint's logics time).
         self.last_dispatched_timestamp = 0
+        # Told (topic, queue id) when dispatch makes a queue: a slave learns the topics its
+        # replicated log holds from this. Called on the dispatching thread; must be quick.
+        self.on_queue_created: Callable[[str, int], None] | None = None
 
     def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
         return ConsumeQueue(topic, queue_id, self.root_dir, self.mapped_file_size, self._store_timestamp_of)
@@ -54,9 +57,16 @@ class ConsumeQueueStore:
         with self._lock:
             queues = self._table.setdefault(topic, {})
             cq = queues.get(queue_id)
-            if cq is None:
-                cq = queues[queue_id] = self._new(topic, queue_id)
-            return cq
+            if cq is not None:
+                return cq
+            cq = queues[queue_id] = self._new(topic, queue_id)
+        listener = self.on_queue_created
+        if listener is not None:
+            try:
+                listener(topic, queue_id)
+            except Exception:  # the entry is written all the same
+                log.exception("queue-created listener failed for %s queue %d", topic, queue_id)
+        return cq
 
     def all(self) -> list[ConsumeQueue]:
         return [cq for queues in list(self._table.values()) for cq in list(queues.values())]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,10 +15,18 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.consume_queue_store import ConsumeQueueStore
 from lakemq.store.health import StoreHealth
 from lakemq.store.index_service import IndexService
+from lakemq.store.mapped_file import MappedFile
 from lakemq.store.mapped_file_queue import DELETE_FILES_BATCH_MAX
 from lakemq.store.service_thread import ServiceThread
 
-__all__ = ["CleanExpiredFilesService", "FlushConsumeQueueService", "Unconsumed", "UnconsumedProbe"]
+__all__ = [
+    "CleanExpiredFilesService",
+    "FlushConsumeQueueService",
+    "ForcedDeletion",
+    "RemovedRange",
+    "UnconsumedJudge",
+    "UnconsumedLoss",
+]
 
 log = logging.getLogger(__name__)
 
@@ -26,24 +34,67 @@ log = logging.getLogger(__name__)
 MANUAL_DELETE_ROUNDS = 20
 
 
-@dataclass(frozen=True, slots=True)
-class Unconsumed:
-    """The oldest message some consumer group has not consumed yet."""
+# Forced deletions the console lists (the newest last).
+FORCED_DELETIONS_KEPT = 20
+# Topics a log line names at most (by most messages).
+TOPICS_LOGGED = 20
 
-    commit_log_offset: int
-    group: str
+
+@dataclass(frozen=True, slots=True)
+class RemovedRange:
+    """Messages of one queue whose records were in a deleted CommitLog file: queue offsets
+    ``[begin, end)``."""
+
     topic: str
     queue_id: int
-    queue_offset: int
+    begin: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnconsumedLoss:
+    """Messages of one topic a deletion removed before every consumer group read them;
+    ``groups`` are the groups that had not, none when no group has read the topic yet."""
+
+    topic: str
+    messages: int
+    groups: tuple[str, ...]
 
     def describe(self) -> str:
-        return (f"group {self.group} on {self.topic} queue {self.queue_id} at queue offset {self.queue_offset} "
-                f"(CommitLog offset {self.commit_log_offset})")
+        if not self.groups:
+            return f"{self.topic} {self.messages} (no group has read it)"
+        return f"{self.topic} {self.messages} (group{'s' if len(self.groups) > 1 else ''} {', '.join(self.groups)})"
 
 
-# Where the oldest unconsumed message is (None: every group consumed everything); the broker
-# knows the committed offsets, the store asks it.
-UnconsumedProbe = Callable[[], Unconsumed | None]
+# Which removed messages consumers had not read yet (the broker knows the committed offsets);
+# with ``unread_topics`` the messages of a topic no group has read count too (a forced deletion).
+UnconsumedJudge = Callable[[list[RemovedRange], bool], list[UnconsumedLoss]]
+
+
+@dataclass(frozen=True, slots=True)
+class ForcedDeletion:
+    """A CommitLog file deleted before its ``fileReservedTime``."""
+
+    file: str
+    from_offset: int
+    end_offset: int
+    deleted_at_ms: int
+    trigger: str  # "manual", or the disk usage that forced it
+    messages: dict[str, int]  # by topic
+    unconsumed: dict[str, int]  # by topic
+
+    def summary(self) -> str:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.deleted_at_ms / 1000))
+        lost = sum(self.unconsumed.values())
+        return (f"{stamp} {self.file} [{self.from_offset}, {self.end_offset}) ({self.trigger}): "
+                f"{sum(self.messages.values())} messages of {_by_count(self.messages)}; {lost} not consumed")
+
+
+def _by_count(counts: dict[str, int]) -> str:
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = ", ".join(f"{topic} {n}" for topic, n in top[:TOPICS_LOGGED])
+    more = len(top) - TOPICS_LOGGED
+    return (named + (f" and {more} more topics" if more > 0 else "")) or "no topic"
 
 
 class FlushConsumeQueueService(ServiceThread):
@@ -97,10 +148,13 @@ class CleanExpiredFilesService(ServiceThread):
     - never past what was dispatched, nor past the retention guard (with a lake: what the lake
       verifiably holds), nor the file being written.
 
-    A deleted file that held messages some consumer group has not consumed yet (the
-    unconsumed probe) is logged at ERROR with the group and counted. Every 100 ms the
-    thread also measures the disk and the dispatch lag for :class:`StoreHealth` (disk full:
-    puts refused)."""
+    A file deleted before ``fileReservedTime`` (on a full disk, or by hand) is a forced
+    deletion: logged at ERROR with the topics and message counts it removed, counted, and
+    kept for the console. A deleted file that held messages some consumer group has not
+    consumed yet (the unconsumed judge; after a forced deletion also every message of a topic
+    no group has read) is logged at ERROR as DELETED UNCONSUMED MESSAGES and counted. Every
+    100 ms the thread also measures the disk and the dispatch lag for :class:`StoreHealth`
+    (disk full: puts refused)."""
 
     def __init__(
         self,
@@ -111,7 +165,7 @@ class CleanExpiredFilesService(ServiceThread):
         dispatched_offset: Callable[[], int],
         retention_guard: Callable[[], Callable[[], int] | None],
         health: StoreHealth,
-        unconsumed_probe: Callable[[], UnconsumedProbe | None] = lambda: None,
+        unconsumed_judge: Callable[[], UnconsumedJudge | None] = lambda: None,
     ) -> None:
         super().__init__("CleanExpiredFilesService")
         self._config = config
@@ -121,12 +175,15 @@ class CleanExpiredFilesService(ServiceThread):
         self._dispatched_offset = dispatched_offset
         self._retention_guard = retention_guard
         self._health = health
-        self._unconsumed_probe = unconsumed_probe
+        self._unconsumed_judge = unconsumed_judge
         self._manual_rounds = 0
-        # CommitLog files deleted, by why they went ("expired", "forced", "manual"), and how
-        # many of them held messages a group had not consumed.
+        # CommitLog files deleted, by why they went ("expired", "forced": before their
+        # fileReservedTime, whatever forced it), and how many held unconsumed messages.
         self.deleted_files: Counter[str] = Counter()
         self.unconsumed_files_deleted = 0
+        self.forced_messages_deleted: Counter[str] = Counter()  # by topic
+        self.unconsumed_messages_deleted: Counter[str] = Counter()  # by topic
+        self.forced_deletions: deque[ForcedDeletion] = deque(maxlen=FORCED_DELETIONS_KEPT)
 
     def trigger_manual_delete(self) -> None:
         self._manual_rounds = MANUAL_DELETE_ROUNDS
@@ -168,21 +225,53 @@ class CleanExpiredFilesService(ServiceThread):
         expired_ms = c.file_reserved_time * 3_600_000
         files = self._commit_log.mapped_file_queue.mapped_files[:DELETE_FILES_BATCH_MAX]
         now_ms = time.time() * 1000
-        expired = [now_ms >= mf.last_modified() * 1000 + expired_ms for mf in files]
-        probe = self._unconsumed_probe()
-        # Read before deleting: the ConsumeQueue entries of the files still point at them.
-        unconsumed = probe() if probe is not None and files else None
+        # When each would expire, read before deleting (a deleted file's descriptor is closed).
+        expiry_ms = [mf.last_modified() * 1000 + expired_ms for mf in files]
         count = self._commit_log.delete_expired_file(expired_ms, self.max_deletable_offset(),
                                                       c.delete_commit_log_files_interval, clean_immediately=at_once)
-        for mf, was_expired in zip(files[:count], expired):
-            why = "expired" if was_expired else ("manual" if reason == "manual" else "forced")
-            self.deleted_files[why] += 1
-            if unconsumed is not None and mf.file_end_offset > unconsumed.commit_log_offset:
+        judge = self._unconsumed_judge()
+        for mf, expires_ms in zip(files[:count], expiry_ms):
+            was_expired = now_ms >= expires_ms
+            self.deleted_files["expired" if was_expired else "forced"] += 1
+            if was_expired and judge is None:
+                continue
+            # The ConsumeQueue entries of a deleted file are still there (they go after it).
+            ranges = self._removed_ranges(mf.file_from_offset, mf.file_end_offset)
+            losses = judge(ranges, not was_expired) if judge is not None else []
+            if not was_expired:
+                self._forced(mf, reason, ranges, losses, (expires_ms - now_ms) / 3_600_000)
+            if losses:
                 self.unconsumed_files_deleted += 1
-                log.error("DELETED UNCONSUMED MESSAGES: CommitLog file %s (offsets [%d, %d), %s, %s) held messages "
-                          "not consumed yet, from %s", mf.path.name, mf.file_from_offset, mf.file_end_offset,
-                          why, reason, unconsumed.describe())
+                for loss in losses:
+                    self.unconsumed_messages_deleted[loss.topic] += loss.messages
+                log.error("DELETED UNCONSUMED MESSAGES: CommitLog file %s (offsets [%d, %d), %s, %s) held %d messages "
+                          "not consumed yet: %s", mf.path.name, mf.file_from_offset, mf.file_end_offset,
+                          "expired" if was_expired else "forced", reason, sum(loss.messages for loss in losses),
+                          "; ".join(loss.describe() for loss in losses[:TOPICS_LOGGED]))
         return count
+
+    def _removed_ranges(self, from_offset: int, end_offset: int) -> list[RemovedRange]:
+        ranges = []
+        for cq in self._queues.all():
+            if cq.max_physic_offset <= from_offset:
+                continue
+            begin, end = cq.offset_at_phy(from_offset), cq.offset_at_phy(end_offset)
+            if end > begin:
+                ranges.append(RemovedRange(cq.topic, cq.queue_id, begin, end))
+        return ranges
+
+    def _forced(self, mf: MappedFile, reason: str, ranges: list[RemovedRange], losses: list[UnconsumedLoss],
+                early_h: float) -> None:
+        messages: Counter[str] = Counter()
+        for r in ranges:
+            messages[r.topic] += r.end - r.begin
+        self.forced_messages_deleted.update(messages)
+        deletion = ForcedDeletion(mf.path.name, mf.file_from_offset, mf.file_end_offset, int(time.time() * 1000), reason,
+                                  dict(messages), {loss.topic: loss.messages for loss in losses})
+        self.forced_deletions.append(deletion)
+        log.error("FORCED DELETION: CommitLog file %s (offsets [%d, %d)) deleted %.1f h before its fileReservedTime "
+                  "of %d h (%s); it held %d messages: %s", mf.path.name, mf.file_from_offset, mf.file_end_offset,
+                  early_h, self._config.file_reserved_time, reason, sum(messages.values()), _by_count(messages))
 
     def run(self) -> None:
         interval_s = self._config.clean_resource_interval / 1000

@@ -265,7 +265,7 @@ class MappedFileQueue:
         with self._lock:
             self.mapped_files = [f for f in self.mapped_files if f is not mf]
         mf.destroy()
-        log.info("deleted expired file %s", mf.path)
+        log.info("deleted file %s", mf.path)  # why (expired or forced) is the caller's to say
 
     def shutdown(self) -> None:
         for mf in self.mapped_files:

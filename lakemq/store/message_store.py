@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
-from lakemq.common.message import MessageExt
+from lakemq.common.message import MessageConst, MessageExt
 from lakemq.common.record import decode_message_id, decode_record, read_header
 from lakemq.common.validation import check_topic
 from lakemq.errors import RecordError, StoreError
@@ -39,11 +40,13 @@ from lakemq.store.flush import FlushListener
 from lakemq.store.get_results import GetMessageResult, QueryMessageResult
 from lakemq.store.health import StoreHealth
 from lakemq.store.index_service import IndexService
-from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService, UnconsumedProbe
+from lakemq.store.maintenance import CleanExpiredFilesService, FlushConsumeQueueService, UnconsumedJudge
 from lakemq.store.put_request import MessagesPut, PutRequest
 from lakemq.store.queue_read import QueueReader
 from lakemq.store.results import PutMessageResult, PutMessageStatus
 from lakemq.store.schedule import ScheduleMessageService
+from lakemq.store.timer import RecallOutcome, TimerMessageService
+from lakemq.store.timer_message import recall_marker
 
 __all__ = ["MessageStore"]
 
@@ -81,15 +84,21 @@ class MessageStore:
             put_message=lambda msg: self.put(MessagesPut.of(msg)), offset_path=config.delay_offset_path,
             persist_interval_ms=config.flush_delay_offset_interval,
         )
+        self.timer = TimerMessageService(
+            find_queue=self.consume_queues.find, read_message=self.look_message_by_offset,
+            put_message=lambda msg: self.put(MessagesPut.of(msg)), delivered_copy=self._timer_copy_exists,
+            flushed_offset=lambda: self.commit_log.mapped_file_queue.flushed_where,
+            checkpoint_path=config.timer_checkpoint_path, flush_interval_ms=config.timer_flush_interval_ms,
+        )
         self.flush_consume_queue_service = FlushConsumeQueueService(
             config, self.consume_queues, self.index_service, self.checkpoint
         )
         self._retention_guard: Callable[[], int] | None = None
-        self._unconsumed_probe: UnconsumedProbe | None = None
+        self._unconsumed_judge: UnconsumedJudge | None = None
         self.clean_service = CleanExpiredFilesService(
             config, self.commit_log, self.consume_queues, self.index_service,
             dispatched_offset=lambda: self.reput.reput_from_offset, retention_guard=lambda: self._retention_guard,
-            health=self.health, unconsumed_probe=lambda: self._unconsumed_probe,
+            health=self.health, unconsumed_judge=lambda: self._unconsumed_judge,
         )
         # dispatch_inline's thread and request; _inline_due: a pass was requested, not yet run.
         self._inline_thread: int | None = None
@@ -112,7 +121,8 @@ class MessageStore:
         """Open and recover every file; False when something cannot be loaded."""
         abort = self.config.abort_file_path
         self.last_exit_ok = not abort.exists()
-        if not (self.commit_log.load() and self.consume_queues.load() and self.schedule.load()):
+        if not (self.commit_log.load() and self.consume_queues.load() and self.schedule.load()
+                and self.timer.load()):
             return False
         if not self.consume_queues.all() and self.commit_log.get_min_offset() > 0:
             # Dispatch would rebuild only the queues still in the CommitLog: the others would
@@ -158,6 +168,7 @@ class MessageStore:
         self.clean_service.start()
         if not self._slave:  # delays are delivered by the master; a slave keeps its offsets
             self.schedule.start()
+            self.timer.start()
 
     def shutdown(self) -> None:
         """Stop puts, deliver nothing more, dispatch what was written, flush everything, write
@@ -166,9 +177,12 @@ class MessageStore:
             return
         self._running = self._accepts_puts = False
         self.schedule.shutdown()
+        self.timer.shutdown()
         self.clean_service.shutdown()
         self.reput.shutdown()
         self.commit_log.shutdown()
+        if not self._slave:  # the CommitLog is flushed now: the timer's last state can be saved
+            self.timer.persist_quietly(fresh=True)
         self.flush_consume_queue_service.shutdown()
         if self.index_service is not None:
             self.checkpoint.index_msg_timestamp = self.index_service.flush()
@@ -230,6 +244,30 @@ class MessageStore:
         """A dispatch pass on the calling thread (see :meth:`dispatch_inline`)."""
         self._inline_due = False
         self.reput.dispatch_now()
+
+    # -- timer messages ----------------------------------------------------------------------
+
+    def recall_timer_message(self, topic: str, uniq_key: str, due_ms: int) -> RecallOutcome:
+        """Cancel a waiting timer message (RocketMQ 5's RecallMessage; lakemq.store.timer)."""
+        if not self._accepts_puts:
+            return RecallOutcome.FAILED
+        # The message may be stored and not yet dispatched: its send's answer can overtake
+        # dispatch. Wait (bounded) until dispatch reached what was stored when the recall came.
+        target, deadline = self.commit_log.get_max_offset(), time.monotonic() + 5.0
+        while self.reput.reput_from_offset < target and time.monotonic() < deadline:
+            self.reput.wakeup()
+            time.sleep(0.001)
+        return self.timer.recall(
+            topic, uniq_key, due_ms,
+            lambda key, due: self.put(MessagesPut.of(recall_marker(key, uniq_key, due, self.store_host))))
+
+    def _timer_copy_exists(self, topic: str, uniq_key: str, due_ms: int) -> bool:
+        """Whether ``topic`` holds the delivered copy of the timer message ``uniq_key`` due at
+        ``due_ms`` (the copy keeps its TIMER_OUT_MS)."""
+        for record in self.query_message(topic, uniq_key, 32, 0, 2**63 - 1).messages:
+            if decode_record(record, read_body=False).properties.get(MessageConst.TIMER_OUT_MS) == str(due_ms):
+                return True
+        return False
 
     # -- replication -------------------------------------------------------------------------
 
@@ -387,10 +425,10 @@ class MessageStore:
         self._retention_guard = guard
         self._reader.stops_at_removed = guard is not None
 
-    def set_unconsumed_probe(self, probe: UnconsumedProbe | None) -> None:
-        """``probe()`` names the oldest message a consumer group has not consumed; expiry logs
-        and counts the deletion of a file that holds it."""
-        self._unconsumed_probe = probe
+    def set_unconsumed_judge(self, judge: UnconsumedJudge | None) -> None:
+        """``judge(ranges, unread_topics)`` says which messages of a deleted CommitLog file
+        consumer groups had not consumed yet; expiry logs and counts them."""
+        self._unconsumed_judge = judge
 
     def set_flush_listener(self, listener: FlushListener | None) -> None:
         """``listener(seconds, bytes)`` after every CommitLog flush that wrote something, on

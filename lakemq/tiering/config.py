@@ -18,7 +18,7 @@ DELETE_WITHOUT_COLD_READS_FLAG = "--delete-hot-files-without-cold-reads"
 
 @dataclass(frozen=True, slots=True)
 class TieringConfig:
-    lake_uri: str = "lake"  # a local directory or s3://bucket/prefix
+    lake_uri: str = ""  # a local directory or s3://bucket/prefix; none: every lake job refuses to run
     # The last CommitLog file is sealed up to its last record once nothing was written for this long.
     tier_seal_idle_ms: int = 10 * 60_000
     # A sealed segment's boundary index marks the first record starting in every stride.

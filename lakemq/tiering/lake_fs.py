@@ -24,9 +24,12 @@ from typing import Any, TypeVar
 
 import fsspec
 
-from lakemq.errors import LakeError
+from lakemq.errors import ConfigError, LakeError
 
-__all__ = ["LakeLocation", "RetryPolicy", "is_transient", "with_retries"]
+__all__ = ["NO_LAKE", "LakeLocation", "RetryPolicy", "is_transient", "with_retries"]
+
+# What every lake command says when it is given no lake (the CLI, the DAGs, the jobs).
+NO_LAKE = "no lake is set: give --lake LAKE (lake_uri in a DAG) or set lakeUri=LAKE in broker.conf"
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +114,15 @@ class LakeLocation:
 
     @classmethod
     def of(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> LakeLocation:
+        """The lake at ``uri``. No lake is an error, never the working directory (an empty
+        path would put the lake there), and so is a local path that is a file."""
+        if not uri.strip():
+            raise ConfigError(NO_LAKE)
         if "://" not in uri or uri.startswith("file://"):
-            uri = os.path.abspath(uri.removeprefix("file://"))
+            uri = os.path.abspath(os.path.expanduser(uri.removeprefix("file://")))
+            if os.path.exists(uri) and not os.path.isdir(uri):
+                raise LakeError(f"the lake {uri} is a file, not a directory (a lake is a directory or "
+                                "s3://bucket/prefix)")
         return cls(uri.rstrip("/"), tuple(sorted((storage_options or {}).items())))
 
     @property

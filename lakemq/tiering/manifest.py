@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from lakemq.errors import LakeError
+from lakemq.tiering.damage import reading_table
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import QueueEnds, merge_queue_ends
 from lakemq.tiering.tables import (
@@ -142,36 +143,37 @@ class Manifest:
         lacks (a crash after commit, before the manifest was saved; or a lost manifest)."""
         from deltalake import DeltaTable
 
-        uri = lake.table_uri(MESSAGES_TABLE)
-        if not DeltaTable.is_deltatable(uri, storage_options=lake.delta_options()):
-            return self
-        table = DeltaTable(uri, storage_options=lake.delta_options())
-        known = {e.delta_version for e in self.entries}
-        found = []
-        ends: QueueEnds = {}
-        for commit in table.history():
-            if commit.get(META_BROKER) != self.broker or commit["version"] in known:
-                continue
-            recorded = META_QUEUE_ENDS in commit
-            if recorded:
-                merge_queue_ends(ends, json.loads(commit[META_QUEUE_ENDS]))
-            found.append(ManifestEntry(
-                range_start=int(commit[META_RANGE_START]), range_end=int(commit[META_RANGE_END]),
-                segment=str(commit[META_SEGMENT]), delta_version=int(commit["version"]),
-                rows=int(commit[META_ROWS]), digest=int(commit[META_DIGEST]),
-                committed_at_ms=int(commit.get("timestamp", 0)), queue_ends_recorded=recorded,
-            ))
-        if found:
-            log.warning("manifest for %s lacked %d committed range(s); recovered them from the Delta log",
-                        self.broker, len(found))
-        merged = self.with_entries(found, ends)
-        txn = table.transaction_version(self.broker)
-        if txn is not None and txn > merged.committed_end:
-            raise LakeError(
-                f"Delta app transaction of {self.broker} is at {txn} but its commit history ends at "
-                f"{merged.committed_end}: the log was cleaned past the manifest; restore the manifest file"
-            )
-        return merged
+        with reading_table(lake, MESSAGES_TABLE):
+            uri = lake.table_uri(MESSAGES_TABLE)
+            if not DeltaTable.is_deltatable(uri, storage_options=lake.delta_options()):
+                return self
+            table = DeltaTable(uri, storage_options=lake.delta_options())
+            known = {e.delta_version for e in self.entries}
+            found = []
+            ends: QueueEnds = {}
+            for commit in table.history():
+                if commit.get(META_BROKER) != self.broker or commit["version"] in known:
+                    continue
+                recorded = META_QUEUE_ENDS in commit
+                if recorded:
+                    merge_queue_ends(ends, json.loads(commit[META_QUEUE_ENDS]))
+                found.append(ManifestEntry(
+                    range_start=int(commit[META_RANGE_START]), range_end=int(commit[META_RANGE_END]),
+                    segment=str(commit[META_SEGMENT]), delta_version=int(commit["version"]),
+                    rows=int(commit[META_ROWS]), digest=int(commit[META_DIGEST]),
+                    committed_at_ms=int(commit.get("timestamp", 0)), queue_ends_recorded=recorded,
+                ))
+            if found:
+                log.warning("manifest for %s lacked %d committed range(s); recovered them from the Delta log",
+                            self.broker, len(found))
+            merged = self.with_entries(found, ends)
+            txn = table.transaction_version(self.broker)
+            if txn is not None and txn > merged.committed_end:
+                raise LakeError(
+                    f"Delta app transaction of {self.broker} is at {txn} but its commit history ends at "
+                    f"{merged.committed_end}: the log was cleaned past the manifest; restore the manifest file"
+                )
+            return merged
 
     @classmethod
     def open(cls, lake: LakeLocation, broker: str) -> Manifest:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
+from lakemq.tiering.damage import reading_table
 from lakemq.tiering.lake_fs import LakeLocation
 
 __all__ = ["add_actions", "table_dataset"]
@@ -33,8 +34,9 @@ def add_actions(lake: LakeLocation, table: str) -> list[dict[str, Any]]:
     if not lake.exists(lake.join(table, "_delta_log")):
         return []
     uri = lake.table_uri(table)
-    actions: list[dict[str, Any]] = pa.table(
-        DeltaTable(uri, storage_options=lake.delta_options()).get_add_actions(flatten=True)).to_pylist()
+    with reading_table(lake, table):
+        actions: list[dict[str, Any]] = pa.table(
+            DeltaTable(uri, storage_options=lake.delta_options()).get_add_actions(flatten=True)).to_pylist()
     return actions
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "KIND_SCHEDULE",
     "KIND_TRANS_HALF",
     "KIND_TRANS_OP",
+    "KIND_WHEEL_TIMER",
     "LAKE_MESSAGE_COLUMNS",
     "MESSAGES_SCHEMA",
     "MESSAGES_TABLE",
@@ -56,10 +57,12 @@ KIND_NORMAL: Final = "normal"
 KIND_SCHEDULE: Final = "schedule"
 KIND_TRANS_HALF: Final = "trans_half"
 KIND_TRANS_OP: Final = "trans_op"
+KIND_WHEEL_TIMER: Final = "wheel_timer"  # timer messages waiting, and recall markers
 SYSTEM_TOPIC_KINDS: Final = {
     "SCHEDULE_TOPIC_XXXX": KIND_SCHEDULE,
     "RMQ_SYS_TRANS_HALF_TOPIC": KIND_TRANS_HALF,
     "RMQ_SYS_TRANS_OP_HALF_TOPIC": KIND_TRANS_OP,
+    "rmq_sys_wheel_timer": KIND_WHEEL_TIMER,
 }
 
 MESSAGES_SCHEMA: Final = pa.schema([

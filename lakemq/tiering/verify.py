@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakemq.errors import VerificationError
+from lakemq.tiering.damage import reading_table
 from lakemq.tiering.digest import body_crc32c, digest_of
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, ManifestEntry
@@ -42,7 +43,8 @@ def _files_overlapping(lake: LakeLocation, start: int, end: int) -> list[str]:
     from deltalake import DeltaTable
 
     uri = lake.table_uri(MESSAGES_TABLE)
-    actions = pa.table(DeltaTable(uri, storage_options=lake.delta_options()).get_add_actions(flatten=True))
+    with reading_table(lake, MESSAGES_TABLE):
+        actions = pa.table(DeltaTable(uri, storage_options=lake.delta_options()).get_add_actions(flatten=True))
     paths = actions.column("path").to_pylist()
     if "min.commitlog_offset" in actions.column_names:
         lo = actions.column("min.commitlog_offset").to_numpy(zero_copy_only=False)

@@ -102,3 +102,9 @@ def test_lakemq_peer_starts_on_another_port_when_its_port_is_taken(monkeypatch: 
             assert [p.name for p in peer.processes] == ["namesrv", "broker"]
             assert peer.namesrv_addr != f"127.0.0.1:{taken.getsockname()[1]}"
             assert all(p.alive() for p in peer.processes)
+
+
+def test_timer_bench_measures_lateness() -> None:
+    out = _run("bench/timer_bench.py", "--timers", "300", "--window", "2", "--lead", "4")
+    _, p50, _, p99, worst, early, duplicates = _figures(out, "lateness")  # "p50 N ms, p99 N ms, ..."
+    assert 0 <= p50 <= p99 <= worst < 1000 and early == 0 and duplicates == 0, out

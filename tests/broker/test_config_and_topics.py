@@ -95,6 +95,22 @@ def test_auto_create_refused_without_inheritable_template(tmp_path) -> None:
         mgr.create_topic_in_send_message_method("bad/name", AUTO_CREATE_TOPIC_KEY_TOPIC, 4)
 
 
+def test_a_slave_learns_topics_from_its_log_until_the_master_config_comes(tmp_path) -> None:
+    master, slave = TopicConfigManager(BrokerConfig(), tmp_path / "m"), TopicConfigManager(BrokerConfig(), tmp_path / "s")
+    master.update_topic_config(TopicConfig("Orders", 8, 8))
+    assert slave.replace_from_master(master.encode())
+    master.update_topic_config(TopicConfig("Fresh", 4, 4))  # made on the master; the slave's sync is due later
+    learned = slave.learn_queues([("Fresh", 0), ("Fresh", 2), ("Orders", 5), ("Orders", 9)])
+    assert learned == [TopicConfig("Fresh", 3, 3), TopicConfig("Orders", 10, 10)]
+    assert slave.learn_queues([("Fresh", 1)]) == []  # covered already
+    on_disk = json.loads((tmp_path / "s" / "topics.json").read_text())["topicConfigTable"]
+    assert on_disk["Fresh"]["readQueueNums"] == 3
+    assert slave.data_version != master.data_version  # even where counters meet: the next sync takes over
+    assert slave.data_version.counter == master.data_version.counter
+    assert slave.replace_from_master(master.encode())
+    assert slave.select_topic_config("Fresh") == TopicConfig("Fresh", 4, 4)
+
+
 def test_topic_config_validation() -> None:
     with pytest.raises(InvalidNameError):
         TopicConfig("../etc")

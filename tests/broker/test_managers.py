@@ -43,6 +43,24 @@ def test_offsets_persist_and_survive_restart(tmp_path) -> None:
     assert again.query_offset("g1", "T", 0) == -1
 
 
+def test_offset_changes_are_what_was_committed_since_a_number(tmp_path) -> None:
+    master, slave = ConsumerOffsetManager(tmp_path / "m"), ConsumerOffsetManager(tmp_path / "s")
+    master.commit_offset("h", "g1", "T", 0, 5)
+    master.commit_offset("h", "g2", "T", 1, 9)
+    seq, everything = master.changes_since("", 0)  # an unknown epoch: the whole table
+    assert everything == {"offsetTable": {"T@g1": {"0": 5}, "T@g2": {"1": 9}}}
+    master.commit_offset("h", "g1", "T", 1, 3)
+    later, changed = master.changes_since(master.epoch, seq)
+    assert later == seq + 1 and changed == {"offsetTable": {"T@g1": {"0": 5, "1": 3}}}
+    assert master.changes_since(master.epoch, later) == (later, {"offsetTable": {}})
+    master.remove_group("g1")
+    assert master.changes_since(master.epoch, seq)[1] == {"offsetTable": {}}
+    slave.put_changes_from_master(everything)
+    slave.put_changes_from_master(changed)
+    assert slave.query_offsets("g1", "T") == {0: 5, 1: 3} and slave.query_offsets("g2", "T") == {1: 9}
+    assert ConsumerOffsetManager(tmp_path / "m").epoch != master.epoch  # a restarted master numbers anew
+
+
 def test_offset_file_that_does_not_parse_is_an_error(tmp_path) -> None:
     (tmp_path / "consumerOffset.json").write_text('{"offsetTable": {"T@g": {"x": 1}}}')
     with pytest.raises(CorruptFileError):

@@ -47,11 +47,12 @@ def test_sys_flag_helpers() -> None:
 
 
 def test_compression_type_bits() -> None:
-    # RocketMQ 4.9.4+ clients name the compression in bits 8-10: zlib (3) is stored as it came,
-    # LZ4 (1) and ZSTD (2) are refused (nothing in lakemq could decompress them).
+    # RocketMQ 4.9.4+ clients name the compression in bits 8-10: LZ4 (1), ZSTD (2) and zlib (3)
+    # are stored as they came; 4-7 name nothing and are refused.
     zlib_type = MessageSysFlag.COMPRESSED_FLAG | MessageSysFlag.COMPRESSION_ZLIB_TYPE
     assert zlib_type == 0x301 and MessageSysFlag.unknown_bits(zlib_type) == 0
-    assert MessageSysFlag.unknown_bits(0x101) == 0x100 and MessageSysFlag.unknown_bits(0x201) == 0x200
+    assert MessageSysFlag.unknown_bits(0x101) == 0 and MessageSysFlag.unknown_bits(0x201) == 0
+    assert MessageSysFlag.unknown_bits(0x401) == 0x400 and MessageSysFlag.unknown_bits(0x701) == 0x700
     assert MessageSysFlag.unknown_bits(0x301 | MessageSysFlag.BORNHOST_V6_FLAG) == MessageSysFlag.BORNHOST_V6_FLAG
 
 

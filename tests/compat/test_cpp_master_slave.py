@@ -13,6 +13,7 @@ from tests.cluster import start_cluster
 from tests.compat.cpp_client import CppClient
 from tests.compat.test_cpp_client import unique
 from tests.ha.ha_helpers import add_pair, wait_caught_up, wait_topic_on_slave
+from tests.ha.test_failover_window import COUNT, kill_right_after_sends
 
 pytest.importorskip("rocketmq.client")
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(300)]
@@ -41,3 +42,14 @@ async def test_cpp_client_reads_from_the_slave_while_the_master_is_down(tmp_path
         # A group that never consumed reads everything: broker-a's share from its slave.
         got = await cpp.consume(unique("cpp_cg"), topic, expect=60, timeout=90)
         assert sorted(d.body for d in got) == sorted(m["body"] for m in before + after)
+
+
+async def test_cpp_client_reads_all_a_master_acknowledged_just_before_its_kill(tmp_path: Path) -> None:
+    """No blind window: the topic was made a second before, the kill came 0.1 s after the
+    last acknowledgement, and the slave serves it at once (docs/REPLICATION.md)."""
+    with start_cluster(tmp_path, brokers=()) as cluster:
+        topic = unique("CppBlind")
+        await kill_right_after_sends(cluster, topic)
+        got = await CppClient(cluster.namesrv_addr, tmp_path / "cpp").consume(unique("cpp_cg"), topic,
+                                                                               expect=COUNT, timeout=90)
+        assert sorted(d.body for d in got) == sorted(f"m-{i}" for i in range(COUNT))

@@ -12,6 +12,7 @@ from lakemq.client.admin import Admin
 from tests.cluster import start_cluster
 from tests.compat.java_client import run_driver
 from tests.ha.ha_helpers import add_pair, wait_topic_on_slave
+from tests.ha.test_failover_window import COUNT, kill_right_after_sends
 
 pytestmark = [pytest.mark.compat, pytest.mark.jvm, pytest.mark.timeout(300)]
 
@@ -46,3 +47,14 @@ async def test_java_client_reads_from_the_slave_while_the_master_is_down(tmp_pat
         assert sorted(e["msgId"] for e in got) == sorted(sent)  # every message, once
         for e in got:
             assert e.body == sent[e["msgId"]].body and e["keys"] == sent[e["msgId"]]["keys"]
+
+
+async def test_java_client_reads_all_a_master_acknowledged_just_before_its_kill(tmp_path: Path) -> None:
+    """No blind window: the topic was made a second before, the kill came 0.1 s after the
+    last acknowledgement, and the slave serves it at once (docs/REPLICATION.md)."""
+    with start_cluster(tmp_path, brokers=()) as cluster:
+        sent = await kill_right_after_sends(cluster, "JavaBlind")
+        run = run_driver(cluster.namesrv_addr, "JB", ["readall"], tmp_path / "java", topics="JavaBlind",
+                         expect=str(COUNT), group="G_JavaBlind")
+        got = run["readall"].of("received")
+        assert sorted({e["msgId"] for e in got}) == sorted(sent)

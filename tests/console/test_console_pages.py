@@ -108,6 +108,8 @@ def test_tiering_page_shows_segments_and_delta_versions(console: ConsoleEnv) -> 
     committed = int(re.search(r'class="num committed">(\d+)<', section).group(1))
     verified = int(re.search(r'class="num verified">(\d+)<', section).group(1))
     assert committed + verified >= 1
+    assert re.search(r'class="num untiered-bytes">[\d,]+<', section)  # the tail past the lake's end
+    assert re.search(r'class="num untiered-messages">[\d,]+<', section)
     versions = int(re.search(r'id="version-count">(\d+)<', page).group(1))
     assert versions >= 1 and '<rect class="bar"' in page
 

@@ -43,8 +43,14 @@ def airflow_env(home: Path, **variables: str) -> dict[str, str]:
 
 def run_script(python: str, script: str, env: dict[str, str], timeout: float = 600) -> Any:
     """Run ``script`` in Airflow's interpreter; it prints one JSON line last, returned parsed."""
+    return run_script_output(python, script, env, timeout)[0]
+
+
+def run_script_output(python: str, script: str, env: dict[str, str], timeout: float = 600) -> tuple[Any, str]:
+    """``run_script``'s answer, and everything the script printed (the tasks' logs)."""
     done = subprocess.run(
         [python, "-c", script],
+        check=False,
         capture_output=True,
         text=True,
         env=env,
@@ -52,7 +58,7 @@ def run_script(python: str, script: str, env: dict[str, str], timeout: float = 6
         cwd=env["AIRFLOW_HOME"],
     )
     assert done.returncode == 0, f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout + done.stderr
 
 
 def migrate(python: str, env: dict[str, str]) -> None:

@@ -7,12 +7,21 @@ import nothing heavy at parse time."""
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_run import DAG_TEST_SCRIPT, DAGBAG_SCRIPT, airflow_env, airflow_python, migrate, run_script
+from airflow_run import (
+    DAG_TEST_SCRIPT,
+    DAGBAG_SCRIPT,
+    airflow_env,
+    airflow_python,
+    migrate,
+    run_script,
+    run_script_output,
+)
 
 from lakemq.common.message import MessageConst, MessageExtBrokerInner
 from lakemq.store.config import StoreConfig
@@ -112,9 +121,13 @@ def test_tiering_dag_moves_a_store_into_the_lake(airflow_py: str, migrated_db: P
         "conf": {"tierSealIdleMs": "1", "lakeUri": str(lake), "fileReservedTime": "0"},
         "spark_master": "local[1]",
     }
-    run = run_script(airflow_py, DAG_TEST_SCRIPT.format(dag_id="lakemq_tiering", run_conf=conf), env)
+    env["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "INFO"  # the tasks' output reaches the console at INFO
+    run, output = run_script_output(airflow_py, DAG_TEST_SCRIPT.format(dag_id="lakemq_tiering", run_conf=conf), env)
     assert run["state"] == "success", run
     assert run["tasks"] == {t: "success" for t in TIERING}
+    # each step's progress reached the task log as it ran, as timestamped lines
+    for line in ("compact: starting", "commit ", "verify "):
+        assert re.search(rf"\d\d:\d\d:\d\d {line}", output), output[-4000:]
 
     table = DeltaTable(str(lake / "messages"))
     uniq = [

@@ -1,8 +1,10 @@
 """Disk space, in the store itself, on a small file system (tmpfs, else an ext4 loop file):
 expiry follows RocketMQ's ratios (only expired files above diskMaxUsedSpaceRatio, forcible
 deletion only above diskSpaceCleanForciblyRatio, disk full and puts refused above
-diskSpaceWarningLevelRatio); a deleted file holding messages a group has not consumed is
-logged at ERROR and counted; the retention guard (a lake) bounds even forcible deletion;
+diskSpaceWarningLevelRatio); a file deleted before its fileReservedTime is a forced
+deletion, logged at ERROR with the topics and message counts it removed and counted; a deleted
+file holding messages a group has not consumed (after a forced deletion also any message of a
+topic no group has read) is logged at ERROR and counted; the retention guard (a lake) bounds even forcible deletion;
 puts are refused while dispatch fails (no ConsumeQueue file can be created), and every
 acknowledged message becomes readable once space returns."""
 
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
-from lakemq.broker.unconsumed import oldest_unconsumed
+from lakemq.broker.unconsumed import unconsumed_losses
 from lakemq.store.config import StoreConfig
 from lakemq.store.get_results import GetMessageStatus
 from lakemq.store.message_store import MessageStore
@@ -62,7 +64,7 @@ def test_cleaning_follows_rocketmq_ratios_and_deletes_unconsumed_files_loudly(
         store = _open(_config(disk / "store"))
         offsets = ConsumerOffsetManager(disk / "store" / "config")
         offsets.commit_offset("127.0.0.1:1", "billing", TOPIC, 0, 0)  # a group that consumed nothing yet
-        store.set_unconsumed_probe(lambda: oldest_unconsumed(store, offsets))
+        store.set_unconsumed_judge(lambda ranges, unread: unconsumed_losses(offsets, ranges, unread))
         filler = disk / "filler"
         try:
             _fill_files(store, 5)
@@ -79,8 +81,44 @@ def test_cleaning_follows_rocketmq_ratios_and_deletes_unconsumed_files_loudly(
             assert clean.deleted_files["forced"] == 4 and clean.unconsumed_files_deleted == 4
             loud = [r for r in caplog.records if "DELETED UNCONSUMED MESSAGES" in r.getMessage()]
             assert len(loud) == 4 and "group billing" in loud[0].getMessage()
+            removed = store.get_min_offset_in_queue(TOPIC, 0)  # every message of the 4 files
+            assert clean.forced_messages_deleted == {TOPIC: removed}
+            assert clean.unconsumed_messages_deleted == {TOPIC: removed}  # billing had read none
+            forced = [r for r in caplog.records if r.getMessage().startswith("FORCED DELETION")]
+            assert len(forced) == 4 and all(f"messages: {TOPIC} " in r.getMessage() for r in forced)
+            assert [d.unconsumed for d in clean.forced_deletions] == [d.messages for d in clean.forced_deletions]
             print(f"injected: a 16 MiB file system filled to 80% then 87%; measured: no deletion at "
                   f"80%, 4 forced at {used_percent(disk):.0f}%, each logged: {loud[0].getMessage()}")
+        finally:
+            store.shutdown()
+
+
+def test_a_forced_deletion_counts_what_no_group_has_read_as_unconsumed(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with small_fs(tmp_path / "disk", 16) as disk:
+        store = _open(_config(disk / "store"))
+        offsets = ConsumerOffsetManager(disk / "store" / "config")  # no group at all
+        store.set_unconsumed_judge(lambda ranges, unread: unconsumed_losses(offsets, ranges, unread))
+        try:
+            _fill_files(store, 3)
+            unread = "NobodyReads"
+            for _ in range(3):
+                assert store.put(MessagesPut.of(make_msg(unread, b"y" * 100))).is_ok
+            _fill_files(store, 4)
+            wait_dispatched(store)
+            read_all = store.get_max_offset_in_queue(TOPIC, 0)
+            offsets.commit_offset("127.0.0.1:1", "done", TOPIC, 0, read_all)  # a group read all of TOPIC
+            with caplog.at_level(logging.ERROR, logger="lakemq.store.maintenance"):
+                store.clean_service.clean_once(force=True)  # by hand, before fileReservedTime: forced too
+            clean = store.clean_service
+            assert clean.deleted_files == {"forced": 3}
+            removed = store.get_min_offset_in_queue(TOPIC, 0)
+            assert clean.forced_messages_deleted == {TOPIC: removed, unread: 3}
+            # Only the messages no group had read count as unconsumed: the unread topic's 3.
+            assert clean.unconsumed_messages_deleted == {unread: 3}
+            loud = [r.getMessage() for r in caplog.records if "DELETED UNCONSUMED MESSAGES" in r.getMessage()]
+            assert len(loud) == 1 and f"{unread} 3 (no group has read it)" in loud[0] and "manual" in loud[0]
+            assert "manual" in clean.forced_deletions[-1].summary()
         finally:
             store.shutdown()
 

@@ -116,7 +116,10 @@ async def test_slave_replicates_dispatches_and_syncs(pair: Cluster) -> None:
             assert topic in topics["topicConfigTable"]  # type: ignore[operator]
             groups = _all_of(client, slave, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
             assert group in groups["subscriptionGroupTable"]  # type: ignore[operator]
-            assert topics["dataVersion"] == _all_of(client, master, RequestCode.GET_ALL_TOPIC_CONFIG)["dataVersion"]
+            # Offsets come within a second, topic configs with the next full sync (10 s).
+            await wait_for(lambda: _all_of(client, slave, RequestCode.GET_ALL_TOPIC_CONFIG)["dataVersion"]
+                           == _all_of(client, master, RequestCode.GET_ALL_TOPIC_CONFIG)["dataVersion"],
+                           timeout=30, what="the master's topic configs on the slave")
 
             # A slave refuses sends, before creating anything.
             header = SendMessageRequestHeader(producer_group="pg", topic=unique("NotHere"), default_topic="TBW102",

@@ -1,5 +1,6 @@
 """Delay sweep against a real NameServer and broker, with a lake built by the tiering job:
-due delayed messages that never reached their topic are delivered once, messages the broker
+due delayed and timer messages that never reached their topic are delivered once (a recalled
+timer message never), messages the broker
 delivered itself or that are not due are left alone, and re-runs deliver nothing twice (also
 when the outcome table lost a run's records: that re-run is `lakemq sweep delay`)."""
 
@@ -24,7 +25,7 @@ from tests.cli_in_process import lakemq_in_process
 from tests.cluster import start_cluster
 
 LEVELS = "1s 2h"
-DELAYED, TIMER = "SweepDelayed", "SweepTimer"
+DELAYED, TIMER, WHEEL = "SweepDelayed", "SweepTimer", "SweepWheel"
 HOUR = 3_600_000
 
 
@@ -43,6 +44,7 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
         with SyncProducer("SweepProducer", namesrv_addr=ns) as producer:
             producer.create_topic(DELAYED, 2)
             producer.create_topic(TIMER, 2)
+            producer.create_topic(WHEEL, 2)
             plain = [producer.send(Message(DELAYED, f"plain-{i}".encode())).msg_id for i in range(2)]
             long_delay: dict[str, bytes] = {}
             for i in range(5):  # level 2 = 2 h: still waiting in SCHEDULE_TOPIC_XXXX
@@ -65,7 +67,16 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
                 )
                 if i < 4:
                     timers[sent.msg_id] = body
+            wheel: dict[str, bytes] = {}
+            for i in range(4):  # timer messages due in 2 h; the last one is recalled
+                body = f"wheel-{i}".encode()
+                sent = producer.send(Message(WHEEL, body, properties={MessageConst.TIMER_DELAY_SEC: "7200"}))
+                wheel[sent.msg_id] = body
+            assert producer.recall_message(WHEEL, sent.recall_handle or "") == sent.msg_id
+            del wheel[sent.msg_id]
+            producer.send(Message(WHEEL, b"wheel-soon", properties={MessageConst.TIMER_DELAY_MS: "300"}))
         _wait_for(ns, DELAYED, 2 + 3)
+        _wait_for(ns, WHEEL, 1)
         lake = tmp_path / "lake"
         assert list(find_due(spark, str(lake), now_ms=now)) == [], "nothing tiered yet: nothing due"
         tier_run(
@@ -88,9 +99,10 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
                 )
 
         first = run()
-        assert (first.due, first.sent, first.found) == (9, 9, 0)
+        assert (first.due, first.sent, first.found) == (12, 12, 0)
         delayed = read_all(ns, DELAYED)
         timer_topic = read_all(ns, TIMER)
+        wheel_topic = read_all(ns, WHEEL)
 
         again = run()
         assert (again.due, again.sent) == (0, 0), "a re-run must find everything recorded"
@@ -103,9 +115,10 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
         assert cli.returncode == 0, cli.stderr[-2000:]
         assert (
             "delivered 0 due delayed message(s)" in cli.stdout
-            and "9 were already at the broker" in cli.stdout
+            and "12 were already at the broker" in cli.stdout
         )
         assert len(read_all(ns, DELAYED)) == len(delayed) and len(read_all(ns, TIMER)) == len(timer_topic)
+        assert len(read_all(ns, WHEEL)) == len(wheel_topic)
 
     assert len(delayed) == 2 + 3 + 5
     copies = [m for m in delayed if m.body.startswith(b"late-")]
@@ -126,3 +139,11 @@ def test_delay_sweep_delivers_due_messages_once(spark: Any, tmp_path: Path) -> N
     for m in timer_copies:
         assert m.body == timers[m.properties[MessageConst.ORIGIN_MESSAGE_ID]]
         assert MessageConst.START_DELIVER_TIME not in m.properties
+
+    # The timer messages: the broker delivered the short one, the sweep the three long ones (their
+    # UNIQ_KEY and due time kept), never the recalled one.
+    assert sorted(m.body for m in wheel_topic) == sorted([b"wheel-soon", *wheel.values()])
+    for m in wheel_topic:
+        if m.body != b"wheel-soon":
+            assert wheel[m.unique_key or ""] == m.body and MessageConst.REAL_TOPIC not in m.properties
+            assert int(m.properties[MessageConst.TIMER_OUT_MS]) > now

@@ -67,9 +67,14 @@ def _view_created(spark: Any, name: str) -> int:
     return int(spark._jsparkSession.sessionState().catalog().getTableMetadata(ident).createTime())
 
 
+PROGRESS_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
+
+
 def _stderr_lines(stderr: str) -> list[str]:
-    """What lakemq and Spark printed on stderr, less the JVM's own start-up notice."""
-    return [line for line in stderr.strip().splitlines() if not line.startswith("WARNING: Using incubator modules")]
+    """What lakemq and Spark printed on stderr, less the JVM's own start-up notice and the
+    progress lines (timestamped: stderr is not a terminal)."""
+    return [line for line in stderr.strip().splitlines()
+            if not line.startswith("WARNING: Using incubator modules") and not PROGRESS_LINE.match(line)]
 
 
 @pytest.mark.timeout(600)  # three JVMs: a query, a shell, a server

@@ -5,6 +5,7 @@ a file younger than fileReservedTime), and the progress and status say what is t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ def test_tier_run_keeps_hot_files_as_the_broker_would_and_says_so(spark: Any, tm
         in first.output
     assert [f.path.name for f in commitlog_files(data)] == files
     ranges = len(files)
+    assert "joining the running Spark session" in first.output  # what it does while it starts
     for step in ("write", "commit", "verify"):
         assert f"{ranges}/{ranges}" in _bar_line(first.output, step), first.output
 
@@ -89,13 +91,26 @@ def test_tier_run_keeps_hot_files_as_the_broker_would_and_says_so(spark: Any, tm
 
     status = _tier("status", *common)
     assert status.exit_code == 0, status.output
-    lines = [line for line in status.output.splitlines() if "verified" in line and "[" in line]
-    assert len(lines) == ranges  # every range the manifest holds, local file or not
-    assert sum("deleted" in line for line in lines) == sealed and sum("present" in line for line in lines) == 1
+    # 80 columns hold no whole row: one "column: value" line per field, offsets never split
+    states = [line.split(": ", 1)[1] for line in status.output.splitlines() if line.strip().startswith("state: ")]
+    assert states == ["verified"] * ranges  # every range the manifest holds, local file or not
+    local = [line.split(": ", 1)[1] for line in status.output.splitlines() if line.strip().startswith("local file: ")]
+    assert local.count("deleted") == sealed and local.count("present") == 1
     assert "local CommitLog files: 1; " in status.output and f"manifest ranges: {ranges}" in status.output
+    assert "untiered tail: 0 bytes, 0 messages" in status.output
+
+    # Bytes that cannot be tiered yet: the run says which and until when, not just "0 ranges".
+    store_writer(data)(user_messages(3))
+    conf.write_text(f"brokerName=broker-a\nfileReservedTime=0\nlakeUri={lake}\n")  # tierSealIdleMs: 10 min
+    waiting = _tier("run", *common, "--no-maintain")
+    assert waiting.exit_code == 0, waiting.output
+    assert "committed 0 range(s)" in waiting.output
+    assert re.search(rf"not yet in the lake: [\d,]+ bytes \(3 messages\) in {files[-1]} wait for the file to fill or "
+                     r"to idle for tierSealIdleMs \(10 min, at \d\d:\d\d:\d\d\)", waiting.output), waiting.output
 
 
 def _bar_line(output: str, step: str) -> str:
-    found = [line for line in output.splitlines() if line.split()[:1] == [step]]
+    """The last progress line of ``step`` ("DATE TIME step done/total": stderr is no terminal)."""
+    found = [line for line in output.splitlines() if line.split()[2:3] == [step]]
     assert found, f"no {step} bar in:\n{output}"
     return found[-1]

@@ -30,7 +30,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield running
 
 
-def test_broker_counts_puts_lag_and_delayed_backlog(cluster: Cluster) -> None:
+def test_broker_counts_puts_lag_delayed_backlog_and_timers(cluster: Cluster) -> None:
     url = metrics_url(cluster.brokers["broker-a"])
     topic, group = "MetricsTopic", "MetricsGroup"
     with SyncProducer("MetricsProducer", namesrv_addr=cluster.namesrv_addr) as producer:
@@ -41,13 +41,15 @@ def test_broker_counts_puts_lag_and_delayed_backlog(cluster: Cluster) -> None:
         delayed = Message(topic, b"later")
         delayed.delay_time_level = 18  # 2 h with the default levels: stays in the backlog
         producer.send(delayed)
+        producer.send(Message(topic, b"timer", properties={"TIMER_DELAY_SEC": "7200"}))  # waits 2 h
 
     # A send is answered once stored; the ConsumeQueues and the delay level fill when dispatch
     # has read it, a moment later.
     samples = _scrape_until(url, lambda s: value(s, "lakemq_broker_consumequeue_messages", topic=topic) == 12
-                            and value(s, "lakemq_broker_delayed_backlog_messages", broker="broker-a", level="18") == 1)
-    assert value(samples, "lakemq_broker_put_messages_total", broker="broker-a", topic=topic) == 13
-    assert value(samples, "lakemq_broker_put_bytes_total", topic=topic) == 10 * 4 + 2 * 7 + 5
+                            and value(s, "lakemq_broker_delayed_backlog_messages", broker="broker-a", level="18") == 1
+                            and value(s, "lakemq_broker_timer_waiting_messages", broker="broker-a") == 1)
+    assert value(samples, "lakemq_broker_put_messages_total", broker="broker-a", topic=topic) == 14
+    assert value(samples, "lakemq_broker_put_bytes_total", topic=topic) == 10 * 4 + 2 * 7 + 5 + 5
     assert value(samples, "lakemq_broker_put_latency_seconds_count", broker="broker-a") >= 12
     assert value(samples, "lakemq_broker_delayed_backlog_messages", broker="broker-a", level="18") == 1
     assert value(samples, "lakemq_broker_consumequeue_messages", topic=topic) == 12

@@ -68,3 +68,23 @@ def test_unregister_slave_keeps_master_routes() -> None:
     assert routes.pickup_topic_route_data("T") is not None
     routes.unregister_broker(cluster_name="C", broker_addr="127.0.0.1:10911", broker_name="b1", broker_id=0)
     assert routes.pickup_topic_route_data("T") is None and routes.all_topics() == ()
+
+
+def test_a_masterless_slave_routes_the_topics_its_master_never_registered() -> None:
+    routes = RouteInfoManager(default_timeout_millis=1000)
+    _register(routes, "b1", "127.0.0.1:10911", now=0)
+    late = {"T": dict(TOPIC, readQueueNums=2, writeQueueNums=2), "LATE": dict(TOPIC, topicName="LATE")}
+    _register(routes, "b1", "127.0.0.1:10921", broker_id=1, topics=late, now=900)
+    assert "LATE" not in routes.topic_queue_table  # the master is there: its topics only
+    assert routes.scan_not_active_brokers(1500) == [("C", "127.0.0.1:10911")]  # the master is gone
+    route = routes.pickup_topic_route_data("LATE")
+    assert route is not None
+    assert route.broker_datas == (BrokerData("C", "b1", {1: "127.0.0.1:10921"}),)
+    assert routes.topic_queue_table["T"]["b1"].read_queue_nums == 4  # what the master registered stays
+    # A slave registering while masterless routes a topic it learned since.
+    _register(routes, "b1", "127.0.0.1:10921", broker_id=1, version=2, now=1600,
+              topics={**late, "NEWER": dict(TOPIC, topicName="NEWER")})
+    assert routes.pickup_topic_route_data("NEWER") is not None
+    # The master back: its registration is what counts again.
+    _register(routes, "b1", "127.0.0.1:10911", version=3, now=1700, topics={"T": dict(TOPIC, readQueueNums=8)})
+    assert routes.topic_queue_table["T"]["b1"].read_queue_nums == 8

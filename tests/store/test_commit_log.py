@@ -88,20 +88,24 @@ def test_refusals_are_clear_and_store_nothing(open_commit_log: Open) -> None:
     assert cl.get_max_offset() == 0
 
 
-def test_zlib_compression_type_is_stored_lz4_refused(open_commit_log: Open) -> None:
-    # The Java client 4.9.8 sends compressed bodies with sys flag 0x301 (zlib named in bits 8-10).
+def test_compression_types_are_stored_as_sent_unknown_ones_refused(open_commit_log: Open) -> None:
+    # The Java client 4.9.8 names the body's compression in bits 8-10: LZ4 0x101, ZSTD 0x201,
+    # zlib 0x301. All are stored as they came; a type past zlib names nothing and is refused.
     cl = _start(open_commit_log)
-    zlib_named = make_message(body=b"compressed")
-    zlib_named.sys_flag = MessageSysFlag.COMPRESSED_FLAG | MessageSysFlag.COMPRESSION_ZLIB_TYPE
-    stored = cl.put(MessagesPut.of(zlib_named))
-    assert stored.is_ok and stored.append_result is not None
-    raw = cl.get_message(stored.append_result.wrote_offset, stored.append_result.wrote_bytes)
-    assert raw is not None and decode_record(raw).sys_flag == 0x301
-    lz4 = make_message()
-    lz4.sys_flag = MessageSysFlag.COMPRESSED_FLAG | 0x100
-    refused = cl.put(MessagesPut.of(lz4))
-    assert refused.status is PutMessageStatus.MESSAGE_ILLEGAL and "only zlib" in (refused.remark or "")
-    assert cl.get_max_offset() == stored.append_result.wrote_offset + stored.append_result.wrote_bytes
+    end = 0
+    for sys_flag in (0x101, 0x201, 0x301):
+        named = make_message(body=b"compressed")
+        named.sys_flag = sys_flag
+        stored = cl.put(MessagesPut.of(named))
+        assert stored.is_ok and stored.append_result is not None
+        raw = cl.get_message(stored.append_result.wrote_offset, stored.append_result.wrote_bytes)
+        assert raw is not None and decode_record(raw).sys_flag == sys_flag
+        end = stored.append_result.next_offset
+    unknown = make_message()
+    unknown.sys_flag = MessageSysFlag.COMPRESSED_FLAG | 0x400
+    refused = cl.put(MessagesPut.of(unknown))
+    assert refused.status is PutMessageStatus.MESSAGE_ILLEGAL and "unknown" in (refused.remark or "")
+    assert cl.get_max_offset() == end
 
 
 def test_not_running_refuses(open_commit_log: Open) -> None:

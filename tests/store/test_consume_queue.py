@@ -138,6 +138,15 @@ def test_offset_by_time(tmp_path: Path) -> None:
     assert cq.get_offset_in_queue_by_time(5000) == 25
 
 
+def test_offset_at_a_commit_log_offset_counts_a_range(tmp_path: Path) -> None:
+    cq = make_cq(tmp_path)
+    fill(cq, 0, 25)  # entry i's record is at CommitLog offset i * MSG
+    assert cq.offset_at_phy(0) == 0
+    assert cq.offset_at_phy(10 * MSG) == 10 and cq.offset_at_phy(10 * MSG + 1) == 11
+    assert cq.offset_at_phy(25 * MSG) == 25  # none that far: the max offset
+    assert cq.offset_at_phy(20 * MSG) - cq.offset_at_phy(5 * MSG) == 15  # the messages of [5, 20) * MSG
+
+
 def test_names_are_validated(tmp_path: Path) -> None:
     with pytest.raises(InvalidNameError):
         ConsumeQueue("../evil", 0, tmp_path, FILE_SIZE, ts_of)

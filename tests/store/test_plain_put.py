@@ -94,7 +94,7 @@ def test_anything_else_off_the_plain_path_goes_the_object_way(logs: tuple[Commit
         "unknown_topic": _plain(b"x", "", topic="OtherTopic"),
         "unknown_born_host": _plain(b"x", "", born="10.9.9.9:1"),
         "prepared": _plain(b"x", "", sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE),
-        "unknown_sys_flag_bits": _plain(b"x", "", sys_flag=0x100),
+        "unknown_sys_flag_bits": _plain(b"x", "", sys_flag=0x400),
         "body_too_big": _plain(bytes(fast.config.max_message_size + 1), ""),
         "flag_out_of_int32": _plain(b"x", "", flag=2**31),
     }[case]

@@ -72,6 +72,8 @@ def parse_access_resource(request: RemotingCommand, remote_addr: str) -> AccessR
     if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
         topic = fields.get("topic" if code == RequestCode.SEND_MESSAGE else "b")
         need(topic, SUB if topic and topic.startswith(RETRY_PREFIX) else PUB)
+    elif code == RequestCode.RECALL_MESSAGE:  # RocketMQ 5: Action.PUB on the topic
+        need(fields.get("topic"), PUB)
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         need(_group(fields.get("group")), SUB)
     elif code in (RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE,

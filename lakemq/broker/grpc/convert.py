@@ -46,13 +46,13 @@ from lakemq.remoting.headers import SendMessageRequestHeader
 __all__ = ["SendRefused", "SendSpec", "decode_transaction_id", "encode_transaction_id", "host_of_peer", "send_header",
            "v2_message"]
 
-# Stored by lakemq's timer (5.x delivery_timestamp, RocketMQ's PROPERTY_TIMER_DELIVER_MS).
-TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+# 5.x delivery_timestamp is what lakemq's timer reads as RocketMQ's PROPERTY_TIMER_DELIVER_MS.
+TIMER_DELIVER_MS: Final = MessageConst.TIMER_DELIVER_MS
 TRACE_CONTEXT: Final = "TRACE_CONTEXT"
 # The properties a 5.x client may not set as user properties: the 4.x system ones.
 _RESERVED: Final = frozenset(
     value for name, value in vars(MessageConst).items() if name.isupper() and isinstance(value, str)
-) | {TIMER_DELIVER_MS, TRACE_CONTEXT, "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "CLUSTER"}
+) | {TRACE_CONTEXT, "CLUSTER"}
 _GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
 
 

@@ -212,7 +212,7 @@ class MessagingService:
         try:
             spec = send_header(msg, max_body=self._settings.max_body_size,
                                write_queues=tc.write_queue_nums if tc is not None else 0)
-            _queue_id, result = await self._send.send_message(call.remote_addr, spec.header, spec.body)
+            _queue_id, result, _recall = await self._send.send_message(call.remote_addr, spec.header, spec.body)
         except SendRefused as exc:
             return rpc.SendResultEntry(status=status(exc.code, exc.message),
                                        message_id=msg.system_properties.message_id)

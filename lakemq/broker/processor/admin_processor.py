@@ -33,6 +33,7 @@ from lakemq.remoting.bodies import (
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.headers import (
+    ConsumerOffsetChangesHeader,
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumeStatsRequestHeader,
@@ -69,6 +70,7 @@ ADMIN_CODES = (
     RequestCode.LOCK_BATCH_MQ,
     RequestCode.UNLOCK_BATCH_MQ,
     RequestCode.LAKEMQ_RESUME_HALF_MESSAGES,
+    RequestCode.LAKEMQ_GET_CONSUMER_OFFSET_CHANGES,
 )
 
 Reply = RemotingCommand | Awaitable[RemotingCommand]
@@ -146,6 +148,7 @@ class AdminBrokerProcessor:
             RequestCode.LOCK_BATCH_MQ: self._lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self._unlock_batch,
             RequestCode.LAKEMQ_RESUME_HALF_MESSAGES: lake_resumer.process_request,
+            RequestCode.LAKEMQ_GET_CONSUMER_OFFSET_CHANGES: self._offset_changes,
         }
 
     def reject_request(self) -> bool:
@@ -276,6 +279,13 @@ class AdminBrokerProcessor:
         return request.reply(
             ResponseCode.SUCCESS, body=encode_fastjson({"offsetTable": table, "consumeTps": 0.0})
         )
+
+    def _offset_changes(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """A slave's fast offset sync: the topic@groups committed since its last ask."""
+        asked = decode_header(ConsumerOffsetChangesHeader, request)
+        seq, wrapper = self._offsets.changes_since(asked.epoch, asked.seq)
+        return request.reply(ResponseCode.SUCCESS, ext_fields=encode_header(
+            ConsumerOffsetChangesHeader(self._offsets.epoch, seq)), body=encode_json(wrapper))
 
     def _lock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         body = _checked(LockBatchRequestBody.decode(request.body))

@@ -31,6 +31,7 @@ from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.loop_acks import LoopAcks
 from lakemq.broker.metrics import BrokerMetrics
+from lakemq.broker.processor.recall_processor import recall_handle_of
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -110,6 +111,8 @@ _PUT_OK_REPLY: Final = _STATUS_REPLY[PutMessageStatus.PUT_OK]
 _LATER: Final = object()
 # Only a send whose properties hold this pair can be a transaction's half (TRAN_MSG=true).
 _TRANSACTION_PAIR: Final = MessageConst.TRANSACTION_PREPARED + NAME_VALUE_SEPARATOR
+# A send whose properties hold this may be a timer message (the store decides).
+_TIMER: Final = "TIMER_"
 _STORED: Final = frozenset(
     {
         PutMessageStatus.PUT_OK,
@@ -212,31 +215,31 @@ class SendMessageProcessor:
         # waits on the loop, holding no thread.
         if self._put_on_loop(header):
             ack = self._ack_future()
-            queue_id, result, started = self._store_send(ctx.remote_addr, self._is_batch(request), request.body,
-                                                         header, ack)
+            queue_id, result, started, recall = self._store_send(ctx.remote_addr, self._is_batch(request),
+                                                                 request.body, header, ack)
             if result.pending:
                 assert ack is not None
-                return self._acknowledged(ctx, request, header, queue_id, result, started, ack)
-            return self._reply(ctx, request, header.topic, queue_id, result, started)
+                return self._acknowledged(ctx, request, header, queue_id, result, started, ack, recall)
+            return self._reply(ctx, request, header.topic, queue_id, result, started, recall)
         return self._send_pooled(ctx, request, header)
 
     async def _acknowledged(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
-        result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus],
+        result: PutMessageResult, started: float, ack: asyncio.Future[PutMessageStatus], recall: str | None,
     ) -> RemotingCommand:
         """Appended on the loop, answered once the store acknowledged it (flushed, a slave has it)."""
-        return self._reply(ctx, request, header.topic, queue_id, result.acknowledged(await ack), started)
+        return self._reply(ctx, request, header.topic, queue_id, result.acknowledged(await ack), started, recall)
 
     async def _send_pooled(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand:
         ack = self._ack_future()
-        queue_id, result, started = await self._pool.run(
+        queue_id, result, started, recall = await self._pool.run(
             lambda: self._store_send(ctx.remote_addr, self._is_batch(request), request.body, header, ack))
         if result.pending:  # answered by the store's PutAcks, which owns the deadline
             assert ack is not None
             result = result.acknowledged(await ack)
-        return self._reply(ctx, request, header.topic, queue_id, result, started)
+        return self._reply(ctx, request, header.topic, queue_id, result, started, recall)
 
     def _put_on_loop(self, header: SendMessageRequestHeader) -> bool:
         """A put to a known topic that may not wait for writeback is done on the loop."""
@@ -270,19 +273,19 @@ class SendMessageProcessor:
 
     async def send_message(
         self, remote_addr: str, header: SendMessageRequestHeader, body: bytes
-    ) -> tuple[int, PutMessageResult]:
+    ) -> tuple[int, PutMessageResult, str | None]:
         """One message sent through another protocol face (the gRPC front door,
         lakemq.broker.grpc): the same checks, rewrites (transaction halves, DLQ) and put as a
         SEND_MESSAGE_V2, run where that send would run (on the loop, or in the send pool), and
-        answered once the store acknowledged it. Returns the queue id the reply names and the
-        store's final result; a refusal raises BrokerError with RocketMQ's response code."""
+        answered once the store acknowledged it. Returns the queue id the reply names, the
+        store's final result and a timer message's recall handle; a refusal raises BrokerError with RocketMQ's response code."""
         if self.reject_request():  # the flow control the remoting dispatcher applies first
             raise for_code(ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy, start flow control for a while")
         ack = self._ack_future()
         if self._put_on_loop(header):
-            queue_id, result, started = self._store_send(remote_addr, False, body, header, ack)
+            queue_id, result, started, recall = self._store_send(remote_addr, False, body, header, ack)
         else:
-            queue_id, result, started = await self._pool.run(
+            queue_id, result, started, recall = await self._pool.run(
                 lambda: self._store_send(remote_addr, False, body, header, ack))
         if result.pending:
             assert ack is not None
@@ -290,19 +293,22 @@ class SendMessageProcessor:
         append = result.append_result
         if append is not None and result.status in _STORED:
             self._record_send(header.topic, append.msg_num, append.body_bytes, time.perf_counter() - started)
-        return queue_id, result
+        return queue_id, result, recall
 
     def _store_send(
         self, remote_addr: str, batch: bool, body: bytes, header: SendMessageRequestHeader,
         ack: asyncio.Future[PutMessageStatus] | None,
-    ) -> tuple[int, PutMessageResult, float]:
+    ) -> tuple[int, PutMessageResult, float, str | None]:
         """Check, then store: (the queue id the reply names, the store's result, when the
-        put started). With ``ack`` a put that waits comes back pending and ``ack`` gets its
-        status."""
+        put started, the recall handle of a timer message). With ``ack`` a put that waits
+        comes back pending and ``ack`` gets its status."""
         topic_config = self._msg_check(remote_addr, header)
         started = time.perf_counter()
         put, queue_id = self._put_request(remote_addr, batch, body, header, topic_config)
-        return queue_id, self._store.put(put, self._acks if ack is not None else None, ack), started
+        result = self._store.put(put, self._acks if ack is not None else None, ack)
+        recall = recall_handle_of(self._config.broker_name, put.messages[0], result) \
+            if isinstance(put, MessagesPut) else None
+        return queue_id, result, started, recall
 
     def _put_request(
         self, remote_addr: str, batch: bool, body: bytes, header: SendMessageRequestHeader,
@@ -320,9 +326,10 @@ class SendMessageProcessor:
             properties = without_wait_true(properties)
         plain = PlainPut(header.topic, queue_id, body, properties, header.flag, header.sys_flag,
                          header.born_timestamp, remote_addr, header.reconsume_times or 0, self._cluster_suffix)
-        if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and _TRANSACTION_PAIR not in properties:
+        if (not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and _TRANSACTION_PAIR not in properties
+                and _TIMER not in properties):
             return plain, queue_id
-        (msg,) = plain.messages(self._store.store_host)
+        (msg,) = plain.messages(self._store.store_host)  # the store times a timer message in place
         self._retry_or_dlq(header, msg)
         if is_transactional(msg):
             to_half_message(msg)
@@ -428,7 +435,7 @@ class SendMessageProcessor:
 
     def _reply(
         self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int, result: PutMessageResult,
-        started: float,
+        started: float, recall_handle: str | None = None,
     ) -> RemotingCommand:
         """The answer to a stored send (``started``: time.perf_counter() when its put began)."""
         status = result.status
@@ -445,6 +452,8 @@ class SendMessageProcessor:
         # SendMessageResponseHeader's fields, written out: this runs for every send.
         fields = {"msgId": append.msg_id, "queueId": str(queue_id), "queueOffset": str(append.logics_offset),
                   MessageConst.MSG_REGION: DEFAULT_REGION, MessageConst.TRACE_SWITCH: "true"}
+        if recall_handle is not None:
+            fields["recallHandle"] = recall_handle
         return RemotingCommand(code, opaque=request.opaque, flag=FLAG_RESPONSE, remark=remark,
                                ext_fields=fields,
                                serialize_type=request.serialize_type)

@@ -47,6 +47,8 @@ public final class Driver {
         SCENARIOS.put("sendto", ProduceScenarios::sendTo);
         SCENARIOS.put("readall", ConsumeScenarios::readAll);
         SCENARIOS.put("online", ConsumeScenarios::online);
+        SCENARIOS.put("timer", TimerScenarios::timer);
+        SCENARIOS.put("compress", TimerScenarios::compress);
     }
 
     public static void main(String[] args) throws Exception {

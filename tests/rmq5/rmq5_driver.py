@@ -8,7 +8,8 @@ PushConsumer of ``group`` reporting each message it consumes, failing the bodies
 ``fail`` that many times first, or "simple": a SimpleConsumer of ``group`` that takes one JSON
 command a line on stdin: receive, ack, change, ack_with (an older handle); both consumers
 subscribe with ``expression`` of ``filter`` "TAG" or "SQL92"),
-``messages`` (each: body, tag, keys, properties, group, deliver_at_s, decision), optional
+``messages`` (each: body, tag, keys, properties, group, deliver_at_s, decision, recalls: how
+many times to recall it once sent), optional
 ``ak``/``sk``, and for a transaction ``check`` (the TransactionChecker's answer: "commit" or
 "rollback"). Prints one JSON line per receipt (and per check-back), then, once stdin closes,
 shuts the client down: a transaction's producer stays up until the test has seen its check-back.
@@ -178,7 +179,12 @@ def main():
                 out(event="error", error=f"{type(exc).__name__}: {exc}")
                 continue
             out(event="sent", message_id=receipt.message_id, offset=receipt.offset,
-                transaction_id=receipt.transaction_id)
+                transaction_id=receipt.transaction_id, recall_handle=receipt.recall_handle)
+            for _ in range(item.get("recalls", 0)):
+                try:
+                    out(event="recalled", message_id=producer.recall_message(topic, receipt.recall_handle))
+                except Exception as exc:  # noqa: BLE001 - reported for the test to assert on
+                    out(event="error", error=f"{type(exc).__name__}: {exc}")
         out(event="done")
         sys.stdin.read()
     finally:

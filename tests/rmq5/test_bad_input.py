@@ -91,8 +91,11 @@ def test_consumer_rpcs_refuse_what_is_missing_and_unserved_rpcs_say_so(channel: 
     assert [r.status.code for r in no_time] == [v2.Code.ILLEGAL_INVISIBLE_TIME]
     pulled = list(stub.PullMessage(rpc.PullMessageRequest(), timeout=TIMEOUT))
     assert [r.status.code for r in pulled] == [v2.Code.NOT_IMPLEMENTED]
-    recalled = stub.RecallMessage(rpc.RecallMessageRequest(), timeout=TIMEOUT)
-    assert recalled.status.code == v2.Code.NOT_IMPLEMENTED and "RecallMessage" in recalled.status.message
+    unknown = stub.RecallMessage(rpc.RecallMessageRequest(topic=v2.Resource(name="NoSuchTopic")), timeout=TIMEOUT)
+    assert unknown.status.code == v2.Code.TOPIC_NOT_FOUND
+    garbled = stub.RecallMessage(rpc.RecallMessageRequest(topic=v2.Resource(name="BadInput"), recall_handle="x"),
+                                 timeout=TIMEOUT)
+    assert garbled.status.code == v2.Code.BAD_REQUEST
     assert time.monotonic() - started < TIMEOUT  # answered, not left to time out
 
 

@@ -134,6 +134,7 @@ class GrpcServer:
             "AckMessage": s.ack_message,
             "ChangeInvisibleDuration": s.change_invisible_duration,
             "ForwardMessageToDeadLetterQueue": s.forward_to_dead_letter_queue,
+            "RecallMessage": s.recall_message,
         }
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for method in SERVICE.methods:

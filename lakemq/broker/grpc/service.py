@@ -14,8 +14,11 @@ same code the remoting processors run (docs/ARCHITECTURE.md, "Two protocol faces
 - Telemetry: lakemq.broker.grpc.telemetry.
 - ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue:
   lakemq.broker.grpc.consume, over the POP core the remoting POP codes use.
-- RecallMessage and the pull-style RPCs answer NOT_IMPLEMENTED in their v2 status, with a
-  message naming the RPC, until they are served.
+- RecallMessage: the timer's recall (lakemq.broker.processor.recall_processor.recall_message,
+  RECALL_MESSAGE's core), in a worker thread (a recall stores a marker); a timed send's
+  result carries its recall handle.
+- The pull-style RPCs answer NOT_IMPLEMENTED in their v2 status, with a message naming the
+  RPC.
 
 With ``aclEnable`` every call is checked by the remoting ACL's validator (auth.py) with the
 permissions the matching remoting request needs.
@@ -26,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -38,12 +41,13 @@ from lakemq.broker.grpc.convert import SendRefused, decode_transaction_id, encod
 from lakemq.broker.grpc.status import NOT_IMPLEMENTED_YET, OK, status, status_of_response
 from lakemq.broker.grpc.telemetry import SettingsPolicy, TelemetrySession
 from lakemq.broker.pop.service import PopService
+from lakemq.broker.processor.recall_processor import RecallResult
 from lakemq.broker.processor.send_processor import SendMessageProcessor
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager
 from lakemq.broker.transaction.end_transaction_processor import EndTransactionProcessor
-from lakemq.common.codes import RequestCode
+from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.constants import PermName
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import BrokerError
@@ -90,7 +94,7 @@ class MessagingService:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
                  producers: ProducerManager, send: SendMessageProcessor, end_transaction: EndTransactionProcessor,
                  end_transaction_pool: Executor, settings: SettingsPolicy, acl: GrpcAcl | None,
-                 pop: PopService | None) -> None:
+                 pop: PopService | None, recall: Callable[[str, str], RecallResult]) -> None:
         self._config = config
         self._topics = topics
         self._groups = groups
@@ -101,6 +105,7 @@ class MessagingService:
         self._settings = settings
         self._acl = acl
         self._sessions: dict[str, TelemetrySession] = {}
+        self._recall = recall
         self.consumption = Consumption(config, groups, pop, settings.long_polling_ms)
         self.endpoint = v2.Endpoints()
 
@@ -212,7 +217,8 @@ class MessagingService:
         try:
             spec = send_header(msg, max_body=self._settings.max_body_size,
                                write_queues=tc.write_queue_nums if tc is not None else 0)
-            _queue_id, result, _recall = await self._send.send_message(call.remote_addr, spec.header, spec.body)
+            _queue_id, result, recall_handle = await self._send.send_message(call.remote_addr, spec.header,
+                                                                             spec.body)
         except SendRefused as exc:
             return rpc.SendResultEntry(status=status(exc.code, exc.message),
                                        message_id=msg.system_properties.message_id)
@@ -232,6 +238,8 @@ class MessagingService:
                 PutMessageStatus.SLAVE_NOT_AVAILABLE: v2.Code.HA_NOT_AVAILABLE}[result.status]
         entry = rpc.SendResultEntry(status=status(code, result.status.name), message_id=spec.message_id,
                                     offset=append.logics_offset)
+        if recall_handle:
+            entry.recall_handle = recall_handle
         if spec.transactional:
             entry.transaction_id = encode_transaction_id(append.wrote_offset, append.logics_offset)
         return entry
@@ -313,6 +321,21 @@ class MessagingService:
         session.send(rpc.TelemetryCommand(status=status(
             v2.Code.UNRECOGNIZED_CLIENT_TYPE,
             f"client type {v2.ClientType.Name(asked.client_type)} is not served by lakemq")))
+
+    async def recall_message(self, req: rpc.RecallMessageRequest, call: Call) -> rpc.RecallMessageResponse:
+        topic = req.topic.name
+        refused = self._check(call, RequestCode.RECALL_MESSAGE, ((topic, PUB),))
+        if refused is not None:
+            return rpc.RecallMessageResponse(status=refused)
+        result = await asyncio.to_thread(self._recall, topic, req.recall_handle)
+        if result.code == ResponseCode.SUCCESS:
+            return rpc.RecallMessageResponse(status=status(v2.Code.OK, result.remark), message_id=result.message_id)
+        log.info("RecallMessage of %s from %s: %s", topic, call.remote_addr, result.remark)
+        if result.code == ResponseCode.ILLEGAL_OPERATION:  # a handle that recalls nothing: the caller's error
+            return rpc.RecallMessageResponse(status=status(v2.Code.BAD_REQUEST, result.remark),
+                                             message_id=result.message_id)
+        return rpc.RecallMessageResponse(status=status_of_response(result.code, result.remark),
+                                         message_id=result.message_id)
 
     # -- consuming (lakemq.broker.grpc.consume) ------------------------------------------
 

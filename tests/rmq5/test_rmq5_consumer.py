@@ -21,6 +21,7 @@ from lakemq.launcher import reserved_port
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.sync import SyncRemotingClient
 from tests.cluster import Cluster, start_cluster
+from tests.compat.java_client import run_driver
 from tests.rmq5.rmq5 import Driver, rmq5_python, start_driver, wait_for_bodies
 
 pytestmark = pytest.mark.compat
@@ -207,3 +208,25 @@ def test_fifo_push_consumer_forwards_a_message_out_of_attempts_to_the_dlq(python
     assert [c["body"] for c in consumed] == ["poison"] * 17 + ["next"], consumed
     dead = wait_for_bodies(cluster.namesrv_addr, f"%DLQ%{group}", "Rmq5FifoDlqReader", {b"poison"}, 40)
     assert [m.body for m in dead] == [b"poison"]
+
+
+@pytest.mark.jvm
+def test_sent_by_the_49_java_client_received_by_the_5x_simple_consumer(python: str, cluster: Cluster,
+                                                                      grpc_port: int, tmp_path: Path) -> None:
+    topic = _topic(cluster, "Rmq5From49")
+    run = run_driver(cluster.namesrv_addr, "J49", ["sendto"], tmp_path / "java", topic=topic, count="4", label="j49")
+    sent = {e["msgId"]: e for e in run["sendto"].of("sent")}
+    assert len(sent) == 4, run.client_log()
+    driver = _simple(python, grpc_port, topic, "Rmq5From49Group", tmp_path / "driver.log")
+    try:
+        got = _receive_all(driver, 4, invisible_s=30)
+        for message in got:
+            assert driver.ask(op="ack", id=message["message_id"])["event"] == "acked"
+    finally:
+        driver.finish()
+    assert {m["message_id"] for m in got} == set(sent)
+    for message in got:
+        java = sent[message["message_id"]]
+        assert message["body"].encode() == java.body and message["tag"] == java["tags"]
+        for name in ("mode", "seq", "color", "text"):  # user properties, the text one non-ASCII
+            assert message["properties"][name] == java.props[name]

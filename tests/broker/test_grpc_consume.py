@@ -31,7 +31,7 @@ async def test_renewed_deliveries_stay_hidden_until_the_client_acks_or_goes(tmp_
             assert (await client.invoke(addr, send_request("RenewT", body), 10)).code == ResponseCode.SUCCESS
         pop = controller.pop_service
         assert pop is not None
-        renewer = ReceiptRenewer(pop, slice_ms=1500, ahead_ms=1000)
+        renewer = ReceiptRenewer(pop, slice_ms=1500, ahead_ms=1000, max_ms=3_600_000)
         try:
             got = await pop.pop(PopRequest(G, "RenewT", 2, renewer.slice_ms, poll_ms=5000, init_from_min=True))
             kept, dropped = sorted(got.messages, key=lambda m: m.message.body != b"kept")

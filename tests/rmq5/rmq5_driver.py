@@ -5,7 +5,7 @@ lakemq's: its `rocketmq` package is not the C++ client's of the same name.
 argv[1] is a JSON spec: ``endpoint``, ``topic``, ``action`` ("send", "transaction", "push":
 a PushConsumer of ``group`` started, reporting the settings the broker gave it, "consume": a
 PushConsumer of ``group`` reporting each message it consumes, failing the bodies in
-``fail`` that many times first, or "simple": a SimpleConsumer of ``group`` that takes one JSON
+``fail`` that many times first and taking ``slow`` seconds over those in ``slow``, or "simple": a SimpleConsumer of ``group`` that takes one JSON
 command a line on stdin: receive, ack, change, ack_with (an older handle); both consumers
 subscribe with ``expression`` of ``filter`` "TAG" or "SQL92"),
 ``messages`` (each: body, tag, keys, properties, group, deliver_at_s, decision, recalls: how
@@ -17,6 +17,7 @@ shuts the client down: a transaction's producer stays up until the test has seen
 
 import json
 import sys
+import time
 
 from rocketmq import (
     ClientConfiguration,
@@ -84,10 +85,12 @@ def subscription(spec):
 
 
 class Recorder(MessageListener):
-    """Reports each consumption; fails a body of ``fail`` its count of times first."""
+    """Reports each consumption; fails a body of ``fail`` its count of times first; takes
+    ``slow`` [body] seconds over a body (then reports "slept")."""
 
-    def __init__(self, fail):
+    def __init__(self, fail, slow):
         self.fail = dict(fail)
+        self.slow = dict(slow)
 
     def consume(self, message):
         body = message.body.decode()
@@ -95,11 +98,14 @@ class Recorder(MessageListener):
         if failing:
             self.fail[body] -= 1
         out(event="consumed", failed=failing, **described(message))
+        if body in self.slow:
+            time.sleep(self.slow[body])
+            out(event="slept", body=body)
         return ConsumeResult.FAILURE if failing else ConsumeResult.SUCCESS
 
 
 def consume(config, spec):
-    consumer = PushConsumer(config, spec["group"], Recorder(spec.get("fail", {})), subscription(spec),
+    consumer = PushConsumer(config, spec["group"], Recorder(spec.get("fail", {}), spec.get("slow", {})), subscription(spec),
                             consumption_thread_count=1)
     consumer.startup()
     try:

@@ -8,7 +8,7 @@
   answer streams as RocketMQ's proxy streams it: the status, then each message (its receipt
   handle, delivery attempt and invisible duration), then the delivery timestamp; nothing
   found is one MESSAGE_NOT_FOUND status. ``auto_renew`` (push consumers) pops for the renew
-  slice and renews (lakemq.broker.grpc.renew); otherwise ``invisible_duration`` is required.
+  slice (``grpcRenewSliceMillis``) and renews (lakemq.broker.grpc.renew); otherwise ``invisible_duration`` is required.
 - AckMessage: every entry acked (together: the POP thread journals them in one record), one
   result each; the response's status is OK, the common failure, or MULTIPLE_RESULTS.
 - ChangeInvisibleDuration: the delivery hidden for the new duration; its new receipt handle.
@@ -62,7 +62,9 @@ class Consumption:
         self._groups = groups
         self._pop = pop
         self._long_polling_ms = long_polling_ms
-        self.renewer = ReceiptRenewer(pop) if pop is not None else None
+        self.renewer = None if pop is None else ReceiptRenewer(
+            pop, slice_ms=config.grpc_renew_slice_millis, ahead_ms=config.grpc_renew_ahead_millis,
+            max_ms=config.grpc_renew_max_millis)
 
     def _unserved(self) -> v2.Status | None:
         if self._pop is None:

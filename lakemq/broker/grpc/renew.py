@@ -2,7 +2,7 @@
 manager): a ReceiveMessage with ``auto_renew`` pops with a short invisible duration (the
 renew slice), and while the client consumes, each delivery is hidden again for one slice
 shortly before it would expire, until the client acks or nacks it or ``max_ms`` of renewing
-has passed (then the delivery is left to expire and be delivered again).
+has passed (the three times are broker.conf's grpcRenew*Millis) (then the delivery is left to expire and be delivered again).
 
 Each renewal gives the delivery a new receipt handle, while the client still holds the one
 it received: its ack, change of invisible duration or dead-lettering names that one, and
@@ -23,14 +23,10 @@ from lakemq.broker.pop.receipt import ReceiptHandle
 from lakemq.broker.pop.service import PopService
 from lakemq.errors import ReceiptHandleError
 
-__all__ = ["RENEW_AHEAD_MS", "RENEW_MAX_MS", "RENEW_SLICE_MS", "ReceiptRenewer"]
+__all__ = ["ReceiptRenewer"]
 
 log = logging.getLogger(__name__)
 
-# RocketMQ proxy's renewSliceTimeMillis, renewAheadTimeMillis and renewMaxTimeMillis.
-RENEW_SLICE_MS: Final = 60_000
-RENEW_AHEAD_MS: Final = 10_000
-RENEW_MAX_MS: Final = 3 * 3600_000
 _PERIOD_S: Final = 1.0
 
 
@@ -45,8 +41,10 @@ class _Delivery:
 
 
 class ReceiptRenewer:
-    def __init__(self, pop: PopService, *, slice_ms: int = RENEW_SLICE_MS, ahead_ms: int = RENEW_AHEAD_MS,
-                 max_ms: int = RENEW_MAX_MS) -> None:
+    def __init__(self, pop: PopService, *, slice_ms: int, ahead_ms: int, max_ms: int) -> None:
+        """``slice_ms``, ``ahead_ms``, ``max_ms``: grpcRenewSliceMillis, grpcRenewAheadMillis,
+        grpcRenewMaxMillis (RocketMQ proxy's renewSliceTimeMillis, renewAheadTimeMillis,
+        renewMaxTimeMillis)."""
         self._pop = pop
         self.slice_ms = slice_ms
         self._ahead_ms = ahead_ms

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig
-from lakemq.client.sync import SyncProducer
+from lakemq.client.sync import SyncProducer, SyncPullConsumer
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import Message
+from lakemq.errors import LakeMQError
 from lakemq.launcher import reserved_port
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.sync import SyncRemotingClient
@@ -71,6 +72,19 @@ def _message(topic: str, body: str, tag: str | None = None, **properties: str) -
 def _send_4x(cluster: Cluster, topic: str, messages: list[Message]) -> list[str]:
     with SyncProducer("grpc-consume-4x", namesrv_addr=cluster.namesrv_addr) as producer:
         return [producer.send(m).msg_id for m in messages]
+
+
+def _wait_for_route(cluster: Cluster, topic: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    with SyncPullConsumer("grpc-route-probe", namesrv_addr=cluster.namesrv_addr) as probe:
+        while True:
+            try:
+                if probe.fetch_subscribe_message_queues(topic):
+                    return
+            except LakeMQError:
+                pass  # not registered yet
+            assert time.monotonic() < deadline, f"the NameServer has no route of {topic}"
+            time.sleep(0.2)
 
 
 def _simple(python: str, grpc_port: int, topic: str, group: str, log: Path, **extra: Any) -> Driver:
@@ -214,6 +228,7 @@ def test_fifo_push_consumer_forwards_a_message_out_of_attempts_to_the_dlq(python
 def test_sent_by_the_49_java_client_received_by_the_5x_simple_consumer(python: str, cluster: Cluster,
                                                                       grpc_port: int, tmp_path: Path) -> None:
     topic = _topic(cluster, "Rmq5From49")
+    _wait_for_route(cluster, topic)  # the 4.9 client gives up on a topic the NameServer does not know yet
     run = run_driver(cluster.namesrv_addr, "J49", ["sendto"], tmp_path / "java", topic=topic, count="4", label="j49")
     sent = {e["msgId"]: e for e in run["sendto"].of("sent")}
     assert len(sent) == 4, run.client_log()

@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,8 +119,8 @@ def test_a_timed_message_is_recalled_before_it_is_due(python: str, cluster: Clus
     a second recall says it was recalled already; its twin, not recalled, is delivered."""
     topic = _topic(cluster, "Rmq5Recall")
     deliver_at = int(time.time()) + 3
-    messages = [{"body": "recalled", "deliver_at_s": deliver_at, "recalls": 2},
-                {"body": "kept", "deliver_at_s": deliver_at}, {"body": "plain"}]
+    messages: list[dict[str, Any]] = [{"body": "recalled", "deliver_at_s": deliver_at, "recalls": 2},
+                                      {"body": "kept", "deliver_at_s": deliver_at}, {"body": "plain"}]
     driver = start_driver(python, f"127.0.0.1:{grpc_port}", topic, "send", messages, tmp_path / "driver.log")
     try:
         lines = driver.read_until("done", 90)

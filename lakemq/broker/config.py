@@ -119,6 +119,12 @@ class BrokerConfig:
     grpc_tls_mode: str = "permissive"
     grpc_tls_cert_path: str = ""
     grpc_tls_key_path: str = ""
+    # Push consumers' deliveries (ReceiveMessage with auto_renew): hidden for the slice, renewed
+    # that long again when less than ``ahead`` is left, for at most ``max`` in all (RocketMQ
+    # proxy's renewSliceTimeMillis, renewAheadTimeMillis, renewMaxTimeMillis).
+    grpc_renew_slice_millis: int = 60_000
+    grpc_renew_ahead_millis: int = 10_000
+    grpc_renew_max_millis: int = 3 * 3600_000
 
     def __post_init__(self) -> None:
         if not is_valid_name(self.broker_name) or not is_valid_name(self.broker_cluster_name):
@@ -132,6 +138,10 @@ class BrokerConfig:
             raise ConfigError(f"grpcListenPort must be 0..65535, got {self.grpc_listen_port}")
         if self.grpc_tls_mode not in ("disabled", "permissive", "enforcing"):
             raise ConfigError(f"grpcTlsMode must be disabled, permissive or enforcing, got {self.grpc_tls_mode!r}")
+        if not 0 < self.grpc_renew_ahead_millis < self.grpc_renew_slice_millis <= self.grpc_renew_max_millis:
+            raise ConfigError("grpcRenewAheadMillis < grpcRenewSliceMillis <= grpcRenewMaxMillis must hold, all "
+                              f"positive; got {self.grpc_renew_ahead_millis}, {self.grpc_renew_slice_millis}, "
+                              f"{self.grpc_renew_max_millis}")
         if not -2 <= self.metrics_port <= 65535:
             raise ConfigError(f"metricsPort must be -2..65535, got {self.metrics_port}")
         if not -2 <= self.fast_listen_port <= 65535:

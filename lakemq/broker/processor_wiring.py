@@ -10,6 +10,7 @@ of their own, sized by the broker config.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,7 @@ from lakemq.broker.processor.consumer_manage_processor import ConsumerManageProc
 from lakemq.broker.processor.group_admin_processor import GROUP_ADMIN_CODES, GroupAdminProcessor
 from lakemq.broker.processor.pull_processor import PullMessageProcessor
 from lakemq.broker.processor.query_processor import QueryMessageProcessor
-from lakemq.broker.processor.recall_processor import RecallMessageProcessor
+from lakemq.broker.processor.recall_processor import RecallMessageProcessor, recall_message
 from lakemq.broker.processor.reply_processor import REPLY_CODES, ReplyMessageProcessor
 from lakemq.broker.processor.send_back_processor import ConsumerSendMsgBackProcessor
 from lakemq.broker.processor.send_processor import SendMessageProcessor
@@ -186,7 +187,8 @@ def grpc_front_door(broker: BrokerController, wired: WiredProcessors) -> GrpcSer
                               c.max_suspend_timeout_millis)
     service = MessagingService(c, broker.topic_config_manager, broker.subscription_group_manager,
                                broker.producer_manager, wired.send, wired.end_transaction,
-                               wired.end_transaction_pool, settings, acl)
+                               wired.end_transaction_pool, settings, acl, broker.pop_service,
+                               functools.partial(recall_message, c, store, broker.topic_config_manager))
     tls_mode = TlsMode(c.grpc_tls_mode)
     tls = None if tls_mode is TlsMode.DISABLED else tls_material(c.grpc_tls_cert_path, c.grpc_tls_key_path,
                                                                   c.broker_ip1)

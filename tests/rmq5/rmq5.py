@@ -49,6 +49,37 @@ class Driver:
                     return self.lines
         raise AssertionError(f"driver printed no {event!r} (exit {self.process.poll()}): {self.lines}")
 
+    def ask(self, timeout: float = 60, **command: Any) -> dict[str, Any]:
+        """Send a command (the "simple" action); its answer, or its error line."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        deadline = time.monotonic() + timeout
+        assert self.process.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            if line.startswith("{"):
+                self.lines.append(json.loads(line))
+                if self.lines[-1].get("event") in ("received", "acked", "changed", "error"):
+                    return self.lines[-1]
+        raise AssertionError(f"driver answered nothing to {command} (exit {self.process.poll()}): {self.lines[-5:]}")
+
+    def consumed(self, count: int, timeout: float) -> list[dict[str, Any]]:
+        """The first ``count`` consumptions a "consume" driver reported."""
+        deadline = time.monotonic() + timeout
+        assert self.process.stdout is not None
+        while sum(1 for x in self.lines if x.get("event") == "consumed") < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{count} consumptions not reported: {self.lines}")
+            line = self.process.stdout.readline()
+            if not line:
+                raise AssertionError(f"driver exited ({self.process.poll()}): {self.lines}")
+            if line.startswith("{"):
+                self.lines.append(json.loads(line))
+        return [x for x in self.lines if x.get("event") == "consumed"][:count]
+
     def finish(self, timeout: float = 60) -> None:
         assert self.process.stdin is not None
         self.process.stdin.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf import duration_pb2
 
 from lakemq.client.sync import SyncProducer
 from lakemq.grpc._pb import definition_pb2 as v2
@@ -72,15 +73,29 @@ def test_unknown_rpc_is_unimplemented(channel: grpc.Channel) -> None:
     assert caught.value.code() is grpc.StatusCode.UNIMPLEMENTED
 
 
-def test_rpcs_not_served_yet_answer_not_implemented(channel: grpc.Channel) -> None:
+def test_consumer_rpcs_refuse_what_is_missing_and_unserved_rpcs_say_so(channel: grpc.Channel) -> None:
     stub = MessagingServiceStub(channel)
     started = time.monotonic()
     ack = stub.AckMessage(rpc.AckMessageRequest(), timeout=TIMEOUT)
-    assert ack.status.code == v2.Code.NOT_IMPLEMENTED and "AckMessage" in ack.status.message
+    assert ack.status.code == v2.Code.BAD_REQUEST
+    bogus = stub.AckMessage(rpc.AckMessageRequest(
+        group=v2.Resource(name="BadGroup"), topic=v2.Resource(name="BadInput"),
+        entries=[rpc.AckMessageEntry(message_id="X", receipt_handle="not a handle")]), timeout=TIMEOUT)
+    assert bogus.status.code == v2.Code.INVALID_RECEIPT_HANDLE
+    assert bogus.entries[0].status.code == v2.Code.INVALID_RECEIPT_HANDLE
     received = list(stub.ReceiveMessage(rpc.ReceiveMessageRequest(), timeout=TIMEOUT))
-    assert [r.status.code for r in received] == [v2.Code.NOT_IMPLEMENTED]
+    assert [r.status.code for r in received] == [v2.Code.BAD_REQUEST]
+    no_time = list(stub.ReceiveMessage(rpc.ReceiveMessageRequest(
+        group=v2.Resource(name="BadGroup"), message_queue=v2.MessageQueue(topic=v2.Resource(name="BadInput")),
+        batch_size=1), timeout=TIMEOUT))
+    assert [r.status.code for r in no_time] == [v2.Code.ILLEGAL_INVISIBLE_TIME]
     pulled = list(stub.PullMessage(rpc.PullMessageRequest(), timeout=TIMEOUT))
     assert [r.status.code for r in pulled] == [v2.Code.NOT_IMPLEMENTED]
+    unknown = stub.RecallMessage(rpc.RecallMessageRequest(topic=v2.Resource(name="NoSuchTopic")), timeout=TIMEOUT)
+    assert unknown.status.code == v2.Code.TOPIC_NOT_FOUND
+    garbled = stub.RecallMessage(rpc.RecallMessageRequest(topic=v2.Resource(name="BadInput"), recall_handle="x"),
+                                 timeout=TIMEOUT)
+    assert garbled.status.code == v2.Code.BAD_REQUEST
     assert time.monotonic() - started < TIMEOUT  # answered, not left to time out
 
 
@@ -140,3 +155,49 @@ def test_routes_and_assignments_name_this_front_door(channel: grpc.Channel, grpc
                                       timeout=TIMEOUT)
     assert assignment.status.code == v2.Code.OK
     assert [a.message_queue.id for a in assignment.assignments] == [-1]
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def _open_and_vanish(grpc_port: int, receives: int, telemetries: int) -> None:
+    """Streams opened on one connection, which then closes under them (a client that dies)."""
+    request = rpc.ReceiveMessageRequest(
+        group=v2.Resource(name="VanishGroup"), message_queue=v2.MessageQueue(topic=v2.Resource(name="BadInput")),
+        batch_size=4, invisible_duration=duration_pb2.Duration(seconds=30),
+        long_polling_timeout=duration_pb2.Duration(seconds=20))
+    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+    stub = MessagingServiceStub(channel)
+    calls = [stub.ReceiveMessage(request, timeout=60) for _ in range(receives)]
+    calls += [stub.Telemetry(iter(()), metadata=[("x-mq-client-id", f"silent-{i}")]) for i in range(telemetries)]
+    grpc.channel_ready_future(channel).result(timeout=TIMEOUT)
+    time.sleep(0.5)  # the broker holds them all (long polling)
+    channel.close()
+
+
+def test_a_thousand_vanishing_receive_streams_leave_memory_flat(cluster: Cluster, grpc_port: int,
+                                                                channel: grpc.Channel) -> None:
+    pid = cluster.brokers["broker-a"].proc.pid
+    _open_and_vanish(grpc_port, 100, 20)  # warm-up: grpcio's and the loop's pools
+    before = _rss_kib(pid)
+    for _ in range(10):
+        _open_and_vanish(grpc_port, 100, 20)
+    after = _rss_kib(pid)
+    assert after - before < 32 * 1024, (before, after)
+    # Another client is unaffected: a message sent now is received at once.
+    sent = _send(channel, _message(b"after the storm"))
+    assert sent.status.code == v2.Code.OK
+    stub = MessagingServiceStub(channel)
+    started = time.monotonic()
+    got: list[bytes] = []
+    while not got and time.monotonic() - started < 30:
+        answers = list(stub.ReceiveMessage(rpc.ReceiveMessageRequest(
+            group=v2.Resource(name="VanishGroup"), message_queue=v2.MessageQueue(topic=v2.Resource(name="BadInput")),
+            batch_size=32, invisible_duration=duration_pb2.Duration(seconds=30),
+            long_polling_timeout=duration_pb2.Duration(seconds=5)), timeout=TIMEOUT))
+        got = [a.message.body for a in answers if a.HasField("message")]
+    assert b"after the storm" in got

@@ -46,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterato
 
         async def topics() -> None:
             async with Admin(running.namesrv_addr, access_key=ADMIN, secret_key=ADMIN_SECRET) as admin:
-                for topic in ("Rmq5Acl", "Rmq5Denied", "Rmq5ReadOnly"):
+                for topic in ("Rmq5Acl", "Rmq5Denied", "Rmq5ReadOnly", "Rmq5AclConsume"):
                     await admin.create_topic(topic, queue_nums=2)
 
         asyncio.run(topics())
@@ -77,3 +77,18 @@ def test_signed_5x_producer_sends_and_refusals_follow_the_acl(cluster: Cluster, 
     logs = cluster.brokers["broker-a"].logs(tail=400)
     assert f"Check signature failed for accessKey={USER}" in logs
     assert "No permission for topic:Rmq5Denied" in logs
+
+
+def test_signed_5x_simple_consumer_receives_and_acks(cluster: Cluster, grpc_port: int, tmp_path: Path) -> None:
+    """ReceiveMessage and AckMessage pass the ACL with SUB on the topic and the group."""
+    [sent] = _send(grpc_port, "Rmq5AclConsume", tmp_path, USER, USER_SECRET)
+    assert sent["event"] == "sent", sent
+    driver = start_driver(rmq5_python(), f"127.0.0.1:{grpc_port}", "Rmq5AclConsume", "simple", [],
+                          tmp_path / "consumer.log", ak=USER, sk=USER_SECRET, group="Rmq5AclGroup")
+    try:
+        driver.read_until("started", 60)
+        got = driver.ask(op="receive", max=16, invisible_s=30)
+        assert [m["message_id"] for m in got["messages"]] == [sent["message_id"]], got
+        assert driver.ask(op="ack", id=sent["message_id"])["event"] == "acked"
+    finally:
+        driver.finish()

@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,25 @@ def test_push_consumer_starts_with_the_settings_the_broker_gives(python: str, cl
     finally:
         driver.finish()
     assert started == {"event": "started", "fifo": False, "long_polling_timeout_s": 20}
+
+
+def test_a_timed_message_is_recalled_before_it_is_due(python: str, cluster: Cluster, grpc_port: int,
+                                                      tmp_path: Path) -> None:
+    """RecallMessage with the handle the timed send answered: the message is never delivered,
+    a second recall says it was recalled already; its twin, not recalled, is delivered."""
+    topic = _topic(cluster, "Rmq5Recall")
+    deliver_at = int(time.time()) + 3
+    messages: list[dict[str, Any]] = [{"body": "recalled", "deliver_at_s": deliver_at, "recalls": 2},
+                                      {"body": "kept", "deliver_at_s": deliver_at}, {"body": "plain"}]
+    driver = start_driver(python, f"127.0.0.1:{grpc_port}", topic, "send", messages, tmp_path / "driver.log")
+    try:
+        lines = driver.read_until("done", 90)
+    finally:
+        driver.finish()
+    sent = [line for line in lines if line.get("event") == "sent"]
+    assert sent[0]["recall_handle"] and sent[1]["recall_handle"] and not sent[2]["recall_handle"], lines
+    recalls = [line for line in lines if line.get("event") in ("recalled", "error")]
+    assert recalls[0] == {"event": "recalled", "message_id": sent[0]["message_id"]}, lines
+    assert recalls[1]["event"] == "error" and "already recalled" in recalls[1]["error"], lines
+    found = wait_for_bodies(cluster.namesrv_addr, topic, "grpc-recall-reader", {b"kept", b"plain"}, 30)
+    assert sorted(m.body for m in found) == [b"kept", b"plain"]

@@ -113,11 +113,12 @@ class GrpcServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        await self._service.close()
 
     def _call(self, context: grpc.aio.ServicerContext[Any, Any]) -> Call:
         metadata = {key: value for key, value in (context.invocation_metadata() or ()) if isinstance(value, str)}
         peer = host_of_peer(context.peer())
-        return Call(self._front.peer(peer) if self._front is not None else peer, metadata)
+        return Call(self._front.peer(peer) if self._front is not None else peer, metadata, context.time_remaining())
 
     # -- handlers ---------------------------------------------------------------------
 
@@ -130,6 +131,10 @@ class GrpcServer:
             "QueryAssignment": s.query_assignment,
             "EndTransaction": s.end_transaction,
             "NotifyClientTermination": s.notify_client_termination,
+            "AckMessage": s.ack_message,
+            "ChangeInvisibleDuration": s.change_invisible_duration,
+            "ForwardMessageToDeadLetterQueue": s.forward_to_dead_letter_queue,
+            "RecallMessage": s.recall_message,
         }
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for method in SERVICE.methods:

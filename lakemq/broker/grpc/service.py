@@ -12,9 +12,13 @@ same code the remoting processors run (docs/ARCHITECTURE.md, "Two protocol faces
 - EndTransaction: EndTransactionProcessor.end_transaction, in its pool.
 - NotifyClientTermination: the client's registrations are dropped.
 - Telemetry: lakemq.broker.grpc.telemetry.
-- ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue,
-  RecallMessage (POP consumption and timers) and the pull-style RPCs answer NOT_IMPLEMENTED
-  in their v2 status, with a message naming the RPC, until they are served.
+- ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue:
+  lakemq.broker.grpc.consume, over the POP core the remoting POP codes use.
+- RecallMessage: the timer's recall (lakemq.broker.processor.recall_processor.recall_message,
+  RECALL_MESSAGE's core), in a worker thread (a recall stores a marker); a timed send's
+  result carries its recall handle.
+- The pull-style RPCs answer NOT_IMPLEMENTED in their v2 status, with a message naming the
+  RPC.
 
 With ``aclEnable`` every call is checked by the remoting ACL's validator (auth.py) with the
 permissions the matching remoting request needs.
@@ -25,22 +29,25 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from lakemq.broker.acl.permission import ANY, PUB, SUB
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.grpc.auth import GrpcAcl
+from lakemq.broker.grpc.consume import Consumption
 from lakemq.broker.grpc.convert import SendRefused, decode_transaction_id, encode_transaction_id, send_header
 from lakemq.broker.grpc.status import NOT_IMPLEMENTED_YET, OK, status, status_of_response
 from lakemq.broker.grpc.telemetry import SettingsPolicy, TelemetrySession
+from lakemq.broker.pop.service import PopService
+from lakemq.broker.processor.recall_processor import RecallResult
 from lakemq.broker.processor.send_processor import SendMessageProcessor
 from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfigManager
 from lakemq.broker.transaction.end_transaction_processor import EndTransactionProcessor
-from lakemq.common.codes import RequestCode
+from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.constants import PermName
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import BrokerError
@@ -64,10 +71,12 @@ _RESOLUTION = {v2.TransactionResolution.COMMIT: MessageSysFlag.TRANSACTION_COMMI
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """Who called: the peer's host:port, the call's metadata, the client's id."""
+    """Who called: the peer's host:port, the call's metadata, the client's id; the seconds
+    left before the call's deadline (None: it has none)."""
 
     remote_addr: str
     metadata: Mapping[str, str]
+    time_remaining: float | None = None
 
     @property
     def client_id(self) -> str:
@@ -84,7 +93,8 @@ def _permission(perm: int) -> v2.Permission:
 class MessagingService:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
                  producers: ProducerManager, send: SendMessageProcessor, end_transaction: EndTransactionProcessor,
-                 end_transaction_pool: Executor, settings: SettingsPolicy, acl: GrpcAcl | None) -> None:
+                 end_transaction_pool: Executor, settings: SettingsPolicy, acl: GrpcAcl | None,
+                 pop: PopService | None, recall: Callable[[str, str], RecallResult]) -> None:
         self._config = config
         self._topics = topics
         self._groups = groups
@@ -95,6 +105,8 @@ class MessagingService:
         self._settings = settings
         self._acl = acl
         self._sessions: dict[str, TelemetrySession] = {}
+        self._recall = recall
+        self.consumption = Consumption(config, groups, pop, settings.long_polling_ms)
         self.endpoint = v2.Endpoints()
 
     def serve_at(self, host: str, port: int) -> None:
@@ -179,6 +191,7 @@ class MessagingService:
         session = self._sessions.pop(call.client_id, None)
         if session is not None:
             session.close()
+        self.consumption.drop_client(call.client_id)
         log.info("5.x client %s (%s) terminated", call.client_id, call.remote_addr)
         return rpc.NotifyClientTerminationResponse(status=OK)
 
@@ -204,7 +217,8 @@ class MessagingService:
         try:
             spec = send_header(msg, max_body=self._settings.max_body_size,
                                write_queues=tc.write_queue_nums if tc is not None else 0)
-            _queue_id, result, _recall = await self._send.send_message(call.remote_addr, spec.header, spec.body)
+            _queue_id, result, recall_handle = await self._send.send_message(call.remote_addr, spec.header,
+                                                                             spec.body)
         except SendRefused as exc:
             return rpc.SendResultEntry(status=status(exc.code, exc.message),
                                        message_id=msg.system_properties.message_id)
@@ -224,6 +238,8 @@ class MessagingService:
                 PutMessageStatus.SLAVE_NOT_AVAILABLE: v2.Code.HA_NOT_AVAILABLE}[result.status]
         entry = rpc.SendResultEntry(status=status(code, result.status.name), message_id=spec.message_id,
                                     offset=append.logics_offset)
+        if recall_handle:
+            entry.recall_handle = recall_handle
         if spec.transactional:
             entry.transaction_id = encode_transaction_id(append.wrote_offset, append.logics_offset)
         return entry
@@ -264,7 +280,11 @@ class MessagingService:
     def close_session(self, session: TelemetrySession) -> None:
         if self._sessions.get(session.client_id) is session:
             del self._sessions[session.client_id]
+            self.consumption.drop_client(session.client_id)  # a client gone: its renewals stop
         session.close()
+
+    async def close(self) -> None:
+        await self.consumption.close()
 
     async def on_telemetry(self, command: rpc.TelemetryCommand, session: TelemetrySession, call: Call) -> None:
         kind = command.WhichOneof("command")
@@ -302,13 +322,57 @@ class MessagingService:
             v2.Code.UNRECOGNIZED_CLIENT_TYPE,
             f"client type {v2.ClientType.Name(asked.client_type)} is not served by lakemq")))
 
+    async def recall_message(self, req: rpc.RecallMessageRequest, call: Call) -> rpc.RecallMessageResponse:
+        topic = req.topic.name
+        refused = self._check(call, RequestCode.RECALL_MESSAGE, ((topic, PUB),))
+        if refused is not None:
+            return rpc.RecallMessageResponse(status=refused)
+        result = await asyncio.to_thread(self._recall, topic, req.recall_handle)
+        if result.code == ResponseCode.SUCCESS:
+            return rpc.RecallMessageResponse(status=status(v2.Code.OK, result.remark), message_id=result.message_id)
+        log.info("RecallMessage of %s from %s: %s", topic, call.remote_addr, result.remark)
+        if result.code == ResponseCode.ILLEGAL_OPERATION:  # a handle that recalls nothing: the caller's error
+            return rpc.RecallMessageResponse(status=status(v2.Code.BAD_REQUEST, result.remark),
+                                             message_id=result.message_id)
+        return rpc.RecallMessageResponse(status=status_of_response(result.code, result.remark),
+                                         message_id=result.message_id)
+
+    # -- consuming (lakemq.broker.grpc.consume) ------------------------------------------
+
+    async def receive_message(self, req: rpc.ReceiveMessageRequest,
+                              call: Call) -> AsyncIterator[rpc.ReceiveMessageResponse]:
+        refused = self._check(call, RequestCode.POP_MESSAGE, ((req.message_queue.topic.name, SUB),),
+                              ((req.group.name, SUB),))
+        if refused is not None:
+            yield rpc.ReceiveMessageResponse(status=refused)
+            return
+        async for response in self.consumption.receive(req, call.client_id, call.time_remaining):
+            yield response
+
+    async def ack_message(self, req: rpc.AckMessageRequest, call: Call) -> rpc.AckMessageResponse:
+        refused = self._check(call, RequestCode.ACK_MESSAGE, ((req.topic.name, SUB),), ((req.group.name, SUB),))
+        if refused is not None:
+            return rpc.AckMessageResponse(status=refused)
+        return await self.consumption.ack(req)
+
+    async def change_invisible_duration(self, req: rpc.ChangeInvisibleDurationRequest,
+                                        call: Call) -> rpc.ChangeInvisibleDurationResponse:
+        refused = self._check(call, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ((req.topic.name, SUB),),
+                              ((req.group.name, SUB),))
+        if refused is not None:
+            return rpc.ChangeInvisibleDurationResponse(status=refused)
+        return await self.consumption.change_invisible(req)
+
+    async def forward_to_dead_letter_queue(self, req: rpc.ForwardMessageToDeadLetterQueueRequest,
+                                           call: Call) -> rpc.ForwardMessageToDeadLetterQueueResponse:
+        refused = self._check(call, RequestCode.CONSUMER_SEND_MSG_BACK, ((req.topic.name, SUB),),
+                              ((req.group.name, SUB),))
+        if refused is not None:
+            return rpc.ForwardMessageToDeadLetterQueueResponse(status=refused)
+        return await self.consumption.forward_to_dlq(req)
+
     # -- not served yet -----------------------------------------------------------------
 
     @staticmethod
     def not_implemented(rpc_name: str) -> v2.Status:
         return status(v2.Code.NOT_IMPLEMENTED, NOT_IMPLEMENTED_YET.format(rpc=rpc_name))
-
-    async def receive_message(self, req: rpc.ReceiveMessageRequest,
-                              call: Call) -> AsyncIterator[rpc.ReceiveMessageResponse]:
-        yield rpc.ReceiveMessageResponse(status=self.not_implemented("ReceiveMessage"))
-

@@ -58,6 +58,7 @@ final class TimerScenarios {
      * The producer's compression, which the client reads from rocketmq.message.compressType when a
      * producer is made: set on this producer alone, as the other scenarios run in the same JVM.
      */
+    @SuppressWarnings("deprecation")  // the client offers no other way to a producer's compression
     private static void compressWith(DefaultMQProducer producer, CompressionType type) throws Exception {
         Object impl = producer.getDefaultMQProducerImpl();
         Field kind = impl.getClass().getDeclaredField("compressType");

@@ -10,7 +10,7 @@ from typing import Final
 
 __all__ = ["TARGETS", "load", "run_one"]
 
-TARGETS: Final = ("frames", "headers", "bodies", "records", "batch", "sql92", "tags", "properties",
+TARGETS: Final = ("frames", "headers", "bodies", "json", "records", "batch", "sql92", "tags", "properties",
                   "acl", "ha")
 
 

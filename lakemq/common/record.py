@@ -51,6 +51,7 @@ __all__ = [
     "HEAD",
     "HEAD_BODY_LEN",
     "MAGIC_CODE_POS",
+    "MAX_DECOMPRESSED_SIZE",
     "MESSAGE_MAGIC_CODE",
     "PHYSICAL_OFFSET_POS",
     "PREPARED_TRANSACTION_OFFSET_POS",
@@ -73,6 +74,7 @@ __all__ = [
     "decode_message_id",
     "decode_pulled",
     "decode_record",
+    "decompress_body",
     "encode_host",
     "encode_record",
     "iter_records",
@@ -92,6 +94,10 @@ HEAD_BODY_LEN: Final = struct.Struct(">iIiiiqqiq4siq4siiqi")
 BODY_LEN: Final = struct.Struct(">i")
 PROPS_LEN: Final = struct.Struct(">h")
 RECORD_FIXED_SIZE: Final = HEAD.size + 4 + 1 + 2  # 91
+# The most a COMPRESSED_FLAG body inflates to when read. Producers compress bodies over 4 KiB
+# and the broker bounds the compressed body (maxMessageSize, 4 MiB by default); zlib can inflate
+# about 1000-fold, so without a bound a peer's 4 MiB record could cost its reader 4 GiB.
+MAX_DECOMPRESSED_SIZE: Final = 256 << 20
 
 # Where each fixed field starts (HEAD's layout); the compiled store names the same positions
 # (lakemq/store/_layout.pxd, checked by tests/store/test_layout.py).
@@ -298,7 +304,7 @@ def decode_record(
     if check_crc and body_crc(body) != crc:
         raise RecordError(f"body CRC mismatch at {base + pos}")
     if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        body = zlib.decompress(body)
+        body = decompress_body(body, base + pos)
     # Positional, in MessageExt's field order (a keyword call costs 0.7 us more per record;
     # tests/common/test_record_field_order.py pins the order).
     return MessageExt(
@@ -307,6 +313,22 @@ def decode_record(
         (store_host + _LONG.pack(physical_offset)).hex().upper(),  # create_message_id's
         physical_offset, crc, reconsume, prepared,
     )
+
+
+def decompress_body(body: bytes, pos: int = 0) -> bytes:
+    """A COMPRESSED_FLAG body inflated (zlib), at most MAX_DECOMPRESSED_SIZE bytes: a record
+    from a peer cannot make its reader allocate without bound. RecordError when it does not
+    inflate, is cut short or inflates past the bound."""
+    inflater = zlib.decompressobj()
+    try:
+        body = inflater.decompress(body, MAX_DECOMPRESSED_SIZE)
+    except zlib.error as exc:
+        raise RecordError(f"compressed body at {pos} does not inflate: {exc}") from exc
+    if inflater.unconsumed_tail:
+        raise RecordError(f"compressed body at {pos} inflates past {MAX_DECOMPRESSED_SIZE} bytes")
+    if not inflater.eof:
+        raise RecordError(f"compressed body at {pos} is truncated")
+    return body
 
 
 # HEAD_BODY_LEN with each host as one 8-byte field (ip + port): the key of _host's cache.
@@ -354,5 +376,5 @@ def iter_records(
 
 # The compiled decoder of pull responses (lakemq/common/_pulled.pyx) reads with this module's
 # definitions; decode_pulled answers None for whatever decode_record should judge.
-_pulled.bind(MessageExt, _host, zlib.decompress, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.TAGS)
+_pulled.bind(MessageExt, _host, decompress_body, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.TAGS)
 decode_pulled = _pulled.decode_pulled

@@ -121,6 +121,8 @@ def parse_sql92(text: str) -> Expression:
         detail = exc.errors[0]["description"] if exc.errors else _first_line(exc)
         detail = re.sub(r"<class '[\w.]*?(\w+)'>", r"\1", detail)
         raise FilterExpressionError(f"SQL92 expression {text!r} does not parse: {detail}") from exc
+    except RecursionError as exc:  # sqlglot's parser recurses about 16 frames per parenthesis
+        raise FilterExpressionError(f"SQL92 expression {text!r} is nested too deeply to parse") from exc
     root = _Translator(text).condition(tree)
     return root
 

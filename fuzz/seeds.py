@@ -16,20 +16,20 @@ from lakemq.common.codes import RequestCode
 from lakemq.common.message import Message, MessageSysFlag, properties_to_string
 from lakemq.common.message_batch import encode_messages
 from lakemq.common.record import BLANK_MAGIC_CODE, create_message_id, encode_record
+from lakemq.common.subscription import SubscriptionData
 from lakemq.remoting.bodies import ConsumerData, HeartbeatData
 from lakemq.remoting.codec import RemotingCommand, SerializeType, encode_frame
-from lakemq.common.subscription import SubscriptionData
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 PROPS = properties_to_string({"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "0A0000011F9018B4AAC2", "WAIT": "true",
                               "a": "5", "s": "hello"})
 
 
-def _record(body: bytes = b"hello", *, sys_flag: int = 0, props: str = PROPS) -> bytes:
+def _record(body: bytes = b"hello", *, sys_flag: int = 0, props: str = PROPS, physical_offset: int = 4096) -> bytes:
     return bytes(encode_record(topic=b"TopicA", queue_id=1, body=body, flag=0, properties=props.encode(),
                                sys_flag=sys_flag, born_timestamp=1_700_000_000_000,
                                born_host=(bytes([10, 0, 0, 1]), 4242), store_host=(bytes([10, 0, 0, 2]), 10911),
-                               queue_offset=7, physical_offset=4096, store_timestamp=1_700_000_000_001))
+                               queue_offset=7, physical_offset=physical_offset, store_timestamp=1_700_000_000_001))
 
 
 def _frames() -> dict[str, bytes]:
@@ -121,6 +121,18 @@ def _ha() -> dict[str, bytes]:
             "end_of_file": b"\x09" + struct.pack(">qi", 0, len(record) + 8) + record + blank}
 
 
+def _scan() -> dict[str, bytes]:
+    first = _record(physical_offset=0)
+    second = _record(b"second", physical_offset=len(first))
+    delayed = bytes(encode_record(topic=b"SCHEDULE_TOPIC_XXXX", queue_id=2, body=b"d", flag=0,
+                                  properties=b"DELAY\x013\x02REAL_TOPIC\x01T\x02REAL_QID\x010\x02", sys_flag=0,
+                                  born_timestamp=1, born_host=(bytes(4), 1), store_host=(bytes(4), 2),
+                                  store_timestamp=1_700_000_000_000))
+    blank = struct.pack(">iI", 8, BLANK_MAGIC_CODE)
+    return {"two": b"\x03" + first + second, "delayed": b"\x04" + delayed, "end_of_file": b"\x02" + first + blank,
+            "bad_crc": b"\x01" + first[:8] + b"\x00\x00\x00\x00" + first[12:]}
+
+
 def seeds() -> dict[str, dict[str, bytes]]:
     message = Message("TopicA", b"body", properties={"TAGS": "t", "KEYS": "k"})
     return {
@@ -141,6 +153,7 @@ def seeds() -> dict[str, dict[str, bytes]]:
         "properties": {"send": PROPS.encode(), "wait_inside": b"xWAIT\x01true\x02WAIT\x01true\x02a\x01\x01\x02"},
         "acl": _acl(),
         "ha": _ha(),
+        "scan": _scan(),
     }
 
 

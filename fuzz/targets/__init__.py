@@ -11,7 +11,7 @@ from typing import Final
 __all__ = ["TARGETS", "load", "run_one"]
 
 TARGETS: Final = ("frames", "headers", "bodies", "json", "records", "batch", "sql92", "tags", "properties",
-                  "acl", "ha")
+                  "acl", "ha", "scan")
 
 
 def load(name: str) -> ModuleType:

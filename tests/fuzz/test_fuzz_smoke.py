@@ -40,7 +40,8 @@ def test_corpus_and_regressions_replay(target: str) -> None:
 def test_short_atheris_run(target: str, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "fuzz.run", target, str(SECONDS), "--work", str(tmp_path)],
-        cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+        check=False, cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        timeout=120)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
     assert "Done " in log and "stat::number_of_executed_units" in log, log[-2000:]

@@ -252,9 +252,11 @@ class _Translator:
             return str(node.this)
         raw = str(node.this)
         if _DECIMAL.fullmatch(raw):
+            # No leading zeros: more digits than a long's is out of range (and int() refuses
+            # over 4300 digits).
+            if len(raw) > len(str(_LONG_MAX)) or int(raw) > _LONG_MAX:
+                raise self.error(f"integer {raw if len(raw) <= 40 else raw[:40] + '...'} is out of the range of a long")
             value = int(raw)
-            if value > _LONG_MAX:
-                raise self.error(f"integer {raw} is out of the range of a long")
             return value if _INT_RANGE[0] <= value <= _INT_RANGE[1] else JavaLong(value)
         number = float(raw)
         if number == float("inf"):

@@ -12,7 +12,7 @@ from lakemq.common import record
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import FilterExpressionError, FrameError, RecordError, RemotingCommandError
 from lakemq.filter import parse_subscription
-from lakemq.filter.sql92 import parse_sql92
+from lakemq.filter.sql92 import compile_sql92, parse_sql92
 from lakemq.remoting import fastjson
 from lakemq.remoting.bodies import TopicRouteData
 
@@ -79,3 +79,15 @@ def test_a_body_with_a_mixed_object_key_decodes() -> None:
     assert TopicRouteData.decode(data).broker_datas == ()
     with pytest.raises(RemotingCommandError, match="not JSON"):
         TopicRouteData.decode(b'{"brokerDatas":' + b"[" * 5000)
+
+
+def test_integers_past_int_conversion_limit_in_sql92() -> None:
+    # sql92/long_integer_*: Python's int() refuses text of over 4300 digits with ValueError,
+    # which escaped compile_sql92 (a literal) and matches (a producer's property value). Found
+    # by review: the fuzz runs' inputs are at most 4096 bytes.
+    with pytest.raises(FilterExpressionError, match="out of the range of a long"):
+        compile_sql92((REGRESSIONS / "sql92" / "long_integer_literal").read_bytes().decode())
+    expression = compile_sql92("a > 5")
+    assert expression.matches({"a": "0" * 5000 + "7"})  # Java's Integer.valueOf takes leading zeros
+    assert not expression.matches({"a": "1" * 5000})  # NumberFormatException in Java: no match
+    assert not expression.matches({"a": "-" + "9" * 5000})

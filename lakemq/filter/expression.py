@@ -61,12 +61,18 @@ _DOUBLE_TEXT: Final = re.compile(
     r"([+-]?)(NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?")
 _INT_RANGE: Final = (-(2**31), 2**31 - 1)
 _LONG_RANGE: Final = (-(2**63), 2**63 - 1)
+_LONG_DIGITS: Final = len(str(_LONG_RANGE[1]))
 
 
 def _parse_integral(text: str, bounds: tuple[int, int], what: str) -> int:
     if _INT_TEXT.fullmatch(text) is None:
         raise EvaluationError(f"{text!r} is not {what}")
-    value = int(text)
+    # Java reads any number of leading zeros; more digits than a long's is out of range, and
+    # int() refuses text of over 4300 digits.
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > _LONG_DIGITS:
+        raise EvaluationError(f"{text[:40]!r}... is out of the range of {what}")
+    value = -int(digits) if text[0] == "-" else int(digits)
     if not bounds[0] <= value <= bounds[1]:
         raise EvaluationError(f"{text!r} is out of the range of {what}")
     return value

@@ -121,6 +121,8 @@ def parse_sql92(text: str) -> Expression:
         detail = exc.errors[0]["description"] if exc.errors else _first_line(exc)
         detail = re.sub(r"<class '[\w.]*?(\w+)'>", r"\1", detail)
         raise FilterExpressionError(f"SQL92 expression {text!r} does not parse: {detail}") from exc
+    except RecursionError as exc:  # sqlglot's parser recurses about 16 frames per parenthesis
+        raise FilterExpressionError(f"SQL92 expression {text!r} is nested too deeply to parse") from exc
     root = _Translator(text).condition(tree)
     return root
 
@@ -250,9 +252,11 @@ class _Translator:
             return str(node.this)
         raw = str(node.this)
         if _DECIMAL.fullmatch(raw):
+            # No leading zeros: more digits than a long's is out of range (and int() refuses
+            # over 4300 digits).
+            if len(raw) > len(str(_LONG_MAX)) or int(raw) > _LONG_MAX:
+                raise self.error(f"integer {raw if len(raw) <= 40 else raw[:40] + '...'} is out of the range of a long")
             value = int(raw)
-            if value > _LONG_MAX:
-                raise self.error(f"integer {raw} is out of the range of a long")
             return value if _INT_RANGE[0] <= value <= _INT_RANGE[1] else JavaLong(value)
         number = float(raw)
         if number == float("inf"):

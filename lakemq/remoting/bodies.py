@@ -64,7 +64,7 @@ def decode_json(body: bytes | None, what: str) -> Any:
         raise RemotingCommandError(f"{what}: the body is empty")
     try:
         return fastjson.loads(bytes(body))
-    except (UnicodeDecodeError, FrameError, RecursionError) as exc:
+    except FrameError as exc:
         raise RemotingCommandError(f"{what}: body is not JSON: {exc}") from exc
 
 

@@ -22,13 +22,14 @@ _WS = " \t\r\n"
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse strict JSON or fastjson's bare-key dialect; raises FrameError on bad input."""
-    text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
+    """Parse strict JSON or fastjson's bare-key dialect; raises FrameError on bad input
+    (not UTF-8, nested deeper than the interpreter's recursion limit, anything malformed)."""
     try:
+        text = bytes(data).decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
         value, end = _value(text, _skip(text, 0))
         if _skip(text, end) != len(text):
             raise ValueError(f"extra data at {end}")
-    except (ValueError, IndexError) as exc:
+    except (ValueError, IndexError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise FrameError(f"bad JSON body: {exc}") from exc
     return value
 
@@ -46,10 +47,16 @@ def _skip(text: str, i: int) -> int:
 
 def _freeze(value: Any) -> Any:
     if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+        # Sorted by the keys' repr: an object key's own keys may mix numbers and text, which
+        # do not compare ({{1:2,"a":3}:0}).
+        return tuple(sorted(((k, _freeze(v)) for k, v in value.items()), key=_key_order))
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
     return value
+
+
+def _key_order(item: tuple[Any, Any]) -> str:
+    return repr(item[0])
 
 
 def _value(text: str, i: int) -> tuple[Any, int]:

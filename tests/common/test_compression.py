@@ -69,6 +69,7 @@ def test_lake_rows_decompress_by_type_for_replay_and_the_console() -> None:
         "msg_id": [f"M{i}" for i in range(len(rows))], "uniq_key": [f"U{i}" for i in range(len(rows))],
         "body": [body for _, body in rows], "sys_flag": [flag for flag, _ in rows], "flag": [0] * len(rows),
         "store_timestamp": [1] * len(rows), "commitlog_offset": list(range(len(rows))),
+        "queue_id": [0] * len(rows),
         "properties": pa.array([[("k", "v")]] * len(rows), type=pa.map_(pa.string(), pa.string())),
     })
-    assert [m.body for _, m in _messages(page, "Target")] == [BODY, BODY, BODY, b"plain"]
+    assert [m.body for _, _, m in _messages(page, "Target")] == [BODY, BODY, BODY, b"plain"]

@@ -57,3 +57,16 @@ def test_seal_stops_at_the_flushed_offset_and_continues_there(tmp_path: Path) ->
     # The two ranges hold what one seal of the whole run holds: the queue ends of the later
     # range are the file's (4 queues, round robin).
     assert second[0].queue_ends == {"TopicA": {"0": 8, "1": 8, "2": 7, "3": 7}}
+
+
+def test_the_seal_step_takes_the_flushed_setting(tmp_path: Path) -> None:
+    """The tiering DAG's ``flushed`` param reaches the seal step (lakemq.jobs.tier_steps)."""
+    from lakemq.jobs.tier_steps import run_step
+
+    store = tmp_path / "store"
+    offsets = store_writer(store)(user_messages(5))
+    _publish(store, offsets[3])
+    values = {"store_dir": str(store), "lake_uri": str(tmp_path / "lake"), "conf": {"tierSealIdleMs": "600000"}}
+    assert run_step("seal", values)["sealed"] == 0  # a young file, not full: waits
+    summary = run_step("seal", {**values, "flushed": "true"})
+    assert (summary["sealed"], summary["rows"], summary["ranges"]) == (1, 3, [[0, offsets[3]]])

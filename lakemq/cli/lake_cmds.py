@@ -162,6 +162,8 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
                + (f"; kept {len(kept)} verified local file(s): {result.retention.why_kept}" if kept else ""))
     for a, b in c.skipped_corrupt:
         click.echo(f"skipped corrupt CommitLog bytes [{a}, {b})")
+    if flushed:
+        return  # what is past the lake's end now was written or flushed after the run read the store
     tail = untiered_tail(store_dir, Manifest.open(location, broker_name).committed_end,
                          idle_ms=tiering.tier_seal_idle_ms)
     for waiting in tail.waiting:

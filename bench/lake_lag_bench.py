@@ -20,7 +20,9 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,6 +68,19 @@ async def _produce(namesrv: str, rate: int, seconds: float, senders: int, body: 
         return sent
 
     return sum(await asyncio.gather(*(sender(n) for n in range(senders))))
+
+
+def _rows_in_lake(lake: Path) -> int:
+    """Rows of the topic the Delta log's file statistics count (cheap: no data file read)."""
+    if not (lake / "messages" / "_delta_log").exists():
+        return 0
+    rows = 0
+    for entry in (lake / "messages" / "_delta_log").glob("*.json"):
+        for line in entry.read_text().splitlines():
+            add = json.loads(line).get("add") if line.strip() else None
+            if add and add.get("dataChange", True) and f"topic={TOPIC}" in add["path"]:
+                rows += int(json.loads(add["stats"])["numRecords"])
+    return rows
 
 
 def _commits(lake: Path) -> dict[str, int]:
@@ -128,14 +143,18 @@ def main() -> None:
                 took = time.monotonic() - began
                 print(f"sent {sent} messages in {took:.1f}s ({sent / took:,.0f} msg/s)", flush=True)
                 deadline = time.monotonic() + args.interval_ms / 1000 * 3 + 120
-                while len(lags := _lags(lake) if (lake / "messages").exists() else []) < sent:
+                while (held := _rows_in_lake(lake)) < sent:
                     if time.monotonic() > deadline:
-                        raise SystemExit(f"the lake holds {len(lags)} of {sent} messages after waiting")
+                        raise SystemExit(f"the lake holds {held} of {sent} messages after waiting")
                     time.sleep(1)
             finally:
                 serve.send_signal(signal.SIGTERM)
-                serve.communicate(timeout=120)
-        lags.sort()
+                out, _ = serve.communicate(timeout=120)
+            passes = [float(m) for m in re.findall(r"; ([\d.]+)s$", out, re.MULTILINE)]
+            if passes:
+                print(f"tier serve passes: {len(passes) + 1}, seconds each: median {statistics.median(passes):.1f}, "
+                      f"max {max(passes):.1f}", flush=True)
+            lags = sorted(_lags(lake))
         print(f"lake lag (store -> Delta commit), {len(lags)} messages, {sent / took:,.0f} msg/s sent, "
               f"tierIntervalMs={args.interval_ms}: p50 {_percentile(lags, 0.5) / 1000:.1f} s, "
               f"p99 {_percentile(lags, 0.99) / 1000:.1f} s, max {lags[-1] / 1000:.1f} s")

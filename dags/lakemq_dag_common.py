@@ -63,9 +63,11 @@ def common_params(*names: str) -> dict[str, Param]:
     return params
 
 
-def settings_template(*names: str) -> str:
-    """A template rendering to the JSON settings object for ``names`` plus the free-form params."""
+def settings_template(*names: str, own: tuple[str, ...] = ()) -> str:
+    """A template rendering to the JSON settings object for ``names`` plus the free-form params
+    and the DAG's ``own`` params (passed as they are)."""
     fields = [f'"{n}": params.{n} or var.value.get("lakemq_{n}", "{DEFAULTS[n]}")' for n in names]
+    fields += [f'"{n}": params.{n}' for n in own]
     fields += [
         '"conf": params.conf',
         '"broker_conf": params.broker_conf',

@@ -1,4 +1,4 @@
-"""``lakemq tier run|status``: the lake tier from the command line (``lakemq sql`` is in sql_cmds).
+"""``lakemq tier run|serve|status``: the lake tier from the command line (``lakemq sql`` is in sql_cmds).
 
 Settings come from the broker's broker.conf (``storePathRootDir``, ``brokerName``,
 ``lakeUri``, ``fileReservedTime``, ``tierSealIdleMs`` ...), read as the broker reads it (an
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,9 +135,12 @@ def tier() -> None:
 @click.option("--no-maintain", is_flag=True, help="skip optimize, vacuum and checkpoint")
 @click.option("--from-slave", is_flag=True,
               help="tier a SLAVE's store (brokerRole=SLAVE in --config): for when its master is lost")
+@click.option("--flushed", is_flag=True,
+              help="also commit every whole record the broker has flushed, without waiting for its file to "
+                   "fill or idle")
 def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker: str | None,
                  storage_option: tuple[str, ...], master: str | None, skip_corrupt: bool, no_retention: bool,
-                 delete_without_cold_reads: bool, no_maintain: bool, from_slave: bool) -> None:
+                 delete_without_cold_reads: bool, no_maintain: bool, from_slave: bool, flushed: bool) -> None:
     """Seal, compact, verify, apply hot retention (as the broker's own retention rules allow)
     and maintain the table, once."""
     from lakemq.jobs.tier_run import tier_run
@@ -150,7 +154,7 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
     with JobProgress() as progress, spark_session(master, progress) as spark:
         result = tier_run(spark, store_dir=store_dir, broker_name=broker_name, config=tiering,
                           storage_options=location.options, skip_corrupt=skip_corrupt,
-                          retention=rules, upkeep=not no_maintain, progress=progress.step)
+                          retention=rules, upkeep=not no_maintain, progress=progress.step, flushed=flushed)
     c = result.compact
     kept = result.retention.kept
     click.echo(f"committed {len(c.committed)} range(s), {c.rows} rows, {c.bytes_in / 1e6:.1f} MB in {c.seconds:.1f}s; "
@@ -158,10 +162,59 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
                + (f"; kept {len(kept)} verified local file(s): {result.retention.why_kept}" if kept else ""))
     for a, b in c.skipped_corrupt:
         click.echo(f"skipped corrupt CommitLog bytes [{a}, {b})")
+    if flushed:
+        return  # what is past the lake's end now was written or flushed after the run read the store
     tail = untiered_tail(store_dir, Manifest.open(location, broker_name).committed_end,
                          idle_ms=tiering.tier_seal_idle_ms)
     for waiting in tail.waiting:
         click.echo(f"not yet in the lake: {waiting.why(tiering.tier_seal_idle_ms)}")
+
+
+@tier.command("serve")
+@_with_common
+@click.option("--master", help="Spark master (default from conf/spark-defaults.conf)")
+@click.option("--interval-ms", type=click.IntRange(min=1), help="ms between passes [tierIntervalMs, 60000]")
+@click.option("--no-retention", is_flag=True, help="keep local CommitLog files even when verified")
+@click.option(DELETE_WITHOUT_COLD_READS_FLAG, "delete_without_cold_reads", is_flag=True,
+              help="as for `tier run`")
+@click.option("--from-slave", is_flag=True,
+              help="tier a SLAVE's store (brokerRole=SLAVE in --config): for when its master is lost")
+def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, broker: str | None,
+                   storage_option: tuple[str, ...], master: str | None, interval_ms: int | None, no_retention: bool,
+                   delete_without_cold_reads: bool, from_slave: bool) -> None:
+    """Keep the lake fresh: every tierIntervalMs commit what the broker has flushed (full file
+    or not), exactly once, on one warm Spark session; SIGTERM stops after the pass under way."""
+    import dataclasses
+    import signal
+    import threading
+
+    from lakemq.jobs.tier_serve import ServePass, tier_serve
+    from lakemq.tiering.retention import RetentionRules
+
+    setup_logging("lakemq-tier")
+    store_dir, broker_name, tiering, props, location = _settings(config, store, lake, broker, storage_option,
+                                                                 from_slave)
+    if interval_ms is not None:
+        tiering = dataclasses.replace(tiering, tier_interval_ms=interval_ms)
+    rules = None if no_retention else RetentionRules.for_broker(
+        props, location, delete_without_cold_reads=delete_without_cold_reads)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def said(p: ServePass) -> None:
+        c = p.result.compact
+        end = max((e.range_end for e in c.committed), default=None)
+        click.echo(f"{time.strftime('%Y-%m-%d %H:%M:%S')} pass {p.number}: committed {len(c.committed)} range(s), "
+                   f"{c.rows} rows" + (f" up to CommitLog offset {end}" if end is not None else "")
+                   + f"; deleted {len(p.result.deleted)} local file(s)"
+                   + ("; table maintained" if p.maintained else "") + f"; {p.seconds:.1f}s")
+
+    with JobProgress() as progress, spark_session(master, progress) as spark:
+        progress.phase(f"serving: a pass every {tiering.tier_interval_ms} ms (SIGTERM stops)")
+        passes = tier_serve(spark, store_dir=store_dir, broker_name=broker_name, config=tiering, stop=stop,
+                            storage_options=location.options, retention=rules, on_pass=said)
+    click.echo(f"stopped after {passes} pass(es)")
 
 
 @tier.command("status")

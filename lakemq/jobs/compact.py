@@ -2,7 +2,8 @@
 exactly once.
 
 Per run:
-1. seal what became final (:mod:`lakemq.tiering.seal`);
+1. seal what became final (:mod:`lakemq.tiering.seal`; with ``flushed``, also every whole
+   record the broker has flushed, so a range may end inside a CommitLog file);
 2. bring the manifest up to date with the Delta log and read the broker's app transaction
    version: every sealed range ending above it is pending; create ``message_keys`` (filled
    for what ``messages`` held before it, :mod:`lakemq.jobs.key_index`) if missing;
@@ -178,8 +179,10 @@ def compact(
     skip_corrupt: bool = False,
     checkpoint_interval: int = 10,
     progress: Progress | None = None,
+    flushed: bool = False,
 ) -> CompactResult:
-    """Move every sealed, not yet committed CommitLog range of ``store_dir`` into the lake."""
+    """Move every sealed, not yet committed CommitLog range of ``store_dir`` into the lake;
+    ``flushed``: first seal every whole record the broker has flushed, full file or not."""
     began = time.monotonic()
     lake = LakeLocation.of(lake_uri, storage_options)
     lake.check_reachable()
@@ -194,7 +197,8 @@ def compact(
     committed_end = max(txn or 0, manifest.committed_end)
     # Sealed from what the lake holds on: the same CommitLog tiered from another store of the
     # broker (its slave's) continues there instead of committing those records again.
-    new_seals = seal_segments(store_dir, idle_ms=seal_idle_ms, stride=boundary_stride, from_offset=committed_end)
+    new_seals = seal_segments(store_dir, idle_ms=seal_idle_ms, stride=boundary_stride, from_offset=committed_end,
+                              flushed=flushed)
     pending = pending_segments(store_dir, committed_end)
     skipped = tuple(c for s in pending for c in s.corrupt)
     if skipped and not skip_corrupt:

@@ -48,7 +48,10 @@ def tier_run(
     spark: SparkSession, *, store_dir: str | Path, broker_name: str, config: TieringConfig,
     storage_options: Mapping[str, str] | None = None, skip_corrupt: bool = False,
     retention: RetentionRules | None = None, upkeep: bool = True, progress: Progress | None = None,
+    flushed: bool = False,
 ) -> TierRunResult:
+    """One pass; ``flushed``: commit every whole record the broker has flushed, not only
+    sealed (full or idle) files."""
     check_store_root(Path(store_dir))
     lake = LakeLocation.of(config.lake_uri, storage_options)
     with reading_table(lake, MESSAGES_TABLE):  # its commits; the key index's errors name their own table
@@ -56,7 +59,7 @@ def tier_run(
             spark, store_dir=store_dir, lake_uri=config.lake_uri, broker_name=broker_name,
             storage_options=storage_options, seal_idle_ms=config.tier_seal_idle_ms,
             boundary_stride=config.tier_boundary_stride, skip_corrupt=skip_corrupt,
-            checkpoint_interval=config.tier_checkpoint_interval, progress=progress,
+            checkpoint_interval=config.tier_checkpoint_interval, progress=progress, flushed=flushed,
         )
     manifest = Manifest.open(lake, broker_name)
     verify_progress = (lambda done, total: progress("verify", done, total)) if progress else None

@@ -11,7 +11,8 @@ Settings arrive as a plain mapping (what a scheduler can pass between processes)
 ``lakeUri``; neither is an error), ``broker_conf`` (the broker's broker.conf, read as the broker
 reads it: its tiering keys, ``fileReservedTime`` and ``lakeUri`` apply),
 ``conf`` (camelCase overrides such as ``{"tierSealIdleMs": "60000"}``), ``storage_options``,
-``master`` (Spark) and ``delete_hot_files_without_cold_reads`` (retention deletes verified files
+``master`` (Spark), ``flushed`` (seal every whole record the broker has flushed, as
+``tier run --flushed``) and ``delete_hot_files_without_cold_reads`` (retention deletes verified files
 even when the broker's conf has no ``lakeUri`` naming this lake). Each step returns a JSON-able
 summary.
 """
@@ -50,18 +51,20 @@ class TierSettings:
     # The broker's conf (for its retention rules) and whether to delete without cold reads.
     broker_props: Mapping[str, str] = field(default_factory=dict)
     delete_without_cold_reads: bool = False
+    flushed: bool = False  # seal every whole record the broker has flushed, not only full or idle files
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TierSettings:
         """Explicit values win over the broker.conf's, which win over the defaults."""
         known = {"store_dir", "broker_name", "lake_uri", "broker_conf", "conf", "storage_options", "master",
-                 "delete_hot_files_without_cold_reads"}
+                 "delete_hot_files_without_cold_reads", "flushed"}
         unknown = set(values) - known
         if unknown:
             raise ConfigError(f"unknown tiering setting(s): {', '.join(sorted(unknown))}")
         props = read_broker_conf(values.get("broker_conf") or None, values.get("conf"))
         lake: dict[str, Any] = {"lake_uri": str(values["lake_uri"])} if values.get("lake_uri") else {}
         flag = values.get("delete_hot_files_without_cold_reads", False)
+        flushed = values.get("flushed", False)
         return cls(
             store_dir=store_root(props, values.get("store_dir") or None),
             broker_name=str(values.get("broker_name") or props.get("brokerName", "broker-a")),
@@ -69,7 +72,8 @@ class TierSettings:
             storage_options={str(k): str(v) for k, v in (values.get("storage_options") or {}).items()},
             master=values.get("master") or None,
             broker_props=props,
-            delete_without_cold_reads=flag if isinstance(flag, bool) else str(flag).lower() in ("true", "1", "yes"),
+            delete_without_cold_reads=_truthy(flag),
+            flushed=_truthy(flushed),
         )
 
     @property
@@ -82,6 +86,10 @@ class TierSettings:
                                          delete_without_cold_reads=self.delete_without_cold_reads)
 
 
+def _truthy(value: Any) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "yes")
+
+
 def seal(settings: TierSettings, *, now_ms: int | None = None) -> Summary:
     """Seal what became final by ``now_ms`` (a scheduler passes its data interval's end, so a
     re-run of the same interval seals the same files)."""
@@ -92,6 +100,7 @@ def seal(settings: TierSettings, *, now_ms: int | None = None) -> Summary:
         idle_ms=settings.config.tier_seal_idle_ms,
         stride=settings.config.tier_boundary_stride,
         now_ms=now_ms,
+        flushed=settings.flushed,
     )
     return {
         "sealed": len(new),
@@ -120,6 +129,7 @@ def compact(settings: TierSettings, progress: Progress | None = None) -> Summary
             boundary_stride=settings.config.tier_boundary_stride,
             checkpoint_interval=settings.config.tier_checkpoint_interval,
             progress=progress,
+            flushed=settings.flushed,
         )
     finally:
         if owned:

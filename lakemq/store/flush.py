@@ -42,8 +42,11 @@ def flush_once(queue: MappedFileQueue, least_pages: int, listener: FlushListener
     flushed = queue.flushed_where - before
     if listener is not None and flushed > 0:
         listener(time.monotonic() - started, flushed)
-    if checkpoint is not None and queue.store_timestamp:
-        checkpoint.physic_msg_timestamp = queue.store_timestamp
+    if checkpoint is not None:
+        if queue.store_timestamp:
+            checkpoint.physic_msg_timestamp = queue.store_timestamp
+        if flushed > 0:
+            checkpoint.publish_flushed(queue.flushed_where)  # how far tiering may read while we run
     return done
 
 

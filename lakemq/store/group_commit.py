@@ -59,6 +59,7 @@ class GroupCommit:
     def __init__(self, queue: MappedFileQueue, checkpoint: StoreCheckpoint | None = None) -> None:
         self._queue = queue
         self._checkpoint = checkpoint
+        self._published = 0  # the flushed offset last written to the checkpoint
         self.flush_listener: FlushListener | None = None
         self._commit = CommitThread(queue.flushed_where)
         self._publish = self._commit.publish  # bound once: called for every put
@@ -162,6 +163,10 @@ class GroupCommit:
             if error:
                 log.error("group commit: fdatasync of the CommitLog failed: %s; retrying", os.strerror(error))
         flushed = queue.flushed_where = max(queue.flushed_where, commit.flushed)
+        if self._checkpoint is not None and flushed > self._published:
+            # How far tiering may read while we run (``wait`` moves flushed_where too, so not "if moved").
+            self._checkpoint.publish_flushed(flushed)
+            self._published = flushed
         stamp = self._stamp
         if stamp is not None and flushed >= stamp[1]:
             queue.store_timestamp = stamp[0]

@@ -27,10 +27,14 @@ class TieringConfig:
     tier_target_file_size: int = 128 << 20  # optimize compacts small Parquet files up to this
     tier_vacuum_retention_hours: int = 168
     tier_checkpoint_interval: int = 10  # Delta commits between checkpoints
+    # ``tier serve`` commits what the broker has flushed this often (ms).
+    tier_interval_ms: int = 60_000
+    # ``tier serve`` optimizes, vacuums and checkpoints the table at most this often (ms).
+    tier_maintain_interval_ms: int = 10 * 60_000
 
     def __post_init__(self) -> None:
         for name in ("tier_seal_idle_ms", "tier_boundary_stride", "tier_target_file_size",
-                     "tier_checkpoint_interval"):
+                     "tier_checkpoint_interval", "tier_interval_ms", "tier_maintain_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.tier_vacuum_retention_hours < 0:

@@ -2,7 +2,10 @@
 
 A CommitLog file is sealed once it is full (it is not the last file, or it ends in the
 blank record), or, for the last file, once nothing was written to it for ``idle_ms``: then
-the range up to its last record is sealed and a later seal takes the rest. Each sealed range
+the range up to its last record is sealed and a later seal takes the rest. Asked to seal what
+is flushed (``tier run --flushed``, ``tier serve``), it seals up to the last whole record
+below the offset the broker's checkpoint says is on disk, whatever the file's age: a range
+then ends on a record boundary inside a file, and the next one continues there. Each sealed range
 gets a seal file ``{store}/tiering/seals/{range start, 20 digits}.json`` holding
 
 - the range ``[range_start, range_end)`` (``range_end`` is the file end for a full file,
@@ -33,6 +36,7 @@ import numpy as np
 
 from lakemq.common.durable import write_file_durably
 from lakemq.common.record import BODY_POS, HEAD
+from lakemq.store.checkpoint import read_flushed_offset
 from lakemq.tiering.digest import crc32c_slices, digest_of
 from lakemq.tiering.walk import HEADER_DTYPE, Walk, gather, walk_records
 
@@ -180,24 +184,29 @@ def _queue_ends(buf: mmap.mmap, starts: np.ndarray) -> QueueEnds:
     return ends
 
 
-def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, stride: int) -> SealedSegment | None:
+def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, stride: int,
+               flushed_end: int | None = None) -> SealedSegment | None:
+    # With ``flushed_end`` only the bytes below it are read: a record it cuts is the frontier.
+    end = f.size if flushed_end is None else min(f.size, flushed_end - f.start)
+    cut = end < f.size
     with open(f.path, "rb") as fh:
-        if f.size == 0:
+        if f.size == 0 or end <= from_offset - f.start:
             return None
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             pos = from_offset - f.start
-            walk: Walk = walk_records(buf, f.start, pos, f.size, verify=True, on_bad="resync")
+            walk: Walk = walk_records(buf, f.start, pos, end, verify=True, on_bad="resync")
             corrupt = list(walk.corrupt)
             stop = walk.stop
-            if last and walk.blank_at is None and corrupt and corrupt[-1][1] == f.size:
+            if (last or cut) and walk.blank_at is None and corrupt and corrupt[-1][1] == end:
                 # The writer's frontier: what follows the last good record holds no valid record
-                # (unwritten zeros or a torn write). Bad bytes with good records after them are damage.
+                # (unwritten zeros, a torn write, or a record the flushed end cuts). Bad bytes with
+                # good records after them are damage.
                 stop = corrupt.pop()[0]
             if walk.blank_at is not None:
                 data_end, range_end, full = f.start + walk.blank_at, f.end, True
-            elif not last:
+            elif not last and not cut:
                 data_end, range_end, full = f.start + stop, f.end, True
-            elif idle and stop > pos:
+            elif (idle or flushed_end is not None) and stop > pos:
                 data_end = range_end = f.start + stop
                 full = False
             else:
@@ -217,11 +226,19 @@ def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, st
 
 
 def seal_segments(
-    store_dir: str | Path, *, idle_ms: int, stride: int = 8 << 20, now_ms: int | None = None, from_offset: int = 0
+    store_dir: str | Path, *, idle_ms: int, stride: int = 8 << 20, now_ms: int | None = None, from_offset: int = 0,
+    flushed: bool = False,
 ) -> list[SealedSegment]:
     """Seal what became final since the last call; returns the new seals (oldest first).
     Nothing below ``from_offset`` (what the lake holds already) is sealed: a store that did
-    not tier those bytes itself (a slave's, after its master was lost) starts there."""
+    not tier those bytes itself (a slave's, after its master was lost) starts there.
+
+    ``flushed``: also seal, without waiting for a file to fill or idle, every whole record
+    below the CommitLog offset the broker's checkpoint publishes as on disk
+    (:func:`lakemq.store.checkpoint.read_flushed_offset`), and nothing at or above it (a
+    store whose checkpoint publishes none seals as without ``flushed``)."""
+    limit = read_flushed_offset(Path(store_dir) / "checkpoint") if flushed else 0
+    flushed_end = limit if limit > 0 else None
     files = commitlog_files(store_dir)
     sealed_to: dict[int, int] = {}
     for s in load_seals(store_dir):
@@ -233,7 +250,10 @@ def seal_segments(
         if start >= f.end:
             continue
         last = i == len(files) - 1
-        seal = _seal_file(f, start, last=last, idle=now - f.mtime_ms >= idle_ms, stride=stride)
+        if flushed_end is not None and start >= flushed_end:
+            break
+        seal = _seal_file(f, start, last=last, idle=now - f.mtime_ms >= idle_ms, stride=stride,
+                          flushed_end=flushed_end)
         if seal is None:
             continue
         _write_seal(store_dir, seal)

@@ -67,6 +67,7 @@ def test_every_dag_loads_with_its_tasks_in_order(airflow_py: str, tmp_path: Path
     assert dags["lakemq_sweeps"] == {"delay_sweep": ["transaction_sweep"], "transaction_sweep": []}
     for dag_id in ("lakemq_tiering", "lakemq_sweeps"):
         assert {"lake_uri", "conf", "storage_options"} <= set(found["params"][dag_id])
+    assert "flushed" in found["params"]["lakemq_tiering"]  # tier what the broker flushed, not only sealed files
     assert dags["lakemq_reindex"] == {"reindex": []}
     assert {"store_dir", "broker_conf", "conf", "topic", "consume_queue", "index", "skip_corrupt",
             "force"} <= set(found["params"]["lakemq_reindex"])

@@ -185,3 +185,35 @@ def test_flush_listener_hears_every_flushed_byte(open_commit_log: Open) -> None:
         cl.shutdown()
     assert heard and all(seconds >= 0 and flushed > 0 for seconds, flushed in heard)
     assert sum(flushed for _, flushed in heard) == cl.flushed_where == cl.get_max_offset()
+
+
+@pytest.mark.parametrize("flush_type", [FlushDiskType.SYNC_FLUSH, FlushDiskType.ASYNC_FLUSH])
+def test_flushes_publish_the_flushed_offset_for_tiering(tmp_path: Path, flush_type: FlushDiskType) -> None:
+    """What a tier process reading the store while the broker runs learns from the checkpoint
+    file: how far the CommitLog is on disk, never past it (lakemq.tiering.seal)."""
+    from lakemq.store.checkpoint import read_flushed_offset
+    from lakemq.store.config import StoreConfig
+
+    config = StoreConfig(store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=64 * 1024,
+                         max_message_size=16 * 1024, flush_disk_type=flush_type, flush_interval_commit_log=10,
+                         flush_commit_log_thorough_interval=50)
+    checkpoint = StoreCheckpoint(config.checkpoint_path)
+    cl = CommitLog(config, store_host="10.1.2.3:10911", checkpoint=checkpoint)
+    cl.load()
+    cl.recover_normally()
+    cl.start()
+    try:
+        end = 0
+        for _ in range(20):
+            r = cl.put(MessagesPut.of(make_message(body=b"f" * 300)))
+            assert r.append_result is not None
+            end = r.append_result.next_offset
+        deadline = time.monotonic() + 10
+        while read_flushed_offset(config.checkpoint_path) < end:
+            assert time.monotonic() < deadline, "the flushed offset never reached the checkpoint file"
+            time.sleep(0.01)
+        assert read_flushed_offset(config.checkpoint_path) <= cl.flushed_where
+    finally:
+        cl.shutdown()
+        checkpoint.shutdown()
+    assert read_flushed_offset(config.checkpoint_path) == end

@@ -1,0 +1,69 @@
+"""``lakemq tier serve``: tiering as a long-running loop over one warm Spark session.
+
+Every ``tierIntervalMs`` one pass of :func:`lakemq.jobs.tier_run.tier_run` with ``flushed``:
+whatever whole records the broker has flushed (its checkpoint says how far, see
+:func:`lakemq.store.checkpoint.read_flushed_offset`) are sealed, committed once (the Delta app
+transaction's version is the range end, as for sealed files), verified and, as the broker's
+rules allow, retained. The small files this makes are merged by the table upkeep
+(:func:`lakemq.jobs.maintain.maintain`), run at most every ``tierMaintainIntervalMs`` rather
+than every pass, so a Parquet file is not rewritten every minute as its partition grows.
+
+A pass that dies (the process killed) leaves what ``tier run`` leaves: the next pass, or the
+next process, finishes it without committing anything twice. ``stop`` (SIGTERM in the CLI)
+ends the loop after the pass under way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakemq.jobs.tier_run import TierRunResult, tier_run
+from lakemq.tiering.config import TieringConfig
+from lakemq.tiering.retention import RetentionRules
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["ServePass", "tier_serve"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServePass:
+    number: int  # 1 for the first pass
+    result: TierRunResult
+    seconds: float
+    maintained: bool
+
+
+def tier_serve(
+    spark: SparkSession, *, store_dir: str | Path, broker_name: str, config: TieringConfig, stop: threading.Event,
+    storage_options: Mapping[str, str] | None = None, retention: RetentionRules | None = None,
+    on_pass: Callable[[ServePass], None] | None = None, max_passes: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Run passes every ``config.tier_interval_ms`` until ``stop`` is set (or ``max_passes``
+    ran); returns the number of passes. An error of a pass ends the loop by propagating."""
+    interval_s = config.tier_interval_ms / 1000
+    maintain_s = config.tier_maintain_interval_ms / 1000
+    last_maintain: float | None = None
+    passes = 0
+    while not stop.is_set() and (max_passes is None or passes < max_passes):
+        began = clock()
+        upkeep = last_maintain is None or began - last_maintain >= maintain_s
+        result = tier_run(spark, store_dir=store_dir, broker_name=broker_name, config=config,
+                          storage_options=storage_options, retention=retention, upkeep=upkeep, flushed=True)
+        if upkeep:
+            last_maintain = began
+        passes += 1
+        if on_pass is not None:
+            on_pass(ServePass(passes, result, clock() - began, upkeep))
+        if max_passes is not None and passes >= max_passes:
+            break
+        # The next pass starts an interval after this one started (at once when it ran longer).
+        stop.wait(max(0.0, interval_s - (clock() - began)))
+    return passes

@@ -52,6 +52,7 @@ from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
 from lakemq.broker.runtime_info import runtime_info
+from lakemq.broker.loop_lag import LoopLagProbe
 from lakemq.broker.runtime_stats import RuntimeStats
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager
@@ -175,6 +176,8 @@ class BrokerController:
         self.boot_timestamp = int(time.time() * 1000)
         self.broker_addr = broker_config.broker_addr
         self.runtime_stats = RuntimeStats(self.metrics.sends.total_messages, self._got_total)
+        self.loop_lag = LoopLagProbe(broker_config.broker_name)
+        self.metrics.registry.register(self.loop_lag)
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -248,6 +251,7 @@ class BrokerController:
             ),
             loop.create_task(self._register_periodically(), name="register-broker"),
             loop.create_task(self.runtime_stats.run(), name="runtime-stats"),
+            loop.create_task(self.loop_lag.run(), name="loop-lag"),
         ]
         if self.transaction_check_service is not None and self.role.is_master:
             self._tasks.append(loop.create_task(self.transaction_check_service.run(), name="transaction-check"))

@@ -42,6 +42,7 @@ from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.ha import HaClient, HaConfig, HaServer, ReplicationProgress, SlaveSynchronize, check_role
+from lakemq.broker.loop_lag import LoopLagProbe
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
 from lakemq.broker.pop import PopService
@@ -52,7 +53,6 @@ from lakemq.broker.producer_manager import ProducerManager
 from lakemq.broker.pull_request_hold_service import PullRequestHoldService
 from lakemq.broker.rebalance_lock_manager import RebalanceLockManager
 from lakemq.broker.runtime_info import runtime_info
-from lakemq.broker.loop_lag import LoopLagProbe
 from lakemq.broker.runtime_stats import RuntimeStats
 from lakemq.broker.subscription_group_manager import SubscriptionGroupManager
 from lakemq.broker.topic_config_manager import TopicConfig, TopicConfigManager

@@ -11,15 +11,17 @@ consuming throughout and a group whose consumers join and leave every ``--churn`
 deleting every CommitLog file the lake holds (small files, no reserve time), so lagging
 consumers and the final audit read the lake below the hot tier.
 
-Every ``--sample-interval`` seconds: the broker's RSS, open files and threads (from /proc),
-its worst event-loop lag of the last minute (lakemq_broker_event_loop_lag_max_seconds), the
-p99 latency of the plain and delayed sends of the interval, and the CommitLog files on disk.
+Every ``--sample-interval`` seconds: the broker's RSS (and its anonymous part: RSS also counts
+the store's mapped file pages, which come and go with the CommitLog files), open files and
+threads (from /proc), its worst event-loop lag of the last minute
+(lakemq_broker_event_loop_lag_max_seconds), the p99 latency of the plain and delayed sends of
+the interval, and the CommitLog files on disk and deleted so far.
 
 Verdict: (1) nothing lost: for each group, acknowledged keys - (keys it consumed | keys a new
 group finds reading every queue from offset 0, lake included) is empty, and no rolled-back
 message was ever seen; (2) flat: over the last ``--window`` seconds (at most the time after
-``--warmup``) RSS, open files and threads grow under 5 %. ``--no-growth-verdict`` reports
-growth without judging it (for the CI smoke, too short to be past warm-up).
+``--warmup``) RSS, anonymous RSS, open files and threads grow under 5 %.
+``--no-growth-verdict`` reports growth without judging it (for the CI smoke, too short to be past warm-up).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ DRAIN_TIMEOUT = 180.0
 class Sample:
     t: float  # seconds since the load began
     rss_mib: float
+    rss_anon_mib: float  # the heap's part of it (the rest is mapped store files the kernel may drop)
     open_files: int
     threads: int
     loop_lag_ms: float
@@ -75,9 +78,9 @@ class Sample:
     deleted_files: int  # CommitLog files retention deleted so far
 
 
-def _proc_status(pid: int) -> tuple[float, int]:
+def _proc_status(pid: int) -> tuple[float, float, int]:
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["Threads"])
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024, int(fields["Threads"])
 
 
 def _loop_lag_ms(url: str) -> float:
@@ -98,10 +101,10 @@ def sample(broker: ServerProcess, url: str, ledger: Ledger, began: float, store:
     pid = broker.proc.pid
     files = {p.name for p in (store / "commitlog").iterdir()}
     seen |= files
-    rss, threads = _proc_status(pid)
+    rss, anon, threads = _proc_status(pid)
     latencies = ledger.take_latencies()
     return Sample(
-        t=round(time.monotonic() - began, 1), rss_mib=round(rss, 1), open_files=len(os.listdir(f"/proc/{pid}/fd")),
+        t=round(time.monotonic() - began, 1), rss_mib=round(rss, 1), rss_anon_mib=round(anon, 1), open_files=len(os.listdir(f"/proc/{pid}/fd")),
         threads=threads, loop_lag_ms=round(_loop_lag_ms(url), 2), send_p99_ms=round(_p99(latencies), 2),
         sends=len(latencies), commitlog_files=len(files), deleted_files=len(seen - files))
 
@@ -113,7 +116,7 @@ def growth(samples: list[Sample], since: float) -> dict[str, float]:
         return {}
     first, last = window[0], window[-1]
     return {name: (getattr(last, name) - getattr(first, name)) / max(getattr(first, name), 1e-9)
-            for name in ("rss_mib", "open_files", "threads")}
+            for name in ("rss_mib", "rss_anon_mib", "open_files", "threads")}
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -246,11 +249,11 @@ def _markdown(result: dict[str, object], command: str) -> str:
     samples = result["samples"]
     assert isinstance(samples, list)
     rows = "\n".join(
-        f"| {s['t']:.0f} | {s['rss_mib']:.1f} | {s['open_files']} | {s['threads']} | {s['loop_lag_ms']:.1f} "
+        f"| {s['t']:.0f} | {s['rss_mib']:.1f} | {s['rss_anon_mib']:.1f} | {s['open_files']} | {s['threads']} | {s['loop_lag_ms']:.1f} "
         f"| {s['send_p99_ms']:.1f} | {s['sends']} | {s['commitlog_files']} | {s['deleted_files']} |" for s in samples)
     return (f"{SECTION}\n\n`{command}`\n\n"
-            "| t (s) | RSS (MiB) | open files | threads | loop lag max (ms) | send p99 (ms) | sends | CommitLog files | deleted |\n"
-            "|---|---|---|---|---|---|---|---|---|\n"
+            "| t (s) | RSS (MiB) | anon RSS (MiB) | open files | threads | loop lag max (ms) | send p99 (ms) | sends | CommitLog files | deleted |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n"
             f"{rows}\n\n"
             "```json\n" + json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1) + "\n```\n")
 

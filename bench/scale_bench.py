@@ -12,7 +12,8 @@ time from exec to the boot line; the bytes of each REGISTER_BROKER body the brok
 NameServer (through a counting proxy on loopback); the RSS after boot, and per topic (minus the
 empty broker's); ``--lookups`` GET_ROUTEINFO_BY_TOPIC requests for random topics at the
 NameServer (p50 / p99); ``--clients`` HEART_BEAT requests, each from its own client id (two per
-group, each subscribed to one topic), over 8 connections (p50 / p99, total), and the RSS after.
+group, each subscribed to one topic, each on its own connection) from 8 threads (p50 / p99,
+total), and the RSS after. ``--root DIR`` keeps the stores and logs there.
 """
 
 from __future__ import annotations
@@ -148,15 +149,19 @@ def route_lookups(namesrv: str, topics: int, count: int) -> dict[str, float]:
 
 
 def heartbeats(broker: str, clients: int, topics: int, groups: int) -> dict[str, float]:
-    """``clients`` heartbeats, client i in group i % groups subscribed to one topic, sent over
-    CONNECTIONS connections (one thread each)."""
+    """``clients`` heartbeats, client i in group i % groups subscribed to one topic, each on a
+    connection of its own, sent by CONNECTIONS threads."""
     ms: list[float] = []
+    conns: list[Connection] = []
     lock = threading.Lock()
 
     def run(worker: int) -> None:
-        conn = Connection(broker)
         mine = []
         for i in range(worker, clients, CONNECTIONS):
+            # A connection per client, kept open: the broker closes a connection whose
+            # clients all stopped heartbeating (channelExpiredTimeout), as with real clients.
+            conn = Connection(broker)
+            conns.append(conn)
             topic = topic_name((i * 7) % topics)
             data = HeartbeatData(f"127.0.0.{1 + i // 250}@scale-{i}", (), (ConsumerData(
                 group_name(i % groups), subscription_data_set=(SubscriptionData(topic, "*"),)),))
@@ -171,7 +176,6 @@ def heartbeats(broker: str, clients: int, topics: int, groups: int) -> dict[str,
                 raise RuntimeError(f"heartbeat failed: {resp.code} {resp.remark}")
         with lock:
             ms.extend(mine)
-        conn.close()
 
     started = time.perf_counter()
     threads = [threading.Thread(target=run, args=(w,)) for w in range(CONNECTIONS)]
@@ -179,6 +183,8 @@ def heartbeats(broker: str, clients: int, topics: int, groups: int) -> dict[str,
         t.start()
     for t in threads:
         t.join()
+    for conn in conns:
+        conn.close()
     if len(ms) != clients:
         raise RuntimeError(f"{clients - len(ms)} heartbeats failed")
     return {"clients": clients, "total_s": round(time.perf_counter() - started, 2), **_percentiles(ms)}
@@ -279,15 +285,17 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=2_000)
     parser.add_argument("--lookups", type=int, default=2_000)
     parser.add_argument("--only", choices=("lakemq", "rocketmq"))
+    parser.add_argument("--root", type=Path, help="work directory, kept (default: a temporary one)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--write-md", action="store_true")
     args = parser.parse_args()
     brokers = {"lakemq": lakemq_broker, "rocketmq": rocketmq_broker}
     results = []
     with TemporaryDirectory(prefix="lakemq-scale-") as tmp:
+        root = args.root or Path(tmp)
         for kind, start in brokers.items():
             if args.only in (None, kind):
-                results.append(measure(kind, start, args, Path(tmp)))
+                results.append(measure(kind, start, args, root))
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     if args.write_md:

@@ -69,7 +69,9 @@ def file_lock(path: Path) -> threading.RLock:
 
 def save_json(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2, sort_keys=True)
+    # Compact: ``indent`` makes json fall back from its C encoder to the pure-Python one, 4-5x
+    # slower; at 10,000 topics topics.json took 0.66 s instead of 0.14 s, once per new topic.
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     tmp = path.with_name(path.name + ".tmp")
     with file_lock(path):
         _write(path, tmp, text)

@@ -3,7 +3,7 @@ same machine, one after the other.
 
     .venv/bin/python bench/scale_bench.py [--topics 10000] [--queues 8] [--groups 1000]
                                           [--clients 2000] [--lookups 2000] [--only lakemq|rocketmq]
-                                          [--out scale.json] [--write-md]
+                                          [--backlog-gib 20] [--out scale.json] [--write-md]
 
 For each broker: a start on an empty store (boot time, RSS), then a start on a store whose
 ``config/topics.json`` and ``config/subscriptionGroup.json`` hold the topics (each of
@@ -13,7 +13,9 @@ NameServer (through a counting proxy on loopback); the RSS after boot, and per t
 empty broker's); ``--lookups`` GET_ROUTEINFO_BY_TOPIC requests for random topics at the
 NameServer (p50 / p99); ``--clients`` HEART_BEAT requests, each from its own client id (two per
 group, each subscribed to one topic, each on its own connection) from 8 threads (p50 / p99,
-total), and the RSS after. ``--root DIR`` keeps the stores and logs there.
+total), and the RSS after. With ``--backlog-gib N``: N GiB of 1 KiB messages sent to one topic in
+batches, then read from offset 0 by a new group (pulls of 32, four threads). ``--root DIR``
+keeps the stores and logs there.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.broker_load import Connection
+from bench.broker_load import BODY_SIZE, QUEUES, Connection, Job, pull_worker, send_frame
 from bench.jvm import RocketMQServer
 from bench.markdown import replace_section
 from lakemq.common.codes import RequestCode, ResponseCode
@@ -190,6 +192,61 @@ def heartbeats(broker: str, clients: int, topics: int, groups: int) -> dict[str,
     return {"clients": clients, "total_s": round(time.perf_counter() - started, 2), **_percentiles(ms)}
 
 
+def _max_offset(conn: Connection, topic: str, queue_id: int) -> int:
+    cmd = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)})
+    resp = conn.call(encode(cmd))
+    return int(resp.ext_fields.get("offset", 0))
+
+
+def backlog(broker: str, gib: float) -> dict[str, float]:
+    """Fill ``scale_topic_00000`` with ``gib`` GiB of 1 KiB messages (batches of 32 from 4
+    threads), then read it all from offset 0 as a new group would, one thread per two queues."""
+    topic, batch = topic_name(0), 32
+    target = int(gib * (1 << 30)) // (BODY_SIZE * batch * 4)  # batches per thread
+
+    def fill(worker: int) -> None:
+        conn = Connection(broker)
+        body = bytes(BODY_SIZE)
+        for n in range(target):
+            resp = conn.call(send_frame(topic, (worker + n) % QUEUES, body, batch=[body] * batch))
+            if resp.code != ResponseCode.SUCCESS:
+                raise RuntimeError(f"backlog send failed: {resp.code} {resp.remark}")
+        conn.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=fill, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    written_s = time.monotonic() - started
+    expected = target * batch * 4
+    # The ConsumeQueues trail the CommitLog (dispatch): wait until they index every message.
+    conn, deadline = Connection(broker), time.monotonic() + 600
+    while (indexed := sum(_max_offset(conn, topic, q) for q in range(QUEUES))) < expected:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the ConsumeQueues index {indexed:,} of {expected:,} backlog messages")
+        time.sleep(0.5)
+    conn.close()
+    dispatch_s = time.monotonic() - started - written_s
+    results: list[dict[str, float]] = []
+    started = time.monotonic()
+    jobs = [Job("pull", broker, topic, w, started, 0, queues=(2 * w, 2 * w + 1)) for w in range(QUEUES // 2)]
+    readers = [threading.Thread(target=lambda j=j: results.append(pull_worker(j))) for j in jobs]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join()
+    read_s = time.monotonic() - started
+    messages = sum(r["messages"] for r in results)
+    if messages != expected:
+        raise RuntimeError(f"the new group read {messages:,} of {expected:,} backlog messages")
+    gib_read = sum(r["bytes"] for r in results) / (1 << 30)
+    return {"messages": messages, "write_s": round(written_s, 1), "dispatch_wait_s": round(dispatch_s, 1),
+            "read_s": round(read_s, 1),
+            "read_mib_s": round(gib_read * 1024 / read_s, 1), "read_msgs_s": round(messages / read_s)}
+
+
 # -- the two brokers ---------------------------------------------------------------------------
 
 Started = tuple[str, str, int, float]  # namesrv addr, broker addr, broker pid, boot seconds
@@ -255,6 +312,8 @@ def measure(kind: str, start: Callable[[Path, RegistrationProxy], Any], args: ar
         full["route_lookups"] = route_lookups(namesrv, args.topics, args.lookups)
         full["heartbeats"] = heartbeats(addr, args.clients, args.topics, args.groups)
         full["rss_after_heartbeats_mib"] = round(rss_mib(pid), 1)
+        if args.backlog_gib:
+            full["backlog"] = backlog(addr, args.backlog_gib)
         result["full"] = full
     print(kind, "full", result["full"], flush=True)
     return result
@@ -274,7 +333,17 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, command: s
             f"{args.clients:,} heartbeating clients, {args.lookups:,} route look-ups.\n\n"
             "| broker | boot s (empty / full) | RSS MiB (empty / full) | KiB per topic | REGISTER_BROKER body bytes "
             "| route look-up ms p50 / p99 | heartbeats total s | heartbeat ms p50 / p99 | RSS after heartbeats MiB |\n"
-            "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+            "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n" + _backlog_rows(results))
+
+
+def _backlog_rows(results: list[dict[str, Any]]) -> str:
+    rows = [f"| {r['broker']} | {b['messages']:,} | {b['write_s']:.1f} | {b['read_s']:.1f} | {b['read_mib_s']:.1f} "
+            f"| {b['read_msgs_s']:,} |" for r in results if (b := r["full"].get("backlog"))]
+    if not rows:
+        return ""
+    return ("\nBacklog read from offset 0 by a new group:\n\n"
+            "| broker | messages | write s | read s | read MiB/s | read msgs/s |\n|---|---|---|---|---|---|\n"
+            + "\n".join(rows) + "\n")
 
 
 def main() -> int:
@@ -285,6 +354,8 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=2_000)
     parser.add_argument("--lookups", type=int, default=2_000)
     parser.add_argument("--only", choices=("lakemq", "rocketmq"))
+    parser.add_argument("--backlog-gib", type=float, default=0.0,
+                        help="then fill one topic with this many GiB and read it from the start (goal: 20)")
     parser.add_argument("--root", type=Path, help="work directory, kept (default: a temporary one)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--write-md", action="store_true")

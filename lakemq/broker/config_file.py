@@ -69,6 +69,8 @@ def file_lock(path: Path) -> threading.RLock:
 
 
 def save_json(path: Path, data: dict[str, Any]) -> None:
-    text = json.dumps(data, indent=2, sort_keys=True)
+    # Compact: ``indent`` makes json fall back from its C encoder to the pure-Python one, 4-5x
+    # slower; at 10,000 topics topics.json took 0.66 s instead of 0.14 s, once per new topic.
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     with file_lock(path):
         write_file_durably(path, text, backup=True)

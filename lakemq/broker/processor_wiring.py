@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -86,13 +86,14 @@ def register_processors(
     broker: BrokerController,
     *,
     executor: Callable[[str, int], ThreadPoolExecutor],
-    register_broker: Callable[[], None],
+    register_broker: Callable[[Sequence[str]], None],
     apply_broker_config: Callable[[BrokerConfig], None],
     loop: asyncio.AbstractEventLoop,
 ) -> WiredProcessors:
     """Every processor of a started ``broker`` (store loaded, consumer manager and hold
     service made). ``executor(name, threads)`` makes a pool the broker shuts down;
-    ``register_broker`` registers with the NameServers from a pool thread;
+    ``register_broker(topics)`` registers those topics (every topic when empty) with the
+    NameServers from a pool thread;
     ``apply_broker_config`` puts a config changed at run time in force."""
     store, consumers, holds = broker.store, broker.consumer_manager, broker.hold_service
     assert store is not None and consumers is not None and holds is not None
@@ -149,7 +150,7 @@ def register_processors(
         check_interval_ms=c.transaction_check_interval,
     )
     admin = AdminBrokerProcessor(c, store, topics, groups, offsets, broker.rebalance_lock_manager,
-                                 broker.runtime_info, register_broker, LakeHalfResumer(c, checks))
+                                 broker.runtime_info, lambda: register_broker(()), LakeHalfResumer(c, checks))
     admin_pool = executor("AdminBrokerThread", c.admin_broker_thread_pool_nums)
     for code in ADMIN_CODES:
         server.register_processor(code, admin, admin_pool)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 
 from lakemq.broker.config import BrokerConfig
@@ -55,7 +55,7 @@ class ClientManageProcessor:
         groups: SubscriptionGroupManager,
         consumers: ConsumerManager,
         producers: ProducerManager,
-        register_broker: Callable[[], None] = lambda: None,
+        register_broker: Callable[[Sequence[str]], None] = lambda _topics: None,
         pool: Executor | None = None,
     ) -> None:
         self._register_broker = register_broker
@@ -135,7 +135,7 @@ class ClientManageProcessor:
                     self._topics.create_topic_in_send_message_back_method(
                         retry, group_config.retry_queue_nums, PermName.PERM_WRITE | PermName.PERM_READ)
                     try:
-                        self._register_broker()
+                        self._register_broker([retry])  # that topic alone, not the whole table
                     except Exception:  # a NameServer down: the periodic registration retries
                         log.warning("registering retry topic %s with the name servers failed", retry, exc_info=True)
             changed = self._consumers.register_consumer(

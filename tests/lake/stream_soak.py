@@ -44,10 +44,11 @@ def _produce(namesrv: str, acked: set[str], stop: threading.Event) -> None:
         async with Producer("soak_producer", namesrv_addr=namesrv) as producer:
             i = 0
             while not stop.is_set():
-                msg = Message(TOPIC, f"m-{i}".encode())
-                msg.keys = f"k-{i}"
+                key = f"k-{i}"
+                msg = Message(TOPIC, key.encode())
+                msg.keys = key
                 await producer.send(msg)
-                acked.add(msg.keys)
+                acked.add(key)
                 i += 1
                 await asyncio.sleep(0.01)
 
@@ -58,7 +59,9 @@ def _driver(namesrv: str, lake: Path, root: Path, until: str) -> subprocess.Pope
     args = [sys.executable, "-m", "tests.lake.stream_driver", "--namesrv", namesrv, "--lake", str(lake),
             "--topic", TOPIC, "--sink", str(root / "sink"), "--checkpoint", str(root / "checkpoint"),
             "--until", until]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(root / "driver.log", "a"), text=True)
+    # A session of its own: the kill takes the Python driver and its Spark JVM together, as a crash would.
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(root / "driver.log", "a"), text=True,
+                            start_new_session=True)
 
 
 def _wait_started(proc: subprocess.Popen[str], timeout: float) -> None:
@@ -94,11 +97,13 @@ def main() -> None:
             proc = _driver(cluster.namesrv_addr, lake, root, "killed")
             _wait_started(proc, 300)
             time.sleep(rng.uniform(0, 8))  # the random point: before, inside or between micro-batches
-            os.kill(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
             print(f"kill {kill}: {len(acked)} acknowledged so far", flush=True)
         stop.set()
         producer.join(60)
+        if not acked or producer.is_alive():
+            raise SystemExit("the producer failed or did not stop; see the output above")
         final = _driver(cluster.namesrv_addr, lake, root, "caught-up")
         assert final.wait(600) == 0, "the last driver failed; see driver.log"
     from deltalake import DeltaTable

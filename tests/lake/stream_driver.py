@@ -16,12 +16,16 @@ def main() -> None:
     for name in ("namesrv", "lake", "topic", "sink", "checkpoint"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--until", choices=("killed", "caught-up"), required=True)
+    parser.add_argument("--max-per-trigger", type=int, default=0, help="maxOffsetsPerTrigger; 0: none")
     args = parser.parse_args()
     spark = build_session(master="local[1]", app_name="lakemq-stream-driver", ui_enabled=False,
                           conf={"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "512m"})
     register_sources(spark)
-    stream = (spark.readStream.format("lakemq").option("namesrv", args.namesrv).option("lake", args.lake)
-              .option("topic", args.topic).option("maxOffsetsPerTrigger", "200").load()
+    reader = (spark.readStream.format("lakemq").option("namesrv", args.namesrv).option("lake", args.lake)
+              .option("topic", args.topic))
+    if args.max_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(args.max_per_trigger))
+    stream = (reader.load()
               .select("keys", "queue_id", "queue_offset").writeStream.format("delta")
               .option("checkpointLocation", args.checkpoint))
     trigger = {"availableNow": True} if args.until == "caught-up" else {"processingTime": "1 second"}

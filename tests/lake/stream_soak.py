@@ -50,7 +50,7 @@ def _produce(namesrv: str, acked: set[str], stop: threading.Event) -> None:
                 await producer.send(msg)
                 acked.add(key)
                 i += 1
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.03)  # some 25 a second: enough to cross every kind of kill point
 
     asyncio.run(go())
 
@@ -58,7 +58,7 @@ def _produce(namesrv: str, acked: set[str], stop: threading.Event) -> None:
 def _driver(namesrv: str, lake: Path, root: Path, until: str) -> subprocess.Popen[str]:
     args = [sys.executable, "-m", "tests.lake.stream_driver", "--namesrv", namesrv, "--lake", str(lake),
             "--topic", TOPIC, "--sink", str(root / "sink"), "--checkpoint", str(root / "checkpoint"),
-            "--until", until]
+            "--until", until, "--max-per-trigger", "300" if until == "killed" else "0"]
     # A session of its own: the kill takes the Python driver and its Spark JVM together, as a crash would.
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(root / "driver.log", "a"), text=True,
                             start_new_session=True)

@@ -84,6 +84,8 @@ class LakeFile:
     path: str  # relative to the table's root
     topic: str
     store_date: int  # days since the epoch
+    min_queue_offset: int | None = None  # the file's statistics, where Delta kept them
+    max_queue_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,8 @@ def lake_cut(lake: LakeLocation, pushed: Pushed) -> LakeCut:
                         "query messages_lake (the Delta table alone) instead")
     # Add-action paths are URIs: escaped partition directories (%RETRY%, %DLQ%) are escaped again.
     files = tuple(
-        LakeFile(urllib.parse.unquote(a["path"]), str(a["partition.topic"]), day_number(a["partition.store_date"]))
+        LakeFile(urllib.parse.unquote(a["path"]), str(a["partition.topic"]), day_number(a["partition.store_date"]),
+                 a.get("min.queue_offset"), a.get("max.queue_offset"))
         for a in actions if pushed.wants_file(a)
     )
     queue_ends: dict[str, QueueEnds] = {}

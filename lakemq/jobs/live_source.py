@@ -30,7 +30,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyarrow.fs import FSSpecHandler, PyFileSystem
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    Filter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from lakemq.client.results import PullStatus
@@ -50,7 +56,7 @@ from lakemq.jobs.live_plan import (
 )
 from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_SCHEMA, MESSAGES_TABLE, SPARK_ARROW_SCHEMA, SPARK_DDL
 
-__all__ = ["LiveDataSource", "LiveReader"]
+__all__ = ["HotPart", "LakePart", "LiveDataSource", "LiveReader"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +66,8 @@ PULL_BATCH = 256  # messages asked per pull; the broker may answer fewer
 @dataclass
 class LakePart(InputPartition):
     file: LakeFile
+    # A stream's micro-batch: per queue id of the file's topic, the queue offsets [start, end) it reads.
+    ranges: tuple[tuple[int, int, int], ...] | None = None
 
 
 @dataclass
@@ -88,12 +96,12 @@ class LiveReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, LakePart):
-            yield from self._read_file(partition.file)
+            yield from self._read_file(partition.file, partition.ranges)
         else:
             assert isinstance(partition, HotPart)
             yield from self._pull(partition.span)
 
-    def _read_file(self, file: LakeFile) -> Iterator[pa.RecordBatch]:
+    def _read_file(self, file: LakeFile, ranges: tuple[tuple[int, int, int], ...] | None) -> Iterator[pa.RecordBatch]:
         lake = self.options.lake
         uri = lake.table_uri(MESSAGES_TABLE)
         if lake.is_local:
@@ -107,7 +115,7 @@ class LiveReader(DataSourceReader):
             columns["topic"] = pa.array([file.topic] * n, pa.string())
             columns["store_date"] = pa.array([file.store_date] * n, pa.int32()).cast(pa.date32())
             whole = pa.RecordBatch.from_arrays([columns[f.name] for f in MESSAGES_SCHEMA], schema=SPARK_ARROW_SCHEMA)
-            kept = self.pushed.apply(whole)
+            kept = self.pushed.apply(whole if ranges is None else whole.filter(_in_ranges(whole, ranges)))
             if kept.num_rows:
                 yield kept
 
@@ -146,6 +154,16 @@ class LiveReader(DataSourceReader):
         return self.pushed.apply(batch.filter(inside).cast(SPARK_ARROW_SCHEMA))
 
 
+def _in_ranges(batch: pa.RecordBatch, ranges: tuple[tuple[int, int, int], ...]) -> pa.Array:
+    """Rows whose (queue_id, queue_offset) fall in one of ``ranges``."""
+    queue, offset = batch.column("queue_id"), batch.column("queue_offset")
+    mask = pa.array([False] * batch.num_rows)
+    for queue_id, start, end in ranges:
+        mask = pc.or_(mask, pc.and_(pc.equal(queue, queue_id), pc.and_(pc.greater_equal(offset, start),
+                                                                          pc.less(offset, end))))
+    return mask
+
+
 class LiveDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -156,4 +174,9 @@ class LiveDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return LiveReader(dict(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from lakemq.jobs.live_stream import LiveStreamReader
+
+        return LiveStreamReader(dict(self.options))
 

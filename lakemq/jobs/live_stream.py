@@ -1,0 +1,191 @@
+"""The ``lakemq`` source as a Structured Streaming source: ``spark.readStream.format("lakemq")``.
+
+An offset is, per (topic, broker, queue), the next queue offset to read:
+``{"orders": {"broker-a": {"0": 120, "1": 118}}}``; Spark checkpoints it. A micro-batch reads
+each queue's [start, end) through the union reader's own parts (:mod:`lakemq.jobs.live_source`)
+over one cut planned by :mod:`lakemq.jobs.live_plan`: the pinned Delta snapshot's rows in the
+range, and the pulled rows in the range at or past that snapshot's CommitLog end. Which side a
+row comes from is decided per record by the cut, so the switch from the lake to the brokers has
+no gap and no duplicate, whether a tier run commits meanwhile or retention has deleted the hot
+files a query started from (pulls start at the lake's recorded queue end, never below it).
+
+Options: the batch source's (``namesrv``, ``lake`` or ``conf``, ``topic``, ``storage_options``,
+``allowStaleHotTail``) plus ``startingOffsets`` (``earliest`` (default), ``latest``, a time in
+epoch milliseconds, or JSON in the offset's shape; a queue it does not name starts at 0) and
+``maxOffsetsPerTrigger`` (messages per micro-batch, shared among the queues behind). A queue
+that appears later (a topic scaled up, a broker added) is read from its first offset.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from lakemq.client.sync import SyncPullConsumer
+from lakemq.common.message_queue import MessageQueue
+from lakemq.errors import ConfigError, LakeError
+from lakemq.jobs.live_filters import Pushed
+from lakemq.jobs.live_plan import READER_GROUP, HotSpan, LakeCut, LiveOptions, hot_spans, lake_cut
+from lakemq.jobs.live_source import HotPart, LakePart, LiveReader
+
+__all__ = ["LiveStreamReader", "Offsets", "cap_offsets", "queue_ends"]
+
+# topic -> broker -> queue id (a string: offsets are JSON) -> queue offset
+Offsets = dict[str, dict[str, dict[str, int]]]
+
+
+def _flat(offsets: Offsets) -> dict[tuple[str, str, str], int]:
+    return {(t, b, q): o for t, brokers in offsets.items() for b, queues in brokers.items() for q, o in queues.items()}
+
+
+def _nested(flat: dict[tuple[str, str, str], int]) -> Offsets:
+    out: Offsets = {}
+    for (topic, broker, queue), offset in sorted(flat.items()):
+        out.setdefault(topic, {}).setdefault(broker, {})[queue] = offset
+    return out
+
+
+def queue_ends(options: LiveOptions, cut: LakeCut, pushed: Pushed) -> Offsets:
+    """Each queue's end now: the broker's max offset, or what the lake records for a queue
+    whose broker holds nothing past it."""
+    spans, _stale = hot_spans(options, cut, pushed)
+    flat = {(t, b, q): int(o) for b, topics in cut.queue_ends.items() for t, queues in topics.items()
+            for q, o in queues.items() if pushed.topics is None or t in pushed.topics}
+    for span in spans:
+        key = (span.topic, span.broker, str(span.queue_id))
+        flat[key] = max(flat.get(key, 0), span.end)
+    return _nested(flat)
+
+
+def cap_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
+    """``latest``, holding the batch to ``limit`` messages: each round gives every queue still
+    behind an equal share of what is left (at least one), in a fixed order."""
+    begin, end = _flat(start), _flat(latest)
+    chosen = {k: begin.get(k, 0) for k in end}
+    left = limit
+    behind = [k for k in sorted(end) if chosen[k] < end[k]]
+    while left > 0 and behind:
+        share = max(1, left // len(behind))
+        for key in behind:
+            step = min(share, end[key] - chosen[key], left)
+            chosen[key] += step
+            left -= step
+        behind = [k for k in behind if chosen[k] < end[k]]
+    for key, offset in begin.items():
+        chosen.setdefault(key, offset)  # a queue no longer listed keeps its place
+    return _nested(chosen)
+
+
+class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]) -> None:
+        lowered = {key.lower(): value for key, value in options.items()}
+        self.batch = LiveReader(options)
+        self.starting = lowered.get("startingoffsets", "earliest").strip()
+        limit = lowered.get("maxoffsetspertrigger")
+        if limit is not None and (not limit.isdigit() or int(limit) < 1):
+            raise ConfigError(f"maxOffsetsPerTrigger must be a positive number of messages, not {limit!r}")
+        self.max_per_trigger = int(limit) if limit else None
+        self.target: Offsets | None = None  # Trigger.AvailableNow's end
+
+    def _ends(self) -> Offsets:
+        cut = lake_cut(self.batch.options.lake, self.batch.pushed)
+        return queue_ends(self.batch.options, cut, self.batch.pushed)
+
+    def initialOffset(self) -> dict[str, Any]:
+        ends = self._ends()
+        if self.starting == "earliest":
+            return _nested({k: 0 for k in _flat(ends)})
+        if self.starting == "latest":
+            return ends
+        if self.starting.isdigit():
+            return self._at_time(ends, int(self.starting))
+        try:
+            given = json.loads(self.starting)
+            named = {(str(t), str(b), str(q)): int(o) for (t, b, q), o in _flat(given).items()}
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ConfigError("startingOffsets must be earliest, latest, epoch milliseconds or JSON "
+                              '{"topic": {"broker": {"queue id": offset}}}') from exc
+        return _nested({**{k: 0 for k in _flat(ends)}, **named})
+
+    def _at_time(self, ends: Offsets, timestamp_ms: int) -> Offsets:
+        """Per queue, the first offset stored at or after the time (the broker's index answers)."""
+        found: dict[tuple[str, str, str], int] = {}
+        with SyncPullConsumer(READER_GROUP, namesrv_addr=self.batch.options.namesrv) as consumer:
+            for topic, broker, queue in _flat(ends):
+                found[(topic, broker, queue)] = consumer.search_offset(MessageQueue(topic, broker, int(queue)),
+                                                                       timestamp_ms)
+        return _nested(found)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_per_trigger) if self.max_per_trigger else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._ends()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        latest = self.target if self.target is not None else self._ends()
+        # A queue never goes back: one the brokers no longer list keeps where the stream was.
+        merged = {k: max(o, _flat(start).get(k, 0)) for k, o in _flat(latest).items()}
+        latest = _nested({**_flat(start), **merged})
+        if isinstance(limit, ReadMaxRows):
+            return cap_offsets(start, latest, limit.max_rows)
+        return latest
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        begin = _flat(start)
+        ranges = {k: (begin.get(k, 0), o) for k, o in _flat(end).items() if o > begin.get(k, 0)}
+        if not ranges:
+            return []
+        pushed = Pushed(topics=frozenset(t for t, _, _ in ranges))
+        cut = lake_cut(self.batch.options.lake, pushed)
+        return self._lake_parts(cut, ranges) + self._hot_parts(cut, ranges)
+
+    def _lake_parts(self, cut: LakeCut, ranges: dict[tuple[str, str, str], tuple[int, int]]) -> list[InputPartition]:
+        per_topic: dict[str, dict[int, tuple[int, int]]] = {}
+        shared: set[tuple[str, int]] = set()  # (topic, queue id) that more than one broker serves
+        for (topic, _broker, queue), span in ranges.items():
+            queues = per_topic.setdefault(topic, {})
+            if int(queue) in queues:
+                shared.add((topic, int(queue)))
+            queues[int(queue)] = span
+        parts: list[InputPartition] = []
+        for file in cut.files:
+            wanted = per_topic.get(file.topic, {})
+            if any((file.topic, q) in shared for q in wanted):
+                # The lake's rows name no broker: two brokers' queue q of one topic cannot be told apart.
+                raise LakeError(f"the lakemq stream reads {file.topic} from more than one broker and the lake "
+                                "holds part of it; lake rows name no broker, so stream one broker's topics")
+            kept = tuple((q, s, e) for q, (s, e) in sorted(wanted.items())
+                         if (file.max_queue_offset is None or s <= file.max_queue_offset)
+                         and (file.min_queue_offset is None or file.min_queue_offset < e))
+            if kept:
+                parts.append(LakePart(file, kept))
+        return parts
+
+    def _hot_parts(self, cut: LakeCut, ranges: dict[tuple[str, str, str], tuple[int, int]]) -> list[InputPartition]:
+        parts: list[InputPartition] = []
+        for (topic, broker, queue), (start, end) in sorted(ranges.items()):
+            # Below the lake's recorded end every row is the lake's: pulls start there (the broker
+            # may have deleted those files since).
+            recorded = int(cut.queue_ends.get(broker, {}).get(topic, {}).get(queue, 0))
+            first = max(start, recorded)
+            if first < end:
+                parts.append(HotPart(HotSpan(broker, topic, int(queue), first, end,
+                                             cut.commitlog_ends.get(broker, -1))))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self.batch.read(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to release: the brokers keep no offsets for the source's pulls."""

@@ -10,6 +10,7 @@ status and stderr of a real process, being killed, a bare environment) still sta
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +21,16 @@ from click.testing import CliRunner
 from lakemq.cli import main
 from tests.cluster import tier_run_args, write_tier_conf
 
-__all__ = ["lakemq_in_process", "tier_run_in_process"]
+__all__ = ["lakemq_in_process", "stderr_lines", "tier_run_in_process"]
+
+_PROGRESS_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
+
+
+def stderr_lines(stderr: str) -> list[str]:
+    """What lakemq and Spark printed on stderr, less the JVM's own start-up notice and the
+    progress lines (timestamped: stderr is not a terminal)."""
+    return [line for line in stderr.strip().splitlines()
+            if not line.startswith("WARNING: Using incubator modules") and not _PROGRESS_LINE.match(line)]
 
 
 def lakemq_in_process(spark: Any, *args: str, env: Mapping[str, str] | None = None,

@@ -25,7 +25,7 @@ from lakemq.common.message import Message
 from lakemq.jobs.sources import register_sources
 from lakemq.jobs.tier_run import tier_run
 from lakemq.tiering.config import TieringConfig
-from tests.cli_in_process import lakemq_in_process, tier_run_in_process
+from tests.cli_in_process import lakemq_in_process, stderr_lines, tier_run_in_process
 from tests.cluster import Cluster, start_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -211,8 +211,10 @@ def test_a_stopped_broker_fails_the_query_or_the_lake_answers_alone(spark: Any, 
     query = f"SELECT count(*) AS n FROM messages WHERE topic = '{TOPIC}'"
     refused = lakemq_in_process(spark, "sql", "-n", live.namesrv, "--lake", str(live.lake), query)
     assert refused.returncode != 0
-    line = refused.stderr.strip()
-    assert "\n" not in line and f"broker {BROKER}" in line and "hot tail is unavailable" in line, refused.stderr
+    lines = stderr_lines(refused.stderr)
+    assert len(lines) == 1, refused.stderr
+    line = lines[0]
+    assert f"broker {BROKER}" in line and "hot tail is unavailable" in line, refused.stderr
 
     assert _read(spark, live, allowStaleHotTail="true").count() == lake_rows
     stale = lakemq_in_process(spark, "sql", "-n", live.namesrv, "--lake", str(live.lake), "--allow-stale-hot-tail",

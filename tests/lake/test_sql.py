@@ -18,7 +18,7 @@ from lake_helpers import WriteStore, user_messages
 from lakemq.jobs.compact import compact
 from lakemq.jobs.sql import run_sql
 from lakemq.launcher import reserved_port, spawn
-from tests.cli_in_process import lakemq_in_process
+from tests.cli_in_process import lakemq_in_process, stderr_lines
 from tests.cluster import lakemq_command
 
 
@@ -84,14 +84,6 @@ def _view_created(spark: Any, name: str) -> int:
     return int(spark._jsparkSession.sessionState().catalog().getTableMetadata(ident).createTime())
 
 
-PROGRESS_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
-
-
-def _stderr_lines(stderr: str) -> list[str]:
-    """What lakemq and Spark printed on stderr, less the JVM's own start-up notice and the
-    progress lines (timestamped: stderr is not a terminal)."""
-    return [line for line in stderr.strip().splitlines()
-            if not line.startswith("WARNING: Using incubator modules") and not PROGRESS_LINE.match(line)]
 
 
 @pytest.mark.timeout(600)  # three JVMs: a query, a shell, a server
@@ -105,8 +97,8 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
     bad = subprocess.run(lakemq_command("sql", "--lake", str(lake), "--master", "local[1]", "SELEC nonsense"),
                          check=False, capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 1
-    assert _stderr_lines(bad.stderr) == [_stderr_lines(bad.stderr)[-1]], bad.stderr[-3000:]
-    assert _stderr_lines(bad.stderr)[-1].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
+    assert stderr_lines(bad.stderr) == [stderr_lines(bad.stderr)[-1]], bad.stderr[-3000:]
+    assert stderr_lines(bad.stderr)[-1].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
     assert "PARSE_SYNTAX_ERROR" in (tmp_path / "logs" / "lakemq-sql.log").read_text()
     # Without a query: statements from stdin on one session; a bad one does not stop the rest.
     # Delta's own commands on the catalog's table names, as a Spark user types them (the
@@ -129,7 +121,7 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
 
     operations = [h["operation"] for h in DeltaTable(str(lake / "messages")).history()]
     assert operations[:4] == ["VACUUM END", "VACUUM START", "MERGE", "OPTIMIZE"], operations
-    errors = _stderr_lines(shell.stderr)
+    errors = stderr_lines(shell.stderr)
     assert len(errors) == 2 and errors[0].startswith("error: query failed: [PARSE_SYNTAX_ERROR]")
     assert errors[1].startswith("error: 1 statement(s) failed")
     # A Spark Connect server keeps the session; `lakemq sql --remote` runs without a JVM of its own.
@@ -149,8 +141,8 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
         typo = subprocess.run(lakemq_command("sql", "--remote", server.addr, "SELECT * FROM no_such_table"),
                               check=False, capture_output=True, text=True, timeout=120, env=env)
         assert typo.returncode == 1
-        assert len(_stderr_lines(typo.stderr)) == 1, typo.stderr[-3000:]
-        assert _stderr_lines(typo.stderr)[0].startswith("error: query failed: [TABLE_OR_VIEW_NOT_FOUND]")
+        assert len(stderr_lines(typo.stderr)) == 1, typo.stderr[-3000:]
+        assert stderr_lines(typo.stderr)[0].startswith("error: query failed: [TABLE_OR_VIEW_NOT_FOUND]")
         remote = subprocess.run(lakemq_command("sql", "--remote", server.addr,
                                                "SELECT count(*) AS n FROM user_messages"),
                                 check=False, capture_output=True, text=True, timeout=120, env=env)

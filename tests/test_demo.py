@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lakemq.launcher import lakemq_command
-from tests.cli_in_process import lakemq_in_process
+from tests.cli_in_process import lakemq_in_process, stderr_lines
 
 
 @pytest.mark.slow
@@ -46,4 +46,4 @@ def test_demo_runs_end_to_end_and_keeps_its_lake(spark: Any, tmp_path: Path) -> 
                 for q in re.findall(r'lakemq sql --lake /data/lake "([^"]+)"', doc.read_text())]
     assert len(examples) >= 5 and any("VERSION AS OF" in q for q in examples)
     ran = lakemq_in_process(spark, "sql", "--lake", str(kept), input="".join(f"{q};\n" for q in examples))
-    assert ran.returncode == 0 and not ran.stderr.strip(), ran.stderr[-3000:]
+    assert ran.returncode == 0 and not stderr_lines(ran.stderr), ran.stderr[-3000:]

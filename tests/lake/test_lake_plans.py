@@ -63,7 +63,8 @@ def test_uniq_key_statistics_leave_one_file_for_a_lookup(spark: Any, lake: Path)
 def test_a_key_matches_whole_keys_only(spark: Any, lake: Path) -> None:
     first = find_messages(spark, str(lake), topic="TopicA", key="order-30")
     assert [m.uniq_key for m in first] == ["UNIQ00000030"]  # not order-300 .. order-309
+    # The newest three, listed oldest first, as the IndexFile answers a key.
     assert [m.uniq_key for m in find_messages(spark, str(lake), topic="TopicA", key="k7", limit=3)] == [
-        "UNIQ00000007", "UNIQ00000017", "UNIQ00000027"]
+        "UNIQ00000577", "UNIQ00000587", "UNIQ00000597"]
     assert find_messages(spark, str(lake), topic="TopicA", key="order-3 k3") == []
     assert find_messages(spark, str(lake), topic="TopicA", key="order") == []

@@ -97,6 +97,10 @@ def test_shell_on_a_terminal(spark: Any, store_dir: Path, write_store: WriteStor
         term.expect(re.escape(MORE))
         term.type("AND more")
         term.expect("AND more")
+        # As a person types: CPython's readline checks signals only when its select() is
+        # interrupted, so a SIGINT landing between echoing a key and the next select() waits
+        # for the next key (a window a loaded machine can stretch; the Python REPL has it too).
+        time.sleep(0.5)
         term.type(CTRL_C)
         term.expect(re.escape(PROMPT))
         # History (the up arrow, past the line dropped) and editing (the left arrow): no escape

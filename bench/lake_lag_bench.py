@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:  # bench/ is a folder of scripts beside the packag
 
 import pyarrow.parquet as pq
 
-from lakemq.client.admin import Admin
+from bench.topics import create_routed_topic
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
 from lakemq.launcher import lakemq_command, start_cluster
@@ -45,13 +45,7 @@ TOPIC = "lake_lag"
 
 
 async def _produce(namesrv: str, rate: int, seconds: float, senders: int, body: bytes) -> int:
-    async with Admin(namesrv) as admin:
-        await admin.create_topic(TOPIC, queue_nums=8)
-        deadline = time.monotonic() + 15
-        while TOPIC not in await admin.list_topics():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"topic {TOPIC} never appeared")
-            await asyncio.sleep(0.1)
+    await create_routed_topic(namesrv, TOPIC, queue_nums=8)
     per_sender = rate / senders
     began = time.monotonic()
     stop_at = began + seconds

@@ -54,7 +54,7 @@ from bench.soak_load import (
     steady_consumer,
     tier_runs,
 )
-from lakemq.client.admin import Admin
+from bench.topics import create_routed_topic
 from lakemq.launcher import ServerProcess, start_cluster
 
 SECTION = "## Soak (bench/soak.py)"
@@ -132,16 +132,6 @@ def broker_conf(lake: Path, commitlog_kib: int) -> dict[str, str]:
     }
 
 
-async def _create_topic(namesrv: str) -> None:
-    async with Admin(namesrv) as admin:
-        await admin.create_topic(TOPIC, queue_nums=8)
-        deadline = time.monotonic() + 30
-        while TOPIC not in await admin.list_topics():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"topic {TOPIC} never appeared")
-            await asyncio.sleep(0.1)
-
-
 async def _retention_caught_up(store: Path, timeout: float = 60.0) -> None:
     """Wait (bounded) until the broker's clean-up deleted the first CommitLog file, which
     the last tier run put in the lake: the audit then reads the lake below the hot tier."""
@@ -172,7 +162,7 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, object]:
     with start_cluster(root, broker_conf=conf) as cluster:
         broker = cluster.brokers["broker-a"]
         url = METRICS_URL.findall((broker.work_dir / "broker-a.out").read_text())[-1]
-        await _create_topic(cluster.namesrv_addr)
+        await create_routed_topic(cluster.namesrv_addr, TOPIC, queue_nums=8)
         load = Load(cluster.namesrv_addr, args.rate, args.producers, args.churn, args.tier_interval,
                     ("tier", "run", "-c", str(tier_conf), "--lake", str(lake), "--master", "local[1]",
                      "--no-maintain", "--no-retention"), root / "tier-logs")

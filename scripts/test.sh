@@ -44,5 +44,6 @@ export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/
 # The suite mostly waits on brokers and JVMs, so two pytest-xdist workers share the cores; a
 # worker takes whole files (each module's cluster starts once), slow modules first
 # (tests/conftest.py orders them; xdist would otherwise put the files with the fewest tests,
-# the longest ones here, last). LAKEMQ_TEST_WORKERS=0 runs it in one process.
-exec .venv/bin/python -m pytest -n "${LAKEMQ_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
+# the longest ones here, last). LAKEMQ_TEST_WORKERS=0 runs it in one process. The slowest
+# tests are listed at the end, to keep the suite's time in view.
+exec .venv/bin/python -m pytest -n "${LAKEMQ_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=25 "$@"

@@ -110,12 +110,15 @@ class ConfigFile:
         """A change is not durable yet (what a reader of the table may have seen)."""
         return self._durable < self._announced
 
-    def changed(self) -> None:
-        """The table changed: return once the change is durable (raises the write's OSError)."""
+    def changed(self, *, wait: bool = True) -> None:
+        """The table changed: return once the change is durable (raises the write's OSError).
+        Without ``wait`` return at once: the caller calls :meth:`sync` before it acknowledges
+        anything that depends on the change (one wait for changes to several tables)."""
         with self._cond:
             self._announced += 1
             wanted = self._announced
-        self._await(wanted)
+        if wait:
+            self._await(wanted)
 
     def sync(self) -> None:
         """Return once every change announced so far is durable; at once when none waits."""

@@ -154,8 +154,9 @@ class SubscriptionGroupManager:
         """The group's config if it exists; never creates one (no file write)."""
         return self._table.get(group)
 
-    def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
-        """The group's config; auto-created (and persisted) when enabled and the name is valid."""
+    def find_subscription_group_config(self, group: str, *, wait: bool = True) -> SubscriptionGroupConfig | None:
+        """The group's config; auto-created (and persisted) when enabled and the name is valid.
+        Without ``wait`` a creation is not waited for: the caller calls :meth:`sync`."""
         existing = self._table.get(group)
         if existing is not None or not self._config.auto_create_subscription_group:
             return existing
@@ -170,8 +171,8 @@ class SubscriptionGroupManager:
         try:
             if created:
                 log.info("subscription group %s auto-created", group)
-                self.persist()
-            else:
+                self.file.changed(wait=wait)
+            elif wait:
                 self.sync()  # created by another call a moment ago: durable before it is used
         except OSError as exc:  # a full disk must not fail the pull: auto-creation repeats after a restart
             log.error("auto-created subscription group %s not persisted: %s", group, exc)

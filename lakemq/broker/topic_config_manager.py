@@ -357,9 +357,10 @@ class TopicConfigManager:
             )
 
     def create_topic_in_send_message_back_method(
-        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0, *, wait: bool = True
     ) -> TopicConfig:
-        """Create a retry or DLQ topic (``%RETRY%group``, ``%DLQ%group``) if missing."""
+        """Create a retry or DLQ topic (``%RETRY%group``, ``%DLQ%group``) if missing. Without
+        ``wait`` the creation is not waited for: the caller calls :meth:`sync`."""
         with self._lock:
             existing = self._table.get(topic)
             if existing is None:
@@ -367,19 +368,21 @@ class TopicConfigManager:
                 self._table[topic] = tc
                 self._next_version()
         if existing is not None:
-            self.sync()  # created by another call a moment ago: durable before it is used
+            if wait:
+                self.sync()  # created by another call a moment ago: durable before it is used
             return existing
-        self._changed(tc, "created for a consumer group")
+        self._changed(tc, "created for a consumer group", wait=wait)
         return tc
 
     def _next_version(self, *, from_log: bool = False) -> None:
         version = self.data_version.next()
         self.data_version = replace(version, state_version=version.state_version + 1) if from_log else version
 
-    def _changed(self, changed: TopicConfig | list[TopicConfig], what: str) -> None:
+    def _changed(self, changed: TopicConfig | list[TopicConfig], what: str, *, wait: bool = True) -> None:
         """After a change (made under the lock, outside it now): make it durable, sharing the
-        write with changes made meanwhile, then tell the listeners."""
-        self.persist()
+        write with changes made meanwhile (or, without ``wait``, leave that to the caller's
+        sync), then tell the listeners."""
+        self.file.changed(wait=wait)
         for tc in changed if isinstance(changed, list) else [changed]:
             log.info("topic %s %s: %s", tc.topic_name, what, tc)
             for listener in list(self.on_change):

@@ -313,8 +313,8 @@ class TopicConfigManager:
         check_topic(topic)
         with self._lock:
             existing = self._table.get(topic)
-            made = None if existing else self._from_template(topic, default_topic, client_default_topic_queue_nums,
-                                                             topic_sys_flag)
+            made = None if existing is not None else self._from_template(
+                topic, default_topic, client_default_topic_queue_nums, topic_sys_flag)
             if made is not None:
                 self._table[topic] = made
                 self._next_version()

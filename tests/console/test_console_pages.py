@@ -41,7 +41,7 @@ def test_time_range_bounds_apply_to_both_tiers(console: ConsoleEnv) -> None:
     status, page = console.get(f"/search?topic={TOPIC}&end={console.split_ms}&go=1&limit=500")
     assert re.search(rf'id="result-count">{TIERED}<', page), page
     assert re.search(rf'id="lake-count">{TIERED} in lake<', page)
-    status, page = console.get(f"/search?topic={TOPIC}&begin={console.split_ms}&go=1&limit=500")
+    _, page = console.get(f"/search?topic={TOPIC}&begin={console.split_ms}&go=1&limit=500")
     assert re.search(rf'id="result-count">{HOT_ONLY}<', page)
     assert re.search(r'id="lake-count">0 in lake<', page)
 

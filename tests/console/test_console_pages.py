@@ -38,7 +38,7 @@ def test_time_range_search_finds_every_message(console: ConsoleEnv) -> None:
 
 
 def test_time_range_bounds_apply_to_both_tiers(console: ConsoleEnv) -> None:
-    status, page = console.get(f"/search?topic={TOPIC}&end={console.split_ms}&go=1&limit=500")
+    _, page = console.get(f"/search?topic={TOPIC}&end={console.split_ms}&go=1&limit=500")
     assert re.search(rf'id="result-count">{TIERED}<', page), page
     assert re.search(rf'id="lake-count">{TIERED} in lake<', page)
     _, page = console.get(f"/search?topic={TOPIC}&begin={console.split_ms}&go=1&limit=500")

@@ -11,6 +11,9 @@ broker's check rules (a check-back to the producer group, or a rollback past
 transactionCheckMax), and MERGEs the outcome into the lake's ``transactions`` table. A re-run
 hands nothing back twice. It runs after the delay sweep has finished, whether that succeeded
 or not (the two share no state; one Spark job at a time keeps the machine's load down).
+
+Each task writes what it is doing to its log as timestamped lines while it runs
+(:mod:`lakemq.cli.progress`, as ``lakemq admin sweep-delay`` and ``sweep-transactions`` do).
 """
 
 from __future__ import annotations
@@ -25,9 +28,14 @@ def delay_sweep(settings: str, interval_end_ms: str) -> dict:
     """The sweep in the project's interpreter (pyspark and lakemq are imported there)."""
     import json
 
+    from lakemq.cli.progress import JobProgress
     from lakemq.jobs.delay_sweep import run_sweep
 
-    return run_sweep(json.loads(settings), now_ms=int(interval_end_ms) if interval_end_ms else None)
+    with JobProgress() as progress:
+        progress.phase("delay sweep: starting Spark and finding due delayed messages in the lake")
+        result = run_sweep(json.loads(settings), now_ms=int(interval_end_ms) if interval_end_ms else None)
+        progress.phase(f"delay sweep: delivered {result['sent']}, {result['found']} already at the broker")
+        return result
 
 
 @task.external_python(python=PROJECT_PYTHON, expect_airflow=False, trigger_rule="all_done")
@@ -37,9 +45,14 @@ def transaction_sweep(settings: str) -> dict:
     LAKEMQ_ACCESS_KEY / LAKEMQ_SECRET_KEY (an admin account) in the workers' environment."""
     import json
 
+    from lakemq.cli.progress import JobProgress
     from lakemq.jobs.transaction_sweep import run_transaction_sweep
 
-    return run_transaction_sweep(json.loads(settings))
+    with JobProgress() as progress:
+        progress.phase("transaction sweep: starting Spark and finding half messages in the lake")
+        report = run_transaction_sweep(json.loads(settings), progress=progress.counter("hand back"))
+        progress.phase(f"transaction sweep: asked brokers about {report['asked']}, wrote {report['written']} row(s)")
+        return report
 
 
 @dag(

@@ -1,7 +1,9 @@
 """Consumer group configs (RocketMQ SubscriptionGroupConfig), auto-created on first use.
 
 Persisted as ``{config_dir}/subscriptionGroup.json``
-(``{"subscriptionGroupTable": {group: {...}}, "dataVersion": {...}}``).
+(``{"subscriptionGroupTable": {group: {...}}, "dataVersion": {...}}``), by group commit: a
+change is durable when the call that made it returns, and changes made at once share one
+write (:class:`lakemq.broker.config_file.ConfigFile`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.config_file import file_lock, load_json, save_json
+from lakemq.broker.config_file import ConfigFile, json_text, load_json
 from lakemq.common.constants import MASTER_ID
 from lakemq.common.validation import GROUP_MAX_LENGTH, check_group, is_valid_name
 from lakemq.errors import InvalidNameError
@@ -97,6 +99,7 @@ class SubscriptionGroupManager:
     def __init__(self, config: BrokerConfig, config_dir: Path) -> None:
         self._config = config
         self.path = config_dir / "subscriptionGroup.json"
+        self.file = ConfigFile(self.path, lambda: json_text(self.encode()))
         self._lock = threading.Lock()
         self._table: dict[str, SubscriptionGroupConfig] = {
             g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS
@@ -120,8 +123,17 @@ class SubscriptionGroupManager:
             }
 
     def persist(self) -> None:
-        with file_lock(self.path):  # threads creating groups at once: the newest table is written last
-            save_json(self.path, self.encode())
+        """Write the table now and return once it is durable."""
+        self.file.changed()
+
+    @property
+    def pending(self) -> bool:
+        """A change to the table is not durable yet."""
+        return self.file.pending
+
+    def sync(self) -> None:
+        """Return once every change made so far is durable."""
+        self.file.sync()
 
     def replace_from_master(self, wrapper: dict[str, Any]) -> bool:
         """A slave takes its master's groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's
@@ -142,22 +154,29 @@ class SubscriptionGroupManager:
         """The group's config if it exists; never creates one (no file write)."""
         return self._table.get(group)
 
-    def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
-        """The group's config; auto-created (and persisted) when enabled and the name is valid."""
+    def find_subscription_group_config(self, group: str, *, wait: bool = True) -> SubscriptionGroupConfig | None:
+        """The group's config; auto-created (and persisted) when enabled and the name is valid.
+        Without ``wait`` a creation is not waited for: the caller calls :meth:`sync`."""
         existing = self._table.get(group)
         if existing is not None or not self._config.auto_create_subscription_group:
             return existing
         if not is_valid_name(group, GROUP_MAX_LENGTH):
             return None
         with self._lock:
-            created = self._table.setdefault(group, SubscriptionGroupConfig(group))
-            self.data_version = self.data_version.next()
-        log.info("subscription group %s auto-created", group)
+            found = self._table.get(group)
+            created = found is None
+            if found is None:
+                found = self._table[group] = SubscriptionGroupConfig(group)
+                self.data_version = self.data_version.next()
         try:
-            self.persist()
+            if created:
+                log.info("subscription group %s auto-created", group)
+                self.file.changed(wait=wait)
+            elif wait:
+                self.sync()  # created by another call a moment ago: durable before it is used
         except OSError as exc:  # a full disk must not fail the pull: auto-creation repeats after a restart
             log.error("auto-created subscription group %s not persisted: %s", group, exc)
-        return created
+        return found
 
     def update_subscription_group_config(self, config: SubscriptionGroupConfig) -> None:
         with self._lock:

@@ -207,12 +207,14 @@ def sql_server_cmd(lake: str, storage_option: tuple[str, ...], host: str, port: 
     from lakemq.jobs.sql_server import start_server, stop_server
 
     setup_logging("lakemq-sql-server")
-    try:
-        spark, names = start_server(lake, host=host, port=port, master=master,
-                                    storage_options=parse_storage_options(storage_option))
-    except spark_errors() as exc:
-        log.exception("starting the SQL server failed")
-        raise LakeError(f"cannot start the SQL server: {spark_error_line(exc)}") from exc
+    # Progress until the port opens; the ready line comes after it, on stdout.
+    with JobProgress() as progress:
+        try:
+            spark, names = start_server(lake, host=host, port=port, master=master,
+                                        storage_options=parse_storage_options(storage_option), phase=progress.phase)
+        except spark_errors() as exc:
+            log.exception("starting the SQL server failed")
+            raise LakeError(f"cannot start the SQL server: {spark_error_line(exc)}") from exc
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

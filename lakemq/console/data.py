@@ -82,8 +82,8 @@ class Found:
 
 @dataclass(frozen=True, slots=True)
 class Searched:
-    """A search's rows (oldest first), notes on what could not be searched, and ``more`` when
-    the limit cut the rows."""
+    """A search's rows (the newest matches, listed oldest first), notes on what could not be
+    searched, and ``more`` when the limit cut older rows off."""
     rows: list[Found]
     notes: list[str]
     more: bool
@@ -284,9 +284,10 @@ class ConsoleData:
     async def search(self, *, topic: str, key: str = "", msg_id: str = "", unique_key: str = "",
                      begin_ms: int = 0, end_ms: int | None = None, limit: int = 100,
                      hot_tier: bool = True) -> Searched:
-        """Hot tier and lake results merged (hot wins on the same message id), oldest first,
-        with notes about a tier that could not be searched, and whether ``limit`` cut them
-        (each tier is asked for one more than the limit)."""
+        """Hot tier and lake results merged (hot wins on the same message id): the newest
+        ``limit``, listed oldest first, ties in CommitLog order (``admin message query``'s
+        rule), with notes about a tier that could not be searched, and whether ``limit`` cut
+        them (each tier answers its newest ``limit`` + 1)."""
         end = end_ms if end_ms is not None else int(time.time() * 1000)
         notes: list[str] = []
         if msg_id and not unique_key and message_id_kind(msg_id) == "unique":
@@ -306,7 +307,7 @@ class ConsoleData:
             try:
                 found = await self.in_thread(search_lake, self.lake, topic=topic or None, key=key or None,
                                              msg_id=msg_id or None, unique_key=unique_key or None,
-                                             begin_ms=begin_ms, end_ms=end, limit=limit + 1)
+                                             begin_ms=begin_ms, end_ms=end, limit=limit + 1, newest=True)
                 cold = [Found.lake(m) for m in found]
             except (LakeMQError, OSError) as exc:
                 notes.append(f"lake not searched: {exc}")
@@ -315,12 +316,13 @@ class ConsoleData:
         # A record still hot and already tiered shows once, marked as held by both tiers.
         merged = [dataclasses.replace(f, source="hot+lake") if f.msg_id in in_lake else f for f in hot]
         merged += [f for f in cold if f.msg_id not in seen]
+        # The offset message id (store host, CommitLog offset) orders one broker's ties as stored.
         merged.sort(key=lambda f: (f.store_timestamp, f.msg_id))
-        return Searched(merged[:limit], notes, more or len(merged) > limit)
+        return Searched(merged[-limit:], notes, more or len(merged) > limit)
 
     async def _search_hot(self, topic: str, key: str, msg_id: str, unique_key: str, begin_ms: int, end_ms: int,
                           limit: int) -> tuple[list[Found], bool]:
-        """The hot tier's matches (at most ``limit``) and whether more matched."""
+        """The hot tier's newest ``limit`` matches and whether more matched."""
         if msg_id:
             try:
                 return [Found.hot(await self.admin.view_message(msg_id))], False
@@ -336,14 +338,19 @@ class ConsoleData:
         return await self._browse(topic, begin_ms, end_ms, limit)
 
     async def _browse(self, topic: str, begin_ms: int, end_ms: int, limit: int) -> tuple[list[Found], bool]:
-        """Messages of ``topic`` stored in [begin_ms, end_ms], pulled from every queue, and
-        whether more than ``limit`` were."""
+        """The newest ``limit`` messages of ``topic`` stored in [begin_ms, end_ms], oldest first,
+        and whether more were: each queue is pulled from the end of the range, whose offsets
+        its store times follow."""
         out: list[Found] = []
         for mq in await self._puller.fetch_subscribe_message_queues(topic):
-            offset = await self._puller.search_offset(mq, begin_ms) if begin_ms else await self._puller.min_offset(mq)
-            out.extend(f for f in await self._pull(mq, offset, limit + 1) if f.store_timestamp <= end_ms)
+            low = await self._puller.search_offset(mq, begin_ms) if begin_ms else await self._puller.min_offset(mq)
+            # The first offset stored after end_ms (the max offset when none was).
+            high = await self._puller.search_offset(mq, end_ms + 1)
+            start = max(low, high - (limit + 1))
+            out.extend(f for f in await self._pull(mq, start, high - start)
+                       if f.queue_offset < high and begin_ms <= f.store_timestamp <= end_ms)
         out.sort(key=lambda f: (f.store_timestamp, f.msg_id))
-        return out[:limit], len(out) > limit
+        return out[-limit:], len(out) > limit
 
     async def _pull(self, mq: MessageQueue, offset: int, limit: int) -> list[Found]:
         out: list[Found] = []

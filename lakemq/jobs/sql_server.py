@@ -14,7 +14,7 @@ views.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakemq.jobs.session import build_session, route_pyspark_loggers
@@ -34,15 +34,20 @@ def _service(spark: SparkSession) -> Any:
 
 
 def start_server(lake_uri: str, *, host: str, port: int, master: str | None = None,
-                 storage_options: Mapping[str, str] | None = None) -> tuple[SparkSession, list[str]]:
+                 storage_options: Mapping[str, str] | None = None,
+                 phase: Callable[[str], None] = lambda _: None) -> tuple[SparkSession, list[str]]:
     """Spark with the lake's tables registered, then a Connect endpoint on ``host:port``;
-    returns the session (:func:`stop_server` stops both) and the registered names."""
+    returns the session (:func:`stop_server` stops both) and the registered names. ``phase``
+    hears each stretch of the start as it begins."""
+    phase(f"starting Spark ({master})" if master else "starting Spark")
     spark = build_session(master=master, app_name="lakemq-sql-server", conf={
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
     })
     try:
+        phase("registering the lake's tables")
         names = register_tables(spark, lake_uri, storage_options=storage_options)
+        phase(f"opening Spark Connect on {host}:{port}")
         _service(spark).start(spark.sparkContext._jsc.sc())
     except BaseException:
         stop_server(spark)

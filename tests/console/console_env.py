@@ -1,6 +1,6 @@
 """A real cluster, a real local lake and a real ``lakemq console`` process for the console
 tests: produced messages with keys (some tiered into the lake, some only hot), a consumer
-group with lag and dead letters."""
+group with lag and dead letters (sent before the lake run: still hot and in the lake)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ class ConsoleEnv:
     lags: list[int] = field(default_factory=list)
     dead_keys: list[str] = field(default_factory=list)  # keys of the messages sent to GROUP's DLQ
     split_ms: int = 0  # after the tiered messages were stored, before the hot-only ones
+    produced_ms: int = 0  # after every message of TOPIC the environment produced (tests add later ones)
 
     def refresh_lags(self) -> None:
         async def read() -> list[int]:
@@ -77,20 +78,24 @@ async def _produce(namesrv: str, env: ConsoleEnv, first: int, count: int) -> Non
             env.msg_ids[f"order-{i}"] = result.offset_msg_id
 
 
-async def _consume_half_and_kill(namesrv: str, broker_addr: str, env: ConsoleEnv) -> None:
-    """GROUP consumes half of each queue (the rest is lag) and sends DEAD messages to its DLQ."""
+async def _dead_letters(namesrv: str, broker_addr: str, env: ConsoleEnv) -> None:
+    """GROUP sends the first DEAD messages of TOPIC straight to its DLQ."""
     async with PullConsumer(GROUP, namesrv_addr=namesrv) as consumer:
-        dead = 0
+        for mq in sorted(await consumer.fetch_subscribe_message_queues(TOPIC)):
+            for msg in (await consumer.pull(mq, "*", 0, DEAD - len(env.dead_keys))).msgs:
+                await consumer.core.instance.api.consumer_send_msg_back(
+                    broker_addr, commit_log_offset=msg.commit_log_offset, group=GROUP, delay_level=-1,
+                    origin_msg_id=msg.msg_id, origin_topic=TOPIC, max_reconsume_times=16)
+                env.dead_keys.append(msg.keys[0])
+            if len(env.dead_keys) == DEAD:
+                break
+
+
+async def _consume_half(namesrv: str, env: ConsoleEnv) -> None:
+    """GROUP commits half of each queue of TOPIC: the rest is lag."""
+    async with PullConsumer(GROUP, namesrv_addr=namesrv) as consumer:
         for mq in sorted(await consumer.fetch_subscribe_message_queues(TOPIC)):
             high = await consumer.max_offset(mq)
-            result = await consumer.pull(mq, "*", 0, max(high // 2, 1))
-            for msg in result.msgs:
-                if dead < DEAD:
-                    await consumer.core.instance.api.consumer_send_msg_back(
-                        broker_addr, commit_log_offset=msg.commit_log_offset, group=GROUP, delay_level=-1,
-                        origin_msg_id=msg.msg_id, origin_topic=TOPIC, max_reconsume_times=16)
-                    dead += 1
-                    env.dead_keys.append(msg.keys[0])
             consumer.update_consume_offset(mq, high // 2)
             env.lags.append(high - high // 2)
         await consumer.persist_offsets()
@@ -145,11 +150,13 @@ def console_env(root: Path, spark: Any) -> Iterator[ConsoleEnv]:
         asyncio.run(prepare())
         env = ConsoleEnv(cluster, lake, "", None)  # type: ignore[arg-type]
         asyncio.run(_produce(namesrv, env, 0, TIERED))
-        _tier(spark, root, lake)
+        asyncio.run(_dead_letters(namesrv, cluster.broker_addr(BROKER), env))
+        _tier(spark, root, lake)  # the dead letters too: the trace shows them held by both tiers
         env.split_ms = int(time.time() * 1000)
         time.sleep(0.01)
         asyncio.run(_produce(namesrv, env, TIERED, HOT_ONLY))
-        asyncio.run(_consume_half_and_kill(namesrv, cluster.broker_addr(BROKER), env))
+        env.produced_ms = int(time.time() * 1000)
+        asyncio.run(_consume_half(namesrv, env))
         asyncio.run(_await_route(namesrv, f"%DLQ%{GROUP}"))
         env.process, env.url = start_console(namesrv, lake, root)
         try:

@@ -64,6 +64,26 @@ def test_dead_letter_trace_on_the_detail_page(console: ConsoleEnv, browser: Any)
     assert f"%DLQ%{GROUP}" in browser.find_element(By.ID, "trace").text
 
 
+def test_trace_rows_held_by_both_tiers_say_so(console: ConsoleEnv, browser: Any) -> None:
+    """The dead letters were sent before the lake run: each trace row is hot and in the lake."""
+    from selenium.webdriver.common.by import By
+
+    key = console.dead_keys[0]
+    browser.get(console.url + "search")
+    browser.find_element(By.ID, "topic").send_keys(TOPIC)
+    browser.find_element(By.ID, "key").send_keys(key)
+    browser.find_element(By.ID, "search").click()
+    browser.find_element(By.CSS_SELECTOR, "#messages a.msg-link").click()
+    assert [b.text for b in browser.find_elements(By.CSS_SELECTOR, "#source .badge")] == ["hot", "lake"]
+    rows = browser.find_elements(By.CSS_SELECTOR, "#trace tr.msg-row")
+    assert [r.find_element(By.CSS_SELECTOR, "td:nth-child(2)").text for r in rows] == [f"%DLQ%{GROUP}"]
+    assert [b.text for b in rows[0].find_elements(By.CSS_SELECTOR, ".badge.source")] == ["hot", "lake"]
+    # The dead letter's own page says the same.
+    rows[0].find_element(By.CSS_SELECTOR, "a.msg-link").click()
+    assert f"%DLQ%{GROUP}" in browser.find_element(By.ID, "facts").text
+    assert [b.text for b in browser.find_elements(By.CSS_SELECTOR, "#source .badge")] == ["hot", "lake"]
+
+
 def test_lag_page_shows_queues_and_chart(console: ConsoleEnv, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 

@@ -38,10 +38,10 @@ def test_time_range_search_finds_every_message(console: ConsoleEnv) -> None:
 
 
 def test_time_range_bounds_apply_to_both_tiers(console: ConsoleEnv) -> None:
-    status, page = console.get(f"/search?topic={TOPIC}&end={console.split_ms}&go=1&limit=500")
+    _, page = console.get(f"/search?topic={TOPIC}&end={console.split_ms}&go=1&limit=500")
     assert re.search(rf'id="result-count">{TIERED}<', page), page
     assert re.search(rf'id="lake-count">{TIERED} in lake<', page)
-    status, page = console.get(f"/search?topic={TOPIC}&begin={console.split_ms}&go=1&limit=500")
+    _, page = console.get(f"/search?topic={TOPIC}&begin={console.split_ms}&go=1&limit=500")
     assert re.search(rf'id="result-count">{HOT_ONLY}<', page)
     assert re.search(r'id="lake-count">0 in lake<', page)
 
@@ -51,11 +51,27 @@ def test_search_says_when_its_limit_cut_the_result(console: ConsoleEnv) -> None:
     assert status == 200, page
     assert re.search(r'id="result-count">20<', page)
     more = page.split('id="more"')[1].split("</div>")[0]
-    assert "first 20 matches" in more and "limit=200" in html.unescape(more)
+    assert "newest 20 matches" in more and "limit=200" in html.unescape(more)
     status, page = console.get(f"/search?topic={TOPIC}&begin=0&go=1&limit={TIERED + HOT_ONLY}")
     assert re.search(rf'id="result-count">{TIERED + HOT_ONLY}<', page) and 'id="more"' not in page
     status, page = console.get(f"/search?topic={TOPIC}&key=order-3&go=1&limit=1")
     assert re.search(r'id="result-count">1<', page) and 'id="more"' not in page  # one match, nothing cut
+
+
+def test_a_cut_search_keeps_the_newest_listed_oldest_first(console: ConsoleEnv) -> None:
+    """The rule of ``admin message query``: the newest LIMIT matches of both tiers, oldest first."""
+    def keys(limit: int) -> tuple[list[int], str]:
+        status, page = console.get(f"/search?topic={TOPIC}&end={console.produced_ms}&go=1&limit={limit}")
+        assert status == 200 and 'id="more"' in page, page
+        table = page.split('id="messages"')[1]
+        return [int(k) for k in re.findall(r"<td>order-(\d+)</td>", table)], page
+
+    found, page = keys(HOT_ONLY)  # the hot-only messages are the newest: none of the lake's
+    assert found == list(range(TIERED, TIERED + HOT_ONLY)), found
+    assert re.search(r'id="lake-count">0 in lake<', page)
+    found, page = keys(HOT_ONLY + 5)  # five more, held by both tiers
+    assert found == list(range(TIERED - 5, TIERED + HOT_ONLY)), found
+    assert re.search(r'id="lake-count">5 in lake<', page)
 
 
 def test_a_unique_key_given_as_message_id_is_searched_as_one(console: ConsoleEnv) -> None:

@@ -176,10 +176,20 @@ def test_sweeps_dag_records_a_pending_transaction(spark: Any, airflow_py: str, m
         assert tiered.returncode == 0, tiered.stderr[-3000:]
         env = airflow_env(tmp_path / "airflow", lakemq_lake_uri=str(lake), lakemq_namesrv=ns)
         _airflow_home(tmp_path / "airflow", migrated_db)
-        run = run_script(airflow_py, DAG_TEST_SCRIPT.format(dag_id="lakemq_sweeps",
-                                                            run_conf={"spark_master": "local[1]"}), env)
+        env["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "INFO"  # the tasks' output reaches the console at INFO
+        run, output = run_script_output(airflow_py, DAG_TEST_SCRIPT.format(
+            dag_id="lakemq_sweeps", run_conf={"spark_master": "local[1]"}), env)
         assert run["state"] == "success", run
         assert run["tasks"] == {"delay_sweep": "success", "transaction_sweep": "success"}
+    # Each task's progress reached its log as timestamped lines while it ran, before the task ended.
+    for task, said in (("delay_sweep", ["delay sweep: starting Spark", "delay sweep: delivered 0"]),
+                       ("transaction_sweep", ["transaction sweep: starting Spark", "hand back 1/1",
+                                              "transaction sweep: asked brokers about 1, wrote 1 row(s)"])):
+        start = output.index(f"[DAG TEST] starting task_id={task} ")
+        end = output.index(f"[DAG TEST] end task task_id={task} ")
+        places = [re.search(rf"\d\d:\d\d:\d\d {re.escape(line)}", output[start:end]) for line in said]
+        assert all(places), (task, said, output[start:end][-4000:])
+        assert [p.start() for p in places] == sorted(p.start() for p in places), output[start:end][-4000:]
     table_uri = str(lake / "transactions")
     rows = [r for f in DeltaTable(table_uri).file_uris() for r in pq.read_table(f).to_pylist()]
     assert [(r["uniq_key"], r["topic"], r["state"], r["broker_verdict"]) for r in rows] == [

@@ -134,6 +134,14 @@ def test_sql_command_shell_and_server(spark: Any, store_dir: Path, write_store: 
     server = spawn("sql-server", ["sql-server", "--lake", str(lake), "--master", "local[1]", "--port", str(port)],
                    tmp_path / "server", re.compile(r"ready on (sc://\S+) "), timeout=240)
     try:
+        # In a pipe (stdout and stderr to one file) each stretch of the start is a line as it
+        # begins, in order, before the ready line.
+        lines = (tmp_path / "server" / "sql-server.out").read_text().splitlines()
+        ready = next(i for i, line in enumerate(lines) if line.startswith("lakemq sql-server ready on "))
+        said = [line.split(" ", 2)[2] for line in lines[:ready]
+                if re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", line)]
+        assert said == ["starting Spark (local[1])", "registering the lake's tables",
+                        f"opening Spark Connect on 127.0.0.1:{port}"], lines
         watcher.join(timeout=120)
         assert first["at open"].returncode == 0, first["at open"].stderr[-3000:]
         assert "50" in first["at open"].stdout

@@ -7,7 +7,11 @@ RocketMQ, a new retry topic is registered with the NameServers before the heartb
 answered: the consumer's first rebalance then finds the retry topic's route and pulls it.
 
 A heartbeat that creates a group or a retry topic (config files written, a registration)
-runs in the client-manage pool, as UNREGISTER_CLIENT does. Any other heartbeat only updates
+runs in the client-manage pool, as UNREGISTER_CLIENT does, and is answered once the group and
+its retry topic are durable: what an answered heartbeat made survives a power cut. The config
+files are written by group commit, so 1,000 groups heartbeating for the first time share
+writes of topics.json instead of rewriting it 1,000 times. So does a heartbeat that finds a
+table with a change another one made not yet durable. Any other heartbeat only updates
 tables in memory and is handled on the loop, in order with the pulls of its connection: a
 Java consumer bumps its subscription version and sends a heartbeat right as it dispatches its
 first pulls, and a pull that overtook that heartbeat would be refused SUBSCRIPTION_NOT_LATEST
@@ -77,10 +81,11 @@ class ClientManageProcessor:
         if request.code == RequestCode.UNREGISTER_CLIENT:
             return self._pooled(self._unregister, ctx, request)
         data = HeartbeatData.decode(request.body)
-        if any(self._groups.get(c.group_name) is None
-               or self._topics.select_topic_config(retry_topic(c.group_name)) is None
-               for c in data.consumer_data_set):
-            return self._pooled(self._heartbeat, ctx, request, data)
+        if data.consumer_data_set and (self._groups.pending or self._topics.pending or any(
+                self._groups.get(c.group_name) is None
+                or self._topics.select_topic_config(retry_topic(c.group_name)) is None
+                for c in data.consumer_data_set)):
+            return self._pooled(self._heartbeat, ctx, request, data, True)
         return self._heartbeat(ctx, request, data)
 
     def _pooled(self, fn: Callable[..., RemotingCommand], *args: object) -> RemotingCommand | Awaitable[RemotingCommand]:
@@ -114,7 +119,12 @@ class ClientManageProcessor:
             ctx.connection, client_id, request.language.name, request.version, ctx.remote_addr
         )
 
-    def _heartbeat(self, ctx: RequestContext, request: RemotingCommand, data: HeartbeatData) -> RemotingCommand:
+    def _heartbeat(self, ctx: RequestContext, request: RemotingCommand, data: HeartbeatData,
+                   pooled: bool = False) -> RemotingCommand:
+        """In the pool, the groups and retry topics are created in memory first and made
+        durable together (one wait for both files, shared with other heartbeats) before the
+        heartbeat registers the new retry topics and is answered; on the loop nothing is
+        expected to be created, and a creation (a race with a delete) waits for its write."""
         for group in data.producer_groups:
             check_group(group)
         for consumer in data.consumer_data_set:
@@ -125,19 +135,28 @@ class ClientManageProcessor:
         # refuses the whole heartbeat (SUBSCRIPTION_PARSE_FAILED) and changes nothing.
         subscriptions = [[from_heartbeat(s) for s in consumer.subscription_data_set]
                          for consumer in data.consumer_data_set]
-        for consumer, consumer_subscriptions in zip(data.consumer_data_set, subscriptions):
-            group_config = self._groups.find_subscription_group_config(consumer.group_name)
+        group_configs = [self._groups.find_subscription_group_config(c.group_name, wait=not pooled)
+                         for c in data.consumer_data_set]
+        new_retries = []
+        for consumer, group_config in zip(data.consumer_data_set, group_configs):
+            retry = retry_topic(consumer.group_name)
+            if group_config is not None and self._topics.select_topic_config(retry) is None:
+                self._topics.create_topic_in_send_message_back_method(
+                    retry, group_config.retry_queue_nums, PermName.PERM_WRITE | PermName.PERM_READ, wait=not pooled)
+                new_retries.append(retry)
+        if pooled:
+            self._groups.sync()
+            self._topics.sync()
+        if new_retries:
+            try:
+                self._register_broker(new_retries)  # those topics alone, not the whole table
+            except Exception:  # a NameServer down: the periodic registration retries
+                log.warning("registering retry topics %s with the name servers failed", new_retries, exc_info=True)
+        for consumer, consumer_subscriptions, group_config in zip(data.consumer_data_set, subscriptions,
+                                                                  group_configs):
             notify = self._config.notify_consumer_ids_changed_enable
             if group_config is not None:
                 notify = notify and group_config.notify_consumer_ids_changed_enable
-                retry = retry_topic(consumer.group_name)
-                if self._topics.select_topic_config(retry) is None:
-                    self._topics.create_topic_in_send_message_back_method(
-                        retry, group_config.retry_queue_nums, PermName.PERM_WRITE | PermName.PERM_READ)
-                    try:
-                        self._register_broker([retry])  # that topic alone, not the whole table
-                    except Exception:  # a NameServer down: the periodic registration retries
-                        log.warning("registering retry topic %s with the name servers failed", retry, exc_info=True)
             changed = self._consumers.register_consumer(
                 consumer.group_name,
                 self._info(ctx, request, data.client_id),

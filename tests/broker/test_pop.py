@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from lakemq.broker.broker_controller import BrokerController
 from lakemq.broker.pop import PopRequest, ReceiptHandle
 from lakemq.broker.pop.copies import put_copy
 from lakemq.broker.subscription_group_manager import SubscriptionGroupConfig
 from lakemq.common.codes import RequestCode, ResponseCode
-from lakemq.common.message import MessageConst
+from lakemq.common.message import MessageConst, MessageExt
 from lakemq.common.record import iter_records
 from lakemq.errors import ReceiptHandleError
 from lakemq.remoting import RemotingClient
@@ -31,10 +32,33 @@ async def _topic(client: RemotingClient, addr: str, topic: str, queues: int = 1)
     assert created.code == ResponseCode.SUCCESS, created.remark
 
 
-async def _send(client: RemotingClient, addr: str, topic: str, *bodies: bytes, queue_id: int = 0) -> None:
+async def _send(controller: BrokerController, client: RemotingClient, topic: str, *bodies: bytes,
+                queue_id: int = 0, tags: str | None = None, properties: dict[str, str] | None = None) -> None:
+    """Send each body, then wait until the queue's ConsumeQueue holds them: the reput dispatches
+    behind the CommitLog write, and a pop that does not long-poll sees only what is dispatched."""
+    end = 0
     for body in bodies:
-        sent = await client.invoke(addr, send_request(topic, body, queue_id=queue_id), 10)
+        sent = await client.invoke(controller.broker_addr, send_request(topic, body, queue_id=queue_id, tags=tags, properties=properties), 10)
         assert sent.code == ResponseCode.SUCCESS, sent.remark
+        end = int(sent.ext_fields["queueOffset"]) + 1
+    store = controller.store
+    assert store is not None
+    for _ in range(1000):
+        if store.get_max_offset_in_queue(topic, queue_id) >= end:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{topic}:{queue_id} not dispatched to {end} within 10 s")
+
+
+async def _dead_letters(client: RemotingClient, addr: str) -> list[MessageExt]:
+    """The group's dead letters, once the DLQ's ConsumeQueue has them (bounded wait)."""
+    for _ in range(100):
+        pulled = await client.invoke(addr, pull_request("DlqReader", f"%DLQ%{G}", 0, 0), 10)
+        dead = list(iter_records(pulled.body or b""))
+        if dead:
+            return dead
+        await asyncio.sleep(0.1)
+    return []
 
 
 async def _pop(client: RemotingClient, addr: str, topic: str, **kw: object) -> list[Popped]:
@@ -46,7 +70,7 @@ async def test_acked_messages_never_come_back_and_unacked_ones_do(tmp_path: Path
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr
         await _topic(client, addr, "PopT")
-        await _send(client, addr, "PopT", b"m0", b"m1")
+        await _send(controller, client, "PopT", b"m0", b"m1")
         first = await _pop(client, addr, "PopT", invisible_ms=3000)
         assert [m.body for m in first] == [b"m0", b"m1"] and [m.attempt for m in first] == [1, 1]
         assert await _pop(client, addr, "PopT") == []  # both hidden
@@ -68,7 +92,7 @@ async def test_change_invisible_time_moves_the_deadline_with_a_new_handle(tmp_pa
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr
         await _topic(client, addr, "ChgT")
-        await _send(client, addr, "ChgT", b"c0")
+        await _send(controller, client, "ChgT", b"c0")
         [msg] = await _pop(client, addr, "ChgT", invisible_ms=3000)
         changed = await client.invoke(addr, change_request(G, "ChgT", msg, 60_000), 10)
         renewed = Popped(msg.message, changed_handle(changed, msg), msg.attempt)
@@ -84,7 +108,7 @@ async def test_dead_lettered_after_the_groups_max_attempts(tmp_path: Path) -> No
         controller.subscription_group_manager.update_subscription_group_config(
             SubscriptionGroupConfig(G, retry_max_times=2))
         await _topic(client, addr, "DlqT")
-        await _send(client, addr, "DlqT", b"d0")
+        await _send(controller, client, "DlqT", b"d0")
         attempts = []
         for _ in range(2):
             [msg] = await _pop(client, addr, "DlqT", invisible_ms=500, poll_ms=10_000)
@@ -93,9 +117,7 @@ async def test_dead_lettered_after_the_groups_max_attempts(tmp_path: Path) -> No
         assert await _pop(client, addr, "DlqT", poll_ms=2500) == []
         store = controller.store
         assert store is not None
-        pulled = await client.invoke(addr, pull_request("DlqReader", f"%DLQ%{G}", 0, 0), 10)
-        assert pulled.code == ResponseCode.SUCCESS, pulled.remark
-        [dead] = list(iter_records(pulled.body))
+        [dead] = await _dead_letters(client, addr)
         assert dead.body == b"d0" and dead.properties[MessageConst.RETRY_TOPIC] == "DlqT"
 
 
@@ -103,7 +125,7 @@ async def test_fifo_holds_a_queue_until_its_message_is_acked(tmp_path: Path) -> 
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr
         await _topic(client, addr, "FifoT")
-        await _send(client, addr, "FifoT", b"f0", b"f1", b"f2")
+        await _send(controller, client, "FifoT", b"f0", b"f1", b"f2")
         [f0] = await _pop(client, addr, "FifoT", order=True, max_nums=1, invisible_ms=3000)
         assert f0.body == b"f0"
         assert await _pop(client, addr, "FifoT", order=True, max_nums=1) == []  # f1 waits for f0
@@ -119,7 +141,7 @@ async def test_a_pull_group_and_a_pop_group_read_the_same_topic(tmp_path: Path) 
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr
         await _topic(client, addr, "BothT")
-        await _send(client, addr, "BothT", b"b0", b"b1")
+        await _send(controller, client, "BothT", b"b0", b"b1")
         got = await _pop(client, addr, "BothT")
         for msg in got:
             assert (await client.invoke(addr, ack_request(G, "BothT", msg), 10)).code == ResponseCode.SUCCESS
@@ -133,7 +155,7 @@ async def test_a_restart_keeps_acked_and_unacked_deliveries(tmp_path: Path) -> N
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr
         await _topic(client, addr, "RestartT")
-        await _send(client, addr, "RestartT", b"r0", b"r1", b"r2")
+        await _send(controller, client, "RestartT", b"r0", b"r1", b"r2")
         r0, r1, _r2 = await _pop(client, addr, "RestartT", invisible_ms=5000)
         assert (await client.invoke(addr, ack_request(G, "RestartT", r0), 10)).code == ResponseCode.SUCCESS
         changed = await client.invoke(addr, change_request(G, "RestartT", r1, 600_000), 10)
@@ -150,8 +172,7 @@ async def test_a_tag_filter_delivers_only_matching_messages(tmp_path: Path) -> N
         addr = controller.broker_addr
         await _topic(client, addr, "TagT")
         for body, tag in ((b"a0", "TagA"), (b"b0", "TagB"), (b"a1", "TagA")):
-            sent = await client.invoke(addr, send_request("TagT", body, tags=tag), 10)
-            assert sent.code == ResponseCode.SUCCESS
+            await _send(controller, client, "TagT", body, tags=tag)
         got = await _pop(client, addr, "TagT", exp="TagA")
         assert [m.body for m in got] == [b"a0", b"a1"]
         for m in got:
@@ -164,8 +185,7 @@ async def test_a_sql92_filter_delivers_only_matching_messages(tmp_path: Path) ->
         addr = controller.broker_addr
         await _topic(client, addr, "SqlT")
         for body, region in ((b"eu", "eu"), (b"us", "us")):
-            sent = await client.invoke(addr, send_request("SqlT", body, properties={"region": region}), 10)
-            assert sent.code == ResponseCode.SUCCESS
+            await _send(controller, client, "SqlT", body, properties={"region": region})
         got = await _pop(client, addr, "SqlT", exp="region = 'eu'", exp_type="SQL92")
         assert [m.body for m in got] == [b"eu"]
     async with in_process_broker(tmp_path, enablePropertyFilter="false") as (controller, client):
@@ -178,7 +198,7 @@ async def test_the_service_api_the_grpc_face_calls(tmp_path: Path) -> None:
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr
         await _topic(client, addr, "SvcT")
-        await _send(client, addr, "SvcT", b"s0")
+        await _send(controller, client, "SvcT", b"s0")
         service = controller.pop_service
         assert service is not None
         result = await service.pop(PopRequest(G, "SvcT", 4, 30_000, poll_ms=10_000, init_from_min=True))
@@ -192,8 +212,7 @@ async def test_the_service_api_the_grpc_face_calls(tmp_path: Path) -> None:
         await service.forward_to_dlq(G, "SvcT", renewed)
         with pytest.raises(ReceiptHandleError):
             await service.ack(G, "SvcT", renewed)
-        pulled = await client.invoke(addr, pull_request("DlqReader", f"%DLQ%{G}", 0, 0), 10)
-        assert [d.body for d in iter_records(pulled.body)] == [b"s0"]
+        assert [d.body for d in await _dead_letters(client, addr)] == [b"s0"]
         assert (await service.pop(PopRequest(G, "SvcT", 4, 30_000, poll_ms=2500))).messages == []
         with pytest.raises(ReceiptHandleError):
             ReceiptHandle.parse("not a handle")
@@ -206,7 +225,7 @@ async def test_a_revive_cut_short_is_settled_from_the_copies_it_made(tmp_path: P
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr
         await _topic(client, addr, "SettleT")
-        await _send(client, addr, "SettleT", b"s0", b"s1")
+        await _send(controller, client, "SettleT", b"s0", b"s1")
         s0, s1 = await _pop(client, addr, "SettleT", invisible_ms=600_000)
         service, store = controller.pop_service, controller.store
         assert service is not None and store is not None
@@ -238,7 +257,7 @@ async def test_a_held_pop_is_answered_when_a_message_arrives(tmp_path: Path) -> 
         assert await _pop(client, addr, "HoldT") == []  # nothing there yet
         began = asyncio.get_running_loop().time()
         held = asyncio.create_task(_pop(client, addr, "HoldT", poll_ms=20_000))
-        await _send(client, addr, "HoldT", b"h0")
+        await _send(controller, client, "HoldT", b"h0")
         got = await held
         assert [m.body for m in got] == [b"h0"]
         assert asyncio.get_running_loop().time() - began < 10  # woken, not timed out
@@ -248,7 +267,7 @@ async def test_concurrent_acks_are_journaled_together_and_a_repeat_fails(tmp_pat
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr
         await _topic(client, addr, "AckT")
-        await _send(client, addr, "AckT", *(f"a{i}".encode() for i in range(20)))
+        await _send(controller, client, "AckT", *(f"a{i}".encode() for i in range(20)))
         service = controller.pop_service
         assert service is not None
         result = await service.pop(PopRequest(G, "AckT", 32, 3000, poll_ms=10_000, init_from_min=True))
@@ -271,28 +290,20 @@ async def test_fifo_message_out_of_attempts_is_dead_lettered_and_the_queue_moves
         controller.subscription_group_manager.update_subscription_group_config(
             SubscriptionGroupConfig(G, retry_max_times=2))
         await _topic(client, addr, "FifoDlqT")
-        await _send(client, addr, "FifoDlqT", b"x0", b"x1")
+        await _send(controller, client, "FifoDlqT", b"x0", b"x1")
         seen = []
         for _ in range(3):
             got = await _pop(client, addr, "FifoDlqT", order=True, max_nums=1, invisible_ms=500, poll_ms=10_000)
             seen += [(m.body, m.attempt) for m in got]
         assert seen == [(b"x0", 1), (b"x0", 2), (b"x1", 1)]
-        # The DLQ's ConsumeQueue is dispatched behind the CommitLog write: wait for it.
-        dead: list[bytes] = []
-        for _ in range(100):
-            pulled = await client.invoke(addr, pull_request("DlqReader", f"%DLQ%{G}", 0, 0), 10)
-            dead = [d.body for d in iter_records(pulled.body or b"")]
-            if dead:
-                break
-            await asyncio.sleep(0.1)
-        assert dead == [b"x0"]
+        assert [d.body for d in await _dead_letters(client, addr)] == [b"x0"]
 
 
 async def test_a_new_group_in_max_init_mode_starts_at_the_end(tmp_path: Path) -> None:
     async with in_process_broker(tmp_path) as (controller, client):
         addr = controller.broker_addr
         await _topic(client, addr, "InitT")
-        await _send(client, addr, "InitT", b"old")
+        await _send(controller, client, "InitT", b"old")
         store = controller.store
         assert store is not None
         for _ in range(1000):  # dispatched (within 10 s), so "the end" is after it
@@ -301,5 +312,5 @@ async def test_a_new_group_in_max_init_mode_starts_at_the_end(tmp_path: Path) ->
             await asyncio.sleep(0.01)
         assert store.get_max_offset_in_queue("InitT", 0) == 1
         assert await _pop(client, addr, "InitT", init_mode=1) == []  # ConsumeInitMode.MAX
-        await _send(client, addr, "InitT", b"new")
+        await _send(controller, client, "InitT", b"new")
         assert [m.body for m in await _pop(client, addr, "InitT", init_mode=1, poll_ms=10_000)] == [b"new"]

@@ -8,11 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.targets import load, run_one
+from lakemq.broker.grpc.convert import (
+    SendRefused,
+    decode_transaction_id,
+    encode_transaction_id,
+    enum_name,
+    send_header,
+)
 from lakemq.common import compression, record
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import FilterExpressionError, FrameError, RecordError, RemotingCommandError
 from lakemq.filter import parse_subscription
 from lakemq.filter.sql92 import compile_sql92, parse_sql92
+from lakemq.grpc._pb import definition_pb2 as v2
+from lakemq.grpc._pb import service_pb2 as rpc
 from lakemq.remoting import fastjson
 from lakemq.remoting.bodies import TopicRouteData
 
@@ -91,3 +101,27 @@ def test_integers_past_int_conversion_limit_in_sql92() -> None:
     assert expression.matches({"a": "0" * 5000 + "7"})  # Java's Integer.valueOf takes leading zeros
     assert not expression.matches({"a": "1" * 5000})  # NumberFormatException in Java: no match
     assert not expression.matches({"a": "-" + "9" * 5000})
+
+
+def test_unknown_v2_enum_values_are_refused_by_number_not_raised() -> None:
+    # grpc/unknown_message_type: a SendMessage whose message_type is 45 (proto3 keeps unknown
+    # enum values) made MessageType.Name raise ValueError while the refusal was worded.
+    data = (REGRESSIONS / "grpc" / "unknown_message_type").read_bytes()
+    request = rpc.SendMessageRequest.FromString(data[1:])
+    with pytest.raises(SendRefused, match="message type 45 does not match"):
+        send_header(request.messages[1], max_body=1024, write_queues=4)
+    # The same in Telemetry's Settings: an unknown client type and language are named by number.
+    grpc_target = load("grpc")
+    command = rpc.TelemetryCommand(settings=v2.Settings(client_type=99, user_agent=v2.UA(language=77)))
+    run_one(grpc_target, bytes([[m.name for m in grpc_target.METHODS].index("Telemetry")]) + command.SerializeToString())
+    producer = rpc.TelemetryCommand(settings=v2.Settings(client_type=v2.ClientType.PRODUCER, user_agent=v2.UA(language=77)))
+    run_one(grpc_target, bytes([[m.name for m in grpc_target.METHODS].index("Telemetry")]) + producer.SerializeToString())
+    assert enum_name(v2.ClientType, 99) == "99" and enum_name(v2.ClientType, v2.ClientType.PRODUCER) == "PRODUCER"
+
+
+def test_a_transaction_id_is_hex_digits_only() -> None:
+    # int() takes a sign, spaces and underscores: "-000...01" decoded to a negative offset.
+    good = encode_transaction_id(4096, 7)
+    assert decode_transaction_id(good) == decode_transaction_id(good.lower()) == (4096, 7)
+    for bad in ("-" + good[1:], "+" + good[1:], " " + good[1:], good[:5] + "_" + good[6:], good[:-1] + "g"):
+        assert decode_transaction_id(bad) is None, bad

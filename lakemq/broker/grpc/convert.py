@@ -21,6 +21,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Final
 
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+
 from lakemq.common.message import (
     KEY_SEPARATOR,
     NAME_VALUE_SEPARATOR,
@@ -43,8 +45,8 @@ from lakemq.grpc._pb.definition_pb2 import (
 )
 from lakemq.remoting.headers import SendMessageRequestHeader
 
-__all__ = ["SendRefused", "SendSpec", "decode_transaction_id", "encode_transaction_id", "host_of_peer", "send_header",
-           "v2_message"]
+__all__ = ["SendRefused", "SendSpec", "decode_transaction_id", "encode_transaction_id", "enum_name", "host_of_peer",
+           "send_header", "v2_message"]
 
 # 5.x delivery_timestamp is what lakemq's timer reads as RocketMQ's PROPERTY_TIMER_DELIVER_MS.
 TIMER_DELIVER_MS: Final = MessageConst.TIMER_DELIVER_MS
@@ -54,6 +56,7 @@ _RESERVED: Final = frozenset(
     value for name, value in vars(MessageConst).items() if name.isupper() and isinstance(value, str)
 ) | {TRACE_CONTEXT, "CLUSTER"}
 _GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
+_HEX_DIGITS: Final = frozenset("0123456789abcdefABCDEF")
 
 
 class SendRefused(Exception):
@@ -73,6 +76,15 @@ class SendSpec:
     body: bytes
     message_id: str
     transactional: bool
+
+
+def enum_name(enum: EnumTypeWrapper, value: int) -> str:
+    """A v2 enum value's name; the number for one the definition does not know (proto3 keeps
+    a peer's unknown enum values, and ``Name`` raises on them)."""
+    try:
+        return str(enum.Name(value))
+    except ValueError:
+        return str(value)
 
 
 def java_hash_queue(key: str, queues: int) -> int:
@@ -155,10 +167,10 @@ def send_header(msg: Message, *, max_body: int, write_queues: int) -> SendSpec:
     has_group, has_time = bool(sp.message_group), sp.HasField("delivery_timestamp")
     if (kind == MessageType.FIFO) != has_group or (kind == MessageType.DELAY) != has_time:
         raise SendRefused(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                          f"message type {MessageType.Name(kind)} does not match its message_group / "
+                          f"message type {enum_name(MessageType, kind)} does not match its message_group / "
                           "delivery_timestamp")
     if kind not in (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION):
-        raise SendRefused(Code.NOT_IMPLEMENTED, f"message type {MessageType.Name(kind)} is not served by lakemq")
+        raise SendRefused(Code.NOT_IMPLEMENTED, f"message type {enum_name(MessageType, kind)} is not served by lakemq")
     queue_id = -1
     sys_flag = 0
     if has_group:
@@ -200,12 +212,10 @@ def encode_transaction_id(commit_log_offset: int, tran_state_table_offset: int) 
 
 def decode_transaction_id(transaction_id: str) -> tuple[int, int] | None:
     """(commitLogOffset, tranStateTableOffset), or None for an id lakemq did not make."""
-    if len(transaction_id) != 32:
+    # Hex digits only: int() would also take a sign, spaces and underscores ("-000...1").
+    if len(transaction_id) != 32 or not all(c in _HEX_DIGITS for c in transaction_id):
         return None
-    try:
-        return int(transaction_id[:16], 16), int(transaction_id[16:], 16)
-    except ValueError:
-        return None
+    return int(transaction_id[:16], 16), int(transaction_id[16:], 16)
 
 
 def v2_message(msg: MessageExt, *, message_type: MessageType | None = None) -> Message:

@@ -8,9 +8,10 @@ then taken where the broker takes it:
 - SendMessage: each message through ``convert.send_header`` into the 4.x send, then into the
   CommitLog's record encoder (PutEncoder: the compiled packer, else the object path), which
   must answer records or a refusal;
-- ReceiveMessage: its filter expression as Consumption compiles it, and its durations;
+- ReceiveMessage: its batch size and durations as the handler checks them, its filter
+  expression as Consumption compiles it;
 - AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue: the receipt handles'
-  parse (a parsed handle encodes back to what parses the same);
+  parse (a parsed handle encodes back to what parses the same), a change's duration check;
 - EndTransaction: the transaction id's decode (what decodes encodes back to the same text);
 - RecallMessage: the recall handle's decode, as the recall core does it.
 
@@ -28,7 +29,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
 
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.grpc.consume import Consumption
+from lakemq.broker.grpc.consume import Consumption, invisible_duration_ms, requested_times
 from lakemq.broker.grpc.convert import SendRefused, decode_transaction_id, encode_transaction_id, send_header
 from lakemq.broker.grpc.server import SERVICE
 from lakemq.broker.grpc.service import Call, MessagingService
@@ -141,13 +142,15 @@ def one_input(data: bytes) -> None:
     if isinstance(req, rpc.SendMessageRequest):
         _send(broker, req)
     elif isinstance(req, rpc.ReceiveMessageRequest):
+        requested_times(req, 60_000 if req.auto_renew else None, 15_000)
         broker.consumption._filter(req.message_queue.topic.name, req)  # the handler's own compile step
-        req.invisible_duration.ToMilliseconds()
-        req.long_polling_timeout.ToMilliseconds()
     elif isinstance(req, rpc.AckMessageRequest):
         for entry in req.entries:
             _handle(entry.receipt_handle)
-    elif isinstance(req, (rpc.ChangeInvisibleDurationRequest, rpc.ForwardMessageToDeadLetterQueueRequest)):
+    elif isinstance(req, rpc.ChangeInvisibleDurationRequest):
+        invisible_duration_ms(req.invisible_duration)
+        _handle(req.receipt_handle)
+    elif isinstance(req, rpc.ForwardMessageToDeadLetterQueueRequest):
         _handle(req.receipt_handle)
     elif isinstance(req, rpc.EndTransactionRequest):
         offsets = decode_transaction_id(req.transaction_id)

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from fuzz.targets import load, run_one
+from lakemq.broker.grpc.consume import requested_times
 from lakemq.broker.grpc.convert import (
     SendRefused,
     decode_transaction_id,
     encode_transaction_id,
     enum_name,
+    millis,
     send_header,
 )
 from lakemq.common import compression, record
@@ -125,3 +127,31 @@ def test_a_transaction_id_is_hex_digits_only() -> None:
     assert decode_transaction_id(good) == decode_transaction_id(good.lower()) == (4096, 7)
     for bad in ("-" + good[1:], "+" + good[1:], " " + good[1:], good[:5] + "_" + good[6:], good[:-1] + "g"):
         assert decode_transaction_id(bad) is None, bad
+
+
+def test_invalid_timestamps_and_durations_are_refused_with_a_status() -> None:
+    # grpc/invalid_born_timestamp: a born_timestamp with nanos 1,700,000,000 made protobuf's
+    # ToMilliseconds raise ValueError out of the send; durations and delivery times the same.
+    data = (REGRESSIONS / "grpc" / "invalid_born_timestamp").read_bytes()
+    request = rpc.SendMessageRequest.FromString(data[1:])
+    bad = next(m for m in request.messages if m.system_properties.HasField("born_timestamp"))
+    with pytest.raises(SendRefused, match="born_timestamp is not a valid timestamp"):
+        send_header(bad, max_body=1024, write_queues=4)
+    timed = v2.Message(topic=v2.Resource(name="T"), body=b"x", system_properties=v2.SystemProperties(
+        message_id="m", message_type=v2.MessageType.DELAY))
+    timed.system_properties.delivery_timestamp.seconds = 10 ** 15  # past year 9999
+    with pytest.raises(SendRefused, match="delivery_timestamp is not a valid") as refused:
+        send_header(timed, max_body=1024, write_queues=4)
+    assert refused.value.code == v2.Code.ILLEGAL_DELIVERY_TIME
+    receive = rpc.ReceiveMessageRequest(batch_size=32)
+    receive.invisible_duration.seconds = 5
+    receive.invisible_duration.nanos = 10 ** 9  # past its range
+    answer = requested_times(receive, None, 15_000)
+    assert isinstance(answer, v2.Status) and answer.code == v2.Code.ILLEGAL_INVISIBLE_TIME
+    receive.invisible_duration.nanos = 0
+    receive.long_polling_timeout.seconds = 10 ** 12  # over 10,000 years
+    answer = requested_times(receive, None, 15_000)
+    assert isinstance(answer, v2.Status) and answer.code == v2.Code.ILLEGAL_POLLING_TIME
+    receive.long_polling_timeout.seconds = 20
+    assert requested_times(receive, None, 15_000) == (5000, 20_000)
+    assert millis(receive.long_polling_timeout) == 20_000

@@ -21,7 +21,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Final
 
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from lakemq.common.message import (
     KEY_SEPARATOR,
@@ -46,7 +48,7 @@ from lakemq.grpc._pb.definition_pb2 import (
 from lakemq.remoting.headers import SendMessageRequestHeader
 
 __all__ = ["SendRefused", "SendSpec", "decode_transaction_id", "encode_transaction_id", "enum_name", "host_of_peer",
-           "send_header", "v2_message"]
+           "millis", "send_header", "v2_message"]
 
 # 5.x delivery_timestamp is what lakemq's timer reads as RocketMQ's PROPERTY_TIMER_DELIVER_MS.
 TIMER_DELIVER_MS: Final = MessageConst.TIMER_DELIVER_MS
@@ -57,6 +59,7 @@ _RESERVED: Final = frozenset(
 ) | {TRACE_CONTEXT, "CLUSTER"}
 _GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
 _HEX_DIGITS: Final = frozenset("0123456789abcdefABCDEF")
+_DURATION_MAX_S: Final = 315_576_000_000  # protobuf's Duration range: 10,000 years
 
 
 class SendRefused(Exception):
@@ -85,6 +88,20 @@ def enum_name(enum: EnumTypeWrapper, value: int) -> str:
         return str(enum.Name(value))
     except ValueError:
         return str(value)
+
+
+def millis(value: Timestamp | Duration) -> int | None:
+    """A Timestamp or Duration in ms; None when it is not a valid one (nanos outside
+    [0, 1e9), a time outside years 1-9999, a duration over 10,000 years), which protobuf's
+    ToMilliseconds refuses with ValueError."""
+    if isinstance(value, Duration):  # Duration.ToMilliseconds checks nothing: its rules, by hand
+        seconds, nanos = value.seconds, value.nanos
+        if abs(seconds) > _DURATION_MAX_S or abs(nanos) >= 1_000_000_000 or seconds * nanos < 0:
+            return None
+    try:
+        return int(value.ToMilliseconds())
+    except ValueError:
+        return None
 
 
 def java_hash_queue(key: str, queues: int) -> int:
@@ -179,7 +196,10 @@ def send_header(msg: Message, *, max_body: int, write_queues: int) -> SendSpec:
         if write_queues > 0:
             queue_id = java_hash_queue(sp.message_group, write_queues)
     if has_time:
-        props[TIMER_DELIVER_MS] = str(sp.delivery_timestamp.ToMilliseconds())
+        deliver_ms = millis(sp.delivery_timestamp)
+        if deliver_ms is None:
+            raise SendRefused(Code.ILLEGAL_DELIVERY_TIME, "delivery_timestamp is not a valid timestamp")
+        props[TIMER_DELIVER_MS] = str(deliver_ms)
     transactional = kind == MessageType.TRANSACTION
     if transactional:
         props[MessageConst.TRANSACTION_PREPARED] = "true"
@@ -189,7 +209,9 @@ def send_header(msg: Message, *, max_body: int, write_queues: int) -> SendSpec:
             seconds = sp.orphaned_transaction_recovery_duration.seconds
             if seconds > 0:
                 props[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(seconds)
-    born = sp.born_timestamp.ToMilliseconds() if sp.HasField("born_timestamp") else int(time.time() * 1000)
+    born = millis(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
+    if born is None:
+        raise SendRefused(Code.BAD_REQUEST, "born_timestamp is not a valid timestamp")
     header = SendMessageRequestHeader(
         producer_group=topic if transactional else "",
         topic=topic,

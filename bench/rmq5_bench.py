@@ -21,8 +21,9 @@ of its own and, in turn (never two at once):
 A 5.x client sends one message per SendMessage (neither offers batches); the 4.x ones batch.
 Each phase reports messages/s and the broker's CPU per message (utime + stime of the broker
 process from /proc/PID/stat, read around the phase). Rates move with whatever else the
-machine runs: compare the clients within one run. ``--write`` replaces the "## RocketMQ 5
-clients" section of BENCHMARKS.md.
+machine runs: compare the clients within one run (the 4.9 Java client's one-message sends are
+reported too, the like-for-like figure). ``--write`` replaces the "## RocketMQ 5 clients"
+section of BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class Result:
     client: str
     send: Phase
     receive: Phase
+    single: Phase | None = None  # java-4x: one message a send, the 5.x clients' only way
 
 
 def _create_topic(namesrv: str, topic: str) -> None:
@@ -170,9 +172,14 @@ def _java_4x(namesrv: str, count: int, size: int, pid: int, work: Path) -> Resul
         raise RuntimeError(f"the Java 4.x bench failed ({proc.returncode}): {errors[:1]}")
     at = next(i for i, (line, _) in enumerate(lines) if line.get("kind") == "produce" and line.get("batch") == BATCH)
     consumed = next(i for i, (line, _) in enumerate(lines) if line.get("kind") == "consume")
-    (send, send_cpu), (receive, receive_cpu) = lines[at], lines[consumed]
-    return Result("java-4x", Phase(int(str(send["messages"])), float(str(send["seconds"])), send_cpu - lines[at - 1][1]),
-                  Phase(int(str(receive["messages"])), float(str(receive["seconds"])), receive_cpu - send_cpu))
+    single = next(i for i, (line, _) in enumerate(lines) if line.get("kind") == "produce" and line.get("batch") == 1
+                  and line.get("producers") == 16)
+
+    def phase(i: int, since: int) -> Phase:
+        line = lines[i][0]
+        return Phase(int(str(line["messages"])), float(str(line["seconds"])), lines[i][1] - lines[since][1])
+
+    return Result("java-4x", phase(at, at - 1), phase(consumed, at), phase(single, single - 1))
 
 
 def _five(client: str, endpoint: str, topic: str, count: int, size: int, in_flight: int, pid: int,
@@ -232,14 +239,17 @@ def section(results: list[Result], command: str, size: int, in_flight: int, load
         f"{r.send.rate:,.0f} | {r.send.cpu_us:,.0f} | {r.receive.messages:,} | {r.receive.rate:,.0f} | "
         f"{r.receive.cpu_us:,.0f} |" for r in results)
     return (
-        "## RocketMQ 5 clients\n\n"
-        f"`{command}` (bench/rmq5_bench.py), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: one lakemq "
+        "## RocketMQ 5 clients (bench/rmq5_bench.py)\n\n"
+        f"`{command}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: one lakemq "
         f"broker on loopback, {size}-byte bodies, each client on its own topic of 8 queues in turn. Broker CPU is "
         "the broker process's utime + stime per message over the phase. The machine has 2 cores shared with "
         f"other work: load average {load[0]:.1f} when the run started and {load[1]:.1f} when it ended, so "
         "rates are this run's; compare the clients with one another.\n\n"
         "| client | how it is run | sent | send msg/s | broker CPU us/msg | received | receive msg/s | "
-        "broker CPU us/msg |\n|---|---|---|---|---|---|---|---|\n" + rows + "\n")
+        "broker CPU us/msg |\n|---|---|---|---|---|---|---|---|\n" + rows + "\n" + "".join(
+            f"\nThe same run's 4.9 Java client sending one message a request (16 threads, synchronous sends), "
+            f"as the 5.x clients must: {r.single.messages:,} messages, {r.single.rate:,.0f} msg/s, broker CPU "
+            f"{r.single.cpu_us:,.0f} us/msg.\n" for r in results if r.single is not None))
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import zlib
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -114,10 +115,14 @@ def test_unknown_v2_enum_values_are_refused_by_number_not_raised() -> None:
         send_header(request.messages[1], max_body=1024, write_queues=4)
     # The same in Telemetry's Settings: an unknown client type and language are named by number.
     grpc_target = load("grpc")
-    command = rpc.TelemetryCommand(settings=v2.Settings(client_type=99, user_agent=v2.UA(language=77)))
-    run_one(grpc_target, bytes([[m.name for m in grpc_target.METHODS].index("Telemetry")]) + command.SerializeToString())
-    producer = rpc.TelemetryCommand(settings=v2.Settings(client_type=v2.ClientType.PRODUCER, user_agent=v2.UA(language=77)))
-    run_one(grpc_target, bytes([[m.name for m in grpc_target.METHODS].index("Telemetry")]) + producer.SerializeToString())
+    telemetry = bytes([[m.name for m in grpc_target.METHODS].index("Telemetry")])
+    unknown_type, unknown_language = cast(Any, 99), cast(Any, 77)  # values the definition does not name
+    command = rpc.TelemetryCommand(settings=v2.Settings(client_type=unknown_type,
+                                                        user_agent=v2.UA(language=unknown_language)))
+    run_one(grpc_target, telemetry + command.SerializeToString())
+    producer = rpc.TelemetryCommand(settings=v2.Settings(client_type=v2.ClientType.PRODUCER,
+                                                         user_agent=v2.UA(language=unknown_language)))
+    run_one(grpc_target, telemetry + producer.SerializeToString())
     assert enum_name(v2.ClientType, 99) == "99" and enum_name(v2.ClientType, v2.ClientType.PRODUCER) == "PRODUCER"
 
 

@@ -14,7 +14,7 @@ from lakemq.client.sync import SyncProducer
 from lakemq.launcher import reserved_port
 from tests.cluster import start_cluster
 from tests.compat.cpp_client import CppClient
-from tests.rmq5.rmq5 import rmq5_python, start_driver
+from tests.rmq5.rmq5 import rmq5_python, send_all
 
 pytest.importorskip("rocketmq.client")  # lakemq's .venv holds the C++ client's `rocketmq`
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(300)]
@@ -34,12 +34,7 @@ async def test_cpp_push_consumer_gets_what_the_5x_client_sent_once(tmp_path: Pat
     with start_cluster(tmp_path, broker_conf={"grpcListenPort": str(grpc_port)}) as cluster:
         with SyncProducer("rmq5-cpp-admin", namesrv_addr=cluster.namesrv_addr) as admin:
             admin.create_topic(TOPIC, 4)
-        driver = start_driver(python, f"127.0.0.1:{grpc_port}", TOPIC, "send", messages, tmp_path / "driver.log")
-        try:
-            sent = [line for line in driver.read_until("done", 120) if line.get("event") == "sent"]
-        finally:
-            driver.finish()
-        assert len(sent) == COUNT, driver.lines
+        sent = send_all(python, f"127.0.0.1:{grpc_port}", TOPIC, messages, tmp_path / "driver.log")
         ids = {m["body"]: line["message_id"] for m, line in zip(messages, sent)}
 
         cpp = CppClient(cluster.namesrv_addr, tmp_path / "cpp")

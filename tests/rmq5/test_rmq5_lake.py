@@ -16,7 +16,7 @@ from lakemq.common.record import decode_message_id
 from lakemq.launcher import reserved_port
 from tests.cli_in_process import lakemq_in_process, tier_run_in_process
 from tests.cluster import start_cluster
-from tests.rmq5.rmq5 import rmq5_python, start_driver, wait_for_bodies
+from tests.rmq5.rmq5 import rmq5_python, send_all, wait_for_bodies
 
 pytestmark = [pytest.mark.spark, pytest.mark.compat, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -42,12 +42,7 @@ def test_sent_by_the_5x_client_tiered_and_found_by_lakemq_sql(spark: Any, tmp_pa
     with start_cluster(tmp_path, brokers=(BROKER,), broker_conf={"grpcListenPort": str(grpc_port)}) as cluster:
         with SyncProducer("rmq5-lake-admin", namesrv_addr=cluster.namesrv_addr) as admin:
             admin.create_topic(TOPIC, 4)
-        driver = start_driver(python, f"127.0.0.1:{grpc_port}", TOPIC, "send", messages, tmp_path / "driver.log")
-        try:
-            sent = [line for line in driver.read_until("done", 120) if line.get("event") == "sent"]
-        finally:
-            driver.finish()
-        assert len(sent) == COUNT, driver.lines
+        sent = send_all(python, f"127.0.0.1:{grpc_port}", TOPIC, messages, tmp_path / "driver.log")
         client_ids = {f"lake-{i}": line["message_id"] for i, line in enumerate(sent)}
         stored = wait_for_bodies(cluster.namesrv_addr, TOPIC, "rmq5-lake-reader", {m["body"].encode() for m in messages},
                                  30)

@@ -21,6 +21,8 @@ UNKNOWN status is a bug."""
 from __future__ import annotations
 
 import asyncio
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Final, cast
@@ -64,6 +66,7 @@ class _Broker:
     def __init__(self) -> None:
         self.config = BrokerConfig(auto_create_subscription_group=False)  # no group files per input
         config_dir = Path(tempfile.mkdtemp(prefix="lakemq-fuzz-grpc-"))
+        atexit.register(shutil.rmtree, config_dir, True)  # (libFuzzer's own exit skips atexit)
         self.topics = TopicConfigManager(self.config, config_dir)
         self.topics.update_topic_config(TopicConfig("TopicA", 4, 4))
         self.groups = SubscriptionGroupManager(self.config, config_dir)

@@ -4,9 +4,11 @@ committed; run this again after a wire format changes."""
 
 from __future__ import annotations
 
+import gzip
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 from fuzz.targets import TARGETS
 from fuzz.targets.bodies import CLASSES as BODY_CLASSES
@@ -133,6 +135,75 @@ def _scan() -> dict[str, bytes]:
             "bad_crc": b"\x01" + first[:8] + b"\x00\x00\x00\x00" + first[12:]}
 
 
+def _grpc() -> dict[str, bytes]:
+    """One well-formed request of each method lakemq serves, as the 5.x clients send them."""
+    from fuzz.targets.grpc import METHODS
+    from lakemq.broker.grpc.convert import encode_transaction_id
+    from lakemq.broker.pop.receipt import ReceiptHandle
+    from lakemq.common.recall_handle import RecallHandle
+    from lakemq.grpc._pb import definition_pb2 as v2
+    from lakemq.grpc._pb import service_pb2 as rpc
+
+    topic, group = v2.Resource(name="TopicA"), v2.Resource(name="GroupA")
+    handle = ReceiptHandle(5, 1_700_000_000_000, 30_000, 0, False, "broker-a", 1, 7).encode()
+    sent = v2.Message(topic=topic, body=b"hello", user_properties={"color": "red"}, system_properties=v2.SystemProperties(
+        tag="TagA", keys=["k1", "k2"], message_id="0102FC000000017BA90B1D063D00000000",
+        message_type=v2.MessageType.NORMAL, body_encoding=v2.Encoding.IDENTITY))
+    fifo = v2.Message()
+    fifo.CopyFrom(sent)
+    fifo.system_properties.message_type = v2.MessageType.FIFO
+    fifo.system_properties.message_group = "order-7"
+    timed = v2.Message()
+    timed.CopyFrom(sent)
+    timed.system_properties.message_type = v2.MessageType.DELAY
+    timed.system_properties.delivery_timestamp.FromMilliseconds(1_700_000_060_000)
+    timed.system_properties.born_timestamp.FromMilliseconds(1_700_000_000_000)
+    zipped = v2.Message()
+    zipped.CopyFrom(sent)
+    zipped.body = gzip.compress(b"hello", mtime=0)
+    zipped.system_properties.body_encoding = v2.Encoding.GZIP
+    tx = v2.Message()
+    tx.CopyFrom(sent)
+    tx.system_properties.message_type = v2.MessageType.TRANSACTION
+    tx.system_properties.orphaned_transaction_recovery_duration.FromSeconds(10)
+    receive = rpc.ReceiveMessageRequest(group=group, message_queue=v2.MessageQueue(topic=topic, id=-1), batch_size=32,
+                                        filter_expression=v2.FilterExpression(type=v2.FilterType.SQL,
+                                                                              expression="color = 'red' AND a > 3"))
+    receive.invisible_duration.FromSeconds(30)
+    receive.long_polling_timeout.FromSeconds(20)
+    producer = rpc.TelemetryCommand(settings=v2.Settings(
+        client_type=v2.ClientType.PRODUCER, publishing=v2.Publishing(topics=[topic]),
+        user_agent=v2.UA(language=v2.Language.PYTHON, version="5.1.2")))
+    consumer = rpc.TelemetryCommand(settings=v2.Settings(
+        client_type=v2.ClientType.PUSH_CONSUMER, subscription=v2.Subscription(group=group, subscriptions=[
+            v2.SubscriptionEntry(topic=topic, expression=v2.FilterExpression(type=v2.FilterType.TAG,
+                                                                             expression="TagA || TagB"))])))
+    requests: dict[str, tuple[str, Any]] = {
+        "route": ("QueryRoute", rpc.QueryRouteRequest(topic=topic)),
+        "heartbeat": ("Heartbeat", rpc.HeartbeatRequest(group=group, client_type=v2.ClientType.SIMPLE_CONSUMER)),
+        "send": ("SendMessage", rpc.SendMessageRequest(messages=[sent, fifo])),
+        "send_timed_gzip_tx": ("SendMessage", rpc.SendMessageRequest(messages=[timed, zipped, tx])),
+        "assignment": ("QueryAssignment", rpc.QueryAssignmentRequest(topic=topic, group=group)),
+        "receive": ("ReceiveMessage", receive),
+        "ack": ("AckMessage", rpc.AckMessageRequest(group=group, topic=topic, entries=[
+            rpc.AckMessageEntry(message_id="m1", receipt_handle=handle)])),
+        "dlq": ("ForwardMessageToDeadLetterQueue", rpc.ForwardMessageToDeadLetterQueueRequest(
+            group=group, topic=topic, receipt_handle=handle, delivery_attempt=17)),
+        "end_transaction": ("EndTransaction", rpc.EndTransactionRequest(
+            topic=topic, message_id="m1", transaction_id=encode_transaction_id(4096, 7),
+            resolution=v2.TransactionResolution.COMMIT)),
+        "telemetry_producer": ("Telemetry", producer),
+        "telemetry_consumer": ("Telemetry", consumer),
+        "terminate": ("NotifyClientTermination", rpc.NotifyClientTerminationRequest(group=group)),
+        "change": ("ChangeInvisibleDuration", rpc.ChangeInvisibleDurationRequest(
+            group=group, topic=topic, receipt_handle=handle, message_id="m1")),
+        "recall": ("RecallMessage", rpc.RecallMessageRequest(
+            topic=topic, recall_handle=RecallHandle.for_due("TopicA", "broker-a", 1_700_000_060_000, "m1").encode())),
+    }
+    index = {method.name: i for i, method in enumerate(METHODS)}
+    return {name: bytes([index[method]]) + req.SerializeToString() for name, (method, req) in requests.items()}
+
+
 def seeds() -> dict[str, dict[str, bytes]]:
     message = Message("TopicA", b"body", properties={"TAGS": "t", "KEYS": "k"})
     return {
@@ -154,6 +225,7 @@ def seeds() -> dict[str, dict[str, bytes]]:
         "acl": _acl(),
         "ha": _ha(),
         "scan": _scan(),
+        "grpc": _grpc(),
     }
 
 

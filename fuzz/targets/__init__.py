@@ -11,7 +11,7 @@ from typing import Final
 __all__ = ["TARGETS", "load", "run_one"]
 
 TARGETS: Final = ("frames", "headers", "bodies", "json", "records", "batch", "sql92", "tags", "properties",
-                  "acl", "ha", "scan")
+                  "acl", "ha", "scan", "grpc")
 
 
 def load(name: str) -> ModuleType:

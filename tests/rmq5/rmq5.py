@@ -95,6 +95,18 @@ def start_driver(python: str, endpoint: str, topic: str, action: str, messages: 
     return Driver(process, [])
 
 
+def send_all(python: str, endpoint: str, topic: str, messages: list[dict[str, Any]], log: Path,
+             timeout: float = 120) -> list[dict[str, Any]]:
+    """Send ``messages`` with a "send" driver; its "sent" lines, one a message in order."""
+    driver = start_driver(python, endpoint, topic, "send", messages, log)
+    try:
+        sent = [line for line in driver.read_until("done", timeout) if line.get("event") == "sent"]
+    finally:
+        driver.finish()
+    assert len(sent) == len(messages), driver.lines
+    return sent
+
+
 def pull_all(ns: str, topic: str, group: str) -> list[MessageExt]:
     """Every message in the topic's queues now, read with lakemq's 4.x pull consumer."""
     found: list[MessageExt] = []

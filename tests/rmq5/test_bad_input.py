@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -124,6 +125,13 @@ def test_refused_messages_name_the_problem(channel: grpc.Channel) -> None:
     assert _send(channel, _message(b"")).entries[0].status.code == v2.Code.MESSAGE_BODY_EMPTY
     corrupt = _send(channel, _message(b"not gzip", body_encoding=v2.Encoding.GZIP))
     assert corrupt.entries[0].status.code == v2.Code.MESSAGE_CORRUPTED
+    # What the grpc fuzz target found (docs/FUZZING.md): answered with a status, never UNKNOWN.
+    unknown_type = _message(b"a")
+    unknown_type.system_properties.message_type = cast(Any, 45)
+    assert _send(channel, unknown_type).entries[0].status.code == v2.Code.NOT_IMPLEMENTED
+    bad_born = _message(b"a")
+    bad_born.system_properties.born_timestamp.nanos = 1_700_000_000
+    assert _send(channel, bad_born).entries[0].status.code == v2.Code.BAD_REQUEST
     missing = _message(b"a")
     missing.topic.name = "NoSuchTopic"
     assert _send(channel, missing).entries[0].status.code == v2.Code.TOPIC_NOT_FOUND

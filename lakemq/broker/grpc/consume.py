@@ -27,9 +27,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Final
 
+from google.protobuf.duration_pb2 import Duration
+
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.filter import check_expression_type, message_filter_for
-from lakemq.broker.grpc.convert import v2_message
+from lakemq.broker.grpc.convert import millis, v2_message
 from lakemq.broker.grpc.renew import ReceiptRenewer
 from lakemq.broker.grpc.status import OK, status, status_of_response
 from lakemq.broker.pop.model import PopRequest
@@ -44,7 +46,7 @@ from lakemq.grpc._pb import definition_pb2 as v2
 from lakemq.grpc._pb import service_pb2 as rpc
 from lakemq.store.filter import MessageFilter
 
-__all__ = ["Consumption"]
+__all__ = ["Consumption", "invisible_duration_ms", "requested_times"]
 
 log = logging.getLogger(__name__)
 
@@ -92,27 +94,17 @@ class Consumption:
             return
         assert self._pop is not None
         group, topic = req.group.name, req.message_queue.topic.name
-        if req.batch_size <= 0:
-            yield rpc.ReceiveMessageResponse(status=status(v2.Code.BAD_REQUEST, "batch_size must be positive"))
+        asked = requested_times(req, None if self.renewer is None else self.renewer.slice_ms, self._long_polling_ms)
+        if isinstance(asked, v2.Status):
+            yield rpc.ReceiveMessageResponse(status=asked)
             return
-        if req.auto_renew:
-            assert self.renewer is not None
-            invisible_ms = self.renewer.slice_ms
-        else:
-            invisible_ms = req.invisible_duration.ToMilliseconds() if req.HasField("invisible_duration") else 0
-            if not 0 < invisible_ms <= _MAX_INVISIBLE_MS:
-                yield rpc.ReceiveMessageResponse(status=status(
-                    v2.Code.ILLEGAL_INVISIBLE_TIME,
-                    f"invisible_duration {invisible_ms} ms is not in (0, {_MAX_INVISIBLE_MS}] ms"))
-                return
+        invisible_ms, poll_ms = asked
         try:
             message_filter = self._filter(topic, req)
         except (FilterExpressionError, BrokerError) as exc:
             yield rpc.ReceiveMessageResponse(status=status(v2.Code.ILLEGAL_FILTER_EXPRESSION, str(exc)))
             return
         config = await asyncio.to_thread(self._groups.find_subscription_group_config, group)
-        poll_ms = (req.long_polling_timeout.ToMilliseconds() if req.HasField("long_polling_timeout")
-                   else self._long_polling_ms)
         if time_remaining is not None:
             poll_ms = min(poll_ms, int((time_remaining - _DEADLINE_MARGIN_S) * 1000))
         try:
@@ -185,11 +177,9 @@ class Consumption:
         if refused is not None:
             return rpc.ChangeInvisibleDurationResponse(status=refused)
         assert self._pop is not None
-        invisible_ms = req.invisible_duration.ToMilliseconds()
-        if not 0 < invisible_ms <= _MAX_INVISIBLE_MS:
-            return rpc.ChangeInvisibleDurationResponse(status=status(
-                v2.Code.ILLEGAL_INVISIBLE_TIME, f"invisible_duration {invisible_ms} ms is not in (0, "
-                                                f"{_MAX_INVISIBLE_MS}] ms"))
+        invisible_ms = invisible_duration_ms(req.invisible_duration)
+        if isinstance(invisible_ms, v2.Status):
+            return rpc.ChangeInvisibleDurationResponse(status=invisible_ms)
         group = req.group.name
         try:
             new = await self._pop.change_invisible(group, req.topic.name,
@@ -220,6 +210,35 @@ class Consumption:
     async def close(self) -> None:
         if self.renewer is not None:
             await self.renewer.close()
+
+
+def invisible_duration_ms(duration: Duration | None) -> int | v2.Status:
+    """A requested invisible duration (none: 0) in ms, or ILLEGAL_INVISIBLE_TIME when it is not
+    a valid duration within (0, 12 h]."""
+    invisible_ms = 0 if duration is None else millis(duration)
+    if invisible_ms is None or not 0 < invisible_ms <= _MAX_INVISIBLE_MS:
+        why = "is not a valid duration" if invisible_ms is None else f"{invisible_ms} ms is not in (0, {_MAX_INVISIBLE_MS}] ms"
+        return status(v2.Code.ILLEGAL_INVISIBLE_TIME, f"invisible_duration {why}")
+    return invisible_ms
+
+
+def requested_times(req: rpc.ReceiveMessageRequest, renew_slice_ms: int | None,
+                    default_poll_ms: int) -> tuple[int, int] | v2.Status:
+    """(invisible ms, long-polling ms) a receive asks for, or the status refusing it.
+    ``auto_renew`` (push consumers) pops for the renew slice (``renew_slice_ms``; None on a
+    slave, which serves no POP); otherwise ``invisible_duration`` is required."""
+    if req.batch_size <= 0:
+        return status(v2.Code.BAD_REQUEST, "batch_size must be positive")
+    if req.auto_renew and renew_slice_ms is not None:
+        invisible_ms: int | v2.Status = renew_slice_ms
+    else:
+        invisible_ms = invisible_duration_ms(req.invisible_duration if req.HasField("invisible_duration") else None)
+        if isinstance(invisible_ms, v2.Status):
+            return invisible_ms
+    poll_ms = millis(req.long_polling_timeout) if req.HasField("long_polling_timeout") else default_poll_ms
+    if poll_ms is None:
+        return status(v2.Code.ILLEGAL_POLLING_TIME, "long_polling_timeout is not a valid duration")
+    return invisible_ms, poll_ms
 
 
 def _refusal(exc: BrokerError) -> v2.Status:

@@ -21,6 +21,10 @@ import zlib
 from dataclasses import dataclass
 from typing import Final
 
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from lakemq.common.message import (
     KEY_SEPARATOR,
     NAME_VALUE_SEPARATOR,
@@ -43,8 +47,8 @@ from lakemq.grpc._pb.definition_pb2 import (
 )
 from lakemq.remoting.headers import SendMessageRequestHeader
 
-__all__ = ["SendRefused", "SendSpec", "decode_transaction_id", "encode_transaction_id", "host_of_peer", "send_header",
-           "v2_message"]
+__all__ = ["SendRefused", "SendSpec", "decode_transaction_id", "encode_transaction_id", "enum_name", "host_of_peer",
+           "millis", "send_header", "v2_message"]
 
 # 5.x delivery_timestamp is what lakemq's timer reads as RocketMQ's PROPERTY_TIMER_DELIVER_MS.
 TIMER_DELIVER_MS: Final = MessageConst.TIMER_DELIVER_MS
@@ -54,6 +58,8 @@ _RESERVED: Final = frozenset(
     value for name, value in vars(MessageConst).items() if name.isupper() and isinstance(value, str)
 ) | {TRACE_CONTEXT, "CLUSTER"}
 _GZIP_WBITS: Final = 16 + zlib.MAX_WBITS
+_HEX_DIGITS: Final = frozenset("0123456789abcdefABCDEF")
+_DURATION_MAX_S: Final = 315_576_000_000  # protobuf's Duration range: 10,000 years
 
 
 class SendRefused(Exception):
@@ -73,6 +79,29 @@ class SendSpec:
     body: bytes
     message_id: str
     transactional: bool
+
+
+def enum_name(enum: EnumTypeWrapper, value: int) -> str:
+    """A v2 enum value's name; the number for one the definition does not know (proto3 keeps
+    a peer's unknown enum values, and ``Name`` raises on them)."""
+    try:
+        return str(enum.Name(value))
+    except ValueError:
+        return str(value)
+
+
+def millis(value: Timestamp | Duration) -> int | None:
+    """A Timestamp or Duration in ms; None when it is not a valid one (nanos outside
+    [0, 1e9), a time outside years 1-9999, a duration over 10,000 years), which protobuf's
+    ToMilliseconds refuses with ValueError."""
+    if isinstance(value, Duration):  # Duration.ToMilliseconds checks nothing: its rules, by hand
+        seconds, nanos = value.seconds, value.nanos
+        if abs(seconds) > _DURATION_MAX_S or abs(nanos) >= 1_000_000_000 or seconds * nanos < 0:
+            return None
+    try:
+        return int(value.ToMilliseconds())
+    except ValueError:
+        return None
 
 
 def java_hash_queue(key: str, queues: int) -> int:
@@ -155,10 +184,10 @@ def send_header(msg: Message, *, max_body: int, write_queues: int) -> SendSpec:
     has_group, has_time = bool(sp.message_group), sp.HasField("delivery_timestamp")
     if (kind == MessageType.FIFO) != has_group or (kind == MessageType.DELAY) != has_time:
         raise SendRefused(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                          f"message type {MessageType.Name(kind)} does not match its message_group / "
+                          f"message type {enum_name(MessageType, kind)} does not match its message_group / "
                           "delivery_timestamp")
     if kind not in (MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION):
-        raise SendRefused(Code.NOT_IMPLEMENTED, f"message type {MessageType.Name(kind)} is not served by lakemq")
+        raise SendRefused(Code.NOT_IMPLEMENTED, f"message type {enum_name(MessageType, kind)} is not served by lakemq")
     queue_id = -1
     sys_flag = 0
     if has_group:
@@ -167,7 +196,10 @@ def send_header(msg: Message, *, max_body: int, write_queues: int) -> SendSpec:
         if write_queues > 0:
             queue_id = java_hash_queue(sp.message_group, write_queues)
     if has_time:
-        props[TIMER_DELIVER_MS] = str(sp.delivery_timestamp.ToMilliseconds())
+        deliver_ms = millis(sp.delivery_timestamp)
+        if deliver_ms is None:
+            raise SendRefused(Code.ILLEGAL_DELIVERY_TIME, "delivery_timestamp is not a valid timestamp")
+        props[TIMER_DELIVER_MS] = str(deliver_ms)
     transactional = kind == MessageType.TRANSACTION
     if transactional:
         props[MessageConst.TRANSACTION_PREPARED] = "true"
@@ -177,7 +209,9 @@ def send_header(msg: Message, *, max_body: int, write_queues: int) -> SendSpec:
             seconds = sp.orphaned_transaction_recovery_duration.seconds
             if seconds > 0:
                 props[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(seconds)
-    born = sp.born_timestamp.ToMilliseconds() if sp.HasField("born_timestamp") else int(time.time() * 1000)
+    born = millis(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
+    if born is None:
+        raise SendRefused(Code.BAD_REQUEST, "born_timestamp is not a valid timestamp")
     header = SendMessageRequestHeader(
         producer_group=topic if transactional else "",
         topic=topic,
@@ -200,12 +234,10 @@ def encode_transaction_id(commit_log_offset: int, tran_state_table_offset: int) 
 
 def decode_transaction_id(transaction_id: str) -> tuple[int, int] | None:
     """(commitLogOffset, tranStateTableOffset), or None for an id lakemq did not make."""
-    if len(transaction_id) != 32:
+    # Hex digits only: int() would also take a sign, spaces and underscores ("-000...1").
+    if len(transaction_id) != 32 or not all(c in _HEX_DIGITS for c in transaction_id):
         return None
-    try:
-        return int(transaction_id[:16], 16), int(transaction_id[16:], 16)
-    except ValueError:
-        return None
+    return int(transaction_id[:16], 16), int(transaction_id[16:], 16)
 
 
 def v2_message(msg: MessageExt, *, message_type: MessageType | None = None) -> Message:

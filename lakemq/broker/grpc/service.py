@@ -37,7 +37,13 @@ from lakemq.broker.acl.permission import ANY, PUB, SUB
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.grpc.auth import GrpcAcl
 from lakemq.broker.grpc.consume import Consumption
-from lakemq.broker.grpc.convert import SendRefused, decode_transaction_id, encode_transaction_id, send_header
+from lakemq.broker.grpc.convert import (
+    SendRefused,
+    decode_transaction_id,
+    encode_transaction_id,
+    enum_name,
+    send_header,
+)
 from lakemq.broker.grpc.status import NOT_IMPLEMENTED_YET, OK, status, status_of_response
 from lakemq.broker.grpc.telemetry import SettingsPolicy, TelemetrySession
 from lakemq.broker.pop.service import PopService
@@ -302,7 +308,7 @@ class MessagingService:
             if refused is not None:
                 session.send(rpc.TelemetryCommand(status=refused))
                 return
-            session.register_producer(topics, v2.Language.Name(asked.user_agent.language))
+            session.register_producer(topics, enum_name(v2.Language, asked.user_agent.language))
             session.send(rpc.TelemetryCommand(status=OK, settings=self._settings.producer(asked)))
             return
         if asked.client_type in (v2.ClientType.PUSH_CONSUMER, v2.ClientType.SIMPLE_CONSUMER):
@@ -320,7 +326,7 @@ class MessagingService:
             return
         session.send(rpc.TelemetryCommand(status=status(
             v2.Code.UNRECOGNIZED_CLIENT_TYPE,
-            f"client type {v2.ClientType.Name(asked.client_type)} is not served by lakemq")))
+            f"client type {enum_name(v2.ClientType, asked.client_type)} is not served by lakemq")))
 
     async def recall_message(self, req: rpc.RecallMessageRequest, call: Call) -> rpc.RecallMessageResponse:
         topic = req.topic.name

@@ -126,12 +126,13 @@ class HaServer:
             return
         self._ahead_logged.add(offset)
         log.error(
-            "HA: slave %s holds CommitLog offsets %d to %d (%d bytes) past this broker's end %d: this broker lost "
-            "them (its machine went down before they were flushed), and they may hold acknowledged messages; "
-            "refusing the link, the slave keeps them. Nothing is cut automatically: make that slave the master "
-            "(brokerId=0, a master brokerRole); this broker's CommitLog differs from it from offset %d on (what "
-            "it stored since), so move this store aside and start this broker as the new master's slave on a "
-            "copy of its commitlog/ (docs/REPLICATION.md, \"a slave ahead of its master\")",
+            "HA: slave %s holds CommitLog offsets %d to %d (%d bytes) past this broker's end %d: this broker "
+            "does not have them (a power cut took what it had not flushed, or its store was replaced), and "
+            "they may hold acknowledged messages; refusing the link, the slave keeps them. Nothing is cut "
+            "automatically: make that slave the master (brokerId=0, a master brokerRole); this broker's "
+            "CommitLog may differ from it from offset %d on (what it stored since its restart), so move this "
+            "store aside and start this broker as the new master's slave on a copy of its commitlog/ "
+            "(docs/REPLICATION.md, \"a slave ahead of its master\")",
             addr, max_offset, offset, offset - max_offset, max_offset, max_offset)
 
     def _notify_handed(self) -> None:

@@ -303,7 +303,7 @@ class BrokerController:
 
             def flushed(seconds: float, nbytes: int) -> None:
                 record_flush(seconds, nbytes)
-                ha_server.notify_threadsafe()
+                ha_server.notify_flushed()
 
             self.store.set_flush_listener(flushed)
         replica_acks = self.store.commit_log.replica_acks

@@ -135,6 +135,12 @@ class HaServer:
             "(docs/REPLICATION.md, \"a slave ahead of its master\")",
             addr, max_offset, offset, offset - max_offset, max_offset, max_offset)
 
+    def notify_flushed(self) -> None:
+        """A flush moved the flushed offset (any thread): a ``flushed_only`` writer may send
+        more. Nothing to wake without a slave: a SYNC_FLUSH broker alone pays no hand-off."""
+        if self._connections:
+            self.notify_threadsafe()
+
     def _notify_handed(self) -> None:
         # Only the hand-off clears its flag: a direct notify meanwhile must not let a second
         # hand-off be queued behind this one.

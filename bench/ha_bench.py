@@ -3,7 +3,7 @@ ASYNC_MASTER with a slave and a SYNC_MASTER with a slave, in one run; and how fa
 slave catches up with a master that already holds a large CommitLog file.
 
     .venv/bin/python bench/ha_bench.py [--quick] [--duration S] [--producers N] [--catch-up-mib M]
-                                       [--write-md]
+                                       [--flush SYNC_FLUSH] [--write-md]
 
 Every broker is a real ``lakemq broker`` process on loopback (lakemq.launcher), each setup
 on a fresh store. The load is bench/broker_load.py's: closed-loop sync sends of 1 KiB
@@ -162,8 +162,11 @@ def main() -> None:
     ap.add_argument("--producers", type=int, default=16, help="sync producers [16]")
     ap.add_argument("--send-processes", type=int, default=4, help="client processes [4]")
     ap.add_argument("--catch-up-mib", type=int, help="MiB the master holds for the catch-up [1000; --quick 128]")
+    ap.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH",
+                    help="the brokers' flushDiskType [ASYNC_FLUSH]")
     ap.add_argument("--write-md", action="store_true", help="write the results into BENCHMARKS.md")
     args = ap.parse_args()
+    BROKER["flushDiskType"] = args.flush
     duration = args.duration or (2.0 if args.quick else 10.0)
     catch_up_mib = args.catch_up_mib or (128 if args.quick else 1000)
     work = Path(tempfile.mkdtemp(prefix="ha_bench_"))
@@ -188,7 +191,7 @@ def main() -> None:
             f"{SECTION}\n\nMeasured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with:\n\n```\n{command}\n"
             f"```\n\nMachine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}; "
             "the NameServer, the brokers and the client processes share them.\n\n"
-            f"Setup: one NameServer and broker-a (ASYNC_FLUSH, 1 GiB CommitLog files), with or without its slave "
+            f"Setup: one NameServer and broker-a ({args.flush}, 1 GiB CommitLog files), with or without its slave "
             f"(brokerId 1, on the same machine, over loopback); {args.producers} producers sending {BODY_SIZE}-byte "
             f"bodies in a closed loop for {duration:g} s per setup (bench/broker_load.py); latency per send from "
             "request to response.\n\n" + smoke + table + "\n")

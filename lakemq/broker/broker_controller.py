@@ -70,7 +70,7 @@ from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.protocol import RemotingConnection
 from lakemq.remoting.server import RemotingServer, ServerConfig
-from lakemq.store.config import StoreConfig
+from lakemq.store.config import FlushDiskType, StoreConfig
 from lakemq.store.message_store import MessageStore
 
 if TYPE_CHECKING:  # grpcio is imported only by a broker with a grpcListenPort
@@ -290,11 +290,22 @@ class BrokerController:
         """The HA listener (every role), and a slave's link to its master and metadata sync."""
         assert self.store is not None
         c = self.broker_config
+        # A SYNC_FLUSH master ships only what it synced (docs/REPLICATION.md, "a slave ahead of
+        # its master"); a slave's listener serves what replication appended, flushed or not.
+        flushed_only = self.role.is_master and self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self.ha_server = HaServer(self.store, self.ha_config, self.replication, c.ha_host,
-                                  self.ha_config.listen_port(c.listen_port))
+                                  self.ha_config.listen_port(c.listen_port), flushed_only=flushed_only)
         await self.ha_server.start()
         self.ha_server_addr = self.ha_server.address
         self.store.message_arriving_listeners.append(self.ha_server.notify_threadsafe)
+        if flushed_only:  # what a flush made durable may be shipped at once
+            record_flush, ha_server = self.metrics.record_flush, self.ha_server
+
+            def flushed(seconds: float, nbytes: int) -> None:
+                record_flush(seconds, nbytes)
+                ha_server.notify_flushed()
+
+            self.store.set_flush_listener(flushed)
         replica_acks = self.store.commit_log.replica_acks
         if replica_acks is not None:  # SYNC_MASTER: what the slaves report acknowledges puts
             replica_acks.on_expect = self.ha_server.notify_threadsafe  # a waiting put is pushed at once

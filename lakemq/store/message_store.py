@@ -415,6 +415,10 @@ class MessageStore:
     def get_min_phy_offset(self) -> int:
         return self.commit_log.get_min_offset()
 
+    def get_flushed_phy_offset(self) -> int:
+        """How far the CommitLog is flushed to disk (a power cut keeps everything below)."""
+        return self.commit_log.flushed_where
+
     def get_max_phy_offset(self) -> int:
         return self.commit_log.get_max_offset()
 

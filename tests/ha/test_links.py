@@ -97,6 +97,14 @@ async def test_a_master_closes_a_silent_slave_and_one_ahead_of_it(tmp_path: Path
         assert await _closed_by_peer(reader, 2.0) < 1.0
         writer.close()
 
+        # Ahead from its first report: closed at once, and the report acknowledges nothing
+        # (a SYNC_MASTER's puts at those offsets would be answered as replicated).
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(REPORT.pack(end + 200))
+        assert await _closed_by_peer(reader, 2.0) < 1.0
+        writer.close()
+        assert broker.replication.acked_offset <= end
+
 
 class _FakeMaster:
     """A TCP server speaking the master's side by hand: records the offsets each connection

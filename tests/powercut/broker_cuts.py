@@ -26,7 +26,6 @@ import contextlib
 import json
 import logging
 import random
-import shutil
 import signal
 import sys
 import time
@@ -316,10 +315,10 @@ class PowerCutRun:
         return end
 
     async def _check_slave(self, round_id: int) -> None:
-        """The slave catches up with the recovered master, and then holds its CommitLog byte
-        for byte (so every acknowledged message too). A slave ahead of its master (it had
-        flushed bytes the master had not, none of them acknowledged) is refused by the master
-        (docs/REPLICATION.md): counted, and reset as an operator would, its store emptied."""
+        """The slave catches up with the recovered master by itself, and then holds its
+        CommitLog byte for byte (so every acknowledged message too). A slave ahead of its
+        master (it holds bytes the master lost) fails the run: the master refuses such a slave
+        and replication would stop until an operator steps in (docs/REPLICATION.md)."""
         async with Admin(self.cluster.namesrv_addr) as admin:
             deadline = time.monotonic() + 90
             while True:
@@ -328,13 +327,11 @@ class PowerCutRun:
                 if slave == master:
                     break
                 if slave > master:
-                    self.log(f"cut {round_id}: the slave is ahead ({slave} > {master}); resetting it")
                     self.report.slave_ahead += 1
-                    self.cluster.kill_broker(SLAVE)
-                    for entry in self.slave_mount.mountpoint.iterdir():  # type: ignore[union-attr]
-                        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-                    self.cluster.start_broker(SLAVE)
-                elif time.monotonic() > deadline:
+                    self._fail(f"cut {round_id}: the slave is ahead of the recovered master ({slave} > {master}): "
+                               "it holds bytes the master lost")
+                    return
+                if time.monotonic() > deadline:
                     self._fail(f"cut {round_id}: the slave's CommitLog ends at {slave}, the master's at {master}")
                     return
                 await asyncio.sleep(0.2)

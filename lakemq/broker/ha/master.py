@@ -10,6 +10,11 @@ RocketMQ's writer does. Every later report is the slave's acknowledgement
 (:class:`ReplicationProgress`). A report beyond the master's own max offset (the slave holds
 bytes the master lacks) or silence for ``haHousekeepingInterval`` closes the link.
 
+A SYNC_FLUSH master ships only what its group commit has synced (``flushed_only``): a slave
+never holds bytes its master could lose in a power cut, so after a cut of both machines the
+slave is never ahead of the recovered master and resumes by itself (docs/REPLICATION.md, "a
+slave ahead of its master"). The writer is then woken after each flush as well.
+
 Every broker listens, as RocketMQ's do; a slave's listener serves its own CommitLog.
 """
 
@@ -40,6 +45,7 @@ class CommitLogSource(Protocol):
     def get_commit_log_data(self, offset: int) -> memoryview | None: ...
     def get_max_phy_offset(self) -> int: ...
     def get_min_phy_offset(self) -> int: ...
+    def get_flushed_phy_offset(self) -> int: ...
 
     @property
     def commit_log_file_size(self) -> int: ...
@@ -47,10 +53,14 @@ class CommitLogSource(Protocol):
 
 class HaServer:
     def __init__(self, store: CommitLogSource, config: HaConfig, progress: ReplicationProgress,
-                 host: str, port: int) -> None:
+                 host: str, port: int, *, flushed_only: bool = False) -> None:
         self.store = store
         self.config = config
         self.progress = progress
+        # SYNC_FLUSH: ship only synced bytes, so a power cut of both machines cannot leave
+        # the slave holding bytes the master lost (which would stop replication).
+        self.flushed_only = flushed_only
+        self._ahead_logged: set[int] = set()  # a refused slave's offsets, each logged once
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
@@ -109,6 +119,28 @@ class HaServer:
         except RuntimeError:  # the loop is closed: shutting down
             pass
 
+    def slave_ahead(self, addr: str, offset: int, max_offset: int) -> None:
+        """A slave holds bytes past this broker's end: refused (the link closes), never cut."""
+        if offset in self._ahead_logged:  # the slave reconnects every few seconds
+            log.debug("HA: slave %s still ahead at offset %d; refused again", addr, offset)
+            return
+        self._ahead_logged.add(offset)
+        log.error(
+            "HA: slave %s holds CommitLog offsets %d to %d (%d bytes) past this broker's end %d: this broker "
+            "does not have them (a power cut took what it had not flushed, or its store was replaced), and "
+            "they may hold acknowledged messages; refusing the link, the slave keeps them. Nothing is cut "
+            "automatically: make that slave the master (brokerId=0, a master brokerRole); this broker's "
+            "CommitLog may differ from it from offset %d on (what it stored since its restart), so move this "
+            "store aside and start this broker as the new master's slave on a copy of its commitlog/ "
+            "(docs/REPLICATION.md, \"a slave ahead of its master\")",
+            addr, max_offset, offset, offset - max_offset, max_offset, max_offset)
+
+    def notify_flushed(self) -> None:
+        """A flush moved the flushed offset (any thread): a ``flushed_only`` writer may send
+        more. Nothing to wake without a slave: a SYNC_FLUSH broker alone pays no hand-off."""
+        if self._connections:
+            self.notify_threadsafe()
+
     def _notify_handed(self) -> None:
         # Only the hand-off clears its flag: a direct notify meanwhile must not let a second
         # hand-off be queued behind this one.
@@ -149,9 +181,11 @@ class _HaConnection(asyncio.Protocol):
         if offset is None or self._link is None:
             return
         server, link = self._server, self._link
-        if link.reported and offset > server.store.get_max_phy_offset():
-            log.error("HA: slave %s reports offset %d beyond this broker's max offset %d: it holds bytes "
-                      "this broker does not; closing the link", link.addr, offset, server.store.get_max_phy_offset())
+        max_offset = server.store.get_max_phy_offset()
+        if offset > max_offset:
+            # Before on_report, even for a first report: the slave's offset must not count as an
+            # acknowledgement of puts this broker makes at offsets the slave holds other bytes at.
+            server.slave_ahead(link.addr, offset, max_offset)
             self.close()
             return
         first = not link.reported
@@ -227,9 +261,10 @@ class _HaConnection(asyncio.Protocol):
                 await self._writable.wait()
                 continue
             self._more.clear()  # before looking: a wake from now on is not lost
-            data = store.get_commit_log_data(next_offset)
+            limit = store.get_flushed_phy_offset() - next_offset if self._server.flushed_only else batch
+            data = store.get_commit_log_data(next_offset) if limit > 0 else None
             if data is not None and len(data):
-                size = min(len(data), batch)
+                size = min(len(data), batch, limit)
                 chunk = bytes(data[:size])  # the mapping is not held by the transport's buffer
                 data.release()
                 transport.write(TRANSFER_HEADER.pack(next_offset, size))
@@ -240,7 +275,7 @@ class _HaConnection(asyncio.Protocol):
                 continue
             if data is not None:
                 data.release()
-            elif not warned_gone and next_offset < store.get_min_phy_offset():
+            elif limit > 0 and not warned_gone and next_offset < store.get_min_phy_offset():
                 warned_gone = True
                 log.error("HA: slave %s needs offset %d, below this broker's min offset %d (those files "
                           "were deleted): it cannot catch up; start it with an empty store",

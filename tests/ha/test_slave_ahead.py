@@ -1,0 +1,157 @@
+"""A slave must never hold CommitLog bytes its master can lose, and one that does is refused,
+never cut (docs/REPLICATION.md, "a slave ahead of its master").
+
+- A SYNC_FLUSH master ships only what its group commit synced: with its fdatasyncs slowed
+  (the fault tests' LAKEMQ_FAULT_FSYNC_DELAY_MS) its slave gets a message only once the
+  master's fsync is done. An ASYNC_FLUSH master ships at once, as RocketMQ's does.
+- A slave ahead of its master (the master's store cut back behind what the slave holds, as a
+  power cut does to an ASYNC_FLUSH master's unflushed tail) is refused: logged once at ERROR
+  with the extra bytes and what to do, its report never acknowledges a SYNC_MASTER's send,
+  and its store is left as it was, holding every acknowledged message the master lost.
+
+The power-cut harness (tests/powercut/broker_cuts.py, --slave) checks the whole: after each
+cut of both machines the slave resumes by itself and matches the recovered master.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from lakemq.client import Message, Producer, SendStatus
+from lakemq.client.admin import Admin
+from lakemq.client.config import ProducerConfig
+from lakemq.common.record import MESSAGE_MAGIC_CODE
+from tests.client.client_helpers import unique
+from tests.cluster import Cluster, start_cluster
+from tests.ha.ha_helpers import (
+    FAST_HA,
+    commit_log_dir,
+    max_offset,
+    slave_name,
+    unique_keys,
+    wait_caught_up,
+    wait_for,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+FSYNC_DELAY_MS = 1500
+SLAVE = slave_name("broker-a")
+
+
+def _start_pair(cluster: Cluster, role: str, flush: str, monkeypatch: pytest.MonkeyPatch | None = None) -> None:
+    """The master with its fdatasyncs slowed (when ``monkeypatch`` is given), the slave not."""
+    if monkeypatch is not None:
+        monkeypatch.setenv("LAKEMQ_FAULT_FSYNC_DELAY_MS", str(FSYNC_DELAY_MS))
+    cluster.add_broker("broker-a", {**FAST_HA, "brokerRole": role, "flushDiskType": flush})
+    if monkeypatch is not None:
+        monkeypatch.delenv("LAKEMQ_FAULT_FSYNC_DELAY_MS")
+    cluster.add_broker(SLAVE, {**FAST_HA, "brokerName": "broker-a", "brokerRole": "SLAVE", "brokerId": "1"})
+
+
+@pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+async def test_a_sync_flush_master_ships_only_what_it_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: str
+) -> None:
+    with start_cluster(tmp_path, brokers=()) as cluster:
+        _start_pair(cluster, "SYNC_MASTER", flush, monkeypatch)
+        ns, topic = cluster.namesrv_addr, unique("Ahead")
+        master, slave = cluster.broker_addr("broker-a"), cluster.broker_addr(SLAVE)
+        async with Admin(ns) as admin:
+            await admin.create_topic(topic, queue_nums=1)
+        async with Producer(unique("pg"), namesrv_addr=ns, config=ProducerConfig(send_msg_timeout=10_000)) as producer:
+            await producer.send(Message(topic, b"warm-up"))  # routes known, links made
+            base = await wait_caught_up(cluster)
+            send = asyncio.create_task(producer.send(Message(topic, b"m" * 2000)))
+            # Sampled until the slave has the message: when the master appended it, when the slave got it.
+            appended = got = 0.0
+            deadline = time.monotonic() + 30
+            while not got:
+                assert time.monotonic() < deadline, "the slave never got the message"
+                now = time.monotonic()
+                if not appended and await max_offset(master, ns) > base:
+                    appended = now
+                if await max_offset(slave, ns) > base:
+                    got = now
+                await asyncio.sleep(0.02)
+            result = await send
+        assert result.send_status is SendStatus.SEND_OK
+        assert appended, "the master's append was not seen before the slave had it"
+        if flush == "SYNC_FLUSH":
+            # Not before the master's slowed fdatasync made it durable.
+            assert got - appended > 0.6 * FSYNC_DELAY_MS / 1000, (appended, got)
+        else:
+            assert got - appended < 0.5 * FSYNC_DELAY_MS / 1000, (appended, got)
+        assert await wait_caught_up(cluster) > base
+
+
+def _record_starts(commit_log: Path) -> list[int]:
+    """The CommitLog offset of every message record (one file: the test writes little)."""
+    (path,) = sorted(commit_log.iterdir())
+    data, pos, starts = path.read_bytes(), 0, []
+    while pos + 8 <= len(data):
+        size, magic = int.from_bytes(data[pos:pos + 4], "big"), int.from_bytes(data[pos + 4:pos + 8], "big")
+        if magic != MESSAGE_MAGIC_CODE or size <= 0:
+            break
+        starts.append(int(path.name) + pos)
+        pos += size
+    return starts
+
+
+def _cut_back(commit_log: Path, offset: int) -> None:
+    """What a power cut does to unflushed bytes: everything from ``offset`` on is zeros."""
+    (path,) = sorted(commit_log.iterdir())
+    at = offset - int(path.name)
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(bytes(path.stat().st_size - at))
+
+
+def _log(cluster: Cluster, name: str) -> str:
+    return "".join(p.read_text(errors="replace") for p in (cluster.root / name / "logs").glob("*.log"))
+
+
+async def test_a_slave_ahead_is_refused_and_keeps_its_bytes(tmp_path: Path) -> None:
+    with start_cluster(tmp_path, brokers=()) as cluster:
+        _start_pair(cluster, "SYNC_MASTER", "ASYNC_FLUSH")
+        ns, topic = cluster.namesrv_addr, unique("Ahead")
+        async with Admin(ns) as admin:
+            await admin.create_topic(topic, queue_nums=2)
+        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+            for i in range(40):
+                assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
+        held = await wait_caught_up(cluster)
+        acked_keys = list(unique_keys(commit_log_dir(cluster, SLAVE)))
+        assert cluster.stop_broker("broker-a") == 0
+        assert cluster.stop_broker(SLAVE) == 0
+        # The master loses its last 10 records (acknowledged: under ASYNC_FLUSH a cut may take them).
+        end = _record_starts(commit_log_dir(cluster, "broker-a"))[-10]
+        _cut_back(commit_log_dir(cluster, "broker-a"), end)
+        slave_files = {p.name: p.read_bytes() for p in commit_log_dir(cluster, SLAVE).iterdir()}
+
+        cluster.start_broker("broker-a")
+        cluster.start_broker(SLAVE)
+        master, slave = cluster.broker_addr("broker-a"), cluster.broker_addr(SLAVE)
+        assert await max_offset(master, ns) == end
+        # The slave connects again every second; its log holds the first run's connection too, so two refusals.
+        await wait_for(lambda: _log(cluster, SLAVE).count("HA: connected to master") >= 3, what="reconnects")
+        refusals = re.findall(r"ERROR .*HA: slave \S+ holds CommitLog offsets (\d+) to (\d+) \((\d+) bytes\) "
+                              r"past this broker's end (\d+).*make that slave the master", _log(cluster, "broker-a"))
+        assert refusals == [(str(end), str(held), str(held - end), str(end))], refusals  # once, not per retry
+        assert await max_offset(slave, ns) == held
+        # Its report is no acknowledgement: the master's next send has no slave to wait for.
+        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+            result = await producer.send(Message(topic, b"while refused"))
+        assert result.send_status is SendStatus.SLAVE_NOT_AVAILABLE
+        assert cluster.stop_broker("broker-a") == 0
+        assert cluster.stop_broker(SLAVE) == 0
+        assert {p.name: p.read_bytes() for p in commit_log_dir(cluster, SLAVE).iterdir()} == slave_files
+
+        # Nothing acknowledged is lost: the slave holds every message the master's cut took.
+        assert list(unique_keys(commit_log_dir(cluster, SLAVE))) == acked_keys
+        assert len(list(unique_keys(commit_log_dir(cluster, "broker-a")))) < len(acked_keys)

@@ -18,6 +18,7 @@ if ! command -v clang >/dev/null 2>&1; then
 fi
 "$py" -c "import atheris" 2>/dev/null || "$py" -m pip install -q -c constraints.txt atheris
 native=build/fuzz/native
+mkdir -p build/fuzz
 # What -fsanitize=fuzzer-no-link instruments, less its stack-depth tracing (whose
 # __sancov_lowest_stack atheris' libFuzzer does not export): edge counters, their PC table,
 # and comparisons, which libFuzzer mutates towards.

@@ -1,7 +1,7 @@
 """Side-by-side benchmark of lakemq and real peers (Apache RocketMQ, Redis Streams, RabbitMQ,
 NATS JetStream, Apache Kafka).
 
-    python bench/peer_bench.py            # all peers, about 25 minutes
+    python bench/peer_bench.py            # all peers, about 30 minutes
     python bench/peer_bench.py --quick    # smoke test, about 5 minutes
     python bench/peer_bench.py --peers rocketmq-async,lakemq-async --no-write
 

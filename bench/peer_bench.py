@@ -1,12 +1,12 @@
 """Side-by-side benchmark of lakemq and real peers (Apache RocketMQ, Redis Streams, RabbitMQ,
-NATS JetStream).
+NATS JetStream, Apache Kafka).
 
-    python bench/peer_bench.py            # all peers, about 25 minutes
+    python bench/peer_bench.py            # all peers, about 30 minutes
     python bench/peer_bench.py --quick    # smoke test, about 5 minutes
     python bench/peer_bench.py --peers rocketmq-async,lakemq-async --no-write
 
 Each peer is installed when missing (Debian packages; Apache RocketMQ's jars through
-scripts/jvm_deps.sh), started on free loopback ports in a private temporary directory with
+scripts/jvm_deps.sh, Apache Kafka's too), started on free loopback ports in a private temporary directory with
 durable settings, run through the same workload (bench/peers/workload.py; the ``-java`` peers
 run it with Apache RocketMQ's Java client, bench/peers/java_bench.py), with the broker's CPU
 time read from /proc around every phase, and stopped, whatever happens. The asyncio clients

@@ -12,8 +12,9 @@ export LAKEMQ_APT_PACKAGES="${LAKEMQ_APT_PACKAGES:-} fuse libfuse2 strace"
 # JVM classpath groups fetched by Maven (scripts/jvm_deps.sh; offline once built): Apache
 # RocketMQ's Java client and mqadmin (rocketmq), its NameServer and broker (rocketmq-server),
 # the Java driver of tests/compat (driver), and RocketMQ's 5.x Java client with its driver
-# (rmq5-driver, tests/rmq5/java). A space-separated list.
-export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} rocketmq rocketmq-server driver rmq5-driver"
+# (rmq5-driver, tests/rmq5/java), and Apache Kafka's broker (kafka, the peer of
+# tests/bench/test_kafka_peer.py). A space-separated list.
+export LAKEMQ_JVM_GROUPS="${LAKEMQ_JVM_GROUPS:-} rocketmq rocketmq-server driver rmq5-driver kafka"
 # The DAG tests' Airflow venv (scripts/airflow_env.sh, a no-op once installed) installs beside
 # the project's set-up instead of inside the first DAG test. If it fails here (say, before the
 # set-up has installed python3-venv), that test installs it again and shows the error.

@@ -5,6 +5,7 @@ Apache RocketMQ's Java client (:mod:`bench.peers.java_bench`)."""
 from __future__ import annotations
 
 from bench.peers.base import Durability, Peer, PeerClient, TopicProducer
+from bench.peers.kafka_peer import KafkaFsyncPeer, KafkaPeer
 from bench.peers.lakemq_peer import LakemqAsyncPeer, LakemqSyncPeer
 from bench.peers.nats_peer import NatsPeer
 from bench.peers.process import PeerUnavailable
@@ -31,4 +32,5 @@ PEERS: tuple[type[Peer], ...] = (
     RedisEverysecPeer, RedisAlwaysPeer,
     RabbitStreamPeer, RabbitQuorumPeer,
     NatsPeer,
+    KafkaPeer, KafkaFsyncPeer,
 )

@@ -32,11 +32,18 @@ CLIENT_CHOICES = """Peers and their clients, each as its users run it:
   stream users run for throughput, rather than AMQP 0-9-1), every send
   confirmed, a batch one send_batch; read from the first offset with server-side offset
   tracking (a stream's consumer group). Quorum queues: aio-pika, the usual asyncio AMQP 0-9-1
-  client, persistent messages with publisher confirms (32 in flight for a batch)."""
+  client, persistent messages with publisher confirms (32 in flight for a batch).
+- **Apache Kafka** 4.4 (one KRaft node, broker and controller in one process, from the Maven
+  jars; kafka-run-class.sh's G1 settings, 1 GiB heap, 8 partitions per topic): confluent-kafka
+  (librdkafka), `acks=all` with the idempotent producer, `linger.ms=0` (each send waits for its
+  report, so lingering only adds its wait), `batch.size` 1 MiB, no compression; a batch is 32
+  produce() calls and one wait. One consumer group from the earliest offset, auto-commit. Its
+  default flush (no fsync on the write path) is compared with ASYNC_FLUSH,
+  `log.flush.interval.messages=1` (fsync before the ack) with SYNC_FLUSH."""
 # The lakemq row each peer is compared with: same flush mode, same client.
 LAKEMQ_REFERENCE = {("ASYNC_FLUSH", "python"): "lakemq-async", ("SYNC_FLUSH", "python"): "lakemq-sync",
                     ("ASYNC_FLUSH", "java"): "lakemq-async-java", ("SYNC_FLUSH", "java"): "lakemq-sync-java"}
-CLIENTS = ("redis", "hiredis", "nats-py", "aio-pika", "rstream")
+CLIENTS = ("redis", "hiredis", "nats-py", "aio-pika", "rstream", "confluent-kafka")
 PERCENTILES = ("p50", "p90", "p99", "p99.9")
 
 

@@ -4,7 +4,6 @@ leaves no process or directory behind, also when the benchmark fails half-way.""
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ if str(ROOT) not in sys.path:  # bench/ is a top-level folder, not part of the i
 
 from bench.peers.process import PeerUnavailable, session_pids  # noqa: E402
 from bench.peers.redis_peer import RedisEverysecPeer  # noqa: E402
+from tests.bench.peer_checks import gone, round_trip  # noqa: E402
 
 
 def _started_redis() -> RedisEverysecPeer:
@@ -27,29 +27,6 @@ def _started_redis() -> RedisEverysecPeer:
     return peer
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # A zombie still answers kill(0); it has exited and only waits to be reaped.
-    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-
-
-async def _round_trip(peer: RedisEverysecPeer) -> list[bytes]:
-    client = peer.client()
-    await client.create_topic("harness")
-    producer = await client.producer("harness")
-    await producer.send(b"one")
-    await producer.send_batch([b"two", b"three"])
-    await producer.close()
-    bodies: list[bytes] = []
-    count = await client.consume("harness", "g1", 3, bodies.append, timeout=10)
-    await client.close()
-    assert count == 3
-    return bodies
-
-
 def test_redis_round_trip_and_clean_stop() -> None:
     pytest.importorskip("redis", reason="redis-py is not installed (the bench extra)")
     peer = _started_redis()
@@ -57,14 +34,14 @@ def test_redis_round_trip_and_clean_stop() -> None:
     assert workdir is not None
     sessions = [(proc.sid, proc.pid) for proc in peer.processes]
     try:
-        assert asyncio.run(_round_trip(peer)) == [b"one", b"two", b"three"]
+        assert asyncio.run(round_trip(peer, timeout=10)) == [b"one", b"two", b"three"]
         assert (workdir / "appendonlydir").is_dir()  # the AOF is on, in the private dir
     finally:
         peer.__exit__(None, None, None)
     assert sessions
     for sid, pid in sessions:
         assert session_pids(sid) == []
-        assert _gone(pid)
+        assert gone(pid)
     assert not workdir.exists()
 
 

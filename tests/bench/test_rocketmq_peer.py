@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-import os
 
 import pytest
 
@@ -15,39 +14,18 @@ from bench.peers.java_bench import run_java_workload
 from bench.peers.lakemq_peer import LakemqAsyncPeer
 from bench.peers.rocketmq_peer import RocketMQAsyncPeer
 from bench.peers.workload import QUICK, PeerResult
+from tests.bench.peer_checks import gone, round_trip
 
 pytestmark = [pytest.mark.jvm, pytest.mark.slow, pytest.mark.timeout(300)]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] == "Z"
-
-
-async def _round_trip(peer: RocketMQAsyncPeer) -> list[bytes]:
-    client = peer.client()
-    await client.create_topic("harness")
-    producer = await client.producer("harness")
-    await producer.send(b"one")
-    await producer.send_batch([b"two", b"three"])
-    await producer.close()
-    bodies: list[bytes] = []
-    assert await client.consume("harness", "g1", 3, bodies.append, timeout=30) == 3
-    await client.close()
-    return bodies
 
 
 def test_rocketmq_peer_round_trip_cpu_and_clean_stop() -> None:
     with RocketMQAsyncPeer() as peer:
         before = peer.cpu_seconds()
-        assert sorted(asyncio.run(_round_trip(peer))) == [b"one", b"three", b"two"]
+        assert sorted(asyncio.run(round_trip(peer, timeout=30))) == [b"one", b"three", b"two"]
         assert peer.cpu_seconds() > before > 0  # the broker JVM's own CPU time
         pids = [p.pid for p in peer.processes]
-    assert all(_gone(pid) for pid in pids)
+    assert all(gone(pid) for pid in pids)
 
 
 def test_java_bench_driver_fills_a_peer_result() -> None:

@@ -1,0 +1,169 @@
+"""Spark Structured Streaming over a backlog: ``spark.readStream.format("lakemq")`` beside
+Spark's own Kafka source (spark-sql-kafka-0-10 4.2.0, jvm/spark-kafka), in one run.
+
+    python bench/stream_source_bench.py                      # 100,000 messages, ~3 minutes
+    python bench/stream_source_bench.py --messages 20000 --no-write
+
+A lakemq broker (ASYNC_FLUSH, bench/peers/lakemq_peer.py) and an Apache Kafka 4.4 KRaft node
+(bench/peers/kafka_peer.py) each get the same backlog: ``--messages`` bodies of 1 KiB on a topic
+of 8 queues (partitions), sent by 16 producers in batches of 32. Then one local Spark session
+(local[2]) runs, per source, a query from the earliest offset with ``Trigger.AvailableNow`` and
+``maxOffsetsPerTrigger`` into the ``noop`` sink, selecting the body column so every body is
+read. Each source runs twice: the first pass warms the JVM's and Python workers' code paths;
+the second is measured (rows / wall time from start() to the end of the last micro-batch).
+lakemq's backlog is on the broker only (no tier run: an empty lake), so both sources read from
+their broker's log. The result replaces the "## Streaming sources" section of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make `bench` and `lakemq` importable
+    sys.path.insert(0, str(ROOT))
+
+from bench.jvm import BUILD, ensure_groups  # noqa: E402
+from bench.markdown import replace_section  # noqa: E402
+from bench.peers.base import Peer, PeerClient  # noqa: E402
+from bench.peers.kafka_peer import KafkaPeer  # noqa: E402
+from bench.peers.lakemq_peer import LakemqAsyncPeer  # noqa: E402
+
+TOPIC = "stream-backlog"
+_HOW = ("lakemq's source is a PySpark Python data source (DataSourceStreamReader): each micro-batch is "
+        "planned in the driver's Python (a Delta cut and every queue's max offset from the broker) and its "
+        "rows are pulled by lakemq's Python client in Spark's Python workers, reaching the JVM as Arrow "
+        "batches; Spark's Kafka source plans and reads in the JVM with the Java Kafka client.")
+BODY = 1024
+PRODUCERS, BATCH = 16, 32
+
+
+async def _fill(client: PeerClient, count: int) -> int:
+    """``count`` bodies (rounded up to whole batches) onto TOPIC; returns how many were acked."""
+    await client.create_topic(TOPIC)
+    handles = [await client.producer(TOPIC) for _ in range(PRODUCERS)]
+    per_producer = -(-count // (PRODUCERS * BATCH))
+    body = b"x" * BODY
+
+    async def run(index: int) -> None:
+        for _ in range(per_producer):
+            await handles[index].send_batch([body] * BATCH)
+
+    try:
+        await asyncio.gather(*(run(i) for i in range(PRODUCERS)))
+    finally:
+        for handle in handles:
+            await handle.close()
+        await client.close()
+    return per_producer * PRODUCERS * BATCH
+
+
+def _query(spark: Any, name: str, reader: Callable[[], Any], column: str, checkpoints: Path) -> tuple[int, float]:
+    """Run one AvailableNow query to the end; its rows and seconds."""
+    checkpoint = tempfile.mkdtemp(prefix=f"{name}-", dir=checkpoints)
+    frame = reader().select(column)
+    started = time.monotonic()
+    query = (frame.writeStream.format("noop").option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    elapsed = time.monotonic() - started
+    rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
+    return rows, elapsed
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000, help="backlog per source (default 100,000)")
+    parser.add_argument("--max-per-trigger", type=int, default=20_000,
+                        help="maxOffsetsPerTrigger of both sources (default 20,000)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", "bench/stream_source_bench.py", *(sys.argv[1:] if argv is None else argv)])
+    ensure_groups("spark-kafka")
+    kafka_jars = sorted(str(p) for p in (BUILD / "spark-kafka" / "lib").glob("*.jar"))
+    load_before = os.getloadavg()[0]
+    with LakemqAsyncPeer() as lakemq, KafkaPeer() as kafka, tempfile.TemporaryDirectory() as scratch:
+        peers: dict[str, Peer] = {"lakemq": lakemq, "kafka": kafka}
+        backlog = {name: asyncio.run(_fill(peer.client(), args.messages)) for name, peer in peers.items()}
+        print(f"backlog: {backlog}", flush=True)
+        from lakemq.jobs.session import build_session
+        from lakemq.jobs.sources import register_sources
+
+        spark = build_session(master="local[2]", app_name="lakemq-stream-source-bench", ui_enabled=False,
+                              conf={"spark.jars": ",".join(kafka_jars), "spark.sql.shuffle.partitions": "2"})
+        register_sources(spark)
+        limit = str(args.max_per_trigger)
+        lake = Path(scratch, "lake")  # empty: the whole backlog is the broker's
+        assert isinstance(lakemq, LakemqAsyncPeer) and isinstance(kafka, KafkaPeer)  # __enter__ says Peer
+        readers: dict[str, tuple[Callable[[], Any], str]] = {
+            "lakemq": (lambda: spark.readStream.format("lakemq").option("namesrv", lakemq.namesrv_addr)
+                       .option("lake", str(lake)).option("topic", TOPIC).option("startingOffsets", "earliest")
+                       .option("maxOffsetsPerTrigger", limit).load(), "body"),
+            "kafka": (lambda: spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+                      .option("subscribe", TOPIC).option("startingOffsets", "earliest")
+                      .option("maxOffsetsPerTrigger", limit).load(), "value"),
+        }
+        results: dict[str, list[tuple[int, float]]] = {}
+        for attempt in ("warm-up", "measured"):
+            for name, (reader, column) in readers.items():
+                rows, seconds = _query(spark, name, reader, column, Path(scratch))
+                results.setdefault(name, []).append((rows, seconds))
+                print(f"{name} {attempt}: {rows:,} rows in {seconds:.1f} s = {rows / seconds:,.0f} rows/s", flush=True)
+        spark.stop()
+    load_after = os.getloadavg()[0]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    section = _render(results, backlog, args, command, when, (load_before, load_after))
+    if args.no_write:
+        print(section)
+    else:
+        replace_section(section)
+        print("wrote BENCHMARKS.md")
+    return 0 if all(rows == backlog[name] for name, runs in results.items() for rows, _ in runs) else 1
+
+
+def _render(results: dict[str, list[tuple[int, float]]], backlog: dict[str, int], args: argparse.Namespace,
+            command: str, when: str, load: tuple[float, float]) -> str:
+    titles = {"lakemq": '`spark.readStream.format("lakemq")` (lakemq broker, ASYNC_FLUSH; hot backlog)',
+              "kafka": "Spark's Kafka source, spark-sql-kafka-0-10 4.2.0 (Apache Kafka 4.4 KRaft, acks=all)"}
+    lines = [
+        "## Streaming sources (bench/stream_source_bench.py)",
+        "",
+        (f"Run {when}, on 2 cores shared with other work (load average {load[0]:.1f} before, {load[1]:.1f} "
+         "after): treat the figures as a comparison made side by side, not as either source's ceiling."),
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        (f"A backlog of {max(backlog.values()):,} 1 KiB bodies on 8 queues (partitions) in each broker; one Spark "
+         f"session (local[2]); per source a query from the earliest offset, Trigger.AvailableNow, "
+         f"maxOffsetsPerTrigger {args.max_per_trigger:,}, the body column into the noop sink. The first "
+         "pass warms the code paths; the second is measured (rows / wall time from start() to the last "
+         "micro-batch's end)."),
+        "",
+        "| source | rows | warm-up rows/s | measured s | measured rows/s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, runs in results.items():
+        (warm_rows, warm_s), (rows, seconds) = runs
+        lines.append(f"| {titles[name]} | {rows:,} of {backlog[name]:,} | {warm_rows / warm_s:,.0f} | "
+                     f"{seconds:.1f} | {rows / seconds:,.0f} |")
+    lines += ["", _HOW]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

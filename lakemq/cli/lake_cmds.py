@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,6 +103,42 @@ def spark_session(master: str | None, progress: JobProgress | None = None) -> It
             spark.stop()
 
 
+@contextlib.contextmanager
+def lake_session(service: str | None, master: str | None, progress: JobProgress,
+                 refuse: str | None = None) -> Iterator[Any]:
+    """The lake service's session (``tier serve``'s Spark Connect, :mod:`lakemq.jobs.lake_service`)
+    when ``service`` is given and answers, else :func:`spark_session`: a service that is down,
+    or that this command cannot use (``refuse`` says why), is one progress line, then Spark
+    starts here as without it."""
+    if service and master:
+        refuse = refuse or "--master asks for a Spark of its own"
+    if service and refuse:
+        progress.phase(f"not using the lake service at {service}: {refuse}; starting Spark here")
+    elif service:
+        from lakemq.jobs.lake_service import connect
+        from lakemq.jobs.session import spark_error_line, spark_errors
+
+        progress.phase(f"connecting to the lake service at {service}")
+        remote, why = connect(service)
+        if remote is not None:
+            try:
+                yield remote
+            except spark_errors() as exc:
+                log.exception("Spark job failed (lake service %s)", service)
+                raise LakeError(f"Spark job failed: {spark_error_line(exc)}") from exc
+            finally:
+                remote.stop()
+            return
+        progress.phase(f"the lake service at {service} is not reachable ({why}): starting Spark here")
+    with spark_session(master, progress) as spark:
+        yield spark
+
+
+service_option = click.option(
+    "--service", help="host:port (or sc://host:port) of a lake service (`tier serve` with lakeServiceAddr): "
+                      "used when it answers, else Spark starts here")
+
+
 _common = [
     click.option("--config", "-c", type=click.Path(exists=True, dir_okay=False), help="broker.conf"),
     click.option("--data-dir", "--store", "store", type=click.Path(file_okay=False),
@@ -188,6 +225,7 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
     import signal
     import threading
 
+    from lakemq.jobs.lake_service import LakeService, service_url, warm
     from lakemq.jobs.tier_serve import ServePass, tier_serve
     from lakemq.tiering.retention import RetentionRules
 
@@ -211,9 +249,29 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
                    + ("; table maintained" if p.maintained else "") + f"; {p.seconds:.1f}s")
 
     with JobProgress() as progress, spark_session(master, progress) as spark:
+        service = LakeService(spark, location, tiering.lake_service_addr) if tiering.lake_service_addr else None
+
+        def opened() -> None:
+            if service is not None and service.open_when_ready():
+                click.echo(f"lake service ready on {service_url(service.addr)} (lake {location.uri}; "
+                           f"{', '.join(service.names or ())})")
+                sys.stdout.flush()
+
+        def after(p: ServePass) -> None:
+            said(p)
+            opened()  # a lake without a messages table opens the service once a pass made it
+
+        # Spark's first queries are its slowest: pay that now, not in the first pass's lag.
+        progress.phase("warming Spark on the lake" + (" and opening the lake service" if service else ""))
+        warm(spark, location)
+        opened()
         progress.phase(f"serving: a pass every {tiering.tier_interval_ms} ms (SIGTERM stops)")
-        passes = tier_serve(spark, store_dir=store_dir, broker_name=broker_name, config=tiering, stop=stop,
-                            storage_options=location.options, retention=rules, on_pass=said)
+        try:
+            passes = tier_serve(spark, store_dir=store_dir, broker_name=broker_name, config=tiering, stop=stop,
+                                storage_options=location.options, retention=rules, on_pass=after)
+        finally:
+            if service is not None:
+                service.close()
     click.echo(f"stopped after {passes} pass(es)")
 
 

@@ -10,7 +10,7 @@ import click
 
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import lake_settings, parse_storage_options, spark_session
+from lakemq.cli.lake_cmds import lake_session, lake_settings, parse_storage_options, service_option
 from lakemq.cli.progress import JobProgress
 from lakemq.common.timeparse import parse_millis
 from lakemq.common.validation import check_topic
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
     "(default: ~/.lakemq/replay/TOPIC-to-TARGET-HASH.json, one per cluster and lake)",
 )
 @click.option("--master", help="Spark master for reading the lake")
+@service_option
 def replay_cmd(
     namesrv: str,
     topic: str,
@@ -51,6 +52,7 @@ def replay_cmd(
     storage_option: tuple[str, ...],
     checkpoint: str | None,
     master: str | None,
+    service: str | None,
 ) -> None:
     """Re-produce TOPIC's messages stored between --from and --to, rate-limited. Each message
     goes to the target once, whatever the windows of earlier runs (a ledger records what the
@@ -67,7 +69,7 @@ def replay_cmd(
     path.parent.mkdir(parents=True, exist_ok=True)
     with (
         JobProgress() as progress,
-        spark_session(master, progress) as spark,
+        lake_session(service, master, progress) as spark,
         SyncProducer("lakemq_replay", namesrv_addr=namesrv) as producer,
         broker_lookup(namesrv) as found,
     ):

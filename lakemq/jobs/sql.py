@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["DELAY_SWEEP_TABLE", "LAKE_ONLY_VIEW", "TABLES", "TRANSACTIONS_TABLE", "VIEWS", "register_live",
-           "register_tables", "register_views", "run_sql"]
+           "register_live_views", "register_tables", "register_views", "run_sql"]
 
 TRANSACTIONS_TABLE = "transactions"
 LAKE_ONLY_VIEW = "messages_lake"
@@ -210,11 +210,22 @@ def register_live(
     """:func:`register_tables`, then ``messages`` as the live union (see the module docstring)
     and ``messages_lake`` as the Delta table alone; returns the names. Views are SQL text, so
     each query resolves them again and the source plans a new cut."""
+    names = register_tables(spark, lake_uri, storage_options=storage_options)
+    register_live_views(spark, lake_uri, namesrv, storage_options=storage_options, allow_stale=allow_stale)
+    return [*names, LAKE_ONLY_VIEW]
+
+
+def register_live_views(
+    spark: SparkSession, lake_uri: str, namesrv: str, *, storage_options: Mapping[str, str] | None = None,
+    allow_stale: bool = False,
+) -> None:
+    """The live half of :func:`register_live`, on a session whose catalog already holds the
+    lake's tables: temporary views only, so it also runs over Spark Connect (on a remote
+    session of the lake service, whose catalog ``tier serve`` filled)."""
     import json
 
     from lakemq.jobs.sources import register_sources
 
-    names = register_tables(spark, lake_uri, storage_options=storage_options)
     register_sources(spark)
     lake = LakeLocation.of(lake_uri, storage_options)
     location = spark_uri(lake, MESSAGES_TABLE).replace("`", "``")
@@ -227,7 +238,6 @@ def register_live(
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} AS {_view_sql(view)}")
     if not table_exists(lake, TRANSACTIONS_TABLE):
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {TRANSACTIONS_TABLE} AS SELECT * FROM transactions_derived")
-    return [*names, LAKE_ONLY_VIEW]
 
 
 def run_sql(

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
 from lakemq.cli.lake_cmds import lake_session, lake_settings, parse_storage_options, service_option
@@ -115,6 +116,15 @@ def sweep_settings(namesrv: str, lake: str | None, config: str | None, storage_o
     }
 
 
+def sweep_phase(config: str | None, finding: str) -> str:
+    """A sweep's first progress line. A conf that names a lake service hears why the sweep does
+    not use it: a sweep is one Spark job built around its own session (the DAGs and
+    spark-submit run the same job), not wired to a remote one."""
+    service = read_broker_conf(config).get("lakeServiceAddr")
+    why = f"not using the lake service at {service}: a sweep runs its own Spark job; " if service else ""
+    return f"{why}starting Spark and finding {finding} in the lake"
+
+
 @sweep.command("delay")
 @namesrv_option
 @click.option("--lake", help="lake URI [lakeUri]")
@@ -142,7 +152,7 @@ def sweep_delay_cmd(
     log_to_file()
     settings = sweep_settings(namesrv, lake, config, storage_option, master)
     with JobProgress() as progress:
-        progress.phase("starting Spark and finding due delayed messages in the lake")
+        progress.phase(sweep_phase(config, "due delayed messages"))
         try:
             result = run_sweep(settings, now_ms=parse_millis(now, 0) or None)
         except spark_errors() as exc:

@@ -93,7 +93,10 @@ def main() -> None:
             conf.write_text(f"storePathRootDir={root / 'cluster' / 'broker-a' / 'store'}\nbrokerName=broker-a\n"
                             f"lakeUri={lake}\nnamesrvAddr={ns}\ntierSealIdleMs=1\nlakeServiceAddr={addr}\n")
             env = dict(os.environ, LAKEMQ_LOG_DIR=str(root / "logs"), COLUMNS="200")
-            sql = ["sql", "-c", str(conf), f"SELECT tags, count(*) AS n FROM messages GROUP BY tags ORDER BY tags"]
+            # The replayed copies are in the live union too: the aggregate counts the two source topics.
+            aggregate = (f"SELECT tags, count(*) AS n FROM messages WHERE topic IN ('{TOPIC}', '{REPLAY_TOPIC}') "
+                         "GROUP BY tags ORDER BY tags")
+            sql = ["sql", "-c", str(conf), aggregate]
             query = ["admin", "message", "query", "-n", ns, "-t", TOPIC, "-k", f"order-{opts.messages - 7}",
                      "--lake", str(lake), "--service", addr]
 
@@ -107,7 +110,7 @@ def main() -> None:
                                                     "--no-retention"),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             assert serve.stdout is not None
-            lines = []
+            lines: list[str] = []
             while not (line := serve.stdout.readline()).startswith("lake service ready"):
                 if not line:
                     raise SystemExit(f"tier serve ended before its service was ready:\n{''.join(lines)}"

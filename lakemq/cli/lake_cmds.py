@@ -103,42 +103,6 @@ def spark_session(master: str | None, progress: JobProgress | None = None) -> It
             spark.stop()
 
 
-@contextlib.contextmanager
-def lake_session(service: str | None, master: str | None, progress: JobProgress,
-                 refuse: str | None = None) -> Iterator[Any]:
-    """The lake service's session (``tier serve``'s Spark Connect, :mod:`lakemq.jobs.lake_service`)
-    when ``service`` is given and answers, else :func:`spark_session`: a service that is down,
-    or that this command cannot use (``refuse`` says why), is one progress line, then Spark
-    starts here as without it."""
-    if service and master:
-        refuse = refuse or "--master asks for a Spark of its own"
-    if service and refuse:
-        progress.phase(f"not using the lake service at {service}: {refuse}; starting Spark here")
-    elif service:
-        from lakemq.jobs.lake_service import connect
-        from lakemq.jobs.session import spark_error_line, spark_errors
-
-        progress.phase(f"connecting to the lake service at {service}")
-        remote, why = connect(service)
-        if remote is not None:
-            try:
-                yield remote
-            except spark_errors() as exc:
-                log.exception("Spark job failed (lake service %s)", service)
-                raise LakeError(f"Spark job failed: {spark_error_line(exc)}") from exc
-            finally:
-                remote.stop()
-            return
-        progress.phase(f"the lake service at {service} is not reachable ({why}): starting Spark here")
-    with spark_session(master, progress) as spark:
-        yield spark
-
-
-service_option = click.option(
-    "--service", help="host:port (or sc://host:port) of a lake service (`tier serve` with lakeServiceAddr): "
-                      "used when it answers, else Spark starts here")
-
-
 _common = [
     click.option("--config", "-c", type=click.Path(exists=True, dir_okay=False), help="broker.conf"),
     click.option("--data-dir", "--store", "store", type=click.Path(file_okay=False),

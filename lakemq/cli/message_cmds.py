@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from lakemq.cli.client_cmds import admin, log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import service_option
+from lakemq.cli.lake_service import service_option
 from lakemq.cli.output import print_rows
 from lakemq.client.admin import BROKER_QUERY_MAX, Admin, MessageQuery, message_order
 from lakemq.client.message_id import message_id_kind
@@ -103,7 +103,8 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
     more = hot.more
     lake_error: LakeMQError | None = None
     if lake:
-        from lakemq.cli.lake_cmds import lake_session, parse_storage_options
+        from lakemq.cli.lake_cmds import parse_storage_options
+        from lakemq.cli.lake_service import lake_session
         from lakemq.cli.progress import JobProgress
         from lakemq.jobs.message_lookup import find_messages
 

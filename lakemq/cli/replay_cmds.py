@@ -11,7 +11,8 @@ import click
 from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import lake_session, lake_settings, parse_storage_options, service_option
+from lakemq.cli.lake_cmds import lake_settings, parse_storage_options
+from lakemq.cli.lake_service import lake_session, service_option
 from lakemq.cli.progress import JobProgress
 from lakemq.common.timeparse import parse_millis
 from lakemq.common.validation import check_topic

@@ -58,6 +58,7 @@ class _Live:
     lake: str
     storage_options: dict[str, str]
     allow_stale: bool
+    views: bool  # register the views over the live messages too (not for a statement naming none)
 
     def stale_note(self) -> str | None:
         """The line saying which brokers an answer lacks, if any could not be asked."""
@@ -87,9 +88,12 @@ def _run(spark: Any, query: str, limit: int, live: _Live | None = None) -> Resul
 
 
 def _live(namesrv: str | None, conf: str | None, lake: str | None, storage_option: tuple[str, ...],
-          lake_only: bool, version: int | None, allow_stale: bool) -> tuple[str | None, _Live | None, _Service | None]:
+          lake_only: bool, version: int | None, allow_stale: bool, query: str | None
+          ) -> tuple[str | None, _Live | None, _Service | None]:
     """The lake to read; unless the Delta table alone is asked for, the live union's source; and
     the conf's lake service, if it names one."""
+    from lakemq.jobs.sql import names_live_views
+
     props = read_broker_conf(conf)
     service = _Service.of(props, lake, version)
     lake = lake or props.get("lakeUri") or None
@@ -98,7 +102,8 @@ def _live(namesrv: str | None, conf: str | None, lake: str | None, storage_optio
         if allow_stale and not lake_only:
             raise ConfigError("--allow-stale-hot-tail needs a name server (-n or -c) and reads the hot tails")
         return lake, None, service
-    return lake, _Live(namesrv, lake, parse_storage_options(storage_option), allow_stale), service
+    views = query is None or names_live_views(query)
+    return lake, _Live(namesrv, lake, parse_storage_options(storage_option), allow_stale, views), service
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ def _remote_live(spark: Any, live: _Live) -> None:
 
     try:
         register_live_views(spark, live.lake, live.namesrv, storage_options=live.storage_options,
-                            allow_stale=live.allow_stale)
+                            allow_stale=live.allow_stale, views=live.views)
     except spark_errors() as exc:
         log.exception("registering the live views on the lake service failed")
         raise LakeError(f"cannot register the live views on the lake service: {spark_error_line(exc)}") from exc
@@ -203,7 +208,7 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
         try:
             if live is not None:
                 register_live(spark, location.uri, live.namesrv, storage_options=location.options,
-                              allow_stale=live.allow_stale)
+                              allow_stale=live.allow_stale, views=live.views)
             else:
                 register_tables(spark, location.uri, storage_options=location.options, version=version)
         except spark_errors() as exc:
@@ -243,7 +248,7 @@ def sql_cmd(query: str | None, lake: str | None, remote: str | None, namesrv: st
     read from stdin on one Spark session: a shell on a terminal (line editing, history in
     ~/.lakemq/sql_history)."""
     path = setup_logging("lakemq-sql")
-    lake, live, service = _live(namesrv, conf, lake, storage_option, lake_only, version, allow_stale)
+    lake, live, service = _live(namesrv, conf, lake, storage_option, lake_only, version, allow_stale, query)
     with contextlib.ExitStack() as stack:
         with JobProgress() as progress:  # while Spark starts and the query runs, not in the shell
             spark = stack.enter_context(_session(lake, remote, storage_option, version, master, progress, live,

@@ -66,12 +66,16 @@ class LakeService:
 
     def open_when_ready(self) -> bool:
         """Register the tables and open the port if the lake is ready and it is not open yet;
-        whether it opened now."""
+        whether it opened now. Once open, register them again: a table a sweep wrote since
+        (``transactions``, ``delay_sweep``) joins the catalog (the others are left as they are)."""
         from lakemq.jobs.lake_tables import table_exists
         from lakemq.jobs.sql import register_tables
         from lakemq.jobs.sql_server import start_connect
 
-        if self.names is not None or not table_exists(self.lake, MESSAGES_TABLE):
+        if self.names is not None:
+            self.names = register_tables(self.spark, self.lake.uri, storage_options=self.lake.options)
+            return False
+        if not table_exists(self.lake, MESSAGES_TABLE):
             return False
         names = register_tables(self.spark, self.lake.uri, storage_options=self.lake.options)
         start_connect(self.spark, *split_addr(self.addr))

@@ -31,7 +31,7 @@ from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
 from lakemq.store.config import BrokerRole, StoreConfig, check_store_root, store_root
 from lakemq.tiering.config import DELETE_WITHOUT_COLD_READS_FLAG, TieringConfig
-from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.lake_fs import LakeLocation, parse_storage_options
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.tail import untiered_tail
 
@@ -66,16 +66,6 @@ def _settings(config: str | None, store: str | None, lake: str | None, broker: s
     location = _lake(props, lake, storage_option)
     tiering = bind(TieringConfig, props, lake_uri=location.uri)
     return store_dir, broker or props.get("brokerName", "broker-a"), tiering, props, location
-
-
-def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"storage option {pair!r} is not KEY=VALUE")
-        out[key] = value
-    return out
 
 
 @contextlib.contextmanager

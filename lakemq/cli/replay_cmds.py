@@ -11,13 +11,13 @@ import click
 from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import lake_settings, parse_storage_options
+from lakemq.cli.lake_cmds import lake_settings
 from lakemq.cli.lake_service import lake_session, service_option
 from lakemq.cli.progress import JobProgress
 from lakemq.common.timeparse import parse_millis
 from lakemq.common.validation import check_topic
 from lakemq.errors import LakeError
-from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.lake_fs import LakeLocation, parse_storage_options
 
 log = logging.getLogger(__name__)
 

@@ -29,13 +29,12 @@ import click
 
 from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.cli import main
-from lakemq.cli.lake_cmds import parse_storage_options
 from lakemq.cli.output import print_rows
 from lakemq.cli.progress import JobProgress
 from lakemq.cli.sql_shell import interactive, run_script, run_shell
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
-from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.lake_fs import LakeLocation, parse_storage_options
 
 log = logging.getLogger(__name__)
 

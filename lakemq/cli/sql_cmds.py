@@ -182,7 +182,9 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
         finally:
             spark.stop()
         return
-    if service is not None and not master:
+    if service is not None:
+        if master and not service.refuse:
+            service = _Service(service.addr, "--master asks for a Spark of its own")
         remote_spark = _service_session(service, progress, live)
         if remote_spark is not None:
             try:

@@ -9,9 +9,9 @@ import click
 
 from lakemq.cli import main
 from lakemq.cli.client_cmds import namesrv_option
-from lakemq.cli.lake_cmds import parse_storage_options
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError
+from lakemq.tiering.lake_fs import parse_storage_options
 
 
 def _store_dirs(pairs: tuple[str, ...]) -> dict[str, str]:

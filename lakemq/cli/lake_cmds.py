@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,7 @@ from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
 from lakemq.store.config import BrokerRole, StoreConfig, check_store_root, store_root
 from lakemq.tiering.config import DELETE_WITHOUT_COLD_READS_FLAG, TieringConfig
-from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.lake_fs import LakeLocation, parse_storage_options
 from lakemq.tiering.manifest import Manifest
 from lakemq.tiering.tail import untiered_tail
 
@@ -65,16 +66,6 @@ def _settings(config: str | None, store: str | None, lake: str | None, broker: s
     location = _lake(props, lake, storage_option)
     tiering = bind(TieringConfig, props, lake_uri=location.uri)
     return store_dir, broker or props.get("brokerName", "broker-a"), tiering, props, location
-
-
-def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"storage option {pair!r} is not KEY=VALUE")
-        out[key] = value
-    return out
 
 
 @contextlib.contextmanager
@@ -188,6 +179,7 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
     import signal
     import threading
 
+    from lakemq.jobs.lake_service import LakeService, service_url, warm
     from lakemq.jobs.tier_serve import ServePass, tier_serve
     from lakemq.tiering.retention import RetentionRules
 
@@ -211,9 +203,29 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
                    + ("; table maintained" if p.maintained else "") + f"; {p.seconds:.1f}s")
 
     with JobProgress() as progress, spark_session(master, progress) as spark:
+        service = LakeService(spark, location, tiering.lake_service_addr) if tiering.lake_service_addr else None
+
+        def opened() -> None:
+            if service is not None and service.open_when_ready():
+                click.echo(f"lake service ready on {service_url(service.addr)} (lake {location.uri}; "
+                           f"{', '.join(service.names or ())})")
+                sys.stdout.flush()
+
+        def after(p: ServePass) -> None:
+            said(p)
+            opened()  # a lake without a messages table opens the service once a pass made it
+
+        # Spark's first queries are its slowest: pay that now, not in the first pass's lag.
+        progress.phase("warming Spark on the lake" + (" and opening the lake service" if service else ""))
+        warm(spark, location)
+        opened()
         progress.phase(f"serving: a pass every {tiering.tier_interval_ms} ms (SIGTERM stops)")
-        passes = tier_serve(spark, store_dir=store_dir, broker_name=broker_name, config=tiering, stop=stop,
-                            storage_options=location.options, retention=rules, on_pass=said)
+        try:
+            passes = tier_serve(spark, store_dir=store_dir, broker_name=broker_name, config=tiering, stop=stop,
+                                storage_options=location.options, retention=rules, on_pass=after)
+        finally:
+            if service is not None:
+                service.close()
     click.echo(f"stopped after {passes} pass(es)")
 
 

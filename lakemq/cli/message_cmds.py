@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from lakemq.cli.client_cmds import admin, log_to_file, namesrv_option
+from lakemq.cli.lake_service import service_option
 from lakemq.cli.output import print_rows
 from lakemq.client.admin import BROKER_QUERY_MAX, Admin, MessageQuery, message_order
 from lakemq.client.message_id import message_id_kind
@@ -68,9 +69,10 @@ def message() -> None:
 @click.option("--lake", help="also search this lake (history the hot tier no longer holds)")
 @click.option("--storage-option", "-o", "storage_option", multiple=True, help="KEY=VALUE for the lake store")
 @click.option("--master", help="Spark master for the lake search")
+@service_option
 def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None, begin: str | None,
               end: str | None, max_num: int, lake: str | None, storage_option: tuple[str, ...],
-              master: str | None) -> None:
+              master: str | None, service: str | None) -> None:
     """Messages of TOPIC by key and time range, through the brokers' IndexFiles, and with
     --lake through the lake's messages table as well: the newest --max matches of both tiers,
     listed oldest first (store time, then CommitLog order)."""
@@ -101,12 +103,14 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
     more = hot.more
     lake_error: LakeMQError | None = None
     if lake:
-        from lakemq.cli.lake_cmds import parse_storage_options, spark_session
+        from lakemq.cli.lake_service import lake_session
+        from lakemq.cli.progress import JobProgress
         from lakemq.jobs.message_lookup import find_messages
+        from lakemq.tiering.lake_fs import parse_storage_options
 
         seen = {m.msg_id for m in hot.messages}
         try:
-            with spark_session(master) as spark:
+            with JobProgress() as progress, lake_session(service, master, progress) as spark:
                 # One more than shown: finding it says that --max cut the result.
                 cold = find_messages(spark, lake, topic=topic, key=key, unique_key=unique_key, begin_ms=begin_ms,
                                      end_ms=end_ms, limit=max_num + 1,

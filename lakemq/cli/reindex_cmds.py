@@ -14,9 +14,10 @@ from typing import Any
 import click
 
 from lakemq.cli import main
-from lakemq.cli.lake_cmds import parse_storage_options, spark_session
+from lakemq.cli.lake_cmds import spark_session
 from lakemq.cli.progress import JobProgress
 from lakemq.common.logs import setup_logging
+from lakemq.tiering.lake_fs import parse_storage_options
 
 
 @main.command("reindex")

@@ -8,14 +8,16 @@ from typing import Any
 
 import click
 
+from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import lake_settings, parse_storage_options, spark_session
+from lakemq.cli.lake_cmds import lake_settings
+from lakemq.cli.lake_service import lake_session, service_option
 from lakemq.cli.progress import JobProgress
 from lakemq.common.timeparse import parse_millis
 from lakemq.common.validation import check_topic
 from lakemq.errors import LakeError
-from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.lake_fs import LakeLocation, parse_storage_options
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
     "(default: ~/.lakemq/replay/TOPIC-to-TARGET-HASH.json, one per cluster and lake)",
 )
 @click.option("--master", help="Spark master for reading the lake")
+@service_option
 def replay_cmd(
     namesrv: str,
     topic: str,
@@ -51,6 +54,7 @@ def replay_cmd(
     storage_option: tuple[str, ...],
     checkpoint: str | None,
     master: str | None,
+    service: str | None,
 ) -> None:
     """Re-produce TOPIC's messages stored between --from and --to, rate-limited. Each message
     goes to the target once, whatever the windows of earlier runs (a ledger records what the
@@ -67,7 +71,7 @@ def replay_cmd(
     path.parent.mkdir(parents=True, exist_ok=True)
     with (
         JobProgress() as progress,
-        spark_session(master, progress) as spark,
+        lake_session(service, master, progress) as spark,
         SyncProducer("lakemq_replay", namesrv_addr=namesrv) as producer,
         broker_lookup(namesrv) as found,
     ):
@@ -113,6 +117,15 @@ def sweep_settings(namesrv: str, lake: str | None, config: str | None, storage_o
     }
 
 
+def sweep_phase(config: str | None, finding: str) -> str:
+    """A sweep's first progress line. A conf that names a lake service hears why the sweep does
+    not use it: a sweep is one Spark job built around its own session (the DAGs and
+    spark-submit run the same job), not wired to a remote one."""
+    service = read_broker_conf(config).get("lakeServiceAddr")
+    why = f"not using the lake service at {service}: a sweep runs its own Spark job; " if service else ""
+    return f"{why}starting Spark and finding {finding} in the lake"
+
+
 @sweep.command("delay")
 @namesrv_option
 @click.option("--lake", help="lake URI [lakeUri]")
@@ -140,7 +153,7 @@ def sweep_delay_cmd(
     log_to_file()
     settings = sweep_settings(namesrv, lake, config, storage_option, master)
     with JobProgress() as progress:
-        progress.phase("starting Spark and finding due delayed messages in the lake")
+        progress.phase(sweep_phase(config, "due delayed messages"))
         try:
             result = run_sweep(settings, now_ms=parse_millis(now, 0) or None)
         except spark_errors() as exc:

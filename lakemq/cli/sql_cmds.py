@@ -29,13 +29,12 @@ import click
 
 from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.cli import main
-from lakemq.cli.lake_cmds import parse_storage_options
 from lakemq.cli.output import print_rows
 from lakemq.cli.progress import JobProgress
 from lakemq.cli.sql_shell import interactive, run_script, run_shell
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
-from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.lake_fs import LakeLocation, parse_storage_options
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +57,7 @@ class _Live:
     lake: str
     storage_options: dict[str, str]
     allow_stale: bool
+    views: bool  # register the views over the live messages too (not for a statement naming none)
 
     def stale_note(self) -> str | None:
         """The line saying which brokers an answer lacks, if any could not be asked."""
@@ -87,21 +87,86 @@ def _run(spark: Any, query: str, limit: int, live: _Live | None = None) -> Resul
 
 
 def _live(namesrv: str | None, conf: str | None, lake: str | None, storage_option: tuple[str, ...],
-          lake_only: bool, version: int | None, allow_stale: bool) -> tuple[str | None, _Live | None]:
-    """The lake to read and, unless the Delta table alone is asked for, the live union's source."""
+          lake_only: bool, version: int | None, allow_stale: bool, query: str | None
+          ) -> tuple[str | None, _Live | None, _Service | None]:
+    """The lake to read; unless the Delta table alone is asked for, the live union's source; and
+    the conf's lake service, if it names one."""
+    from lakemq.jobs.sql import names_live_views
+
     props = read_broker_conf(conf)
+    service = _Service.of(props, lake, version)
     lake = lake or props.get("lakeUri") or None
     namesrv = namesrv or props.get("namesrvAddr") or None
     if lake_only or version is not None or not namesrv or not lake:
         if allow_stale and not lake_only:
             raise ConfigError("--allow-stale-hot-tail needs a name server (-n or -c) and reads the hot tails")
-        return lake, None
-    return lake, _Live(namesrv, lake, parse_storage_options(storage_option), allow_stale)
+        return lake, None, service
+    views = query is None or names_live_views(query)
+    return lake, _Live(namesrv, lake, parse_storage_options(storage_option), allow_stale, views), service
+
+
+@dataclass(frozen=True)
+class _Service:
+    """broker.conf's lake service (``lakeServiceAddr``: ``tier serve``'s Spark Connect) and, when
+    this command cannot use it, why."""
+
+    addr: str
+    refuse: str | None
+
+    @classmethod
+    def of(cls, props: dict[str, str], lake: str | None, version: int | None) -> _Service | None:
+        addr = props.get("lakeServiceAddr", "")
+        if not addr:
+            return None
+        served = props.get("lakeUri", "")
+        if lake and (not served or LakeLocation.of(lake).uri != LakeLocation.of(served).uri):
+            return cls(addr, f"it serves the conf's lakeUri, not --lake {lake}")
+        if version is not None:
+            # The pinned snapshot is a set of temporary views made through the JVM's catalog.
+            return cls(addr, "--version pins a snapshot in a Spark of its own")
+        return cls(addr, None)
+
+
+def _remote_live(spark: Any, live: _Live) -> None:
+    """The live union on a remote session: the service's catalog holds the tables, and the live
+    views are this session's own (temporary views are per session)."""
+    from lakemq.jobs.session import spark_error_line, spark_errors
+    from lakemq.jobs.sql import register_live_views
+
+    try:
+        register_live_views(spark, live.lake, live.namesrv, storage_options=live.storage_options,
+                            allow_stale=live.allow_stale, views=live.views)
+    except spark_errors() as exc:
+        log.exception("registering the live views on the lake service failed")
+        raise LakeError(f"cannot register the live views on the lake service: {spark_error_line(exc)}") from exc
+
+
+def _service_session(service: _Service, progress: JobProgress, live: _Live | None) -> Any:
+    """A remote session of the lake service with this command's names, or None (said in one
+    progress line) when it cannot be used or does not answer: then Spark starts here."""
+    from lakemq.jobs.lake_service import connect
+
+    if service.refuse:
+        progress.phase(f"not using the lake service at {service.addr}: {service.refuse}; starting Spark here")
+        return None
+    progress.phase(f"connecting to the lake service at {service.addr}")
+    spark, why = connect(service.addr)
+    if spark is None:
+        progress.phase(f"the lake service at {service.addr} is not reachable ({why}): starting Spark here")
+        return None
+    if live is not None:
+        try:
+            _remote_live(spark, live)
+        except BaseException:
+            spark.stop()
+            raise
+    return spark
 
 
 @contextlib.contextmanager
 def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ...], version: int | None,
-             master: str | None, progress: JobProgress, live: _Live | None = None) -> Iterator[Any]:
+             master: str | None, progress: JobProgress, live: _Live | None = None,
+             service: _Service | None = None) -> Iterator[Any]:
     from lakemq.jobs.session import spark_error_line, spark_errors
 
     if remote:
@@ -117,6 +182,16 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
         finally:
             spark.stop()
         return
+    if service is not None:
+        if master and not service.refuse:
+            service = _Service(service.addr, "--master asks for a Spark of its own")
+        remote_spark = _service_session(service, progress, live)
+        if remote_spark is not None:
+            try:
+                yield remote_spark
+            finally:
+                remote_spark.stop()
+            return
     from pyspark.sql import SparkSession
 
     from lakemq.jobs.session import build_session
@@ -134,7 +209,7 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
         try:
             if live is not None:
                 register_live(spark, location.uri, live.namesrv, storage_options=location.options,
-                              allow_stale=live.allow_stale)
+                              allow_stale=live.allow_stale, views=live.views)
             else:
                 register_tables(spark, location.uri, storage_options=location.options, version=version)
         except spark_errors() as exc:
@@ -154,7 +229,8 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
 @click.option("--remote", help="sc://host:port of a `lakemq sql-server` (Spark Connect) instead of --lake")
 @click.option("-n", "--namesrv", help="name server(s), host:port[;...]: messages is the lake plus the brokers' hot tails")
 @click.option("-c", "--conf", "conf", type=click.Path(dir_okay=False),
-              help="a broker.conf: its namesrvAddr and lakeUri are the defaults of -n and --lake")
+              help="a broker.conf: its namesrvAddr and lakeUri are the defaults of -n and --lake; with "
+                   "lakeServiceAddr the query runs on that lake service (`tier serve`) when it answers")
 @click.option("--lake-only", is_flag=True, help="messages is the Delta table alone, as messages_lake is")
 @click.option("--allow-stale-hot-tail", "allow_stale", is_flag=True,
               help="a broker that cannot be asked leaves its hot tail out (with a warning saying how far "
@@ -173,10 +249,11 @@ def sql_cmd(query: str | None, lake: str | None, remote: str | None, namesrv: st
     read from stdin on one Spark session: a shell on a terminal (line editing, history in
     ~/.lakemq/sql_history)."""
     path = setup_logging("lakemq-sql")
-    lake, live = _live(namesrv, conf, lake, storage_option, lake_only, version, allow_stale)
+    lake, live, service = _live(namesrv, conf, lake, storage_option, lake_only, version, allow_stale, query)
     with contextlib.ExitStack() as stack:
         with JobProgress() as progress:  # while Spark starts and the query runs, not in the shell
-            spark = stack.enter_context(_session(lake, remote, storage_option, version, master, progress, live))
+            spark = stack.enter_context(_session(lake, remote, storage_option, version, master, progress, live,
+                                                 service))
             if query is not None:
                 progress.phase("running the query")
                 result = _run(spark, query, limit, live)

@@ -10,7 +10,7 @@ import click
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
 from lakemq.cli.output import print_rows
 from lakemq.cli.progress import JobProgress
-from lakemq.cli.replay_cmds import sweep, sweep_settings
+from lakemq.cli.replay_cmds import sweep, sweep_phase, sweep_settings
 from lakemq.errors import LakeError
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def sweep_transactions_cmd(
     }
     lake_uri = values["lake_uri"]
     with JobProgress() as progress:
-        progress.phase("starting Spark and finding half messages in the lake")
+        progress.phase(sweep_phase(config, "half messages"))
         try:
             result = run_transaction_sweep(values, progress=progress.counter("hand back"))
         except spark_errors() as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakemq.jobs.session import require_delta
+from lakemq.jobs.session import is_remote, require_delta
 from lakemq.tiering.lake_fs import LakeLocation
 
 if TYPE_CHECKING:
@@ -53,10 +53,12 @@ def configure_s3a(spark: SparkSession, lake: LakeLocation) -> None:
         settings["endpoint.region"] = upper["AWS_REGION"]
     # SQL conf entries are copied into every Hadoop configuration this session builds; the
     # SparkContext's own configuration serves the other sessions (a Spark Connect server's).
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    # A Connect client session has no SparkContext here: its SQL conf reaches the server's.
+    hadoop = None if is_remote(spark) else spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in settings.items():
         spark.conf.set(prefix + key, value)
-        hadoop.set(prefix + key, value)
+        if hadoop is not None:
+            hadoop.set(prefix + key, value)
 
 
 def table_exists(lake: LakeLocation, table: str) -> bool:

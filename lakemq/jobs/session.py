@@ -34,9 +34,9 @@ from lakemq.jobs.class_archive import java_options
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "lake_jars", "lakemq_error_line",
-           "read_spark_defaults", "require_delta", "route_pyspark_loggers", "session_conf", "spark_error_line",
-           "spark_errors"]
+__all__ = ["DEFAULTS", "build_session", "default_conf_file", "delta_jars", "is_remote", "lake_jars",
+           "lakemq_error_line", "read_spark_defaults", "require_delta", "route_pyspark_loggers", "session_conf",
+           "spark_error_line", "spark_errors"]
 
 DEFAULTS: Mapping[str, str] = {
     "spark.master": "local[*]",
@@ -169,6 +169,11 @@ def build_session(
     spark = builder.getOrCreate()
     route_pyspark_loggers()
     return spark
+
+
+def is_remote(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (no JVM, no SparkContext here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def route_pyspark_loggers() -> None:

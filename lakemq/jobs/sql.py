@@ -39,6 +39,7 @@ never disturbs the names a user's session has registered.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +59,8 @@ from lakemq.tiering.tables import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["DELAY_SWEEP_TABLE", "LAKE_ONLY_VIEW", "TABLES", "TRANSACTIONS_TABLE", "VIEWS", "register_live",
-           "register_tables", "register_views", "run_sql"]
+__all__ = ["DELAY_SWEEP_TABLE", "LAKE_ONLY_VIEW", "TABLES", "TRANSACTIONS_TABLE", "VIEWS", "names_live_views",
+           "register_live", "register_live_views", "register_tables", "register_views", "run_sql"]
 
 TRANSACTIONS_TABLE = "transactions"
 LAKE_ONLY_VIEW = "messages_lake"
@@ -67,6 +68,9 @@ DELAY_SWEEP_TABLE = "delay_sweep"
 TABLES = (MESSAGES_TABLE, TRANSACTIONS_TABLE, DELAY_SWEEP_TABLE, KEYS_TABLE)
 VIEWS = ("user_messages", "schedule_messages", "timer_messages", "transactions_half", "transactions_op",
          "transactions_derived")
+
+# The names register_live_views makes views over the live ``messages``.
+_VIEW_NAMES = re.compile(rf"\b({'|'.join((*VIEWS, TRANSACTIONS_TABLE))})\b", re.IGNORECASE)
 
 _KIND_VIEWS = {
     "user_messages": KIND_NORMAL, "schedule_messages": KIND_SCHEDULE, "timer_messages": KIND_WHEEL_TIMER,
@@ -205,16 +209,40 @@ def _quote(text: str) -> str:
 
 def register_live(
     spark: SparkSession, lake_uri: str, namesrv: str, *, storage_options: Mapping[str, str] | None = None,
-    allow_stale: bool = False,
+    allow_stale: bool = False, views: bool = True,
 ) -> list[str]:
     """:func:`register_tables`, then ``messages`` as the live union (see the module docstring)
     and ``messages_lake`` as the Delta table alone; returns the names. Views are SQL text, so
-    each query resolves them again and the source plans a new cut."""
+    each query resolves them again and the source plans a new cut. ``views``: see
+    :func:`register_live_views`."""
+    names = register_tables(spark, lake_uri, storage_options=storage_options)
+    register_live_views(spark, lake_uri, namesrv, storage_options=storage_options, allow_stale=allow_stale,
+                        views=views)
+    return [*names, LAKE_ONLY_VIEW]
+
+
+def names_live_views(statement: str) -> bool:
+    """Whether ``statement`` names a view over ``messages`` (or ``transactions``, which may be
+    one): only then must the live views be registered for it (comments and strings count too,
+    which registers them when not needed, never the reverse)."""
+    return _VIEW_NAMES.search(statement) is not None
+
+
+def register_live_views(
+    spark: SparkSession, lake_uri: str, namesrv: str, *, storage_options: Mapping[str, str] | None = None,
+    allow_stale: bool = False, views: bool = True,
+) -> None:
+    """The live half of :func:`register_live`, on a session whose catalog already holds the
+    lake's tables: temporary views only, so it also runs over Spark Connect (on a remote
+    session of the lake service, whose catalog ``tier serve`` filled). Every view over
+    ``messages`` resolves the ``lakemq`` source when it is created, a Python worker start
+    each (seconds on a loaded machine); without ``views`` only ``messages`` and
+    ``messages_lake`` are registered, for a statement that names no other view
+    (:func:`names_live_views`): the catalog's views would read the Delta table alone."""
     import json
 
     from lakemq.jobs.sources import register_sources
 
-    names = register_tables(spark, lake_uri, storage_options=storage_options)
     register_sources(spark)
     lake = LakeLocation.of(lake_uri, storage_options)
     location = spark_uri(lake, MESSAGES_TABLE).replace("`", "``")
@@ -223,11 +251,12 @@ def register_live(
                "storage_options": json.dumps(dict(storage_options or {}))}
     listed = ", ".join(f"{key} {_quote(value)}" for key, value in options.items())
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {MESSAGES_TABLE} USING lakemq OPTIONS ({listed})")
+    if not views:
+        return
     for view in VIEWS:
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} AS {_view_sql(view)}")
     if not table_exists(lake, TRANSACTIONS_TABLE):
         spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {TRANSACTIONS_TABLE} AS SELECT * FROM transactions_derived")
-    return [*names, LAKE_ONLY_VIEW]
 
 
 def run_sql(

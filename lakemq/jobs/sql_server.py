@@ -23,7 +23,7 @@ from lakemq.jobs.sql import register_tables
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CONNECT_SERVICE", "remote_session", "start_server", "stop_server"]
+__all__ = ["CONNECT_SERVICE", "remote_session", "start_connect", "start_server", "stop_connect", "stop_server"]
 
 CONNECT_SERVICE = "org.apache.spark.sql.connect.service.SparkConnectService"
 
@@ -33,6 +33,24 @@ def _service(spark: SparkSession) -> Any:
     return getattr(jvm, CONNECT_SERVICE)
 
 
+def start_connect(spark: SparkSession, host: str, port: int) -> None:
+    """Open Spark Connect on ``host:port`` for the running ``spark``: every client session shares
+    its catalog (tables and catalog views), not its temporary views. The service reads its
+    address from SparkEnv's conf when it starts, so a session built without it (``tier serve``'s)
+    serves too; a port in use is an error, not a silent move to the next one."""
+    conf: Any = spark.sparkContext._jvm.org.apache.spark.SparkEnv.get().conf()  # type: ignore[union-attr]
+    conf.set("spark.connect.grpc.binding.address", host)
+    conf.set("spark.connect.grpc.binding.port", str(port))
+    conf.set("spark.connect.grpc.port.maxRetries", "0")
+    _service(spark).start(spark.sparkContext._jsc.sc())
+
+
+def stop_connect(spark: SparkSession) -> None:
+    """Close the Connect port (a no-op when it was not opened); the session keeps running."""
+    service = _service(spark)
+    service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
+
+
 def start_server(lake_uri: str, *, host: str, port: int, master: str | None = None,
                  storage_options: Mapping[str, str] | None = None,
                  phase: Callable[[str], None] = lambda _: None) -> tuple[SparkSession, list[str]]:
@@ -40,15 +58,12 @@ def start_server(lake_uri: str, *, host: str, port: int, master: str | None = No
     returns the session (:func:`stop_server` stops both) and the registered names. ``phase``
     hears each stretch of the start as it begins."""
     phase(f"starting Spark ({master})" if master else "starting Spark")
-    spark = build_session(master=master, app_name="lakemq-sql-server", conf={
-        "spark.connect.grpc.binding.address": host,
-        "spark.connect.grpc.binding.port": str(port),
-    })
+    spark = build_session(master=master, app_name="lakemq-sql-server")
     try:
         phase("registering the lake's tables")
         names = register_tables(spark, lake_uri, storage_options=storage_options)
         phase(f"opening Spark Connect on {host}:{port}")
-        _service(spark).start(spark.sparkContext._jsc.sc())
+        start_connect(spark, host, port)
     except BaseException:
         stop_server(spark)
         raise
@@ -57,8 +72,7 @@ def start_server(lake_uri: str, *, host: str, port: int, master: str | None = No
 
 def stop_server(spark: SparkSession) -> None:
     """Stop the Connect endpoint (a no-op when it did not start) and the session."""
-    service = _service(spark)
-    service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
+    stop_connect(spark)
     spark.stop()
 
 

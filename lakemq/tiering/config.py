@@ -31,8 +31,15 @@ class TieringConfig:
     tier_interval_ms: int = 60_000
     # ``tier serve`` optimizes, vacuums and checkpoints the table at most this often (ms).
     tier_maintain_interval_ms: int = 10 * 60_000
+    # ``tier serve`` also serves Spark Connect here (host:port) from its warm session, with the
+    # lake's tables; lake commands given this broker.conf use it when reachable. Empty: off.
+    lake_service_addr: str = ""
 
     def __post_init__(self) -> None:
+        if self.lake_service_addr:
+            host, sep, port = self.lake_service_addr.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"lakeServiceAddr must be host:port, got {self.lake_service_addr!r}")
         for name in ("tier_seal_idle_ms", "tier_boundary_stride", "tier_target_file_size",
                      "tier_checkpoint_interval", "tier_interval_ms", "tier_maintain_interval_ms"):
             if getattr(self, name) <= 0:

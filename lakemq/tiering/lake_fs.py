@@ -26,7 +26,7 @@ import fsspec
 from lakemq.common.durable import fsync_dir, write_file_durably
 from lakemq.errors import ConfigError, LakeError
 
-__all__ = ["NO_LAKE", "LakeLocation", "RetryPolicy", "is_transient", "with_retries"]
+__all__ = ["NO_LAKE", "LakeLocation", "RetryPolicy", "is_transient", "parse_storage_options", "with_retries"]
 
 # What every lake command says when it is given no lake (the CLI, the DAGs, the jobs).
 NO_LAKE = "no lake is set: give --lake LAKE (lake_uri in a DAG) or set lakeUri=LAKE in broker.conf"
@@ -231,3 +231,15 @@ class LakeLocation:
                 with_retries(lambda: self.fs.ls(self.uri.split("://", 1)[1].split("/", 1)[0]), f"list {self.uri}")
         except OSError as exc:
             raise LakeError(f"lake {self.uri} is not reachable: {exc}") from exc
+
+
+def parse_storage_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    """The lake commands' ``-o KEY=VALUE`` options (object_store spelling) as a dict. Here, not
+    in the CLI, so that ``lakemq sql`` on the lake service imports no tiering command."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"storage option {pair!r} is not KEY=VALUE")
+        out[key] = value
+    return out

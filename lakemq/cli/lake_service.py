@@ -1,0 +1,59 @@
+"""The lake service on the command line: ``--service`` and the session a lake command runs on.
+
+A command given a lake service (``tier serve``'s Spark Connect, :mod:`lakemq.jobs.lake_service`)
+runs on it when it answers; otherwise, or when it cannot use it, one progress line says so and
+Spark starts here as without it. Kept apart from lake_cmds so that ``lakemq admin`` does not
+import the tiering commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from lakemq.cli.progress import JobProgress
+from lakemq.errors import LakeError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["lake_session", "service_option"]
+
+
+@contextlib.contextmanager
+def lake_session(service: str | None, master: str | None, progress: JobProgress) -> Iterator[Any]:
+    """The lake service's session (``tier serve``'s Spark Connect, :mod:`lakemq.jobs.lake_service`)
+    when ``service`` is given and answers, else :func:`lakemq.cli.lake_cmds.spark_session`: a
+    service that is down, or ``--master`` asking for a Spark of its own, is one progress line,
+    then Spark starts here as without the service."""
+    if service and master:
+        progress.phase(f"not using the lake service at {service}: --master asks for a Spark of its own; "
+                       "starting Spark here")
+    elif service:
+        from lakemq.jobs.lake_service import connect
+        from lakemq.jobs.session import spark_error_line, spark_errors
+
+        progress.phase(f"connecting to the lake service at {service}")
+        remote, why = connect(service)
+        if remote is not None:
+            try:
+                yield remote
+            except spark_errors() as exc:
+                log.exception("Spark job failed (lake service %s)", service)
+                raise LakeError(f"Spark job failed: {spark_error_line(exc)}") from exc
+            finally:
+                remote.stop()
+            return
+        progress.phase(f"the lake service at {service} is not reachable ({why}): starting Spark here")
+    from lakemq.cli.lake_cmds import spark_session
+
+    with spark_session(master, progress) as spark:
+        yield spark
+
+
+service_option = click.option(
+    "--service", help="host:port (or sc://host:port) of a lake service (`tier serve` with lakeServiceAddr): "
+                      "used when it answers, else Spark starts here")

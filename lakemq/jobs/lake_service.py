@@ -1,0 +1,110 @@
+"""The lake service: ``tier serve``'s one warm Spark session, also serving Spark Connect.
+
+A lake command that starts its own driver pays Spark's start and warm-up (about 25 s end to end
+for one aggregate on an idle machine). ``tier serve`` keeps a session up anyway, so with
+``lakeServiceAddr`` (broker.conf) set it registers the lake's tables in that session's catalog
+(:func:`lakemq.jobs.sql.register_tables`) and opens Spark Connect on that address
+(:func:`lakemq.jobs.sql_server.start_connect`). The port opens only once the tables are
+registered, so a client that connects as soon as it can never misses a name; a lake with no
+``messages`` table yet (nothing tiered) opens it after the first pass that commits one.
+
+Clients (:func:`connect`): ``lakemq sql -c broker.conf`` and ``replay`` / ``admin message query
+--lake`` given ``--service`` use it when it answers, and otherwise say so in one progress line
+and start their own driver. Every Connect client session shares the catalog's tables and
+views; ``messages`` as the live union is a temporary view over a Python data source, which is
+per session, so ``lakemq sql`` registers it on its own remote session
+(:func:`lakemq.jobs.sql.register_live_views`); a plain pyspark client sees ``messages`` as the
+Delta table.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import TYPE_CHECKING
+
+from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.tables import MESSAGES_TABLE
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["LakeService", "connect", "service_url", "split_addr", "warm"]
+
+# How long a client waits for the service's port before starting its own driver: loopback or a
+# LAN answers in milliseconds; a closed port is refused at once.
+CONNECT_TIMEOUT_S = 1.0
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """(host, port) of ``host:port`` or ``sc://host:port``."""
+    host, _, port = addr.removeprefix("sc://").rstrip("/").rpartition(":")
+    return host, int(port)
+
+
+def service_url(addr: str) -> str:
+    host, port = split_addr(addr)
+    return f"sc://{host}:{port}"
+
+
+def warm(spark: SparkSession, lake: LakeLocation) -> None:
+    """One small query on the lake's ``messages`` table, if it has one: the JVM's first Delta
+    read (class loading, the JIT, the log's first replay) is its slowest, and a long-running
+    process pays it at start rather than in its first tier pass or its first client's query."""
+    from lakemq.jobs.lake_tables import read_table, table_exists
+
+    if table_exists(lake, MESSAGES_TABLE):
+        read_table(spark, lake, MESSAGES_TABLE).select("commitlog_offset").limit(1).collect()
+
+
+class LakeService:
+    """Spark Connect on ``addr`` from ``spark``, opened by :meth:`open_when_ready` once the lake
+    has its ``messages`` table and the tables are registered; :meth:`close` closes the port."""
+
+    def __init__(self, spark: SparkSession, lake: LakeLocation, addr: str) -> None:
+        self.spark, self.lake, self.addr = spark, lake, addr
+        self.names: list[str] | None = None  # the registered names, once open
+
+    def open_when_ready(self) -> bool:
+        """Register the tables and open the port if the lake is ready and it is not open yet;
+        whether it opened now. Once open, register them again: a table a sweep wrote since
+        (``transactions``, ``delay_sweep``) joins the catalog (the others are left as they are)."""
+        from lakemq.jobs.lake_tables import table_exists
+        from lakemq.jobs.sql import register_tables
+        from lakemq.jobs.sql_server import start_connect
+
+        if self.names is not None:
+            self.names = register_tables(self.spark, self.lake.uri, storage_options=self.lake.options)
+            return False
+        if not table_exists(self.lake, MESSAGES_TABLE):
+            return False
+        names = register_tables(self.spark, self.lake.uri, storage_options=self.lake.options)
+        start_connect(self.spark, *split_addr(self.addr))
+        self.names = names
+        return True
+
+    def close(self) -> None:
+        from lakemq.jobs.sql_server import stop_connect
+
+        if self.names is not None:
+            stop_connect(self.spark)
+            self.names = None
+
+
+def connect(addr: str) -> tuple[SparkSession | None, str]:
+    """(a Spark Connect session on the service at ``addr``, "") when it answers, else (None, why
+    not). The port is tried first, so a service that is down costs no pyspark import."""
+    host, port = split_addr(addr)
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        return None, exc.strerror or type(exc).__name__
+    from lakemq.jobs.session import spark_errors
+    from lakemq.jobs.sql_server import remote_session
+
+    spark = remote_session(service_url(addr))
+    try:
+        spark.version  # noqa: B018 - the first RPC: a port that is not Spark Connect fails here
+    except (*spark_errors(), OSError) as exc:  # type: ignore[misc]
+        spark.stop()
+        return None, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return spark, ""

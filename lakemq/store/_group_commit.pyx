@@ -202,7 +202,8 @@ cdef void *_commit_loop(void *arg) noexcept nogil:
             usleep(ERROR_RETRY_US)
             pthread_mutex_lock(&s.lock)
             continue
-        s.error = 0
+        if target > s.flushed:  # a sync that made nothing new durable (an inline flush did) clears no error
+            s.error = 0
         _flushed_to(s, target, elapsed, -1)
     while s.inline_busy:  # a flush on another thread still uses a file's descriptor
         pthread_mutex_unlock(&s.lock)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from lakemq.client import SyncPullConsumer
 from lakemq.common.message import MessageConst, MessageExtBrokerInner
+from lakemq.store.checkpoint import read_flushed_offset
 from lakemq.store.commit_log import CommitLog
 from lakemq.store.config import StoreConfig
 from lakemq.store.put_request import MessagesPut
@@ -98,3 +100,11 @@ def transaction_rows(state: str, n: int, now: int) -> list[dict[str, Any]]:
                    checks=i % 3, copies=1, swept_at=now)
         rows.append(row)
     return rows
+
+
+def wait_flushed(store: Path, past: int) -> None:
+    """Wait (30 s at most) until the broker's checkpoint publishes a flushed offset past ``past``."""
+    deadline = time.monotonic() + 30
+    while read_flushed_offset(store / "checkpoint") <= past:
+        assert time.monotonic() < deadline, "the broker never published its flushed offset"
+        time.sleep(0.05)

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lake_helpers import wait_flushed
 
 from lakemq.client import SyncProducer
 from lakemq.common.message import Message
 from lakemq.launcher import reserved_port
-from lakemq.store.checkpoint import read_flushed_offset
 from tests.cli_in_process import lakemq_in_process, stderr_lines
 from tests.cluster import lakemq_command, start_cluster, write_tier_conf
 
@@ -38,13 +38,6 @@ def _send(producer: SyncProducer, start: int, count: int) -> int:
         msg.keys = [f"k{i}"]
         last = int(producer.send(msg).offset_msg_id[-16:], 16)
     return last
-
-
-def _wait_flushed(store: Path, past: int) -> None:
-    deadline = time.monotonic() + 30
-    while read_flushed_offset(store / "checkpoint") <= past:
-        assert time.monotonic() < deadline, "the broker never published its flushed offset"
-        time.sleep(0.05)
 
 
 def _port_open(port: int) -> bool:
@@ -81,7 +74,7 @@ def test_service_answers_live_and_stops_and_fallback_starts_spark(spark: Any, tm
             producer.create_topic(TOPIC, 2)
             producer.create_topic(TARGET, 2)
             began = int(time.time() * 1000)
-            _wait_flushed(store, _send(producer, 0, 30))
+            wait_flushed(store, _send(producer, 0, 30))
             # One pass at start (the lake has no table before it), then none for ten minutes:
             # what is sent after it stays hot, for the live union to find.
             conf = write_tier_conf(tmp_path, store, BROKER, {

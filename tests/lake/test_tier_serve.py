@@ -17,12 +17,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from lake_helpers import wait_flushed
 
 from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
 from lakemq.jobs.tier_serve import tier_serve
-from lakemq.store.checkpoint import read_flushed_offset
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.retention import RetentionRules
@@ -57,13 +57,6 @@ async def _send(namesrv: str, start: int, count: int, create: bool = False) -> i
             result = await producer.send(Message(TOPIC, f"m-{i}:".encode() + b"x" * 300))
             last = int(result.offset_msg_id[-16:], 16)
     return last
-
-
-def _wait_flushed(store: Path, past: int) -> None:
-    deadline = time.monotonic() + 30
-    while read_flushed_offset(store / "checkpoint") <= past:
-        assert time.monotonic() < deadline, "the broker never published its flushed offset"
-        time.sleep(0.05)
 
 
 def _lake_rows(lake: Path) -> list[tuple[int, int]]:
@@ -103,7 +96,7 @@ def test_serve_commits_flushed_records_once_without_sealing(spark: Any, tmp_path
     with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=_conf(lake)) as cluster:
         store = tmp_path / BROKER / "store"
         last = asyncio.run(_send(cluster.namesrv_addr, 0, 40, create=True))
-        _wait_flushed(store, last)
+        wait_flushed(store, last)
         rules = RetentionRules.for_broker(_conf(lake), LakeLocation.of(str(lake)))
         first = _one_pass(spark, store, lake, rules)
         assert first.result.compact.rows == 40
@@ -118,7 +111,7 @@ def test_serve_commits_flushed_records_once_without_sealing(spark: Any, tmp_path
 
         # The trickle goes on: the next pass takes only what came since.
         last = asyncio.run(_send(cluster.namesrv_addr, 40, 25))
-        _wait_flushed(store, last)
+        wait_flushed(store, last)
         assert _one_pass(spark, store, lake, rules).result.compact.rows == 25
         _assert_exactly(lake, 65)
         # The file being written is only partly in the lake: retention keeps it.
@@ -128,7 +121,7 @@ def test_serve_commits_flushed_records_once_without_sealing(spark: Any, tmp_path
         # `tier run --flushed`, once: the same, from the command line (without --flushed it
         # would wait for the file to idle for tierSealIdleMs).
         last = asyncio.run(_send(cluster.namesrv_addr, 65, 10))
-        _wait_flushed(store, last)
+        wait_flushed(store, last)
         idle_conf = {"lakeUri": str(lake), "tierSealIdleMs": "600000"}
         done = tier_run_in_process(spark, tmp_path, store, lake, BROKER, "--no-retention", broker_conf=idle_conf)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -155,7 +148,7 @@ def test_serve_stops_on_sigterm_and_survives_kill_mid_commit(spark: Any, tmp_pat
     with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=_conf(lake)) as cluster:
         store = tmp_path / BROKER / "store"
         last = asyncio.run(_send(cluster.namesrv_addr, 0, 30, create=True))
-        _wait_flushed(store, last)
+        wait_flushed(store, last)
 
         # A clean stop: SIGTERM after the first pass line, exit 0.
         proc = _serve_process(tmp_path, store, lake)
@@ -172,7 +165,7 @@ def test_serve_stops_on_sigterm_and_survives_kill_mid_commit(spark: Any, tmp_pat
         # (in this process: the restart's code path, without a third driver start). The other stages
         # a pass can die at are tier run's: tests/faults/test_tier_crash.py.
         last = asyncio.run(_send(cluster.namesrv_addr, 30, 20))
-        _wait_flushed(store, last)
+        wait_flushed(store, last)
         env = {k: v for k, v in os.environ.items() if k != "LAKEMQ_FAULT_STAGE"}
         proc = _serve_process(tmp_path, store, lake, {**env, "LAKEMQ_FAULT_STAGE": "before-manifest"})
         _, err = proc.communicate(timeout=300)

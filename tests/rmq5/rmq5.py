@@ -35,8 +35,9 @@ class Driver:
     process: subprocess.Popen[str]
     lines: list[dict[str, Any]]
 
-    def read_until(self, event: str, timeout: float) -> list[dict[str, Any]]:
-        """Lines up to and including the first with ``event`` (the driver prints in order)."""
+    def _read_to(self, events: tuple[str, ...], timeout: float) -> dict[str, Any] | None:
+        """Read the driver's JSON lines into ``lines`` until one with an event of ``events``
+        (returned), or None at its end or after ``timeout``."""
         deadline = time.monotonic() + timeout
         assert self.process.stdout is not None
         while time.monotonic() < deadline:
@@ -45,25 +46,24 @@ class Driver:
                 break
             if line.startswith("{"):
                 self.lines.append(json.loads(line))
-                if self.lines[-1].get("event") == event:
-                    return self.lines
-        raise AssertionError(f"driver printed no {event!r} (exit {self.process.poll()}): {self.lines}")
+                if self.lines[-1].get("event") in events:
+                    return self.lines[-1]
+        return None
+
+    def read_until(self, event: str, timeout: float) -> list[dict[str, Any]]:
+        """Lines up to and including the first with ``event`` (the driver prints in order)."""
+        if self._read_to((event,), timeout) is None:
+            raise AssertionError(f"driver printed no {event!r} (exit {self.process.poll()}): {self.lines}")
+        return self.lines
 
     def ask(self, timeout: float = 60, **command: Any) -> dict[str, Any]:
         """Send a command (the "simple" action); its answer, or its error line."""
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps(command) + "\n")
         self.process.stdin.flush()
-        deadline = time.monotonic() + timeout
-        assert self.process.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            if line.startswith("{"):
-                self.lines.append(json.loads(line))
-                if self.lines[-1].get("event") in ("received", "acked", "changed", "error"):
-                    return self.lines[-1]
+        answer = self._read_to(("received", "acked", "changed", "error"), timeout)
+        if answer is not None:
+            return answer
         raise AssertionError(f"driver answered nothing to {command} (exit {self.process.poll()}): {self.lines[-5:]}")
 
     def consumed(self, count: int, timeout: float) -> list[dict[str, Any]]:

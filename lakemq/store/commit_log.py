@@ -356,6 +356,8 @@ class CommitLog:
         return None if mf is None else (mf.select(0), mf.file_from_offset)
 
     def get_message(self, offset: int, size: int) -> bytes | None:
+        if size <= 0:  # no record is empty: an entry that says so is damaged, not a message
+            return None
         mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
         if mf is None:
             return None

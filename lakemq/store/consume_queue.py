@@ -64,6 +64,12 @@ def _is_valid(offset: int, size: int) -> bool:
     return offset >= 0 and size > 0
 
 
+def _last_entry_valid(mf: MappedFile) -> bool:
+    with mf.raw_view() as view:
+        offset, size, _tags = _UNIT.unpack_from(view, mf.file_size - CQ_STORE_UNIT_SIZE)
+    return _is_valid(offset, size)
+
+
 class ConsumeQueue:
     """One topic-queue index. One writer (the dispatcher); readers on any thread."""
 
@@ -97,12 +103,19 @@ class ConsumeQueue:
         return self.mapped_file_queue.load()
 
     def recover(self) -> None:
-        """Walk entries from the third-last file and cut the queue at the first invalid one
-        (a torn or never-written tail)."""
+        """Walk entries from the third-last file, or from an earlier one a power cut left
+        incomplete, and cut the queue at the first invalid entry (a torn or never-written
+        tail)."""
         files = self.mapped_file_queue.mapped_files
         if not files:
             return
         start = max(0, len(files) - _RECOVER_FILES)
+        # Files are flushed in order, each whole: one whose last entry is valid was flushed
+        # and so were all before it. A cut can leave more than three newer files created but
+        # never flushed (zeros); starting behind them would keep a hole inside the queue,
+        # where the replay cannot rebuild the entries of messages the CommitLog still holds.
+        while start > 0 and not _last_entry_valid(files[start - 1]):
+            start -= 1
         process_offset = files[start].file_from_offset
         max_physic = 0
         for mf in files[start:]:

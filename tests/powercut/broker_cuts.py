@@ -284,8 +284,9 @@ class PowerCutRun:
         end = await consumer.max_offset(mq)
         while offset < end:
             result = await consumer.pull(mq, "*", offset, 32)
-            if result.pull_status is not PullStatus.FOUND:
-                self._fail(f"cut {round_id}: queue {q} offset {offset} below its end {end}: {result.pull_status}")
+            if result.pull_status is not PullStatus.FOUND or not result.msgs:
+                self._fail(f"cut {round_id}: queue {q} offset {offset} below its end {end}: "
+                           f"{result.pull_status} with {len(result.msgs)} messages")
                 break
             for msg in result.msgs:
                 if msg.queue_offset != offset:

@@ -35,6 +35,7 @@ def test_put_and_read_back(open_commit_log: Open) -> None:
     assert decode_message_id(a2.msg_id) == ("10.1.2.3:10911", a2.wrote_offset)
     raw = cl.get_message(a1.wrote_offset, a1.wrote_bytes)
     assert raw is not None
+    assert cl.get_message(a1.wrote_offset, 0) is None  # a zeroed ConsumeQueue entry reads as no message
     msg = decode_record(raw, check_crc=True)
     assert (msg.topic, msg.body, msg.tags, msg.keys) == ("TopicTest", b"first", "tagA", ["k1"])
     assert msg.born_host == "192.168.0.7:54321" and msg.store_host == "10.1.2.3:10911"

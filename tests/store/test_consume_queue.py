@@ -86,6 +86,27 @@ def test_recover_cuts_at_first_invalid_entry(tmp_path: Path) -> None:
     assert [u.commit_log_offset for u in cq.read_units(10, 10)] == [1000, 1100, 1200, 1300, 1400]
 
 
+def test_recover_finds_a_hole_behind_more_than_three_unflushed_files(tmp_path: Path) -> None:
+    """A power cut kept entries 0..13 and the names of four newer files but none of their
+    data: recovery cuts at 14 although the hole is behind the last three files."""
+    cq = make_cq(tmp_path)
+    fill(cq, 0, 55)
+    cq.shutdown()
+    directory = tmp_path / "TopicA" / "0"
+    first_lost = directory / "00000000000000000200"
+    data = bytearray(first_lost.read_bytes())
+    data[4 * 20 :] = bytes(len(data) - 4 * 20)
+    first_lost.write_bytes(bytes(data))
+    for start in (400, 600, 800, 1000):
+        (directory / f"{start:020d}").write_bytes(bytes(FILE_SIZE))
+    cq = make_cq(tmp_path)
+    assert cq.get_max_offset_in_queue() == 14
+    assert cq.max_physic_offset == 14 * MSG
+    fill(cq, 0, 55)  # the abnormal recovery's replay rebuilds every entry after the hole
+    assert [u.commit_log_offset for u in cq.read_units(14, 3)] == [1400, 1500, 1600]
+    assert cq.get_max_offset_in_queue() == 55
+
+
 def test_truncate_dirty_logic_files(tmp_path: Path) -> None:
     cq = make_cq(tmp_path)
     fill(cq, 0, 25)

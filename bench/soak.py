@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -264,6 +265,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the result as JSON here")
     parser.add_argument("--write-md", action="store_true", help="write the result into BENCHMARKS.md")
     args = parser.parse_args()
+    # A SIGTERM ends the run through its clean-up: the broker and NameServer it started stop too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.root is not None:
         args.root.mkdir(parents=True, exist_ok=True)
         result = asyncio.run(soak(args, args.root))

@@ -3,16 +3,19 @@ reading back with lakemq's 4.x client what it sent."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lakemq.client.results import PullStatus
-from lakemq.client.sync import SyncPullConsumer
+from lakemq.client.sync import SyncProducer, SyncPullConsumer
 from lakemq.common.message import MessageExt
+from tests.cluster import Cluster, start_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("rmq5_driver.py")
@@ -26,6 +29,18 @@ def rmq5_python() -> str:
     if done.returncode != 0:
         raise RuntimeError(f"scripts/rmq5_env.sh failed:\n{done.stderr[-3000:]}")
     return done.stdout.strip().splitlines()[-1]
+
+
+@contextlib.contextmanager
+def grpc_cluster(root: Path, grpc_port: int, topic: str | None = None, queues: int = 4,
+                 **conf: str) -> Iterator[Cluster]:
+    """A NameServer and a broker serving gRPC on ``grpc_port`` (with the broker settings
+    ``conf``), and ``topic`` created with ``queues`` queues when given."""
+    with start_cluster(root, broker_conf={"grpcListenPort": str(grpc_port), **conf}) as cluster:
+        if topic is not None:
+            with SyncProducer("rmq5-test-admin", namesrv_addr=cluster.namesrv_addr) as admin:
+                admin.create_topic(topic, queues)
+        yield cluster
 
 
 @dataclass

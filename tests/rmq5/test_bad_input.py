@@ -14,29 +14,20 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 
-from lakemq.client.sync import SyncProducer
 from lakemq.grpc._pb import definition_pb2 as v2
 from lakemq.grpc._pb import service_pb2 as rpc
 from lakemq.grpc._pb.service_pb2_grpc import MessagingServiceStub
-from lakemq.launcher import reserved_port
-from tests.cluster import Cluster, start_cluster
-from tests.rmq5.rmq5 import wait_for_bodies
+from tests.cluster import Cluster
+from tests.rmq5.rmq5 import grpc_cluster, wait_for_bodies
 
 MAX_MESSAGE = 64 << 10
 TIMEOUT = 10
 
 
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return reserved_port()
-
-
-@pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterator[Cluster]:
-    conf = {"grpcListenPort": str(grpc_port), "maxMessageSize": str(MAX_MESSAGE)}
-    with start_cluster(tmp_path_factory.mktemp("cluster"), broker_conf=conf) as running:
-        with SyncProducer("grpc-bad-admin", namesrv_addr=running.namesrv_addr) as admin:
-            admin.create_topic("BadInput", 2)
+    with grpc_cluster(tmp_path_factory.mktemp("cluster"), grpc_port, "BadInput", 2,
+                      maxMessageSize=str(MAX_MESSAGE)) as running:
         yield running
 
 

@@ -17,24 +17,16 @@ import pytest
 from bench.jvm import java_command
 from lakemq.client.sync import SyncProducer
 from lakemq.common.message import Message, MessageConst
-from lakemq.launcher import reserved_port
-from tests.cluster import Cluster, start_cluster
-from tests.rmq5.rmq5 import wait_for_bodies
+from tests.cluster import Cluster
+from tests.rmq5.rmq5 import grpc_cluster, wait_for_bodies
 
 pytestmark = [pytest.mark.compat, pytest.mark.jvm]
 TOPIC = "Java5Topic"
 
 
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return reserved_port()
-
-
-@pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterator[Cluster]:
-    with start_cluster(tmp_path_factory.mktemp("cluster"), broker_conf={"grpcListenPort": str(grpc_port)}) as c:
-        with SyncProducer("java5-admin", namesrv_addr=c.namesrv_addr) as admin:
-            admin.create_topic(TOPIC, 4)
+    with grpc_cluster(tmp_path_factory.mktemp("cluster"), grpc_port, TOPIC) as c:
         yield c
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from lakemq.client.admin import Admin
-from lakemq.launcher import reserved_port
 from tests.cluster import Cluster, start_cluster
 from tests.rmq5.rmq5 import rmq5_python, start_driver
 
@@ -30,11 +29,6 @@ accounts:
     secretKey: {ADMIN_SECRET}
     admin: true
 """
-
-
-@pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return reserved_port()
 
 
 @pytest.fixture(scope="module")

@@ -18,29 +18,18 @@ from lakemq.client.sync import SyncProducer, SyncPullConsumer
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.common.message import Message
 from lakemq.errors import LakeMQError
-from lakemq.launcher import reserved_port
 from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.sync import SyncRemotingClient
-from tests.cluster import Cluster, start_cluster
+from tests.cluster import Cluster
 from tests.compat.java_client import run_driver
-from tests.rmq5.rmq5 import Driver, rmq5_python, start_driver, wait_for_bodies
+from tests.rmq5.rmq5 import Driver, grpc_cluster, start_driver, wait_for_bodies
 
 pytestmark = pytest.mark.compat
 
 
 @pytest.fixture(scope="module")
-def python() -> str:
-    return rmq5_python()
-
-
-@pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return reserved_port()
-
-
-@pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterator[Cluster]:
-    with start_cluster(tmp_path_factory.mktemp("cluster"), broker_conf={"grpcListenPort": str(grpc_port)}) as running:
+    with grpc_cluster(tmp_path_factory.mktemp("cluster"), grpc_port) as running:
         yield running
 
 

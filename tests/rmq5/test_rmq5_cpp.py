@@ -10,11 +10,8 @@ from typing import Any
 
 import pytest
 
-from lakemq.client.sync import SyncProducer
-from lakemq.launcher import reserved_port
-from tests.cluster import start_cluster
 from tests.compat.cpp_client import CppClient
-from tests.rmq5.rmq5 import rmq5_python, send_all
+from tests.rmq5.rmq5 import grpc_cluster, send_all
 
 pytest.importorskip("rocketmq.client")  # lakemq's .venv holds the C++ client's `rocketmq`
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(300)]
@@ -27,13 +24,10 @@ def _spec(i: int) -> dict[str, Any]:
             "properties": {"color": ("red", "green")[i % 2], "seq": str(i)}}
 
 
-async def test_cpp_push_consumer_gets_what_the_5x_client_sent_once(tmp_path: Path) -> None:
-    python = rmq5_python()
-    grpc_port = reserved_port()
+async def test_cpp_push_consumer_gets_what_the_5x_client_sent_once(python: str, grpc_port: int,
+                                                                    tmp_path: Path) -> None:
     messages = [_spec(i) for i in range(COUNT)]
-    with start_cluster(tmp_path, broker_conf={"grpcListenPort": str(grpc_port)}) as cluster:
-        with SyncProducer("rmq5-cpp-admin", namesrv_addr=cluster.namesrv_addr) as admin:
-            admin.create_topic(TOPIC, 4)
+    with grpc_cluster(tmp_path, grpc_port, TOPIC) as cluster:
         sent = send_all(python, f"127.0.0.1:{grpc_port}", TOPIC, messages, tmp_path / "driver.log")
         ids = {m["body"]: line["message_id"] for m, line in zip(messages, sent)}
 

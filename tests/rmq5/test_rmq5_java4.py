@@ -10,11 +10,8 @@ from typing import Any
 
 import pytest
 
-from lakemq.client.sync import SyncProducer
-from lakemq.launcher import reserved_port
-from tests.cluster import start_cluster
 from tests.compat.java_client import run_driver
-from tests.rmq5.rmq5 import rmq5_python, send_all
+from tests.rmq5.rmq5 import grpc_cluster, send_all
 
 pytestmark = [pytest.mark.compat, pytest.mark.jvm, pytest.mark.timeout(300)]
 
@@ -26,13 +23,9 @@ def _spec(i: int) -> dict[str, Any]:
             "properties": {"color": ("red", "green", "blue")[i % 3], "seq": str(i)}}
 
 
-def test_java_4x_push_consumer_gets_what_the_5x_client_sent_once(tmp_path: Path) -> None:
-    python = rmq5_python()
-    grpc_port = reserved_port()
+def test_java_4x_push_consumer_gets_what_the_5x_client_sent_once(python: str, grpc_port: int, tmp_path: Path) -> None:
     messages = [_spec(i) for i in range(COUNT)]
-    with start_cluster(tmp_path, broker_conf={"grpcListenPort": str(grpc_port)}) as cluster:
-        with SyncProducer("rmq5-java4-admin", namesrv_addr=cluster.namesrv_addr) as admin:
-            admin.create_topic(TOPIC, 4)
+    with grpc_cluster(tmp_path, grpc_port, TOPIC) as cluster:
         sent = send_all(python, f"127.0.0.1:{grpc_port}", TOPIC, messages, tmp_path / "driver.log")
         ids = {m["body"]: line["message_id"] for m, line in zip(messages, sent)}
         run = run_driver(cluster.namesrv_addr, "R5", ["readall"], tmp_path / "java", topics=TOPIC,

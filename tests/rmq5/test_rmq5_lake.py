@@ -11,12 +11,9 @@ from typing import Any
 
 import pytest
 
-from lakemq.client.sync import SyncProducer
 from lakemq.common.record import decode_message_id
-from lakemq.launcher import reserved_port
 from tests.cli_in_process import lakemq_in_process, tier_run_in_process
-from tests.cluster import start_cluster
-from tests.rmq5.rmq5 import rmq5_python, send_all, wait_for_bodies
+from tests.rmq5.rmq5 import grpc_cluster, send_all, wait_for_bodies
 
 pytestmark = [pytest.mark.spark, pytest.mark.compat, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -34,14 +31,11 @@ def _rows(output: str) -> list[list[str]]:
             for line in output.splitlines() if line.count("│") >= 2 and "lake-" in line]
 
 
-def test_sent_by_the_5x_client_tiered_and_found_by_lakemq_sql(spark: Any, tmp_path: Path) -> None:
-    python = rmq5_python()
-    grpc_port = reserved_port()
+def test_sent_by_the_5x_client_tiered_and_found_by_lakemq_sql(spark: Any, python: str, grpc_port: int,
+                                                              tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     messages = [_spec(i) for i in range(COUNT)]
-    with start_cluster(tmp_path, brokers=(BROKER,), broker_conf={"grpcListenPort": str(grpc_port)}) as cluster:
-        with SyncProducer("rmq5-lake-admin", namesrv_addr=cluster.namesrv_addr) as admin:
-            admin.create_topic(TOPIC, 4)
+    with grpc_cluster(tmp_path, grpc_port, TOPIC) as cluster:
         sent = send_all(python, f"127.0.0.1:{grpc_port}", TOPIC, messages, tmp_path / "driver.log")
         client_ids = {f"lake-{i}": line["message_id"] for i, line in enumerate(sent)}
         stored = wait_for_bodies(cluster.namesrv_addr, TOPIC, "rmq5-lake-reader", {m["body"].encode() for m in messages},

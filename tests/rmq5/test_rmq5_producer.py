@@ -13,28 +13,16 @@ import pytest
 
 from lakemq.client.sync import SyncProducer
 from lakemq.common.message import MessageConst
-from lakemq.launcher import reserved_port
-from tests.cluster import Cluster, start_cluster
-from tests.rmq5.rmq5 import pull_all, rmq5_python, start_driver, wait_for_bodies
+from tests.cluster import Cluster
+from tests.rmq5.rmq5 import grpc_cluster, pull_all, start_driver, wait_for_bodies
 
 pytestmark = pytest.mark.compat
 TX_CONF = {"transactionCheckInterval": "500", "transactionTimeOut": "1000", "transactionCheckMax": "15"}
 
 
 @pytest.fixture(scope="module")
-def python() -> str:
-    return rmq5_python()
-
-
-@pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return reserved_port()
-
-
-@pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterator[Cluster]:
-    conf = {"grpcListenPort": str(grpc_port), **TX_CONF}
-    with start_cluster(tmp_path_factory.mktemp("cluster"), broker_conf=conf) as running:
+    with grpc_cluster(tmp_path_factory.mktemp("cluster"), grpc_port, **TX_CONF) as running:
         yield running
 
 

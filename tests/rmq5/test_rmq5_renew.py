@@ -13,23 +13,17 @@ import pytest
 
 from lakemq.client.sync import SyncProducer
 from lakemq.common.message import Message
-from lakemq.launcher import reserved_port
-from tests.cluster import Cluster, start_cluster
-from tests.rmq5.rmq5 import rmq5_python, start_driver
+from tests.cluster import Cluster
+from tests.rmq5.rmq5 import grpc_cluster, rmq5_python, start_driver
 
 pytestmark = pytest.mark.compat
 SLICE_MS = 2000
 
 
 @pytest.fixture(scope="module")
-def grpc_port() -> int:
-    return reserved_port()
-
-
-@pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, grpc_port: int) -> Iterator[Cluster]:
-    conf = {"grpcListenPort": str(grpc_port), "grpcRenewSliceMillis": str(SLICE_MS), "grpcRenewAheadMillis": "1000"}
-    with start_cluster(tmp_path_factory.mktemp("cluster"), broker_conf=conf) as running:
+    with grpc_cluster(tmp_path_factory.mktemp("cluster"), grpc_port, grpcRenewSliceMillis=str(SLICE_MS),
+                      grpcRenewAheadMillis="1000") as running:
         yield running
 
 

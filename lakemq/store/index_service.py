@@ -7,7 +7,8 @@ CommitLog order; when one is full the next continues where it ended.
 
 Recovery: after an abnormal exit a file whose end timestamp is past the checkpoint's index
 timestamp may hold pages that never reached the disk; it is deleted and :meth:`load` returns
-its begin timestamp, from where the CommitLog replay rebuilds it. After any recovery,
+its begin timestamp, from where the CommitLog replay rebuilds it; so is a newest file a power
+cut left shorter than its size (cut while it was being made). After any recovery,
 :meth:`truncate_dirty` undoes entries for CommitLog bytes that recovery cut off.
 """
 
@@ -19,12 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lakemq.common.durable import make_dirs_durably
+from lakemq.common.durable import make_dirs_durably, unlink_durably
 from lakemq.common.message import MessageSysFlag
 from lakemq.errors import StoreError
 from lakemq.store._index import IndexKeys, index_keys
 from lakemq.store.commit_log_scan import DispatchBatch, DispatchRequest
-from lakemq.store.index_file import IndexFile
+from lakemq.store.index_file import IndexFile, index_file_size
 
 __all__ = ["IndexService", "QueryOffsetResult", "build_key"]
 
@@ -55,6 +56,7 @@ class IndexService:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.index_files: list[IndexFile] = []
+        self._file_size = index_file_size(hash_slot_num, index_num)
         # End timestamp of the newest file known to be on disk whole (the checkpoint's value).
         self.flushed_timestamp = 0
         # CommitLog offset of the first record whose keys were dropped: no new file could be made.
@@ -69,7 +71,18 @@ class IndexService:
         None when nothing was deleted."""
         rebuild_from: int | None = None
         self.index_dir.mkdir(parents=True, exist_ok=True)
-        for path in sorted(p for p in self.index_dir.iterdir() if p.is_file() and p.name.isdigit()):
+        paths = sorted(p for p in self.index_dir.iterdir() if p.is_file() and p.name.isdigit())
+        for path in paths:
+            if not last_exit_ok and path == paths[-1] and path.stat().st_size < self._file_size:
+                # A power cut while the file was being made: its size is set and synced before
+                # any entry goes in, so it held none. What it would have held is rebuilt from
+                # where the file before it ends.
+                log.warning("index file %s is %d bytes, not %d (its creation was cut short): removed",
+                            path.name, path.stat().st_size, self._file_size)
+                unlink_durably(path)
+                end = self.index_files[-1].end_timestamp if self.index_files else 0
+                rebuild_from = end if rebuild_from is None else min(rebuild_from, end)
+                continue
             f = IndexFile(path, self.hash_slot_num, self.index_num)
             if not last_exit_ok and f.end_timestamp > checkpoint_index_timestamp:
                 log.warning("index file %s ends after the checkpoint (%d > %d): rebuilt from the CommitLog",

@@ -130,6 +130,27 @@ def test_abnormal_load_drops_unflushed_files_and_truncate(tmp_path: Path) -> Non
     assert again.query_offset("T", "k9", 10, 0, 2**62).phy_offsets == [250]
 
 
+def test_a_newest_file_cut_while_being_made_is_removed_after_a_crash_only(tmp_path: Path) -> None:
+    """A power cut between a file's create and the sync of its size leaves its name and no
+    bytes (a power-cut run found it): after a crash it is removed and rebuilt from where the
+    file before it ends; after a clean shutdown such a file is damage and refused."""
+    svc = IndexService(tmp_path / "index", hash_slot_num=3, index_num=5)
+    svc.load(True, 0)
+    for i in range(4):
+        svc.dispatch(request(i * 100, keys=f"k{i}", ts=T0 + i * 1000))
+    svc.shutdown()
+    cut_short = tmp_path / "index" / "29990101000000000"
+    cut_short.write_bytes(b"")
+    with pytest.raises(CorruptFileError, match="expected"):
+        IndexService(tmp_path / "index", hash_slot_num=3, index_num=5).load(True, T0 + 3000)
+    again = IndexService(tmp_path / "index", hash_slot_num=3, index_num=5)
+    assert again.load(False, T0 + 3000) == T0 + 3000
+    assert not cut_short.exists()
+    assert again.query_offset("T", "k3", 10, 0, 2**62).phy_offsets == [300]
+    again.dispatch(request(400, keys="k4", ts=T0 + 4000))
+    assert again.query_offset("T", "k4", 10, 0, 2**62).phy_offsets == [400]
+
+
 def test_bad_files_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "20240101000000000"
     IndexFile(path, 4, 8).close()

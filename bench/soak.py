@@ -20,8 +20,10 @@ the interval, and the CommitLog files on disk and deleted so far.
 Verdict: (1) nothing lost: for each group, acknowledged keys - (keys it consumed | keys a new
 group finds reading every queue from offset 0, lake included) is empty, and no rolled-back
 message was ever seen; (2) flat: over the last ``--window`` seconds (at most the time after
-``--warmup``) RSS, anonymous RSS, open files and threads grow under 5 %.
-``--no-growth-verdict`` reports growth without judging it (for the CI smoke, too short to be past warm-up).
+``--warmup``) RSS, anonymous RSS, open files and threads grow under 5 % (the rise of each one's
+peak from the window's first half to its second, doubled: see ``growth``).
+``--no-growth-verdict`` reports growth without judging it (for the CI smoke, too short to be past
+warm-up); ``--rejudge soak.json`` gives the verdict again on a run saved with ``--out``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -111,13 +114,20 @@ def sample(broker: ServerProcess, url: str, ledger: Ledger, began: float, store:
 
 
 def growth(samples: list[Sample], since: float) -> dict[str, float]:
-    """Relative growth of each resource from the first sample at or after ``since`` to the last."""
+    """Relative growth of each resource over the window from ``since``: the rise of its peak
+    from the window's first half to its second, doubled to span the whole window. RSS and open
+    files rise and fall with the CommitLog files retention deletes every few minutes (their
+    mapped pages and descriptors), so the first and last samples would measure where in that
+    cycle each fell; a leak raises every peak."""
     window = [s for s in samples if s.t >= since]
-    if len(window) < 2:
+    if len(window) < 4:
         return {}
-    first, last = window[0], window[-1]
-    return {name: (getattr(last, name) - getattr(first, name)) / max(getattr(first, name), 1e-9)
-            for name in ("rss_mib", "rss_anon_mib", "open_files", "threads")}
+    first, second = window[: len(window) // 2], window[len(window) // 2 :]
+    grew = {}
+    for name in ("rss_mib", "rss_anon_mib", "open_files", "threads"):
+        before = max(getattr(s, name) for s in first)
+        grew[name] = 2 * (max(getattr(s, name) for s in second) - before) / max(before, 1e-9)
+    return grew
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -195,7 +205,7 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, object]:
 def _verdict(args: argparse.Namespace, ledger: Ledger, runs: TierRuns, samples: list[Sample],
              found: dict[str, int], lowest_min: int, drain_s: float, churn_changes: int) -> dict[str, object]:
     acked = set(ledger.acked)
-    groups = {}
+    groups: dict[str, dict[str, int]] = {}
     for group in (STEADY, CHURN):
         consumed = ledger.consumed[group]
         groups[group] = {
@@ -206,31 +216,40 @@ def _verdict(args: argparse.Namespace, ledger: Ledger, runs: TierRuns, samples: 
         }
     rolled_back_seen = len(ledger.rolled_back & (found.keys() | ledger.consumed[STEADY].keys()
                                                    | ledger.consumed[CHURN].keys()))
-    window_start = max(args.warmup, args.duration - args.window)
-    grew = growth(samples, window_start)
     kinds = {kind: sum(1 for k in ledger.acked.values() if k == kind) for kind in set(ledger.acked.values())}
     result: dict[str, object] = {
         "duration_s": args.duration, "rate": args.rate, "acknowledged": len(acked), "by_kind": kinds,
         "rolled_back": len(ledger.rolled_back), "rolled_back_seen": rolled_back_seen,
         "send_failures": ledger.send_failures, "groups": groups, "audit_found": len(found),
         "audit_duplicates": sum(n - 1 for n in found.values() if n > 1), "lowest_queue_min_offset": lowest_min,
-        "tier_runs": len(runs.seconds), "tier_failures": runs.failures,
+        "tier_runs": len(runs.seconds), "tier_failures": runs.failures, "tier_last_error": runs.last_error,
         "tier_run_s": [round(s, 1) for s in runs.seconds], "drain_s": round(drain_s, 1),
-        "churn_changes": churn_changes, "growth_window_from_s": window_start,
-        "growth": {k: round(v, 4) for k, v in grew.items()}, "samples": [asdict(s) for s in samples],
+        "churn_changes": churn_changes, "growth_window_from_s": max(args.warmup, args.duration - args.window),
+        "growth_verdict": args.growth_verdict, "samples": [asdict(s) for s in samples],
     }
+    return judge(result)
+
+
+def judge(result: dict[str, Any]) -> dict[str, Any]:
+    """The verdict on a run's record (also on one saved with --out: ``--rejudge``): its
+    growth over the window and its failures."""
+    samples = [Sample(**s) for s in result["samples"]]
+    window_start = result["growth_window_from_s"]
+    grew = growth(samples, window_start)
+    result["growth"] = {k: round(v, 4) for k, v in grew.items()}
+    groups = result["groups"]
     failures = [f"{g}: {v['lost']} acknowledged messages lost" for g, v in groups.items() if v["lost"]]
-    if rolled_back_seen:
-        failures.append(f"{rolled_back_seen} rolled-back messages were delivered")
+    if result["rolled_back_seen"]:
+        failures.append(f"{result['rolled_back_seen']} rolled-back messages were delivered")
     if result["audit_duplicates"]:
         failures.append(f"the audit read {result['audit_duplicates']} messages twice")
-    if runs.failures:
-        failures.append(f"{runs.failures} tier runs failed; the last: {runs.last_error}")
+    if result["tier_failures"]:
+        failures.append(f"{result['tier_failures']} tier runs failed; the last: {result.get('tier_last_error')}")
     if not samples:
         failures.append("no samples")
-    if args.growth_verdict:
+    if result.get("growth_verdict", True):
         if not grew:
-            failures.append(f"fewer than two samples after {window_start:.0f} s: growth cannot be judged")
+            failures.append(f"fewer than four samples after {window_start:.0f} s: growth cannot be judged")
         failures += [f"{k} grew {v:.1%} over the window" for k, v in grew.items() if v >= GROWTH_LIMIT]
     result["failures"] = failures
     return result
@@ -264,10 +283,14 @@ def main() -> int:
     parser.add_argument("--root", type=Path, help="work directory (default: a temporary one, removed)")
     parser.add_argument("--out", type=Path, help="write the result as JSON here")
     parser.add_argument("--write-md", action="store_true", help="write the result into BENCHMARKS.md")
+    parser.add_argument("--rejudge", type=Path, metavar="JSON",
+                        help="judge again a run saved with --out (the verdict's current rules), no load")
     args = parser.parse_args()
     # A SIGTERM ends the run through its clean-up: the broker and NameServer it started stop too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if args.root is not None:
+    if args.rejudge is not None:
+        result = judge(json.loads(args.rejudge.read_text()))
+    elif args.root is not None:
         args.root.mkdir(parents=True, exist_ok=True)
         result = asyncio.run(soak(args, args.root))
     else:

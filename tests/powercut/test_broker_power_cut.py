@@ -1,6 +1,7 @@
 """A few power cuts under a real SYNC_FLUSH broker with 4 producers and 2 consumer groups,
-under an ASYNC_FLUSH one, and under a SYNC_MASTER whose slave is on a second mount
-(tests/powercut/broker_cuts.py says what is checked after each; ``scripts/powercut.sh`` runs
+under an ASYNC_FLUSH one, and under a SYNC_MASTER whose slave is on a second mount, cut with
+it or running on while its master alone is cut (tests/powercut/broker_cuts.py says what is
+checked after each; ``scripts/powercut.sh`` runs
 the 100 cuts docs/DURABILITY.md reports)."""
 
 from __future__ import annotations

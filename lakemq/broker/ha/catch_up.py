@@ -111,8 +111,9 @@ class MasterCatchUp:
 
 async def slave_ha_address(client: RemotingClient, namesrv_addrs: Sequence[str], broker_name: str, host: str,
                            timeout_s: float) -> str | None:
-    """The HA listener of ``broker_name``'s slave at ``host``: the NameServers' cluster info
-    names the group's brokers, the slave's runtime info its ``haServerAddr``."""
+    """The HA listener of ``broker_name``'s slave at ``host`` (or of its only slave): the
+    NameServers' cluster info names the group's brokers, the slave's runtime info its
+    ``haServerAddr``."""
     for namesrv in namesrv_addrs:
         try:
             response = await client.invoke(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO),
@@ -121,10 +122,12 @@ async def slave_ha_address(client: RemotingClient, namesrv_addrs: Sequence[str],
                 continue
             table = fastjson.loads(response.body or b"{}").get("brokerAddrTable") or {}
             brokers = (table.get(broker_name) or {}).get("brokerAddrs") or {}
-            for broker_id, addr in brokers.items():
-                if int(broker_id) == 0 or str(addr).rsplit(":", 1)[0] != host:
-                    continue
-                info = await client.invoke(str(addr), RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO),
+            slaves = [str(addr) for broker_id, addr in brokers.items() if int(broker_id) != 0]
+            # The slave at the link's host; a lone slave registered under another address
+            # (brokerIP1 is not the address it connects from) is that one too.
+            at_host = [a for a in slaves if a.rsplit(":", 1)[0] == host]
+            for addr in at_host or (slaves if len(slaves) == 1 else []):
+                info = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO),
                                            timeout_s)
                 if info.code == ResponseCode.SUCCESS:
                     ha_addr = KVTable.decode(info.body).table.get("haServerAddr")

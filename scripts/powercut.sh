@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Power cuts under a real broker whose store is on lazyfs (tests/powercut/broker_cuts.py;
 # docs/DURABILITY.md): scripts/powercut.sh [CUTS=100] [SYNC_FLUSH|ASYNC_FLUSH] [SEED=1] [--slave]
-# (--slave: a SYNC_MASTER with its slave on a second mount; the cut takes both).
+# (--slave: a SYNC_MASTER with its slave on a second mount; the cut takes both.
+#  --cut master: the same pair, the cut takes the master's machine alone.)
 # Needs /dev/fuse, Debian's fuse and libfuse2, and fusepy (scripts/test.sh installs them).
 # The run's files stay in the directory it prints when a check fails.
 set -euo pipefail

@@ -45,6 +45,7 @@ from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
 from lakemq.broker.ha import HaClient, HaConfig, HaServer, ReplicationProgress, SlaveSynchronize, check_role
+from lakemq.broker.ha.catch_up import MasterCatchUp, slave_ha_address
 from lakemq.broker.loop_lag import LoopLagProbe
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector
@@ -70,7 +71,7 @@ from lakemq.remoting.codec import RemotingCommand
 from lakemq.remoting.dispatch import RequestContext
 from lakemq.remoting.protocol import RemotingConnection
 from lakemq.remoting.server import RemotingServer, ServerConfig
-from lakemq.store.config import FlushDiskType, StoreConfig
+from lakemq.store.config import BrokerRole, FlushDiskType, StoreConfig
 from lakemq.store.message_store import MessageStore
 
 if TYPE_CHECKING:  # grpcio is imported only by a broker with a grpcListenPort
@@ -284,7 +285,14 @@ class BrokerController:
         self.subscription_group_manager.load()
         if not self.store.load():
             raise StoreError(f"the store under {self.store_config.store_path_root_dir} could not be loaded")
-        self.store.start()
+        # An ASYNC_FLUSH SYNC_MASTER back from a crash may lack acknowledged messages its slave
+        # holds: no put until a slave reported (lakemq.broker.ha.catch_up).
+        self.store.start(hold_puts="waiting for a slave's offset after an abnormal exit" if self._holds_puts() else None)
+
+    def _holds_puts(self) -> bool:
+        assert self.store is not None
+        return (self.store_config.broker_role is BrokerRole.SYNC_MASTER and not self.store.last_exit_ok
+                and self.store_config.flush_disk_type is FlushDiskType.ASYNC_FLUSH)
 
     async def _start_replication(self) -> None:
         """The HA listener (every role), and a slave's link to its master and metadata sync."""
@@ -293,8 +301,14 @@ class BrokerController:
         # A SYNC_FLUSH master ships only what it synced (docs/REPLICATION.md, "a slave ahead of
         # its master"); a slave's listener serves what replication appended, flushed or not.
         flushed_only = self.role.is_master and self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        catch_up = None
+        if self.store.puts_held:
+            client, names, timeout = self.remoting_client, c.namesrv_addr, c.register_broker_timeout_mills / 1000
+            catch_up = MasterCatchUp(self.store, self.ha_config, lambda host: slave_ha_address(
+                client, names, c.broker_name, host, timeout))
         self.ha_server = HaServer(self.store, self.ha_config, self.replication, c.ha_host,
-                                  self.ha_config.listen_port(c.listen_port), flushed_only=flushed_only)
+                                  self.ha_config.listen_port(c.listen_port), flushed_only=flushed_only,
+                                  catch_up=catch_up)
         await self.ha_server.start()
         self.ha_server_addr = self.ha_server.address
         self.store.message_arriving_listeners.append(self.ha_server.notify_threadsafe)

@@ -109,6 +109,7 @@ class MessageStore:
         self._running = False
         # A slave's CommitLog is its master's: only replication appends to it.
         self._accepts_puts = False
+        self._held: str | None = None  # why puts are held (hold_puts), None when they are not
         self._slave = config.broker_role is BrokerRole.SLAVE
         self._reader = QueueReader(config, self.consume_queues, self.commit_log,
                                    keeps_offsets=self._slave and not config.offset_check_in_slave)
@@ -152,9 +153,10 @@ class MessageStore:
         self.reput.reput_from_offset = max(self.consume_queues.max_physic_offset(), self.commit_log.get_min_offset())
         return True
 
-    def start(self) -> None:
+    def start(self, hold_puts: str | None = None) -> None:
         """Mark the run as not cleanly ended (the abort file), catch dispatch up, restore the
-        per-queue offsets, then accept puts and start the background services."""
+        per-queue offsets, then accept puts (unless ``hold_puts`` says why not yet: see
+        :meth:`release_puts`) and start the background services."""
         make_dirs_durably(self.config.abort_file_path.parent)
         if not self.config.abort_file_path.exists():
             self.config.abort_file_path.touch()
@@ -167,7 +169,8 @@ class MessageStore:
         self.commit_log.start()
         self.appends_may_wait = appends_may_wait_for_writeback(self.config.commit_log_dir)
         self._running = True
-        self._accepts_puts = not self._slave
+        self._held = hold_puts
+        self._accepts_puts = not self._slave and hold_puts is None
         self.reput.start()
         self.flush_consume_queue_service.start()
         self.clean_service.start()
@@ -203,8 +206,27 @@ class MessageStore:
     # -- put ---------------------------------------------------------------------------------
 
     def _refusal(self) -> PutMessageResult:
-        why = "broker role is SLAVE: puts are refused" if self._slave and self._running else "store is not running"
+        if not self._running:
+            why = "store is not running"
+        else:
+            why = "broker role is SLAVE: puts are refused" if self._slave else f"puts are held: {self._held}"
         return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=why)
+
+    @property
+    def puts_held(self) -> bool:
+        return self._running and self._held is not None
+
+    def release_puts(self) -> None:
+        """Accept the puts ``start(hold_puts=...)`` held, after dispatching what replication
+        appended meanwhile (lakemq.broker.ha.catch_up) and taking each queue's next offset from
+        the ConsumeQueues again: appends do not move it, and a put must not reuse an offset
+        they filled. Blocks for the dispatch (not on an event loop)."""
+        if not self.puts_held:
+            return
+        self.reput.do_reput()
+        self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
+        self._held = None
+        self._accepts_puts = True
 
     def put(self, request: PutRequest, sink: AckSink | None = None, token: object = None) -> PutMessageResult:
         """Store ``request`` (lakemq.store.put_request) and wake dispatch. Without ``sink``

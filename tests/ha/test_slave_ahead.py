@@ -30,6 +30,7 @@ from tests.client.client_helpers import unique
 from tests.cluster import Cluster, start_cluster
 from tests.ha.ha_helpers import (
     FAST_HA,
+    assert_same_commit_logs,
     commit_log_dir,
     max_offset,
     slave_name,
@@ -155,3 +156,44 @@ async def test_a_slave_ahead_is_refused_and_keeps_its_bytes(tmp_path: Path) -> N
         # Nothing acknowledged is lost: the slave holds every message the master's cut took.
         assert list(unique_keys(commit_log_dir(cluster, SLAVE))) == acked_keys
         assert len(list(unique_keys(commit_log_dir(cluster, "broker-a")))) < len(acked_keys)
+
+
+async def test_a_master_back_from_a_crash_copies_what_its_slave_holds_before_any_put(tmp_path: Path) -> None:
+    """The same loss after an abnormal exit (the abort file left, as a power cut leaves it):
+    the master holds its puts, copies the 10 records from the slave, then accepts puts at the
+    offsets after them; the two CommitLogs end identical with every acknowledged message."""
+    with start_cluster(tmp_path, brokers=()) as cluster:
+        _start_pair(cluster, "SYNC_MASTER", "ASYNC_FLUSH")
+        ns, topic = cluster.namesrv_addr, unique("Ahead")
+        async with Admin(ns) as admin:
+            await admin.create_topic(topic, queue_nums=1)
+        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+            for i in range(40):
+                assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
+        held = await wait_caught_up(cluster)
+        acked_keys = list(unique_keys(commit_log_dir(cluster, SLAVE)))
+        assert cluster.stop_broker("broker-a") == 0
+        end = _record_starts(commit_log_dir(cluster, "broker-a"))[-10]
+        _cut_back(commit_log_dir(cluster, "broker-a"), end)
+        (cluster.root / "broker-a" / "store" / "abort").touch()  # the exit was not clean
+
+        cluster.start_broker("broker-a")  # the slave ran on: it reconnects by itself
+        master = cluster.broker_addr("broker-a")
+        assert await wait_caught_up(cluster) == held
+        await wait_for(lambda: "accepting puts" in _log(cluster, "broker-a"), what="puts resumed")
+        # The slave's link was refused while the bytes were copied: it is back within a second.
+        await wait_for(lambda: _log(cluster, "broker-a").count("HA: sending to slave") >= 2, what="the slave's link")
+        log_text = _log(cluster, "broker-a")
+        assert re.search(rf"ERROR .*HA: slave at \S+ holds CommitLog offsets {end} to {held} ", log_text), log_text
+        async with Producer(unique("pg"), namesrv_addr=ns, config=ProducerConfig(send_msg_timeout=10_000)) as producer:
+            result = await producer.send(Message(topic, b"after"))
+        assert result.send_status is SendStatus.SEND_OK
+        assert result.queue_offset == 40, "a put reused a queue offset the copied records hold"
+        after = await wait_caught_up(cluster)
+        assert after > held and await max_offset(master, ns) == after
+        keys = list(unique_keys(commit_log_dir(cluster, "broker-a")))
+        assert keys[:40] == acked_keys and len(keys) == 41
+        assert list(unique_keys(commit_log_dir(cluster, SLAVE))) == keys
+        assert cluster.stop_broker("broker-a") == 0
+        assert cluster.stop_broker(SLAVE) == 0
+        assert_same_commit_logs(commit_log_dir(cluster, "broker-a"), commit_log_dir(cluster, SLAVE))

@@ -115,8 +115,12 @@ class CutReport:
 
 
 class PowerCutRun:
-    def __init__(self, root: Path, flush: str, seed: int, log: Callable[[str], None], *, slave: bool = False) -> None:
+    def __init__(self, root: Path, flush: str, seed: int, log: Callable[[str], None], *, slave: bool = False,
+                 cut: str = "all") -> None:
         self.root, self.flush, self.log = root, flush, log
+        # "all": the cut takes every machine; "master": the master's alone, its slave runs on.
+        self.cut = cut
+        slave = slave or cut == "master"
         self.rng = random.Random(seed)
         self.mount = LazyMount(root / "backing", root / "mnt", root / "lazyfs.log")
         # A SYNC_MASTER's slave on a second mount (a second machine): the cut takes both.
@@ -178,19 +182,26 @@ class PowerCutRun:
             await asyncio.sleep(0.02)
         await asyncio.sleep(self.rng.uniform(0.1, 2.5))
         kill_at = time.monotonic()
-        for name, _ in self._mounts():
+        victims = self._mounts()[:1] if self.cut == "master" else self._mounts()
+        for name, _ in victims:
             self.cluster.kill_broker(name)
         stop.set()
         await asyncio.gather(*workers, return_exceptions=True)
-        for _, mount in self._mounts():
+        for _, mount in victims:
             mode = self.rng.randrange(3)  # plain, a torn page, or metadata kept and data lost
             counts = mount.power_cut(tear=mode == 1, keep_names=mode == 2)
             self.report.pending_files_dropped += counts["pending_files"]
             self.report.torn_bytes += counts["torn_bytes"]
         self.report.cuts += 1
-        for name, mount in self._mounts():
+        for name, mount in victims:
             mount.mount()
             self.cluster.start_broker(name)
+        if self.cut == "master":
+            # The slave kept every acknowledged message: the master takes what it lost from
+            # the slave before it accepts a put, so it is read only once the two match.
+            await self._check_slave(round_id)
+            await self._check(round_id, sent, kill_at, full)
+            return
         await self._check(round_id, sent, kill_at, full)
         if self.slave_mount is not None:
             await self._check_slave(round_id)
@@ -299,7 +310,9 @@ class PowerCutRun:
             if parsed is None or body != body_for(*parsed):
                 self._fail(f"cut {round_id}: queue {q} offset {off} holds a message nobody sent whole")
         lost = sorted(off for off, a in self.ledger[q].items() if off >= start and held.get(off) != a.body)
-        if lost and self.flush == "SYNC_FLUSH":
+        # A SYNC_MASTER's acknowledged sends are on its slave: with the slave running on, the
+        # master loses none, whatever its flush mode.
+        if lost and (self.flush == "SYNC_FLUSH" or self.cut == "master"):
             self._fail(f"cut {round_id}: queue {q}: {len(lost)} acknowledged messages lost, first at {lost[0]}")
         elif lost:
             kept_after = [off for off in self.ledger[q] if off > lost[0] and held.get(off) == self.ledger[q][off].body]
@@ -317,17 +330,26 @@ class PowerCutRun:
 
     async def _check_slave(self, round_id: int) -> None:
         """The slave catches up with the recovered master by itself, and then holds its
-        CommitLog byte for byte (so every acknowledged message too). A slave ahead of its
-        master (it holds bytes the master lost) fails the run: the master refuses such a slave
-        and replication would stop until an operator steps in (docs/REPLICATION.md)."""
+        CommitLog byte for byte (so every acknowledged message too). After a cut of both, a
+        slave ahead of its master (it holds bytes the master lost) fails the run: the master
+        refuses such a slave and replication would stop until an operator steps in. After a
+        cut of the master alone, an ASYNC_FLUSH master that lost a tail its slave holds takes
+        it from the slave (counted in ``slave_ahead``): the two must then match
+        (docs/REPLICATION.md)."""
         async with Admin(self.cluster.namesrv_addr) as admin:
             deadline = time.monotonic() + 90
+            seen_ahead = False
             while True:
                 master = int((await admin.broker_runtime_info(self.cluster.broker_addr(BROKER)))["commitLogMaxOffset"])
                 slave = int((await admin.broker_runtime_info(self.cluster.broker_addr(SLAVE)))["commitLogMaxOffset"])
                 if slave == master:
                     break
-                if slave > master:
+                if slave > master and self.cut == "master":
+                    if not seen_ahead:
+                        seen_ahead = True
+                        self.report.slave_ahead += 1
+                        self.log(f"cut {round_id}: the slave is {slave - master} bytes ahead of the recovered master")
+                elif slave > master:
                     self.report.slave_ahead += 1
                     self._fail(f"cut {round_id}: the slave is ahead of the recovered master ({slave} > {master}): "
                                "it holds bytes the master lost")
@@ -362,8 +384,8 @@ class PowerCutRun:
 
 
 def run_power_cuts(root: Path, cuts: int, *, flush: str = "SYNC_FLUSH", seed: int = 1, slave: bool = False,
-                   log: Callable[[str], None] = print) -> CutReport:
-    run = PowerCutRun(root, flush, seed, log, slave=slave)
+                   cut: str = "all", log: Callable[[str], None] = print) -> CutReport:
+    run = PowerCutRun(root, flush, seed, log, slave=slave, cut=cut)
     run.start()
     try:
         for round_id in range(cuts):
@@ -385,13 +407,15 @@ def main() -> None:
     parser.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--slave", action="store_true", help="a SYNC_MASTER with its slave on a second mount")
+    parser.add_argument("--cut", choices=("all", "master"), default="all",
+                        help="master: cut the SYNC_MASTER's machine alone, its slave (implied) runs on")
     parser.add_argument("--root", type=Path, required=True)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the clients' warnings about the killed broker are expected
     # A SIGTERM stops the run through its clean-up (brokers killed, mounts unmounted).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = run_power_cuts(args.root, args.cuts, flush=args.flush, seed=args.seed, slave=args.slave,
-                            log=lambda line: print(line, flush=True))
+                            cut=args.cut, log=lambda line: print(line, flush=True))
     print("\n".join(report.failures) or "no failures")
     print(report.summary())
     raise SystemExit(1 if report.failures else 0)

@@ -15,6 +15,9 @@ never holds bytes its master could lose in a power cut, so after a cut of both m
 slave is never ahead of the recovered master and resumes by itself (docs/REPLICATION.md, "a
 slave ahead of its master"). The writer is then woken after each flush as well.
 
+An ASYNC_FLUSH SYNC_MASTER back from an abnormal exit holds its puts until a slave's first
+report, and copies what a slave holds past its end first (``catch_up``, lakemq.broker.ha.catch_up).
+
 Every broker listens, as RocketMQ's do; a slave's listener serves its own CommitLog.
 """
 
@@ -26,6 +29,7 @@ import threading
 import time
 from typing import Protocol, cast
 
+from lakemq.broker.ha.catch_up import MasterCatchUp
 from lakemq.broker.ha.config import HaConfig
 from lakemq.broker.ha.progress import ReplicationProgress, SlaveLink
 from lakemq.broker.ha.wire import TRANSFER_HEADER, ReportReader
@@ -53,13 +57,14 @@ class CommitLogSource(Protocol):
 
 class HaServer:
     def __init__(self, store: CommitLogSource, config: HaConfig, progress: ReplicationProgress,
-                 host: str, port: int, *, flushed_only: bool = False) -> None:
+                 host: str, port: int, *, flushed_only: bool = False, catch_up: MasterCatchUp | None = None) -> None:
         self.store = store
         self.config = config
         self.progress = progress
         # SYNC_FLUSH: ship only synced bytes, so a power cut of both machines cannot leave
         # the slave holding bytes the master lost (which would stop replication).
         self.flushed_only = flushed_only
+        self.catch_up = catch_up  # puts held after an abnormal exit until a slave reported
         self._ahead_logged: set[int] = set()  # a refused slave's offsets, each logged once
         self._host = host
         self._port = port
@@ -87,6 +92,8 @@ class HaServer:
         log.info("HA listening on %s", self.address)
 
     async def shutdown(self) -> None:
+        if self.catch_up is not None:
+            await self.catch_up.shutdown()
         if self._server is None:
             return
         self._server.close()
@@ -182,6 +189,10 @@ class _HaConnection(asyncio.Protocol):
             return
         server, link = self._server, self._link
         max_offset = server.store.get_max_phy_offset()
+        if not link.reported and server.catch_up is not None and \
+                server.catch_up.first_report(link.addr.rsplit(":", 1)[0], offset, max_offset):
+            self.close()  # ahead: its bytes are being copied, its next link finds the two equal
+            return
         if offset > max_offset:
             # Before on_report, even for a first report: the slave's offset must not count as an
             # acknowledgement of puts this broker makes at offsets the slave holds other bytes at.

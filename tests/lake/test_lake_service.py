@@ -55,9 +55,11 @@ def _count(stdout: str) -> int:
     return int(found.group(1))
 
 
-# Modules a lake service client has no use for (the readers run in the service's Python workers).
+# Modules a lake service client has no use for: the readers run in the service's Python workers,
+# and pyspark's Connect test helpers load only under a ``__main__`` without a file (``python -c``;
+# lakemq_command runs ``python -m lakemq.cli``, as the console script has one).
 THICK_MODULES = {"lakemq.client", "lakemq.jobs.live_source", "lakemq.jobs.commitlog_source", "lakemq.broker.ha.master",
-                 "lakemq.store.message_store"}
+                 "lakemq.store.message_store", "pyspark.testing.connectutils"}
 
 
 def _imported(stderr: str) -> set[str]:

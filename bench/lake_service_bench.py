@@ -191,9 +191,9 @@ def report(opts: argparse.Namespace, with_service: dict[str, list[float]], witho
         + f"\n\n`tier serve` printed its first pass and \"lake service ready\" {ready_s:.0f} s after it started.\n\n"
         "Where the time with the service goes: the client process (the interpreter, lakemq's CLI and "
         "pyspark's Connect client, which imports pandas, grpc and pyarrow; no JVM), then the service's "
-        "work. For `sql`'s live union that includes the Python workers Spark starts for the `lakemq` data "
-        "source (`pyspark.daemon pyspark.sql.worker.create_data_source` to resolve `messages`, another to "
-        "plan the read, then the read tasks), each a fresh interpreter importing pyspark and lakemq; "
+        "work. For `sql`'s live union that is the `lakemq` data source's resolution, planning and read in "
+        "Spark's Python workers, which Spark keeps as one reused daemon per kind (data source lookup, "
+        "creation, filter pushdown, the readers: only a fresh service's first query starts them); "
         "`admin message query` and `replay` read the Delta table with the JVM alone.\n"
     )
 

@@ -93,8 +93,8 @@ _PORT_ATTEMPTS = 3
 
 
 def lakemq_command(*args: str) -> list[str]:
-    """The ``lakemq`` command run by this interpreter."""
-    return [sys.executable, "-c", "from lakemq.cli import main; main()", *args]
+    """The ``lakemq`` command run by this interpreter (lakemq/cli/__main__.py)."""
+    return [sys.executable, "-m", "lakemq.cli", *args]
 
 
 @dataclass

@@ -44,8 +44,12 @@ from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
-from lakemq.broker.ha import HaClient, HaConfig, HaServer, ReplicationProgress, SlaveSynchronize, check_role
 from lakemq.broker.ha.catch_up import MasterCatchUp, slave_ha_address
+from lakemq.broker.ha.config import HaConfig, check_role
+from lakemq.broker.ha.master import HaServer
+from lakemq.broker.ha.progress import ReplicationProgress
+from lakemq.broker.ha.slave import HaClient
+from lakemq.broker.ha.slave_sync import SlaveSynchronize
 from lakemq.broker.loop_lag import LoopLagProbe
 from lakemq.broker.metrics import BrokerMetrics
 from lakemq.broker.metrics_collector import BrokerState, BrokerStateCollector

@@ -23,7 +23,8 @@ from lakemq.store.health import REFUSAL_REASONS
 from lakemq.store.message_store import MessageStore
 
 if TYPE_CHECKING:  # the tiering code (Delta, pyarrow) is imported only by brokers with a lakeUri
-    from lakemq.broker.ha import HaClient, ReplicationProgress
+    from lakemq.broker.ha.progress import ReplicationProgress
+    from lakemq.broker.ha.slave import HaClient
     from lakemq.broker.tiering_lag import TieringLag
 
 __all__ = ["BrokerState", "BrokerStateCollector"]

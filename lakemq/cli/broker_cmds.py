@@ -12,7 +12,7 @@ import click
 from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.broker.broker_controller import BrokerController
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.ha import HaConfig, check_role
+from lakemq.broker.ha.config import HaConfig, check_role
 from lakemq.cli import main
 from lakemq.common.config import bind
 from lakemq.common.logs import setup_logging

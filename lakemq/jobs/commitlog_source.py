@@ -1,4 +1,5 @@
-"""The ``commitlog`` PySpark data source: sealed CommitLog segments as ``messages`` rows.
+"""The ``commitlog`` PySpark data source's reader (the source itself is lakemq.jobs.sources):
+sealed CommitLog segments as ``messages`` rows.
 
     register_sources(spark)  # lakemq.jobs.sources, once per session
     spark.read.format("commitlog").option("path", store_dir).load()
@@ -21,15 +22,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from lakemq.jobs.decode import decode_range
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import SealedSegment
-from lakemq.tiering.tables import SPARK_ARROW_SCHEMA, SPARK_DDL
+from lakemq.tiering.tables import SPARK_ARROW_SCHEMA
 
-__all__ = ["CommitLogDataSource", "CommitLogReader", "SegmentRange", "read_seals"]
+__all__ = ["CommitLogReader", "SegmentRange", "read_seals"]
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +82,3 @@ class CommitLogReader(DataSourceReader):
         if batch.num_rows:
             yield batch.cast(SPARK_ARROW_SCHEMA)
 
-
-class CommitLogDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "commitlog"
-
-    def schema(self) -> str:
-        return SPARK_DDL
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return CommitLogReader(dict(self.options))

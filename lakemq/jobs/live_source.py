@@ -1,4 +1,5 @@
-"""The ``lakemq`` PySpark data source: a topic's messages across the lake and the live brokers.
+"""The ``lakemq`` PySpark data source's reader (the source itself is lakemq.jobs.sources): a topic's
+messages across the lake and the live brokers.
 
     register_sources(spark)  # lakemq.jobs.sources, once per session
     spark.read.format("lakemq").option("namesrv", "127.0.0.1:9876").option("lake", lake) \\
@@ -31,13 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceReader,
-    DataSourceStreamReader,
     Filter,
     InputPartition,
 )
-from pyspark.sql.types import StructType
 
 from lakemq.client.results import PullStatus
 from lakemq.client.sync import SyncPullConsumer
@@ -54,9 +52,9 @@ from lakemq.jobs.live_plan import (
     lake_cut,
     stale_note,
 )
-from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_SCHEMA, MESSAGES_TABLE, SPARK_ARROW_SCHEMA, SPARK_DDL
+from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_SCHEMA, MESSAGES_TABLE, SPARK_ARROW_SCHEMA
 
-__all__ = ["HotPart", "LakePart", "LiveDataSource", "LiveReader"]
+__all__ = ["HotPart", "LakePart", "LiveReader"]
 
 log = logging.getLogger(__name__)
 
@@ -162,21 +160,4 @@ def _in_ranges(batch: pa.RecordBatch, ranges: tuple[tuple[int, int, int], ...]) 
         mask = pc.or_(mask, pc.and_(pc.equal(queue, queue_id), pc.and_(pc.greater_equal(offset, start),
                                                                           pc.less(offset, end))))
     return mask
-
-
-class LiveDataSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "lakemq"
-
-    def schema(self) -> str:
-        return SPARK_DDL
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return LiveReader(dict(self.options))
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from lakemq.jobs.live_stream import LiveStreamReader
-
-        return LiveStreamReader(dict(self.options))
 

@@ -1,24 +1,70 @@
-"""Registering lakemq's PySpark data sources on a session."""
+"""lakemq's PySpark data sources, ``commitlog`` and ``lakemq``, and registering them on a session.
+
+The two :class:`DataSource` classes are only their names, their schema and their readers'
+constructors; the readers (:mod:`lakemq.jobs.commitlog_source`, :mod:`lakemq.jobs.live_source`,
+:mod:`lakemq.jobs.live_stream`) are imported where they run, in Spark's Python workers. A
+Spark Connect client (``lakemq sql`` on the lake service) registers the classes on its remote
+session, which pickles them by reference: it imports this module, not the broker client, the
+remoting protocol and the decoders the readers need.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from lakemq.tiering.tables import SPARK_DDL
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["FILTER_PUSHDOWN", "register_sources"]
+__all__ = ["FILTER_PUSHDOWN", "CommitLogDataSource", "LiveDataSource", "register_sources"]
 
 # Python data sources see Spark's filters only with this on (the ``lakemq`` source takes them).
 FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
-def register_sources(spark: SparkSession) -> None:
-    """Make ``spark.read.format("commitlog")`` (lakemq.jobs.commitlog_source) and
-    ``spark.read.format("lakemq")`` (lakemq.jobs.live_source) available."""
-    from lakemq.jobs.commitlog_source import CommitLogDataSource
-    from lakemq.jobs.live_source import LiveDataSource
+class CommitLogDataSource(DataSource):
+    """Sealed CommitLog segments as ``messages`` rows (:mod:`lakemq.jobs.commitlog_source`)."""
 
+    @classmethod
+    def name(cls) -> str:
+        return "commitlog"
+
+    def schema(self) -> str:
+        return SPARK_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from lakemq.jobs.commitlog_source import CommitLogReader
+
+        return CommitLogReader(dict(self.options))
+
+
+class LiveDataSource(DataSource):
+    """A topic's messages across the lake and the live brokers (:mod:`lakemq.jobs.live_source`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lakemq"
+
+    def schema(self) -> str:
+        return SPARK_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from lakemq.jobs.live_source import LiveReader
+
+        return LiveReader(dict(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from lakemq.jobs.live_stream import LiveStreamReader
+
+        return LiveStreamReader(dict(self.options))
+
+
+def register_sources(spark: SparkSession) -> None:
+    """Make ``spark.read.format("commitlog")`` and ``spark.read.format("lakemq")`` available."""
     spark.conf.set(FILTER_PUSHDOWN, "true")
     spark.dataSource.register(CommitLogDataSource)
     spark.dataSource.register(LiveDataSource)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lakemq.broker.broker_controller import BrokerController
 from lakemq.broker.config import BrokerConfig
-from lakemq.broker.ha import check_role
+from lakemq.broker.ha.config import check_role
 from lakemq.broker.ha.wire import REPORT, TRANSFER_HEADER
 from lakemq.common.message import MessageExtBrokerInner
 from lakemq.launcher import lakemq_command

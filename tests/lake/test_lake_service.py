@@ -55,6 +55,18 @@ def _count(stdout: str) -> int:
     return int(found.group(1))
 
 
+# Modules a lake service client has no use for: the readers run in the service's Python workers,
+# and pyspark's Connect test helpers load only under a ``__main__`` without a file (``python -c``;
+# lakemq_command runs ``python -m lakemq.cli``, as the console script has one).
+THICK_MODULES = {"lakemq.client", "lakemq.jobs.live_source", "lakemq.jobs.commitlog_source", "lakemq.broker.ha.master",
+                 "lakemq.store.message_store", "pyspark.testing.connectutils"}
+
+
+def _imported(stderr: str) -> set[str]:
+    """The modules a process run with PYTHONPROFILEIMPORTTIME=1 imported."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
 def _run(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     began = time.monotonic()
     done = subprocess.run(lakemq_command(*args), capture_output=True, text=True, timeout=300, env=env, check=False)
@@ -97,8 +109,13 @@ def test_service_answers_live_and_stops_and_fallback_starts_spark(spark: Any, tm
 
                 # lakemq sql -c: on the service, no Spark here; messages is the live union.
                 count = f"SELECT count(*) AS n FROM messages WHERE topic = '{TOPIC}'"
-                done, seconds = _run(env, "sql", "-c", str(conf), count)
+                done, seconds = _run(dict(env, PYTHONPROFILEIMPORTTIME="1"), "sql", "-c", str(conf), count)
                 assert done.returncode == 0, done.stderr[-3000:]
+                # A thin client: registering the live source pickles its class by reference, so
+                # the readers (the broker client, the decoders) and the HA server are not imported.
+                imported = _imported(done.stderr)
+                assert "pyspark.sql.connect" in imported, done.stderr[-3000:]
+                assert not imported & THICK_MODULES, imported & THICK_MODULES
                 assert f"connecting to the lake service at 127.0.0.1:{port}" in done.stderr
                 assert "starting Spark" not in done.stderr, done.stderr
                 assert _count(done.stdout) == 50, done.stdout

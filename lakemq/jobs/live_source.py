@@ -22,6 +22,7 @@ the lake is). Filters on ``topic``, ``queue_id``, ``tags``, ``keys`` (equality, 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from lakemq.client.results import PullStatus
-from lakemq.client.sync import SyncPullConsumer
+from lakemq.client.sync import SyncPullConsumer, background_loop
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
@@ -54,14 +55,12 @@ from lakemq.jobs.live_plan import (
     lake_cut,
     stale_note,
 )
+from lakemq.jobs.live_pull import PULL_BATCH, pull_chain
 from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_SCHEMA, MESSAGES_TABLE, SPARK_ARROW_SCHEMA, SPARK_DDL
 
 __all__ = ["HotPart", "LakePart", "LiveDataSource", "LiveReader"]
 
 log = logging.getLogger(__name__)
-
-PULL_BATCH = 256  # messages asked per pull; the broker may answer fewer
-
 
 @dataclass
 class LakePart(InputPartition):
@@ -121,31 +120,39 @@ class LiveReader(DataSourceReader):
 
     def _pull(self, span: HotSpan) -> Iterator[pa.RecordBatch]:
         mq = MessageQueue(span.topic, span.broker, span.queue_id)
-        offset, stalled = span.start, False
+        offset, stalled, stride = span.start, False, 0
         with SyncPullConsumer(READER_GROUP, namesrv_addr=self.options.namesrv) as consumer:
             while offset < span.end:
                 try:
-                    raw = consumer.pull_raw(mq, self.pushed.subscription, offset, min(PULL_BATCH, span.end - offset))
+                    chain = asyncio.run_coroutine_threadsafe(pull_chain(
+                        consumer.consumer, mq, self.pushed.subscription, offset, span.end, stride),
+                        background_loop()).result()
                 except (RemotingError, BrokerError, LakeMQError) as exc:
                     addr = consumer.consumer.core.instance.find_broker_addr(span.broker, master_only=False)
                     raise LakeError(f"the hot tail is unavailable: broker {span.broker} ({addr}) failed a pull of "
-                                    f"{span.topic} queue {span.queue_id} at offset {offset}: {exc}") from exc
-                if raw.status is PullStatus.FOUND:
-                    batch = self._hot_rows(decode_pulled_body(raw.body), span)
+                                    f"{span.topic} queue {span.queue_id} from offset {offset}: {exc}") from exc
+                bodies: list[bytes] = []
+                for asked, raw in chain:
+                    if raw.status is PullStatus.FOUND:
+                        bodies.append(raw.body)
+                        stride = min(max(raw.next_begin_offset - asked, 0), PULL_BATCH)
+                    elif raw.status is not PullStatus.NO_MATCHED_MSG:
+                        raise LakeError(f"broker {span.broker} answered {raw.status.value} for {span.topic} queue "
+                                        f"{span.queue_id} at offset {asked} (its offsets {raw.min_offset}-"
+                                        f"{raw.max_offset}); the read was planned up to {span.end}: run it again")
+                    if raw.next_begin_offset <= asked:
+                        # One retry: a broker that just expired the files it read answers so once.
+                        if stalled:
+                            raise LakeError(f"broker {span.broker} makes no progress on {span.topic} queue "
+                                            f"{span.queue_id} at offset {asked}")
+                        stalled = True
+                    else:
+                        offset, stalled = raw.next_begin_offset, False
+                if bodies:
+                    # One decode for the chain's answers: the records are whole, one after another.
+                    batch = self._hot_rows(decode_pulled_body(b"".join(bodies)), span)
                     if batch.num_rows:
                         yield batch
-                elif raw.status is not PullStatus.NO_MATCHED_MSG:
-                    raise LakeError(f"broker {span.broker} answered {raw.status.value} for {span.topic} queue "
-                                    f"{span.queue_id} at offset {offset} (its offsets {raw.min_offset}-"
-                                    f"{raw.max_offset}); the read was planned up to {span.end}: run it again")
-                if raw.next_begin_offset <= offset:
-                    # One retry: a broker that just expired the files it read answers so once.
-                    if stalled:
-                        raise LakeError(f"broker {span.broker} makes no progress on {span.topic} queue "
-                                        f"{span.queue_id} at offset {offset}")
-                    stalled = True
-                    continue
-                offset, stalled = raw.next_begin_offset, False
 
     def _hot_rows(self, batch: pa.RecordBatch, span: HotSpan) -> pa.RecordBatch:
         """The pulled rows inside the span and past the lake's end, matching the filters."""

@@ -1,8 +1,8 @@
 """Spark Structured Streaming over a backlog: ``spark.readStream.format("lakemq")`` beside
 Spark's own Kafka source (spark-sql-kafka-0-10 4.2.0, jvm/spark-kafka), in one run.
 
-    python bench/stream_source_bench.py                      # 100,000 messages, ~3 minutes
-    python bench/stream_source_bench.py --messages 20000 --no-write
+    python bench/stream_source_bench.py                      # 100,000 messages, ~5 minutes
+    python bench/stream_source_bench.py --messages 20000 --latency-seconds 10 --no-write
 
 A lakemq broker (ASYNC_FLUSH, bench/peers/lakemq_peer.py) and an Apache Kafka 4.4 KRaft node
 (bench/peers/kafka_peer.py) each get the same backlog: ``--messages`` bodies of 1 KiB on a topic
@@ -12,7 +12,17 @@ of 8 queues (partitions), sent by 16 producers in batches of 32. Then one local 
 read. Each source runs twice: the first pass warms the JVM's and Python workers' code paths;
 the second is measured (rows / wall time from start() to the end of the last micro-batch).
 lakemq's backlog is on the broker only (no tier run: an empty lake), so both sources read from
-their broker's log. The result replaces the "## Streaming sources" section of BENCHMARKS.md.
+their broker's log.
+
+Then latency: per source, a query with the default trigger (the next micro-batch as soon as the
+last one ends) from the earliest offset of a new, empty topic into a ``foreachBatch`` sink,
+while 4 producers send ``--rate`` messages per second in all (default 1,000) for
+``--latency-seconds``. Each 1 KiB body starts with its send time (epoch microseconds, taken just
+before the send); the sink collects each micro-batch's send times and records, per row, the time
+the batch reached it minus the send time. The first ``--latency-warmup`` seconds' messages are
+left out (the first micro-batches start the Python workers). p50/p99/max per source. The
+sources run one after the other, the same bodies at the same rate. The result replaces the
+"## Streaming sources" section of BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import os
 import shlex
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +50,7 @@ from bench.peers.kafka_peer import KafkaPeer  # noqa: E402
 from bench.peers.lakemq_peer import LakemqAsyncPeer  # noqa: E402
 
 TOPIC = "stream-backlog"
+LATENCY_TOPIC = "stream-latency"
 _HOW = ("lakemq's source is a PySpark Python data source (DataSourceStreamReader): each micro-batch is "
         "planned in the driver's Python (a Delta cut and every queue's max offset from the broker) and its "
         "rows are pulled by lakemq's Python client in Spark's Python workers, reaching the JVM as Arrow "
@@ -67,6 +79,67 @@ async def _fill(client: PeerClient, count: int) -> int:
     return per_producer * PRODUCERS * BATCH
 
 
+async def _paced(client: PeerClient, rate: int, seconds: float) -> int:
+    """``rate`` messages a second onto LATENCY_TOPIC for ``seconds``, each body starting with its
+    send time in epoch microseconds; returns how many were acked."""
+    handles = [await client.producer(LATENCY_TOPIC) for _ in range(4)]
+    total = int(rate * seconds)
+    pending: set[asyncio.Task[None]] = set()
+    started = time.monotonic()
+    try:
+        for i in range(total):
+            delay = started + i / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            body = f"{time.time_ns() // 1000:016d}".encode().ljust(BODY, b"x")
+            task = asyncio.ensure_future(handles[i % len(handles)].send(body))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+        await asyncio.gather(*pending)
+    finally:
+        for handle in handles:
+            await handle.close()
+        await client.close()
+    return total
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _latency(spark: Any, reader: Callable[[], Any], column: str, client: PeerClient, args: argparse.Namespace,
+             checkpoints: Path) -> tuple[list[float], int, int]:
+    """End-to-end latency (ms) of the rows sent after the warm-up; and rows seen, rows sent."""
+    from pyspark.sql import functions as F
+
+    asyncio.run(client.create_topic(LATENCY_TOPIC))
+    seen: list[tuple[int, float]] = []  # (send time us, latency ms)
+    lock = threading.Lock()
+
+    def sink(frame: Any, _batch: int) -> None:
+        sent = [int(r[0]) for r in frame.select(F.col(column).substr(1, 16).cast("string")).collect()]
+        now_us = time.time_ns() // 1000
+        with lock:
+            seen.extend((s, (now_us - s) / 1000) for s in sent)
+
+    checkpoint = tempfile.mkdtemp(prefix="latency-", dir=checkpoints)
+    query = reader().writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start()
+    try:
+        first_us = time.time_ns() // 1000
+        sent = asyncio.run(_paced(client, args.rate, args.latency_seconds))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and query.isActive:
+            with lock:
+                if len(seen) >= sent:
+                    break
+            query.awaitTermination(0.5)  # bounded wait for the sink to catch up
+    finally:
+        query.stop()
+    cutoff = first_us + int(args.latency_warmup * 1_000_000)
+    return [ms for s, ms in seen if s >= cutoff], len(seen), sent
+
+
 def _query(spark: Any, name: str, reader: Callable[[], Any], column: str, checkpoints: Path) -> tuple[int, float]:
     """Run one AvailableNow query to the end; its rows and seconds."""
     checkpoint = tempfile.mkdtemp(prefix=f"{name}-", dir=checkpoints)
@@ -85,6 +158,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--messages", type=int, default=100_000, help="backlog per source (default 100,000)")
     parser.add_argument("--max-per-trigger", type=int, default=20_000,
                         help="maxOffsetsPerTrigger of both sources (default 20,000)")
+    parser.add_argument("--rate", type=int, default=1000, help="messages/s in the latency run (default 1,000)")
+    parser.add_argument("--latency-seconds", type=float, default=40.0,
+                        help="how long the latency run's producers send (default 40)")
+    parser.add_argument("--latency-warmup", type=float, default=10.0,
+                        help="seconds of the latency run left out of the figures (default 10)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md alone")
     return parser.parse_args(argv)
 
@@ -122,19 +200,33 @@ def main(argv: list[str] | None = None) -> int:
                 rows, seconds = _query(spark, name, reader, column, Path(scratch))
                 results.setdefault(name, []).append((rows, seconds))
                 print(f"{name} {attempt}: {rows:,} rows in {seconds:.1f} s = {rows / seconds:,.0f} rows/s", flush=True)
+        latency: dict[str, tuple[list[float], int, int]] = {}
+        live: dict[str, Callable[[], Any]] = {
+            "lakemq": lambda: spark.readStream.format("lakemq").option("namesrv", lakemq.namesrv_addr)
+            .option("lake", str(lake)).option("topic", LATENCY_TOPIC).option("startingOffsets", "earliest").load(),
+            "kafka": lambda: spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("subscribe", LATENCY_TOPIC).option("startingOffsets", "earliest").load(),
+        }
+        for name, reader in live.items():
+            latency[name] = _latency(spark, reader, readers[name][1], peers[name].client(), args, Path(scratch))
+            kept, seen, sent = latency[name]
+            print(f"{name} latency: {seen:,} of {sent:,} rows; p50 {_percentile(kept, 0.5):,.0f} ms, "
+                  f"p99 {_percentile(kept, 0.99):,.0f} ms", flush=True)
         spark.stop()
     load_after = os.getloadavg()[0]
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    section = _render(results, backlog, args, command, when, (load_before, load_after))
+    section = _render(results, backlog, latency, args, command, when, (load_before, load_after))
     if args.no_write:
         print(section)
     else:
         replace_section(section)
         print("wrote BENCHMARKS.md")
-    return 0 if all(rows == backlog[name] for name, runs in results.items() for rows, _ in runs) else 1
+    complete = all(rows == backlog[name] for name, runs in results.items() for rows, _ in runs)
+    return 0 if complete and all(seen == sent for _, seen, sent in latency.values()) else 1
 
 
-def _render(results: dict[str, list[tuple[int, float]]], backlog: dict[str, int], args: argparse.Namespace,
+def _render(results: dict[str, list[tuple[int, float]]], backlog: dict[str, int],
+            latency: dict[str, tuple[list[float], int, int]], args: argparse.Namespace,
             command: str, when: str, load: tuple[float, float]) -> str:
     titles = {"lakemq": '`spark.readStream.format("lakemq")` (lakemq broker, ASYNC_FLUSH; hot backlog)',
               "kafka": "Spark's Kafka source, spark-sql-kafka-0-10 4.2.0 (Apache Kafka 4.4 KRaft, acks=all)"}
@@ -161,6 +253,20 @@ def _render(results: dict[str, list[tuple[int, float]]], backlog: dict[str, int]
         (warm_rows, warm_s), (rows, seconds) = runs
         lines.append(f"| {titles[name]} | {rows:,} of {backlog[name]:,} | {warm_rows / warm_s:,.0f} | "
                      f"{seconds:.1f} | {rows / seconds:,.0f} |")
+    lines += [
+        "",
+        (f"Latency: per source a query with the default trigger from the earliest offset of an empty topic into "
+         f"a foreachBatch sink while 4 producers send {args.rate:,} msg/s in all for {args.latency_seconds:.0f} s "
+         f"(same 1 KiB bodies, each starting with its send time); per row, the time its micro-batch reached the "
+         f"sink minus the send time, leaving out the first {args.latency_warmup:.0f} s of messages."),
+        "",
+        "| source | rows seen of sent | p50 ms | p99 ms | max ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, (kept, seen, sent) in latency.items():
+        figures = (f"{_percentile(kept, 0.5):,.0f} | {_percentile(kept, 0.99):,.0f} | {max(kept):,.0f}" if kept
+                   else "- | - | -")
+        lines.append(f"| {titles[name]} | {seen:,} of {sent:,} | {figures} |")
     lines += ["", _HOW]
     return "\n".join(lines) + "\n"
 

@@ -23,7 +23,9 @@ the lake is). Filters on ``topic``, ``queue_id``, ``tags``, ``keys`` (equality, 
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -38,7 +40,7 @@ from pyspark.sql.datasource import (
 )
 
 from lakemq.client.results import PullStatus
-from lakemq.client.sync import SyncPullConsumer
+from lakemq.client.sync import SyncPullConsumer, background_loop
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
@@ -52,14 +54,12 @@ from lakemq.jobs.live_plan import (
     lake_cut,
     stale_note,
 )
+from lakemq.jobs.live_pull import PULL_BATCH, pull_chain
 from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_SCHEMA, MESSAGES_TABLE, SPARK_ARROW_SCHEMA
 
 __all__ = ["HotPart", "LakePart", "LiveReader"]
 
 log = logging.getLogger(__name__)
-
-PULL_BATCH = 256  # messages asked per pull; the broker may answer fewer
-
 
 @dataclass
 class LakePart(InputPartition):
@@ -119,37 +119,74 @@ class LiveReader(DataSourceReader):
 
     def _pull(self, span: HotSpan) -> Iterator[pa.RecordBatch]:
         mq = MessageQueue(span.topic, span.broker, span.queue_id)
-        offset, stalled = span.start, False
-        with SyncPullConsumer(READER_GROUP, namesrv_addr=self.options.namesrv) as consumer:
-            while offset < span.end:
-                try:
-                    raw = consumer.pull_raw(mq, self.pushed.subscription, offset, min(PULL_BATCH, span.end - offset))
-                except (RemotingError, BrokerError, LakeMQError) as exc:
-                    addr = consumer.consumer.core.instance.find_broker_addr(span.broker, master_only=False)
-                    raise LakeError(f"the hot tail is unavailable: broker {span.broker} ({addr}) failed a pull of "
-                                    f"{span.topic} queue {span.queue_id} at offset {offset}: {exc}") from exc
+        offset, stalled, stride = span.start, False, 0
+        consumer = _reader_client(self.options.namesrv)
+        while offset < span.end:
+            try:
+                chain = asyncio.run_coroutine_threadsafe(pull_chain(
+                    consumer.consumer, mq, self.pushed.subscription, offset, span.end, stride),
+                    background_loop()).result()
+            except (RemotingError, BrokerError, LakeMQError) as exc:
+                addr = consumer.consumer.core.instance.find_broker_addr(span.broker, master_only=False)
+                _drop_reader_client(self.options.namesrv, consumer)
+                raise LakeError(f"the hot tail is unavailable: broker {span.broker} ({addr}) failed a pull of "
+                                f"{span.topic} queue {span.queue_id} from offset {offset}: {exc}") from exc
+            bodies: list[bytes] = []
+            for asked, raw in chain:
                 if raw.status is PullStatus.FOUND:
-                    batch = self._hot_rows(decode_pulled_body(raw.body), span)
-                    if batch.num_rows:
-                        yield batch
+                    bodies.append(raw.body)
+                    stride = min(max(raw.next_begin_offset - asked, 0), PULL_BATCH)
                 elif raw.status is not PullStatus.NO_MATCHED_MSG:
                     raise LakeError(f"broker {span.broker} answered {raw.status.value} for {span.topic} queue "
-                                    f"{span.queue_id} at offset {offset} (its offsets {raw.min_offset}-"
+                                    f"{span.queue_id} at offset {asked} (its offsets {raw.min_offset}-"
                                     f"{raw.max_offset}); the read was planned up to {span.end}: run it again")
-                if raw.next_begin_offset <= offset:
+                if raw.next_begin_offset <= asked:
                     # One retry: a broker that just expired the files it read answers so once.
                     if stalled:
                         raise LakeError(f"broker {span.broker} makes no progress on {span.topic} queue "
-                                        f"{span.queue_id} at offset {offset}")
+                                        f"{span.queue_id} at offset {asked}")
                     stalled = True
-                    continue
-                offset, stalled = raw.next_begin_offset, False
+                else:
+                    offset, stalled = raw.next_begin_offset, False
+            if bodies:
+                # One decode for the chain's answers: the records are whole, one after another.
+                batch = self._hot_rows(decode_pulled_body(b"".join(bodies)), span)
+                if batch.num_rows:
+                    yield batch
 
     def _hot_rows(self, batch: pa.RecordBatch, span: HotSpan) -> pa.RecordBatch:
         """The pulled rows inside the span and past the lake's end, matching the filters."""
         inside = pc.and_(pc.less(batch.column("queue_offset"), span.end),
                          pc.greater_equal(batch.column("commitlog_offset"), span.lake_end))
         return self.pushed.apply(batch.filter(inside).cast(SPARK_ARROW_SCHEMA))
+
+
+_CLIENTS: dict[str, SyncPullConsumer] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _reader_client(namesrv: str) -> SyncPullConsumer:
+    """This process's started pull client for ``namesrv``, kept across read tasks: a Python
+    worker that Spark reuses starts one (routes, connections) instead of one per queue range.
+    It keeps no offsets, and the process's exit closes its connections."""
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(namesrv)
+        if client is None:
+            client = SyncPullConsumer(READER_GROUP, namesrv_addr=namesrv)
+            client.start()
+            _CLIENTS[namesrv] = client
+        return client
+
+
+def _drop_reader_client(namesrv: str, client: SyncPullConsumer) -> None:
+    """Forget a client whose pull failed (a broker gone or moved): the next task starts afresh."""
+    with _CLIENTS_LOCK:
+        if _CLIENTS.get(namesrv) is client:
+            del _CLIENTS[namesrv]
+    try:
+        client.shutdown()
+    except (RemotingError, BrokerError, LakeMQError, TimeoutError) as exc:
+        log.debug("closing a failed reader client: %s", exc)
 
 
 def _in_ranges(batch: pa.RecordBatch, ranges: tuple[tuple[int, int, int], ...]) -> pa.Array:

@@ -117,22 +117,30 @@ def _log(cluster: Cluster, name: str) -> str:
     return "".join(p.read_text(errors="replace") for p in (cluster.root / name / "logs").glob("*.log"))
 
 
+async def _master_loses_an_acknowledged_tail(cluster: Cluster, queue_nums: int) -> tuple[str, int, list[str], int]:
+    """An ASYNC_FLUSH SYNC_MASTER and its slave take 40 sends; the master is stopped and loses
+    its last 10 records (acknowledged: under ASYNC_FLUSH a cut may take them). Returns the
+    topic, the slave's end, the acknowledged keys and the master's new end."""
+    _start_pair(cluster, "SYNC_MASTER", "ASYNC_FLUSH")
+    ns, topic = cluster.namesrv_addr, unique("Ahead")
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, queue_nums=queue_nums)
+    async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+        for i in range(40):
+            assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
+    held = await wait_caught_up(cluster)
+    acked_keys = list(unique_keys(commit_log_dir(cluster, SLAVE)))
+    assert cluster.stop_broker("broker-a") == 0
+    end = _record_starts(commit_log_dir(cluster, "broker-a"))[-10]
+    _cut_back(commit_log_dir(cluster, "broker-a"), end)
+    return topic, held, acked_keys, end
+
+
 async def test_a_slave_ahead_is_refused_and_keeps_its_bytes(tmp_path: Path) -> None:
     with start_cluster(tmp_path, brokers=()) as cluster:
-        _start_pair(cluster, "SYNC_MASTER", "ASYNC_FLUSH")
-        ns, topic = cluster.namesrv_addr, unique("Ahead")
-        async with Admin(ns) as admin:
-            await admin.create_topic(topic, queue_nums=2)
-        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
-            for i in range(40):
-                assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
-        held = await wait_caught_up(cluster)
-        acked_keys = list(unique_keys(commit_log_dir(cluster, SLAVE)))
-        assert cluster.stop_broker("broker-a") == 0
+        ns = cluster.namesrv_addr
+        topic, held, acked_keys, end = await _master_loses_an_acknowledged_tail(cluster, 2)
         assert cluster.stop_broker(SLAVE) == 0
-        # The master loses its last 10 records (acknowledged: under ASYNC_FLUSH a cut may take them).
-        end = _record_starts(commit_log_dir(cluster, "broker-a"))[-10]
-        _cut_back(commit_log_dir(cluster, "broker-a"), end)
         slave_files = {p.name: p.read_bytes() for p in commit_log_dir(cluster, SLAVE).iterdir()}
 
         cluster.start_broker("broker-a")
@@ -163,18 +171,8 @@ async def test_a_master_back_from_a_crash_copies_what_its_slave_holds_before_any
     the master holds its puts, copies the 10 records from the slave, then accepts puts at the
     offsets after them; the two CommitLogs end identical with every acknowledged message."""
     with start_cluster(tmp_path, brokers=()) as cluster:
-        _start_pair(cluster, "SYNC_MASTER", "ASYNC_FLUSH")
-        ns, topic = cluster.namesrv_addr, unique("Ahead")
-        async with Admin(ns) as admin:
-            await admin.create_topic(topic, queue_nums=1)
-        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
-            for i in range(40):
-                assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
-        held = await wait_caught_up(cluster)
-        acked_keys = list(unique_keys(commit_log_dir(cluster, SLAVE)))
-        assert cluster.stop_broker("broker-a") == 0
-        end = _record_starts(commit_log_dir(cluster, "broker-a"))[-10]
-        _cut_back(commit_log_dir(cluster, "broker-a"), end)
+        ns = cluster.namesrv_addr
+        topic, held, acked_keys, end = await _master_loses_an_acknowledged_tail(cluster, 1)
         (cluster.root / "broker-a" / "store" / "abort").touch()  # the exit was not clean
 
         cluster.start_broker("broker-a")  # the slave ran on: it reconnects by itself

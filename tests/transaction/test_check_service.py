@@ -256,6 +256,29 @@ def test_resolved_table_claims_once_and_is_bounded() -> None:
     assert len(table) == 3 and not table.is_resolved(5) and table.is_resolved(8)
 
 
+def test_resolved_table_forgets_what_is_past_the_check_horizon(
+    store: MessageStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A check pass drops the entries recorded longer ago than a second END could still come
+    # (timeout + check_max x interval = 1 s + 2 x 0.1 s), so the table holds a window, not
+    # everything up to its capacity.
+    svc, checker = _services(store, tmp_path, check_max=2)
+    assert checker.resolved_horizon_s() == pytest.approx(1.2)
+    now = [1_000.0]
+    monkeypatch.setattr("lakemq.broker.transaction.resolved.time.monotonic", lambda: now[0])
+    svc.resolved.add(1)
+    now[0] += 1.0
+    svc.resolved.add(2)
+    svc.resolved.add(1)  # recorded again: its age starts anew and it keeps its place last
+    now[0] += 0.5
+    svc.resolved.add(3)
+    checker.check_once()
+    assert len(svc.resolved) == 3
+    now[0] += 0.8  # 2 and 1 recorded 1.3 s ago, 3 0.8 s ago
+    checker.check_once()
+    assert len(svc.resolved) == 1 and svc.resolved.is_resolved(3) and not svc.resolved.is_resolved(1)
+
+
 def test_own_immunity_time_puts_back_without_holding_up_the_queue(
     store: MessageStore, tmp_path: Path
 ) -> None:

@@ -182,7 +182,13 @@ class TransactionalMessageCheckService:
                 break
             new_half_offset = offset + 1
         self._advance(half_offset, new_half_offset, op_offset)
+        svc.resolved.forget_before(self.resolved_horizon_s())
         return checks
+
+    def resolved_horizon_s(self) -> float:
+        """How long a resolved transaction may still be ended again: by the producer's late
+        answer or by answers to check-backs sent before it was resolved."""
+        return (self.transaction_timeout_ms + self.check_max * self.check_interval_ms) / 1000
 
     def _visit(self, half: MessageExt, started: int, checks: list[CheckRequest]) -> bool:
         """Handle one pending half message; False stops the walk before it."""

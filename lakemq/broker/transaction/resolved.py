@@ -5,7 +5,10 @@ END_TRANSACTION may name any of them: the late answer to the first send, or answ
 check-backs. Claiming the origin before committing makes only the first of them put the real
 message, so a committed message is never stored twice. The table is bounded (oldest entries
 go first) and filled from END_TRANSACTION and from the Op messages the check service reads,
-including, after a restart, the Op messages just before the persisted op offset. Where the
+including, after a restart, the Op messages just before the persisted op offset. A second END
+for one transaction comes while check-backs of it may still be answered, so an entry is kept
+for the check service's horizon after it was recorded (``forget_before``) and the table holds
+only that window, up to its capacity, rather than growing to the capacity. Where the
 broker itself resolved a transaction it also remembers the outcome (commit or rollback); an Op
 message alone does not say which, so those read back from the op queue have no known outcome.
 """
@@ -13,6 +16,7 @@ message alone does not say which, so those read back from the op queue have no k
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from typing import Final
 
@@ -25,7 +29,8 @@ class ResolvedTransactions:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._capacity = capacity
         self._lock = threading.Lock()
-        self._resolved: OrderedDict[int, bool | None] = OrderedDict()  # origin -> committed
+        # origin -> (committed, monotonic time recorded), oldest record first
+        self._resolved: OrderedDict[int, tuple[bool | None, float]] = OrderedDict()
         self._in_progress: set[int] = set()
 
     def is_resolved(self, origin: int) -> bool:
@@ -35,7 +40,8 @@ class ResolvedTransactions:
     def outcome(self, origin: int) -> bool | None:
         """True: committed here, False: rolled back here, None: not resolved or not known how."""
         with self._lock:
-            return self._resolved.get(origin)
+            entry = self._resolved.get(origin)
+            return entry[0] if entry is not None else None
 
     def is_in_progress(self, origin: int) -> bool:
         """An END_TRANSACTION is putting it right now (and may yet fail)."""
@@ -61,9 +67,23 @@ class ResolvedTransactions:
         with self._lock:
             self._add(origin, None)
 
+    def forget_before(self, age_s: float) -> int:
+        """Drop the entries recorded more than ``age_s`` seconds ago; returns how many."""
+        horizon = time.monotonic() - age_s
+        dropped = 0
+        with self._lock:
+            while self._resolved:
+                origin, (_, recorded) = next(iter(self._resolved.items()))
+                if recorded >= horizon:
+                    break
+                del self._resolved[origin]
+                dropped += 1
+        return dropped
+
     def _add(self, origin: int, commit: bool | None) -> None:
         known = self._resolved.get(origin)
-        self._resolved[origin] = known if commit is None else commit
+        self._resolved[origin] = (known[0] if known is not None and commit is None else commit,
+                                  time.monotonic())
         self._resolved.move_to_end(origin)
         while len(self._resolved) > self._capacity:
             self._resolved.popitem(last=False)

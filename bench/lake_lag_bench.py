@@ -150,19 +150,29 @@ class _LoadLog:
 
 class _Freshness:
     """Ack-to-visible probes through the lake service's live union, on a thread of their own
-    (Spark Connect calls block) beside the producers."""
+    (Spark Connect calls block) beside the producers: the session is opened and warmed before
+    the stream starts (:meth:`wait_warm`), the probes run at even times over it (:meth:`go`)."""
 
     def __init__(self, namesrv: str, lake: Path, service: str, samples: int, seconds: float) -> None:
         self.namesrv, self.lake, self.service = namesrv, lake, service
         self.samples, self.seconds = samples, seconds
         self.results: list[tuple[bool, float]] = []  # (visible to the query started at the ack, ack -> answer s)
         self.error: BaseException | None = None
+        self._warm, self._go = threading.Event(), threading.Event()
+        self._began = 0.0
         self._thread = threading.Thread(target=self._guarded, daemon=True)
-
-    def start(self) -> None:
         self._thread.start()
 
+    def wait_warm(self, timeout: float) -> None:
+        if not self._warm.wait(timeout) or self.error is not None:
+            raise SystemExit(f"the freshness probe did not get a warm session: {self.error!r}")
+
+    def go(self, began: float) -> None:
+        self._began = began
+        self._go.set()
+
     def join(self) -> None:
+        self._go.set()
         self._thread.join()
         if self.error is not None:
             raise SystemExit(f"the freshness probe failed: {self.error!r}")
@@ -170,15 +180,16 @@ class _Freshness:
     def _guarded(self) -> None:
         try:
             self._run()
-        except Exception as exc:  # noqa: BLE001 - any failure is reported by join, in the main thread
+        except Exception as exc:  # noqa: BLE001 - any failure is reported in the main thread
             self.error = exc
+        finally:
+            self._warm.set()
 
     def _run(self) -> None:
         from lakemq.client import SyncProducer
         from lakemq.jobs.lake_service import connect
         from lakemq.jobs.sql import register_live_views
 
-        began = time.monotonic()
         spark, why = connect(self.service)
         if spark is None:
             raise RuntimeError(f"the lake service at {self.service} does not answer: {why}")
@@ -187,11 +198,13 @@ class _Freshness:
             register_live_views(spark, str(self.lake), self.namesrv, views=False)
             run = uuid.uuid4().hex[:8]
             query = f"SELECT count(*) AS n FROM messages WHERE topic = '{TOPIC}' AND keys = '{{key}}'"
-            spark.sql(query.format(key=f"fresh-{run}-warm")).collect()  # the session's first query
-            gap = max(0.0, (self.seconds - (time.monotonic() - began)) / (self.samples + 1))
             with SyncProducer(f"lag_fresh_{run}", namesrv_addr=self.namesrv) as producer:
+                spark.sql(query.format(key=f"fresh-{run}-warm")).collect()  # the session's first query
+                self._warm.set()
+                self._go.wait()
                 for i in range(self.samples):
-                    time.sleep(gap)  # spread over the stream, not a synchronisation
+                    due = self._began + (i + 1) * self.seconds / (self.samples + 1)
+                    time.sleep(max(0.0, due - time.monotonic()))  # a schedule over the stream, late: at once
                     key = f"fresh-{run}-{i}"
                     msg = Message(TOPIC, b"f" * 256)
                     msg.keys = [key]
@@ -247,12 +260,15 @@ def main() -> None:
                         if not line:
                             raise SystemExit("tier serve ended before its lake service was ready")
                     print(f"tier serve: {line.strip()}", flush=True)
-                load_before = _load()
                 fresh = (_Freshness(cluster.namesrv_addr, lake, service, args.freshness, args.seconds)
                          if service else None)
                 if fresh is not None:
-                    fresh.start()
+                    fresh.wait_warm(900)
+                    print("freshness probe: its session on the lake service is warm", flush=True)
+                load_before = _load()
                 began = time.monotonic()
+                if fresh is not None:
+                    fresh.go(began)
                 with _LoadLog() as during:
                     sent = asyncio.run(_produce(cluster.namesrv_addr, args.rate, args.seconds, args.senders,
                                                 b"x" * args.body))

@@ -10,7 +10,8 @@ lag"). So ``tier serve`` runs :func:`lakemq.jobs.tier_run.tier_run` itself once 
 a scratch store holding one small record per Spark core (one write task each, so every
 worker slot starts) into a scratch lake: seal, Spark write, commit, verify, manifest. Both
 live in a temporary local directory, deleted after: like the store, it must be readable by
-the executors, which holds for the local masters ``tier serve`` runs on.
+the executors, which holds for the local masters ``tier serve`` runs on. Fault injection's
+crash points do not fire in it: a fault test kills a real pass.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakemq.common.faults import crash_points_off
 from lakemq.common.message import properties_to_string
 from lakemq.common.record import encode_host, encode_record
 from lakemq.errors import LakeError
@@ -79,7 +81,9 @@ def warm_up(spark: SparkSession) -> WarmUp:
         record_size = _scratch_store(store, slots)
         # A boundary at every record: the write is cut into one task per slot.
         config = TieringConfig(lake_uri=str(scratch / "lake"), tier_seal_idle_ms=1, tier_boundary_stride=record_size)
-        result = tier_run(spark, store_dir=store, broker_name=_BROKER, config=config, upkeep=False, flushed=False)
+        with crash_points_off():  # a fault test's crash is meant for a real pass
+            result = tier_run(spark, store_dir=store, broker_name=_BROKER, config=config, upkeep=False,
+                              flushed=False)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if result.compact.rows != slots or result.verified != 1:

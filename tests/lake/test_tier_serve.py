@@ -153,7 +153,7 @@ def _serve_process(root: Path, store: Path, lake: Path, env: dict[str, str] | No
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=run_env)
 
 
-@pytest.mark.timeout(600)  # two serve processes, each starting its own driver
+@pytest.mark.timeout(900)  # two serve processes, each starting its own driver and warming it up
 def test_serve_stops_on_sigterm_and_survives_kill_mid_commit(spark: Any, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=_conf(lake)) as cluster:

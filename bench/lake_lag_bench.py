@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,7 +62,6 @@ TOPIC = "lake_lag"
 
 
 async def _produce(namesrv: str, rate: int, seconds: float, senders: int, body: bytes) -> int:
-    await create_routed_topic(namesrv, TOPIC, queue_nums=8)
     per_sender = rate / senders
     began = time.monotonic()
     stop_at = began + seconds
@@ -181,6 +181,7 @@ class _Freshness:
         try:
             self._run()
         except Exception as exc:  # noqa: BLE001 - any failure is reported in the main thread
+            traceback.print_exc()  # a Spark error's repr may be empty: the stack says what failed
             self.error = exc
         finally:
             self._warm.set()
@@ -260,6 +261,8 @@ def main() -> None:
                         if not line:
                             raise SystemExit("tier serve ended before its lake service was ready")
                     print(f"tier serve: {line.strip()}", flush=True)
+                # Before the probe: a query naming a topic without a route fails.
+                asyncio.run(create_routed_topic(cluster.namesrv_addr, TOPIC, queue_nums=8))
                 fresh = (_Freshness(cluster.namesrv_addr, lake, service, args.freshness, args.seconds)
                          if service else None)
                 if fresh is not None:

@@ -97,10 +97,10 @@ class LiveReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, LakePart):
             yield from self._read_file(partition.file, partition.ranges)
-        else:
-            assert isinstance(partition, HotPart)
+        elif isinstance(partition, HotPart):
             for span in partition.spans:
                 yield from self._pull(span)
+        # Else the one empty partition Spark plans when partitions() found none: no rows.
 
     def _read_file(self, file: LakeFile, ranges: tuple[tuple[int, int, int], ...] | None) -> Iterator[pa.RecordBatch]:
         lake = self.options.lake

@@ -125,10 +125,10 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return queue_ends(self.batch.options, cut, self.batch.pushed)
             except LakeError as exc:  # raised by hot_spans only for a hot tail it cannot ask
                 left = deadline - time.monotonic()
-                if left < pause:
+                if left <= 0:
                     raise
                 log.warning("%s; asking again for up to %.0f s (brokerWaitMs)", exc, left)
-                time.sleep(pause)
+                time.sleep(min(pause, left))
                 pause = min(pause * 2, 2.0)
 
     def initialOffset(self) -> dict[str, Any]:

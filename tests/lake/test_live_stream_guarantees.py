@@ -322,3 +322,19 @@ def test_a_broker_restart_while_the_query_runs_is_waited_out(spark: Any, guarded
     acked |= trickle.acked
     assert trickle.acked, "no send was acknowledged"
     _assert_once(_sink(spark, guarded, topic), acked, trickle.failed)
+
+
+def test_an_outage_longer_than_broker_wait_ms_fails_with_one_line(tmp_path: Path) -> None:
+    """Past brokerWaitMs the planning's LakeError stands (the query fails, to be restarted from
+    its checkpoint); 0 fails at once. No name server listens on port 1."""
+    from lakemq.errors import ConfigError, LakeError
+    from lakemq.jobs.live_stream import LiveStreamReader
+
+    options = {"namesrv": "127.0.0.1:1", "lake": str(tmp_path / "lake"), "topic": "t"}
+    for wait_ms, least_s in (("0", 0.0), ("1500", 1.5)):
+        began = time.monotonic()
+        with pytest.raises(LakeError, match="name server 127.0.0.1:1 is unreachable"):
+            LiveStreamReader({**options, "brokerWaitMs": wait_ms}).initialOffset()
+        assert least_s <= time.monotonic() - began < least_s + 30
+    with pytest.raises(ConfigError, match="brokerWaitMs"):
+        LiveStreamReader({**options, "brokerWaitMs": "soon"})

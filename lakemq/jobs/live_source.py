@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -79,6 +80,9 @@ class LiveReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = LiveOptions.of(options)
         self.pushed = Pushed(topics=frozenset([self.options.topic]) if self.options.topic else None)
+        # How long a pull tries again after a broker failed it (the stream's brokerWaitMs); a
+        # batch read fails at once.
+        self.wait_s = 0.0
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self.pushed, left = push_filters(self.pushed, filters)
@@ -124,6 +128,7 @@ class LiveReader(DataSourceReader):
         mq = MessageQueue(span.topic, span.broker, span.queue_id)
         offset, stalled, stride = span.start, False, 0
         consumer = kept_client(self.options.namesrv)
+        failing_since: float | None = None
         while offset < span.end:
             try:
                 chain = asyncio.run_coroutine_threadsafe(pull_chain(
@@ -132,8 +137,18 @@ class LiveReader(DataSourceReader):
             except (RemotingError, BrokerError, LakeMQError) as exc:
                 addr = consumer.consumer.core.instance.find_broker_addr(span.broker, master_only=False)
                 drop_client(self.options.namesrv, consumer)
-                raise LakeError(f"the hot tail is unavailable: broker {span.broker} ({addr}) failed a pull of "
-                                f"{span.topic} queue {span.queue_id} from offset {offset}: {exc}") from exc
+                failing_since = time.monotonic() if failing_since is None else failing_since
+                failed = f"broker {span.broker} ({addr}) failed a pull of {span.topic} queue {span.queue_id} " \
+                         f"from offset {offset}: {exc}"
+                if time.monotonic() - failing_since >= self.wait_s:
+                    raise LakeError(f"the hot tail is unavailable: {failed}") from exc
+                # A restarting broker: the same offset again on a fresh client (routes, connections);
+                # what was yielded lies below it, so nothing repeats.
+                log.warning("%s; pulling again", failed)
+                time.sleep(1.0)
+                consumer = kept_client(self.options.namesrv)
+                continue
+            failing_since = None
             bodies: list[bytes] = []
             for asked, raw in chain:
                 if raw.status is PullStatus.FOUND:

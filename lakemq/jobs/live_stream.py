@@ -12,14 +12,23 @@ files a query started from (pulls start at the lake's recorded queue end, never 
 Options: the batch source's (``namesrv``, ``lake`` or ``conf``, ``topic``, ``storage_options``,
 ``allowStaleHotTail``) plus ``startingOffsets`` (``earliest`` (default), ``latest``, a time in
 epoch milliseconds, or JSON in the offset's shape; a queue it does not name starts at 0) and
-``maxOffsetsPerTrigger`` (messages per micro-batch, shared among the queues behind). A queue
-that appears later (a topic scaled up, a broker added) is read from its first offset.
+``maxOffsetsPerTrigger`` (messages per micro-batch, shared among the queues behind) and
+``brokerWaitMs`` (default 60,000). A queue that appears later (a topic scaled up, a broker
+added) is read from its first offset.
+
+A broker or name server that cannot be asked (a restart) does not end the query at once: a
+micro-batch's planning and its pulls try again for up to ``brokerWaitMs`` (as Kafka's consumer
+waits ``default.api.timeout.ms``, 60 s by default), then the query fails with the batch
+source's one line naming the broker. Offsets are planned from what the brokers answer, so a
+restart in between neither skips nor repeats a message.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,7 +49,12 @@ from lakemq.jobs.live_filters import Pushed
 from lakemq.jobs.live_plan import HotSpan, LakeCut, LiveOptions, hot_spans, lake_cut
 from lakemq.jobs.live_source import HotPart, LakePart, LiveReader
 
-__all__ = ["ROWS_PER_TASK", "LiveStreamReader", "Offsets", "cap_offsets", "pack_spans", "queue_ends"]
+__all__ = ["BROKER_WAIT_MS", "ROWS_PER_TASK", "LiveStreamReader", "Offsets", "cap_offsets", "pack_spans",
+           "queue_ends"]
+
+log = logging.getLogger(__name__)
+
+BROKER_WAIT_MS = 60_000  # brokerWaitMs's default: a restart's outage, not a lost broker
 
 # topic -> broker -> queue id (a string: offsets are JSON) -> queue offset
 Offsets = dict[str, dict[str, dict[str, int]]]
@@ -118,11 +132,28 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if limit is not None and (not limit.isdigit() or int(limit) < 1):
             raise ConfigError(f"maxOffsetsPerTrigger must be a positive number of messages, not {limit!r}")
         self.max_per_trigger = int(limit) if limit else None
+        wait = lowered.get("brokerwaitms", str(BROKER_WAIT_MS))
+        if not wait.isdigit():
+            raise ConfigError(f"brokerWaitMs must be a number of milliseconds, not {wait!r}")
+        self.batch.wait_s = int(wait) / 1000  # the read tasks' pulls wait as long
         self.target: Offsets | None = None  # Trigger.AvailableNow's end
 
     def _ends(self) -> Offsets:
-        cut = lake_cut(self.batch.options.lake, self.batch.pushed)
-        return queue_ends(self.batch.options, cut, self.batch.pushed)
+        """Each queue's end now; a broker or name server that cannot be asked is asked again
+        (a cut planned afresh each time) for up to brokerWaitMs, then its LakeError stands."""
+        deadline = time.monotonic() + self.batch.wait_s
+        pause = 0.25
+        while True:
+            cut = lake_cut(self.batch.options.lake, self.batch.pushed)
+            try:
+                return queue_ends(self.batch.options, cut, self.batch.pushed)
+            except LakeError as exc:  # raised by hot_spans only for a hot tail it cannot ask
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                log.warning("%s; asking again for up to %.0f s (brokerWaitMs)", exc, left)
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 2.0)
 
     def initialOffset(self) -> dict[str, Any]:
         ends = self._ends()

@@ -164,7 +164,7 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
 @tier.command("serve")
 @_with_common
 @click.option("--master", help="Spark master (default from conf/spark-defaults.conf)")
-@click.option("--interval-ms", type=click.IntRange(min=1), help="ms between passes [tierIntervalMs, 60000]")
+@click.option("--interval-ms", type=click.IntRange(min=1), help="the lake lag passes aim for, ms [tierIntervalMs, 60000]")
 @click.option("--no-retention", is_flag=True, help="keep local CommitLog files even when verified")
 @click.option(DELETE_WITHOUT_COLD_READS_FLAG, "delete_without_cold_reads", is_flag=True,
               help="as for `tier run`")
@@ -173,8 +173,8 @@ def tier_run_cmd(config: str | None, store: str | None, lake: str | None, broker
 def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, broker: str | None,
                    storage_option: tuple[str, ...], master: str | None, interval_ms: int | None, no_retention: bool,
                    delete_without_cold_reads: bool, from_slave: bool) -> None:
-    """Keep the lake fresh: every tierIntervalMs commit what the broker has flushed (full file
-    or not), exactly once, on one warm Spark session; SIGTERM stops after the pass under way."""
+    """Keep the lake fresh: commit what the broker has flushed (full file or not) within
+    tierIntervalMs, exactly once, on one warm Spark session; SIGTERM stops after the pass under way."""
     import dataclasses
     import signal
     import threading
@@ -223,10 +223,10 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
         progress.phase("warming Spark on the lake" + (" and opening the lake service" if service else ""))
         warm(spark, location)
         click.echo(f"tier serve ready: warmed up in {warmed.seconds:.1f}s (a pass of {warmed.rows} scratch row(s) "
-                   f"in {warmed.tasks} Spark task(s)); a pass every {tiering.tier_interval_ms} ms")
+                   f"in {warmed.tasks} Spark task(s)); lake lag target {tiering.tier_interval_ms} ms")
         sys.stdout.flush()
         opened()
-        progress.phase(f"serving: a pass every {tiering.tier_interval_ms} ms (SIGTERM stops)")
+        progress.phase(f"serving: lake lag target {tiering.tier_interval_ms} ms (SIGTERM stops)")
         try:
             passes = tier_serve(spark, store_dir=store_dir, broker_name=broker_name, config=tiering, stop=stop,
                                 storage_options=location.options, retention=rules, on_pass=after)

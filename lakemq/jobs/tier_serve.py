@@ -1,10 +1,12 @@
 """``lakemq tier serve``: tiering as a long-running loop over one warm Spark session.
 
-Every ``tierIntervalMs`` one pass of :func:`lakemq.jobs.tier_run.tier_run` with ``flushed``:
-whatever whole records the broker has flushed (its checkpoint says how far, see
+Passes of :func:`lakemq.jobs.tier_run.tier_run` with ``flushed``: whatever whole records the
+broker has flushed (its checkpoint says how far, see
 :func:`lakemq.store.checkpoint.read_flushed_offset`) are sealed, committed once (the Delta app
 transaction's version is the range end, as for sealed files), verified and, as the broker's
-rules allow, retained. The small files this makes are merged by the table upkeep
+rules allow, retained. ``tierIntervalMs`` is the lake lag the passes aim for: each begins early
+enough that what was flushed just after the previous pass's cut is committed within it
+(:class:`lakemq.tiering.pass_schedule.PassSchedule`). The small files this makes are merged by the table upkeep
 (:func:`lakemq.jobs.maintain.maintain`), run at most every ``tierMaintainIntervalMs`` rather
 than every pass, so a Parquet file is not rewritten every minute as its partition grows.
 
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from lakemq.jobs.tier_run import TierRunResult, tier_run
 from lakemq.tiering.config import TieringConfig
+from lakemq.tiering.pass_schedule import PassSchedule
 from lakemq.tiering.retention import RetentionRules
 
 if TYPE_CHECKING:
@@ -46,9 +49,10 @@ def tier_serve(
     on_pass: Callable[[ServePass], None] | None = None, max_passes: int | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
-    """Run passes every ``config.tier_interval_ms`` until ``stop`` is set (or ``max_passes``
-    ran); returns the number of passes. An error of a pass ends the loop by propagating."""
-    interval_s = config.tier_interval_ms / 1000
+    """Run passes, keeping the lake within ``config.tier_interval_ms`` of the flushed log, until
+    ``stop`` is set (or ``max_passes`` ran); returns the number of passes. An error of a pass
+    ends the loop by propagating."""
+    schedule = PassSchedule(config.tier_interval_ms / 1000)
     maintain_s = config.tier_maintain_interval_ms / 1000
     last_maintain: float | None = None
     passes = 0
@@ -60,10 +64,10 @@ def tier_serve(
         if upkeep:
             last_maintain = began
         passes += 1
+        seconds = clock() - began
         if on_pass is not None:
-            on_pass(ServePass(passes, result, clock() - began, upkeep))
+            on_pass(ServePass(passes, result, seconds, upkeep))
         if max_passes is not None and passes >= max_passes:
             break
-        # The next pass starts an interval after this one started (at once when it ran longer).
-        stop.wait(max(0.0, interval_s - (clock() - began)))
+        stop.wait(schedule.wait_after(seconds))
     return passes

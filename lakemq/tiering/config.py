@@ -27,7 +27,8 @@ class TieringConfig:
     tier_target_file_size: int = 128 << 20  # optimize compacts small Parquet files up to this
     tier_vacuum_retention_hours: int = 168
     tier_checkpoint_interval: int = 10  # Delta commits between checkpoints
-    # ``tier serve`` commits what the broker has flushed this often (ms).
+    # ``tier serve`` commits what the broker has flushed within this long (ms): the lake lag its
+    # passes aim for (lakemq.tiering.pass_schedule).
     tier_interval_ms: int = 60_000
     # ``tier serve`` optimizes, vacuums and checkpoints the table at most this often (ms).
     tier_maintain_interval_ms: int = 10 * 60_000

@@ -23,7 +23,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["lake_session", "service_option"]
+__all__ = ["before_lake_imports", "lake_session", "service_option"]
+
+
+def before_lake_imports(service: str | None, master: str | None) -> None:
+    """Call before a command that may run on the lake service imports lakemq's lake modules:
+    with a service to ask, numpy stays out of this process (pyarrow imports it, and
+    pyarrow.dataset pandas, when they are installed: :func:`lakemq.jobs.connect_client.keep_out_numpy`);
+    :func:`lake_session` lets it in again if it starts Spark here instead."""
+    if service and not master:
+        from lakemq.jobs.connect_client import keep_out_numpy
+
+        keep_out_numpy()
 
 
 @contextlib.contextmanager
@@ -52,6 +63,9 @@ def lake_session(service: str | None, master: str | None, progress: JobProgress)
                 remote.close()
             return
         progress.phase(f"the lake service at {service} is not reachable ({why}): starting Spark here")
+    from lakemq.jobs.connect_client import allow_numpy
+
+    allow_numpy()  # a Spark here uses it (see keep_out_numpy)
     from lakemq.cli.lake_cmds import spark_session
     from lakemq.jobs.lake_sql import LocalSql
 

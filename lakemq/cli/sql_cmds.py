@@ -117,7 +117,7 @@ def _live(namesrv: str | None, conf: str | None, lake: str | None, storage_optio
           ) -> tuple[str | None, _Live | None, _Service | None]:
     """The lake to read; unless the Delta table alone is asked for, the live union's source; and
     the conf's lake service, if it names one."""
-    from lakemq.jobs.sql import names_live_views
+    from lakemq.jobs.lake_sql import names_live_views
 
     props = read_broker_conf(conf)
     service = _Service.of(props, lake, version)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ConnectError", "ConnectSession", "allow_numpy", "class_reference", "open_session"]
+__all__ = ["ConnectError", "ConnectSession", "allow_numpy", "class_reference", "keep_out_numpy", "open_session"]
 
 # The service's name as the wire carries it in each method's path (the generated messages live
 # in the package lakemq.jobs.spark_connect; see scripts/gen_spark_connect.py).
@@ -159,7 +159,11 @@ def class_reference(module: str, qualname: str) -> bytes:
                      pickle.STACK_GLOBAL, pickle.STOP))
 
 
-def _keep_out_numpy() -> None:
+def keep_out_numpy() -> None:
+    """Keep numpy from being imported (see the module docstring) until :func:`allow_numpy`,
+    unless it is imported already: a command that will ask the lake service calls it before it
+    imports pyarrow (through lakemq's lake modules), and allows numpy again if it falls back to
+    a Spark of its own."""
     if "numpy" not in sys.modules:
         sys.modules["numpy"] = None  # type: ignore[assignment]  # an import of it raises ImportError
 
@@ -173,7 +177,7 @@ def allow_numpy() -> None:
 def open_session(url: str) -> ConnectSession:
     """A session on the Spark Connect server at ``url`` (``sc://host:port``), checked with one
     round trip (a port that is not Spark Connect fails here); raises ConnectError."""
-    _keep_out_numpy()
+    keep_out_numpy()
     session = ConnectSession(url)
     try:
         session.version  # noqa: B018 - the first RPC

@@ -10,6 +10,7 @@ SparkSession of this process one (:func:`sql_session` takes either).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lakemq.tiering.lake_fs import LakeLocation
@@ -18,7 +19,24 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-__all__ = ["LocalSql", "SqlSession", "delta_table", "session_errors", "sql_session", "sql_string"]
+__all__ = ["TRANSACTIONS_TABLE", "VIEWS", "LocalSql", "SqlSession", "delta_table", "names_live_views", "session_errors",
+           "sql_session", "sql_string"]
+
+# The names :mod:`lakemq.jobs.sql` gives the lake's views over ``messages`` and the
+# transactions table, here so that a client can tell which a statement names before it
+# imports that module (and pyarrow, with the lake's schemas).
+TRANSACTIONS_TABLE = "transactions"
+VIEWS = ("user_messages", "schedule_messages", "timer_messages", "transactions_half", "transactions_op",
+         "transactions_derived")
+# The names register_live_views makes views over the live ``messages``.
+_VIEW_NAMES = re.compile(rf"\b({'|'.join((*VIEWS, TRANSACTIONS_TABLE))})\b", re.IGNORECASE)
+
+
+def names_live_views(statement: str) -> bool:
+    """Whether ``statement`` names a view over ``messages`` (or ``transactions``, which may be
+    one): only then must the live views be registered for it (comments and strings count too,
+    which registers them when not needed, never the reverse)."""
+    return _VIEW_NAMES.search(statement) is not None
 
 
 @runtime_checkable

@@ -7,7 +7,8 @@ Replay needs every row of a range once, in a stable order, with bounded memory. 
 Both read one snapshot (the table's version when the scan starts), so rows tiered meanwhile
 cannot slip into a page.
 
-1. one pass collects only the sort keys of the matching rows (16 bytes a row), sorted by Spark;
+1. one pass collects only the sort keys of the matching rows (16 bytes a row) and sorts them
+   here (a sort in Spark would shuffle);
 2. each page of ``page_rows`` keys is read by the key range it spans: a time-bounded query,
    so Delta's file statistics and Parquet's row-group statistics on ``store_timestamp`` keep
    it to the files that hold the page.
@@ -41,7 +42,7 @@ COLUMNS = (
     "store_timestamp",
     "commitlog_offset",
 )
-_ORDER = "ORDER BY store_timestamp, commitlog_offset"
+_ORDER = [("store_timestamp", "ascending"), ("commitlog_offset", "ascending")]
 
 
 def _after(position: tuple[int, int]) -> str:
@@ -84,7 +85,7 @@ def ordered_pages(
     # it left: the keys' query counts them too, one Spark job instead of two.
     resumed = after[0] >= begin_ms
     keys = session.sql(f"SELECT store_timestamp, commitlog_offset {rows}"
-                       f"{' AND ' + _after(after) if resumed else ''} {_ORDER}")
+                       f"{' AND ' + _after(after) if resumed else ''}").sort_by(_ORDER)
     total = session.sql(f"SELECT count(*) AS n {rows}").column(0)[0].as_py() if resumed else keys.num_rows
 
     def pages() -> Iterator[pa.Table]:
@@ -94,6 +95,6 @@ def ordered_pages(
             last = (page.column(0)[-1].as_py(), page.column(1)[-1].as_py())
             span = _in_range(session, lake, version, topic, first[0], last[0])
             yield session.sql(f"SELECT {', '.join(COLUMNS)} {span} AND {_after((first[0], first[1] - 1))} "
-                              f"AND {_not_after(last)} {_ORDER}")
+                              f"AND {_not_after(last)}").sort_by(_ORDER)
 
     return total, keys.num_rows, pages()

@@ -39,11 +39,11 @@ never disturbs the names a user's session has registered.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakemq.errors import LakeError
+from lakemq.jobs.lake_sql import TRANSACTIONS_TABLE, VIEWS, names_live_views
 from lakemq.jobs.lake_tables import configure_s3a, read_table, spark_uri, table_exists
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import (
@@ -65,12 +65,9 @@ __all__ = ["DELAY_SWEEP_TABLE", "FILTER_PUSHDOWN", "LAKE_ONLY_VIEW", "LIVE_SOURC
            "VIEWS", "live_view_statements", "names_live_views", "register_live", "register_live_views",
            "register_remote_live_views", "register_tables", "register_views", "run_sql"]
 
-TRANSACTIONS_TABLE = "transactions"
 LAKE_ONLY_VIEW = "messages_lake"
 DELAY_SWEEP_TABLE = "delay_sweep"
 TABLES = (MESSAGES_TABLE, TRANSACTIONS_TABLE, DELAY_SWEEP_TABLE, KEYS_TABLE)
-VIEWS = ("user_messages", "schedule_messages", "timer_messages", "transactions_half", "transactions_op",
-         "transactions_derived")
 
 # Python data sources see Spark's filters only with this on (the ``lakemq`` source takes them).
 FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
@@ -78,8 +75,6 @@ FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 # its remote session by reference, without importing it (and pyspark) here.
 LIVE_SOURCE = ("lakemq", "lakemq.jobs.sources", "LiveDataSource")
 
-# The names register_live_views makes views over the live ``messages``.
-_VIEW_NAMES = re.compile(rf"\b({'|'.join((*VIEWS, TRANSACTIONS_TABLE))})\b", re.IGNORECASE)
 
 _KIND_VIEWS = {
     "user_messages": KIND_NORMAL, "schedule_messages": KIND_SCHEDULE, "timer_messages": KIND_WHEEL_TIMER,
@@ -228,13 +223,6 @@ def register_live(
     register_live_views(spark, lake_uri, namesrv, storage_options=storage_options, allow_stale=allow_stale,
                         views=views)
     return [*names, LAKE_ONLY_VIEW]
-
-
-def names_live_views(statement: str) -> bool:
-    """Whether ``statement`` names a view over ``messages`` (or ``transactions``, which may be
-    one): only then must the live views be registered for it (comments and strings count too,
-    which registers them when not needed, never the reverse)."""
-    return _VIEW_NAMES.search(statement) is not None
 
 
 def live_view_statements(

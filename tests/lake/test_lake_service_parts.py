@@ -50,9 +50,12 @@ def test_a_service_client_imports_no_pyspark_pandas_or_numpy() -> None:
     probe = """
 import sys
 import lakemq.cli.message_cmds, lakemq.cli.replay_cmds, lakemq.cli.sql_cmds
+from lakemq.cli.lake_service import before_lake_imports
 from lakemq.jobs import connect_client
-connect_client._keep_out_numpy()
+import lakemq.jobs.lake_sql  # what sql reads before its session opens (which views a statement names)
+before_lake_imports("127.0.0.1:1", None)  # as replay and admin message query do with --service
 session = connect_client.ConnectSession("sc://127.0.0.1:1")
+import lakemq.client, lakemq.jobs.broker_lookup
 import lakemq.jobs.message_lookup, lakemq.jobs.ordered_scan, lakemq.jobs.replay, lakemq.jobs.sql
 from lakemq.jobs._connect_pb import commands_pb2, relations_pb2
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.dataset, pyarrow.ipc

@@ -15,10 +15,10 @@ and start their own driver. They talk to it with lakemq's own Spark Connect clie
 Connect client session shares the catalog's tables and views; ``messages`` as the live union
 is a temporary view over the ``lakemq`` Python data source, which is per session, so ``lakemq
 sql`` creates it on its own remote session with SQL alone
-(:func:`lakemq.jobs.sql.live_view_statements`): the service's Spark finds the source by
-itself (the ``pyspark_lakemq`` module, PySpark's static registration of Python data sources),
-so the client ships no Python class. A plain pyspark client sees ``messages`` as the Delta
-table.
+(:func:`lakemq.jobs.sql.register_remote_live_views`: the source by a reference to its class,
+which the service's Python workers import, then the views' SQL). A plain pyspark client sees
+``messages`` as the Delta table. This module imports nothing of the lake's schemas (pyarrow) at
+the top: a client imports it before its session keeps numpy out.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import socket
 from typing import TYPE_CHECKING
 
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.tables import MESSAGES_TABLE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,6 +59,7 @@ def warm(spark: SparkSession, lake: LakeLocation) -> None:
     read (class loading, the JIT, the log's first replay) is its slowest, and a long-running
     process pays it at start rather than in its first tier pass or its first client's query."""
     from lakemq.jobs.lake_tables import read_table, table_exists
+    from lakemq.tiering.tables import MESSAGES_TABLE
 
     if table_exists(lake, MESSAGES_TABLE):
         read_table(spark, lake, MESSAGES_TABLE).select("commitlog_offset").limit(1).collect()
@@ -73,6 +73,7 @@ def warm_clients(addr: str, lake: LakeLocation, namesrv: str) -> None:
     environment of their own (a warm-up in the tier passes' session would start others)."""
     from lakemq.jobs.connect_client import open_session
     from lakemq.jobs.sql import register_remote_live_views
+    from lakemq.tiering.tables import MESSAGES_TABLE
 
     session = open_session(service_url(addr))
     try:
@@ -100,6 +101,7 @@ class LakeService:
         from lakemq.jobs.lake_tables import table_exists
         from lakemq.jobs.sql import register_tables
         from lakemq.jobs.sql_server import start_connect
+        from lakemq.tiering.tables import MESSAGES_TABLE
 
         if self.names is not None:
             self.names = register_tables(self.spark, self.lake.uri, storage_options=self.lake.options)

@@ -52,7 +52,7 @@ import sys
 import lakemq.cli.message_cmds, lakemq.cli.replay_cmds, lakemq.cli.sql_cmds
 from lakemq.cli.lake_service import before_lake_imports
 from lakemq.jobs import connect_client
-import lakemq.jobs.lake_sql  # what sql reads before its session opens (which views a statement names)
+import lakemq.jobs.lake_service, lakemq.jobs.lake_sql  # what sql imports before its session opens
 before_lake_imports("127.0.0.1:1", None)  # as replay and admin message query do with --service
 session = connect_client.ConnectSession("sc://127.0.0.1:1")
 import lakemq.client, lakemq.jobs.broker_lookup

@@ -31,11 +31,13 @@ import argparse
 import asyncio
 import os
 import shlex
+import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +110,27 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+# Spark's durationMs parts of a micro-batch, as the latency run reports their medians.
+PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+
+
+def _phases(progress: list[Any], after_us: int) -> dict[str, float]:
+    """Median durationMs per phase, and rows, over the micro-batches that started after ``after_us``
+    and read something."""
+    kept = [p for p in progress if p["numInputRows"]
+            and datetime.fromisoformat(p["timestamp"]).timestamp() * 1_000_000 >= after_us]
+    if not kept:
+        return {}
+    medians = {phase: statistics.median(float(p["durationMs"].get(phase, 0)) for p in kept) for phase in PHASES}
+    medians["rows"] = statistics.median(float(p["numInputRows"]) for p in kept)
+    medians["batches"] = float(len(kept))
+    return medians
+
+
 def _latency(spark: Any, reader: Callable[[], Any], column: str, client: PeerClient, args: argparse.Namespace,
-             checkpoints: Path) -> tuple[list[float], int, int]:
-    """End-to-end latency (ms) of the rows sent after the warm-up; and rows seen, rows sent."""
+             checkpoints: Path) -> tuple[list[float], int, int, dict[str, float]]:
+    """End-to-end latency (ms) of the rows sent after the warm-up; rows seen, rows sent; and the
+    median micro-batch's phases (Spark's durationMs) after the warm-up."""
     from pyspark.sql import functions as F
 
     asyncio.run(client.create_topic(LATENCY_TOPIC))
@@ -134,10 +154,11 @@ def _latency(spark: Any, reader: Callable[[], Any], column: str, client: PeerCli
                 if len(seen) >= sent:
                     break
             query.awaitTermination(0.5)  # bounded wait for the sink to catch up
+        progress = list(query.recentProgress)
     finally:
         query.stop()
     cutoff = first_us + int(args.latency_warmup * 1_000_000)
-    return [ms for s, ms in seen if s >= cutoff], len(seen), sent
+    return [ms for s, ms in seen if s >= cutoff], len(seen), sent, _phases(progress, cutoff)
 
 
 def _query(spark: Any, name: str, reader: Callable[[], Any], column: str, checkpoints: Path) -> tuple[int, float]:
@@ -200,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows, seconds = _query(spark, name, reader, column, Path(scratch))
                 results.setdefault(name, []).append((rows, seconds))
                 print(f"{name} {attempt}: {rows:,} rows in {seconds:.1f} s = {rows / seconds:,.0f} rows/s", flush=True)
-        latency: dict[str, tuple[list[float], int, int]] = {}
+        latency: dict[str, tuple[list[float], int, int, dict[str, float]]] = {}
         live: dict[str, Callable[[], Any]] = {
             "lakemq": lambda: spark.readStream.format("lakemq").option("namesrv", lakemq.namesrv_addr)
             .option("lake", str(lake)).option("topic", LATENCY_TOPIC).option("startingOffsets", "earliest").load(),
@@ -209,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name, reader in live.items():
             latency[name] = _latency(spark, reader, readers[name][1], peers[name].client(), args, Path(scratch))
-            kept, seen, sent = latency[name]
+            kept, seen, sent, phases = latency[name]
             print(f"{name} latency: {seen:,} of {sent:,} rows; p50 {_percentile(kept, 0.5):,.0f} ms, "
-                  f"p99 {_percentile(kept, 0.99):,.0f} ms", flush=True)
+                  f"p99 {_percentile(kept, 0.99):,.0f} ms; median micro-batch {phases}", flush=True)
         spark.stop()
     load_after = os.getloadavg()[0]
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -222,11 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         replace_section(section)
         print("wrote BENCHMARKS.md")
     complete = all(rows == backlog[name] for name, runs in results.items() for rows, _ in runs)
-    return 0 if complete and all(seen == sent for _, seen, sent in latency.values()) else 1
+    return 0 if complete and all(seen == sent for _, seen, sent, _ in latency.values()) else 1
 
 
 def _render(results: dict[str, list[tuple[int, float]]], backlog: dict[str, int],
-            latency: dict[str, tuple[list[float], int, int]], args: argparse.Namespace,
+            latency: dict[str, tuple[list[float], int, int, dict[str, float]]], args: argparse.Namespace,
             command: str, when: str, load: tuple[float, float]) -> str:
     titles = {"lakemq": '`spark.readStream.format("lakemq")` (lakemq broker, ASYNC_FLUSH; hot backlog)',
               "kafka": "Spark's Kafka source, spark-sql-kafka-0-10 4.2.0 (Apache Kafka 4.4 KRaft, acks=all)"}
@@ -263,10 +284,21 @@ def _render(results: dict[str, list[tuple[int, float]]], backlog: dict[str, int]
         "| source | rows seen of sent | p50 ms | p99 ms | max ms |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name, (kept, seen, sent) in latency.items():
+    for name, (kept, seen, sent, _) in latency.items():
         figures = (f"{_percentile(kept, 0.5):,.0f} | {_percentile(kept, 0.99):,.0f} | {max(kept):,.0f}" if kept
                    else "- | - | -")
         lines.append(f"| {titles[name]} | {seen:,} of {sent:,} | {figures} |")
+    lines += [
+        "",
+        ("The latency run's median micro-batch after the warm-up (Spark's durationMs, ms; rows read; "
+         "how many micro-batches):"),
+        "",
+        "| source | " + " | ".join(PHASES) + " | rows | batches |",
+        "|---|" + "---:|" * (len(PHASES) + 2),
+    ]
+    for name, (_, _, _, phases) in latency.items():
+        cells = [f"{phases[k]:,.0f}" if k in phases else "-" for k in (*PHASES, "rows", "batches")]
+        lines.append(f"| {titles[name]} | " + " | ".join(cells) + " |")
     lines += ["", _HOW]
     return "\n".join(lines) + "\n"
 

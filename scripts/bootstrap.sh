@@ -84,6 +84,9 @@ fi
 # at start (a broker's imports 0.7 s instead of 0.4). Compile them as pip does for a regular
 # install; up-to-date ones are skipped, and a module edited since is compiled in memory as usual.
 .venv/bin/python -m compileall -q -j 0 lakemq >/dev/null
+# Spark starts its Python workers (and a stream's planner) with pyspark.zip first on the path,
+# which the wheel ships as sources: each of them compiled pyspark again (about 1 s of CPU).
+.venv/bin/python scripts/compile_pyspark_zip.py
 export PATH="$ROOT/.venv/bin:$PATH"
 if [ -n "${LAKEMQ_JVM_GROUPS:-}" ]; then
   # shellcheck disable=SC2086  # a space-separated list of group names

@@ -41,10 +41,11 @@ def tier_run_args(conf: Path, lake: Path, *options: str) -> list[str]:
 
 def tier_run_process(root: Path, store: Path, lake: Path, broker: str, *options: str,
                      env: Mapping[str, str] | None = None,
-                     broker_conf: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+                     broker_conf: Mapping[str, str] | None = None,
+                     timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """One ``lakemq tier run`` in a process of its own over STORE into LAKE (write_tier_conf);
     its logs go to ROOT/tier-logs."""
     conf = write_tier_conf(root, store, broker, broker_conf)
     run_env = {**(os.environ if env is None else env), "LAKEMQ_LOG_DIR": str(root / "tier-logs")}
     return subprocess.run(lakemq_command(*tier_run_args(conf, lake, *options)),
-                          env=run_env, capture_output=True, text=True, timeout=300, check=False)
+                          env=run_env, capture_output=True, text=True, timeout=timeout, check=False)

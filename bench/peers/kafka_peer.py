@@ -98,7 +98,10 @@ class _KafkaPeer(Peer):
         def java(main: str, args: list[str], heap: str) -> list[str]:
             return java_command(main, args, groups=("kafka",), heap=heap, gc=_GC, options=options)
 
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        # kafka-storage reads an id starting with '-' as an option (Kafka's own ids never start so).
+        cluster_id = "-"
+        while cluster_id.startswith("-"):
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         try:
             formatted = subprocess.run(
                 java("kafka.tools.StorageTool", ["format", "-t", cluster_id, "-c", str(props)], "256m"),

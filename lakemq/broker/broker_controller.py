@@ -44,7 +44,7 @@ from lakemq.broker.business_pool import BusinessPool
 from lakemq.broker.config import BrokerConfig
 from lakemq.broker.consumer_manager import ConsumerManager
 from lakemq.broker.consumer_offset_manager import ConsumerOffsetManager
-from lakemq.broker.ha.catch_up import MasterCatchUp, slave_ha_address
+from lakemq.broker.ha.catch_up import MasterCatchUp, slave_ends
 from lakemq.broker.ha.config import HaConfig, check_role
 from lakemq.broker.ha.master import HaServer
 from lakemq.broker.ha.progress import ReplicationProgress
@@ -308,8 +308,8 @@ class BrokerController:
         catch_up = None
         if self.store.puts_held:
             client, names, timeout = self.remoting_client, c.namesrv_addr, c.register_broker_timeout_mills / 1000
-            catch_up = MasterCatchUp(self.store, self.ha_config, lambda host: slave_ha_address(
-                client, names, c.broker_name, host, timeout))
+            catch_up = MasterCatchUp(self.store, self.ha_config, lambda: slave_ends(
+                client, names, c.broker_name, timeout))
         self.ha_server = HaServer(self.store, self.ha_config, self.replication, c.ha_host,
                                   self.ha_config.listen_port(c.listen_port), flushed_only=flushed_only,
                                   catch_up=catch_up)

@@ -181,6 +181,7 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
 
     from lakemq.jobs.lake_service import LakeService, service_url, warm
     from lakemq.jobs.tier_serve import ServePass, tier_serve
+    from lakemq.jobs.tier_warm import warm_up
     from lakemq.tiering.retention import RetentionRules
 
     setup_logging("lakemq-tier")
@@ -216,9 +217,15 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
             said(p)
             opened()  # a lake without a messages table opens the service once a pass made it
 
-        # Spark's first queries are its slowest: pay that now, not in the first pass's lag.
+        # Spark's first queries and first pass are its slowest: pay that now, not in the lag of
+        # what the first pass with data commits.
+        progress.phase("warming up: a tier pass over a scratch store and lake")
+        warmed = warm_up(spark)
         progress.phase("warming Spark on the lake" + (" and opening the lake service" if service else ""))
         warm(spark, location)
+        click.echo(f"tier serve ready: warmed up in {warmed.seconds:.1f}s (a pass of {warmed.rows} scratch row(s) "
+                   f"in {warmed.tasks} Spark task(s)); a pass every {tiering.tier_interval_ms} ms")
+        sys.stdout.flush()
         opened()
         progress.phase(f"serving: a pass every {tiering.tier_interval_ms} ms (SIGTERM stops)")
         try:

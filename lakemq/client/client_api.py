@@ -35,6 +35,7 @@ from lakemq.remoting.headers import (
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     GetRouteInfoRequestHeader,
+    GetTopicStatsInfoRequestHeader,
     OffsetResponseHeader,
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
@@ -254,6 +255,15 @@ class MQClientAPI:
 
     async def get_min_offset(self, addr: str, mq: MessageQueue) -> int:
         return await self._offset(addr, RequestCode.GET_MIN_OFFSET, encode_header(GetMinOffsetRequestHeader(mq.topic, mq.queue_id)))
+
+    async def get_topic_stats(self, addr: str, topic: str) -> dict[MessageQueue, tuple[int, int]]:
+        """GET_TOPIC_STATS_INFO: every queue's (min offset, max offset) on the broker at ``addr``
+        in one round trip (the reply keys its map by MessageQueue objects, fastjson style)."""
+        response = await self._ok(addr, RequestCode.GET_TOPIC_STATS_INFO,
+                                  encode_header(GetTopicStatsInfoRequestHeader(topic)))
+        table = fastjson.loads(response.body or b"{}").get("offsetTable") or {}
+        return {MessageQueue.from_json(dict(key)): (int(value["minOffset"]), int(value["maxOffset"]))
+                for key, value in table.items()}
 
     async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int) -> int:
         return await self._offset(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, encode_header(

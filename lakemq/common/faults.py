@@ -20,18 +20,35 @@ per message.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 
-__all__ = ["STAGES", "append_stall_seconds", "crash_point", "slow_disk", "slow_disk_ms", "stable_writes_forced"]
+__all__ = ["STAGES", "append_stall_seconds", "crash_point", "crash_points_off", "slow_disk", "slow_disk_ms",
+           "stable_writes_forced"]
 
 STAGES = ("before-write", "before-commit", "before-messages-commit", "before-manifest", "during-retention")
 
+_crash_points_off = False
+
 
 def crash_point(stage: str) -> None:
-    if os.environ.get("LAKEMQ_FAULT_STAGE") == stage:
+    if not _crash_points_off and os.environ.get("LAKEMQ_FAULT_STAGE") == stage:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def crash_points_off() -> Iterator[None]:
+    """No crash point fires inside (in this process): for a job's own scratch work that is not
+    what a fault test kills (``tier serve``'s warm-up pass)."""
+    global _crash_points_off
+    before, _crash_points_off = _crash_points_off, True
+    try:
+        yield
+    finally:
+        _crash_points_off = before
 
 
 def slow_disk() -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
@@ -29,24 +30,22 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakemq.client.admin import Admin
-from lakemq.client.sync import SyncPullConsumer, background_loop
+from lakemq.client.client_api import MQClientAPI
+from lakemq.client.pull_consumer import PullConsumer
+from lakemq.client.sync import background_loop
 from lakemq.common.config import read_properties
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, ConfigError, LakeError, LakeMQError, RemotingError, TopicNotExistError
+from lakemq.jobs.live_clients import drop_client, kept_client
 from lakemq.jobs.live_filters import Pushed, day_number
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import QueueEnds, merge_queue_ends
 from lakemq.tiering.tables import MESSAGES_TABLE, META_BROKER, META_QUEUE_ENDS
 
-__all__ = ["READER_GROUP", "HotSpan", "LakeCut", "LakeFile", "LiveOptions", "StaleBroker", "hot_spans", "lake_cut",
+__all__ = ["HotSpan", "LakeCut", "LakeFile", "LiveOptions", "StaleBroker", "hot_spans", "lake_cut",
            "stale_note"]
 
 log = logging.getLogger(__name__)
-
-# The consumer group the source's pulls name (brokers create it on first use; no offsets kept).
-READER_GROUP = "lakemq_live_reader"
-
 
 def _flag(options: Mapping[str, str], name: str) -> bool:
     return str(options.get(name, "false")).lower() == "true"
@@ -99,36 +98,86 @@ class LakeCut:
     last_commit_ms: dict[str, int] = field(default_factory=dict)  # broker -> its newest commit's time
 
 
+@dataclass(frozen=True, slots=True)
+class _Pinned:
+    """What one version of ``messages`` says, kept per table in the process: a stream plans
+    twice a trigger and a lake's history grows with every tier run, so an unchanged version
+    is not read again, and a new one reads only the commits since."""
+
+    table: Any  # deltalake.DeltaTable, at ``version``
+    version: int
+    actions: list[dict[str, Any]]
+    queue_ends: dict[str, QueueEnds]
+    last_commit_ms: dict[str, int]
+    commitlog_ends: dict[str, int]
+
+
+_PINNED: dict[str, _Pinned] = {}
+_PINNED_LOCK = threading.Lock()
+
+
+def _pin(table: Any, since: _Pinned | None) -> _Pinned:
+    """``table``'s current version read whole, or from ``since`` by the commits after it."""
+    version = table.version()
+    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    queue_ends: dict[str, QueueEnds] = {} if since is None else json.loads(json.dumps(since.queue_ends))
+    last = {} if since is None else dict(since.last_commit_ms)
+    commits = table.history(None if since is None else version - since.version)
+    if since is not None and not set(range(since.version + 1, version + 1)) <= {int(c["version"]) for c in commits}:
+        return _pin(table, None)  # the newest commits did not come back: read the whole history
+    for commit in commits:
+        broker = commit.get(META_BROKER)
+        number = int(commit["version"])
+        if broker is None or number > version or (since is not None and number <= since.version):
+            continue
+        last[broker] = max(last.get(broker, 0), int(commit.get("timestamp", 0)))
+        merge_queue_ends(queue_ends.setdefault(broker, {}), json.loads(commit.get(META_QUEUE_ENDS) or "{}"))
+    ends = {b: e for b in last if (e := table.transaction_version(b)) is not None}
+    return _Pinned(table, version, actions, queue_ends, last, ends)
+
+
+def _latest(lake: LakeLocation, uri: str) -> _Pinned | None:
+    from deltalake import DeltaTable
+
+    with _PINNED_LOCK:
+        pinned = _PINNED.get(uri)
+        if pinned is not None:
+            try:
+                pinned.table.update_incremental()
+            except Exception as exc:  # noqa: BLE001 - deltalake's errors have no common base; read afresh
+                log.debug("reading %s afresh: %s", uri, exc)
+                pinned = None
+            else:
+                if pinned.table.version() != pinned.version:
+                    # A version that went back (the table made again) is read whole.
+                    pinned = _pin(pinned.table, pinned if pinned.table.version() > pinned.version else None)
+        if pinned is None:
+            _PINNED.pop(uri, None)
+            if not DeltaTable.is_deltatable(uri, storage_options=lake.delta_options()):
+                return None
+            pinned = _pin(DeltaTable(uri, storage_options=lake.delta_options()), None)
+        _PINNED[uri] = pinned
+        return pinned
+
+
 def lake_cut(lake: LakeLocation, pushed: Pushed) -> LakeCut:
     """Pin the latest version of ``messages`` and read from that one snapshot its files (those
     ``pushed`` may match) and each broker's CommitLog end and recorded queue ends."""
-    from deltalake import DeltaTable
-
     uri = lake.table_uri(MESSAGES_TABLE)
-    if not DeltaTable.is_deltatable(uri, storage_options=lake.delta_options()):
+    pinned = _latest(lake, uri)
+    if pinned is None:
         return LakeCut(None)
-    table = DeltaTable(uri, storage_options=lake.delta_options())
-    version = table.version()
-    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-    if any(v is not None for a in actions for k, v in a.items() if k.startswith("deletion_vector")):
+    if any(v is not None for a in pinned.actions for k, v in a.items() if k.startswith("deletion_vector")):
         raise LakeError(f"{uri} has deletion vectors, which the lakemq source does not read; "
                         "query messages_lake (the Delta table alone) instead")
     # Add-action paths are URIs: escaped partition directories (%RETRY%, %DLQ%) are escaped again.
     files = tuple(
         LakeFile(urllib.parse.unquote(a["path"]), str(a["partition.topic"]), day_number(a["partition.store_date"]),
                  a.get("min.queue_offset"), a.get("max.queue_offset"))
-        for a in actions if pushed.wants_file(a)
+        for a in pinned.actions if pushed.wants_file(a)
     )
-    queue_ends: dict[str, QueueEnds] = {}
-    last: dict[str, int] = {}
-    for commit in table.history():
-        broker = commit.get(META_BROKER)
-        if broker is None or int(commit["version"]) > version:
-            continue
-        last[broker] = max(last.get(broker, 0), int(commit.get("timestamp", 0)))
-        merge_queue_ends(queue_ends.setdefault(broker, {}), json.loads(commit.get(META_QUEUE_ENDS) or "{}"))
-    ends = {b: e for b in last if (e := table.transaction_version(b)) is not None}
-    return LakeCut(version, files, ends, queue_ends, last)
+    return LakeCut(pinned.version, files, dict(pinned.commitlog_ends), json.loads(json.dumps(pinned.queue_ends)),
+                   dict(pinned.last_commit_ms))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,12 +215,11 @@ def _call(coro: Any) -> Any:
     return asyncio.run_coroutine_threadsafe(coro, background_loop()).result(30)
 
 
-async def _cluster(namesrv: str, list_topics: bool) -> tuple[set[str], list[str]]:
+async def _cluster(api: MQClientAPI, list_topics: bool) -> tuple[set[str], list[str]]:
     """The broker names registered with the name server (any member up), and its topics."""
-    async with Admin(namesrv) as admin:
-        info = await admin.cluster_info()
-        registered = {name for name, data in (info.get("brokerAddrTable") or {}).items() if data.get("brokerAddrs")}
-        return registered, (await admin.list_topics() if list_topics else [])
+    info = await api.get_broker_cluster_info()
+    registered = {name for name, data in (info.get("brokerAddrTable") or {}).items() if data.get("brokerAddrs")}
+    return registered, (await api.get_all_topic_list() if list_topics else [])
 
 
 def _one_line(exc: BaseException) -> str:
@@ -179,11 +227,70 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+async def _routes(consumer: PullConsumer, namesrv: str, topics: list[str]) -> dict[str, list[MessageQueue]]:
+    """Each topic's readable queues now, asked of the name server at once; a topic it does not
+    know or no broker serves is left out (the lake may hold it still)."""
+    answers = await asyncio.gather(*(consumer.fetch_subscribe_message_queues(t) for t in topics),
+                                   return_exceptions=True)
+    routes: dict[str, list[MessageQueue]] = {}
+    for topic, answer in zip(topics, answers, strict=True):
+        if isinstance(answer, TopicNotExistError):
+            continue
+        if isinstance(answer, RemotingError | BrokerError):
+            raise LakeError(f"the hot tail is unavailable: cannot read the route of {topic} from "
+                            f"{namesrv} ({_one_line(answer)})") from answer
+        if isinstance(answer, LakeMQError):
+            continue
+        if isinstance(answer, BaseException):
+            raise answer
+        routes[topic] = answer
+    return routes
+
+
+async def _broker_offsets(consumer: PullConsumer, broker: str, topic: str,
+                          queues: list[MessageQueue]) -> dict[MessageQueue, tuple[int, int]]:
+    """(min, max) offset of each of ``queues`` (one topic on one broker): one topic-stats
+    request; a queue it leaves out (more read queues than write queues) is asked on its own."""
+    instance = consumer.core.instance
+    addr = await instance.broker_addr(broker, topic, master_only=False)
+    stats = await instance.api.get_topic_stats(addr, topic)
+    for mq in queues:
+        if mq not in stats:
+            stats[mq] = (await instance.api.get_min_offset(addr, mq), await instance.api.get_max_offset(addr, mq))
+    return stats
+
+
+async def _offsets(consumer: PullConsumer, queues: list[MessageQueue]
+                   ) -> dict[tuple[str, str], dict[MessageQueue, tuple[int, int]] | BaseException]:
+    """Per (broker, topic), its queues' (min, max) offsets or why they could not be read; every
+    broker asked at once."""
+    groups: dict[tuple[str, str], list[MessageQueue]] = {}
+    for mq in queues:
+        groups.setdefault((mq.broker_name, mq.topic), []).append(mq)
+    answers = await asyncio.gather(*(_broker_offsets(consumer, b, t, q) for (b, t), q in groups.items()),
+                                   return_exceptions=True)
+    return dict(zip(groups, answers, strict=True))
+
+
 def hot_spans(options: LiveOptions, cut: LakeCut, pushed: Pushed) -> tuple[list[HotSpan], list[StaleBroker]]:
     """Each queue's range past the cut, up to its max offset now; and the brokers that could
-    not be asked. Raises LakeError naming the first such broker unless ``allowStaleHotTail``."""
+    not be asked. Raises LakeError naming the first such broker unless ``allowStaleHotTail``.
+
+    The process's kept client (:mod:`lakemq.jobs.live_clients`) asks: the name server once for
+    the brokers and once per topic for its route, then each broker once per topic for every
+    queue's offsets (GET_TOPIC_STATS_INFO), all brokers at once."""
+    client = kept_client(options.namesrv)
     try:
-        registered, listed = _call(_cluster(options.namesrv, options.topic is None))
+        return _hot_spans(client.consumer, options, cut, pushed)
+    except BaseException:
+        drop_client(options.namesrv, client)
+        raise
+
+
+def _hot_spans(consumer: PullConsumer, options: LiveOptions, cut: LakeCut,
+               pushed: Pushed) -> tuple[list[HotSpan], list[StaleBroker]]:
+    try:
+        registered, listed = _call(_cluster(consumer.core.instance.api, options.topic is None))
     except (RemotingError, BrokerError, TimeoutError) as exc:
         raise LakeError(f"the hot tail is unavailable: name server {options.namesrv} is unreachable "
                         f"({_one_line(exc)})") from exc
@@ -192,32 +299,26 @@ def hot_spans(options: LiveOptions, cut: LakeCut, pushed: Pushed) -> tuple[list[
     topics = [options.topic] if options.topic else sorted(set(listed) | held)
     if pushed.topics is not None:
         topics = [t for t in topics if t in pushed.topics]
+    routes: dict[str, list[MessageQueue]] = _call(_routes(consumer, options.namesrv, topics))
+    wanted = [mq for topic in topics for mq in sorted(routes.get(topic, []))
+              if pushed.queue_ids is None or mq.queue_id in pushed.queue_ids]
+    offsets = _call(_offsets(consumer, wanted))
     spans: list[HotSpan] = []
     stale: dict[str, StaleBroker] = {}
-    with SyncPullConsumer(READER_GROUP, namesrv_addr=options.namesrv) as consumer:
-        instance = consumer.consumer.core.instance
-        for topic in topics:
-            try:
-                queues = consumer.fetch_subscribe_message_queues(topic)
-            except TopicNotExistError:
-                continue
-            except (RemotingError, BrokerError) as exc:
-                raise LakeError(f"the hot tail is unavailable: cannot read the route of {topic} from "
-                                f"{options.namesrv} ({_one_line(exc)})") from exc
-            except LakeMQError:
-                continue  # no broker serves the topic now (the lake may hold it still)
-            for mq in sorted(queues):
-                if mq.broker_name in stale or (pushed.queue_ids is not None and mq.queue_id not in pushed.queue_ids):
-                    continue
-                try:
-                    span = _span(consumer, mq, cut)
-                except (RemotingError, BrokerError, LakeMQError) as exc:
-                    stale[mq.broker_name] = StaleBroker(mq.broker_name, instance.find_broker_addr(
-                        mq.broker_name, master_only=False), f"unreachable ({_one_line(exc)})",
-                        cut.last_commit_ms.get(mq.broker_name))
-                    continue
-                if span is not None:
-                    spans.append(span)
+    for mq in wanted:
+        answer = offsets[(mq.broker_name, mq.topic)]
+        if mq.broker_name in stale:
+            continue
+        if isinstance(answer, RemotingError | BrokerError | LakeMQError):
+            stale[mq.broker_name] = StaleBroker(mq.broker_name, consumer.core.instance.find_broker_addr(
+                mq.broker_name, master_only=False), f"unreachable ({_one_line(answer)})",
+                cut.last_commit_ms.get(mq.broker_name))
+            continue
+        if isinstance(answer, BaseException):
+            raise answer
+        span = _span(mq, answer[mq], cut)
+        if span is not None:
+            spans.append(span)
     for broker, ends in cut.queue_ends.items():
         # A broker whose processes are gone drops out of the routes: the lake says it served these topics.
         if broker not in registered and broker not in stale and any(t in ends for t in topics):
@@ -231,10 +332,10 @@ def hot_spans(options: LiveOptions, cut: LakeCut, pushed: Pushed) -> tuple[list[
     return spans, list(stale.values())
 
 
-def _span(consumer: SyncPullConsumer, mq: MessageQueue, cut: LakeCut) -> HotSpan | None:
-    end = consumer.max_offset(mq)
+def _span(mq: MessageQueue, offsets: tuple[int, int], cut: LakeCut) -> HotSpan | None:
+    least, end = offsets
     recorded = cut.queue_ends.get(mq.broker_name, {}).get(mq.topic, {}).get(str(mq.queue_id))
-    start = int(recorded) if recorded is not None else consumer.min_offset(mq)
+    start = int(recorded) if recorded is not None else least
     if start >= end:
         return None
     return HotSpan(mq.broker_name, mq.topic, mq.queue_id, start, end, cut.commitlog_ends.get(mq.broker_name, -1))

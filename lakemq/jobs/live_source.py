@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -40,13 +40,13 @@ from pyspark.sql.datasource import (
 )
 
 from lakemq.client.results import PullStatus
-from lakemq.client.sync import SyncPullConsumer, background_loop
+from lakemq.client.sync import background_loop
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
+from lakemq.jobs.live_clients import drop_client, kept_client
 from lakemq.jobs.live_filters import Pushed, push_filters
 from lakemq.jobs.live_plan import (
-    READER_GROUP,
     HotSpan,
     LakeFile,
     LiveOptions,
@@ -70,13 +70,19 @@ class LakePart(InputPartition):
 
 @dataclass
 class HotPart(InputPartition):
-    span: HotSpan
+    """Queue ranges read one after another in one task (a stream's small micro-batch packs
+    several: a task costs more than pulling a few hundred messages)."""
+
+    spans: tuple[HotSpan, ...]
 
 
 class LiveReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = LiveOptions.of(options)
         self.pushed = Pushed(topics=frozenset([self.options.topic]) if self.options.topic else None)
+        # How long a pull tries again after a broker failed it (the stream's brokerWaitMs); a
+        # batch read fails at once.
+        self.wait_s = 0.0
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self.pushed, left = push_filters(self.pushed, filters)
@@ -90,14 +96,15 @@ class LiveReader(DataSourceReader):
         if stale:
             log.warning("%s", stale_note(stale))
         parts: list[InputPartition] = [LakePart(f) for f in cut.files]
-        return parts + [HotPart(s) for s in spans]
+        return parts + [HotPart((s,)) for s in spans]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, LakePart):
             yield from self._read_file(partition.file, partition.ranges)
-        else:
-            assert isinstance(partition, HotPart)
-            yield from self._pull(partition.span)
+        elif isinstance(partition, HotPart):
+            for span in partition.spans:
+                yield from self._pull(span)
+        # Else the one empty partition Spark plans when partitions() found none: no rows.
 
     def _read_file(self, file: LakeFile, ranges: tuple[tuple[int, int, int], ...] | None) -> Iterator[pa.RecordBatch]:
         lake = self.options.lake
@@ -120,7 +127,8 @@ class LiveReader(DataSourceReader):
     def _pull(self, span: HotSpan) -> Iterator[pa.RecordBatch]:
         mq = MessageQueue(span.topic, span.broker, span.queue_id)
         offset, stalled, stride = span.start, False, 0
-        consumer = _reader_client(self.options.namesrv)
+        consumer = kept_client(self.options.namesrv)
+        failing_since: float | None = None
         while offset < span.end:
             try:
                 chain = asyncio.run_coroutine_threadsafe(pull_chain(
@@ -128,9 +136,19 @@ class LiveReader(DataSourceReader):
                     background_loop()).result()
             except (RemotingError, BrokerError, LakeMQError) as exc:
                 addr = consumer.consumer.core.instance.find_broker_addr(span.broker, master_only=False)
-                _drop_reader_client(self.options.namesrv, consumer)
-                raise LakeError(f"the hot tail is unavailable: broker {span.broker} ({addr}) failed a pull of "
-                                f"{span.topic} queue {span.queue_id} from offset {offset}: {exc}") from exc
+                drop_client(self.options.namesrv, consumer)
+                failing_since = time.monotonic() if failing_since is None else failing_since
+                failed = f"broker {span.broker} ({addr}) failed a pull of {span.topic} queue {span.queue_id} " \
+                         f"from offset {offset}: {exc}"
+                if time.monotonic() - failing_since >= self.wait_s:
+                    raise LakeError(f"the hot tail is unavailable: {failed}") from exc
+                # A restarting broker: the same offset again on a fresh client (routes, connections);
+                # what was yielded lies below it, so nothing repeats.
+                log.warning("%s; pulling again", failed)
+                time.sleep(1.0)
+                consumer = kept_client(self.options.namesrv)
+                continue
+            failing_since = None
             bodies: list[bytes] = []
             for asked, raw in chain:
                 if raw.status is PullStatus.FOUND:
@@ -159,34 +177,6 @@ class LiveReader(DataSourceReader):
         inside = pc.and_(pc.less(batch.column("queue_offset"), span.end),
                          pc.greater_equal(batch.column("commitlog_offset"), span.lake_end))
         return self.pushed.apply(batch.filter(inside).cast(SPARK_ARROW_SCHEMA))
-
-
-_CLIENTS: dict[str, SyncPullConsumer] = {}
-_CLIENTS_LOCK = threading.Lock()
-
-
-def _reader_client(namesrv: str) -> SyncPullConsumer:
-    """This process's started pull client for ``namesrv``, kept across read tasks: a Python
-    worker that Spark reuses starts one (routes, connections) instead of one per queue range.
-    It keeps no offsets, and the process's exit closes its connections."""
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(namesrv)
-        if client is None:
-            client = SyncPullConsumer(READER_GROUP, namesrv_addr=namesrv)
-            client.start()
-            _CLIENTS[namesrv] = client
-        return client
-
-
-def _drop_reader_client(namesrv: str, client: SyncPullConsumer) -> None:
-    """Forget a client whose pull failed (a broker gone or moved): the next task starts afresh."""
-    with _CLIENTS_LOCK:
-        if _CLIENTS.get(namesrv) is client:
-            del _CLIENTS[namesrv]
-    try:
-        client.shutdown()
-    except (RemotingError, BrokerError, LakeMQError, TimeoutError) as exc:
-        log.debug("closing a failed reader client: %s", exc)
 
 
 def _in_ranges(batch: pa.RecordBatch, ranges: tuple[tuple[int, int, int], ...]) -> pa.Array:

@@ -12,13 +12,23 @@ files a query started from (pulls start at the lake's recorded queue end, never 
 Options: the batch source's (``namesrv``, ``lake`` or ``conf``, ``topic``, ``storage_options``,
 ``allowStaleHotTail``) plus ``startingOffsets`` (``earliest`` (default), ``latest``, a time in
 epoch milliseconds, or JSON in the offset's shape; a queue it does not name starts at 0) and
-``maxOffsetsPerTrigger`` (messages per micro-batch, shared among the queues behind). A queue
-that appears later (a topic scaled up, a broker added) is read from its first offset.
+``maxOffsetsPerTrigger`` (messages per micro-batch, shared among the queues behind) and
+``brokerWaitMs`` (default 60,000). A queue that appears later (a topic scaled up, a broker
+added) is read from its first offset.
+
+A broker or name server that cannot be asked (a restart) does not end the query at once: a
+micro-batch's planning and its pulls try again for up to ``brokerWaitMs`` (as Kafka's consumer
+waits ``default.api.timeout.ms``, 60 s by default), then the query fails with the batch
+source's one line naming the broker. Offsets are planned from what the brokers answer, so a
+restart in between neither skips nor repeats a message.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,17 +41,29 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from lakemq.client.sync import SyncPullConsumer
+from lakemq.client.sync import background_loop
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import ConfigError, LakeError
+from lakemq.jobs.live_clients import drop_client, kept_client
 from lakemq.jobs.live_filters import Pushed
-from lakemq.jobs.live_plan import READER_GROUP, HotSpan, LakeCut, LiveOptions, hot_spans, lake_cut
+from lakemq.jobs.live_plan import HotSpan, LakeCut, LiveOptions, hot_spans, lake_cut
 from lakemq.jobs.live_source import HotPart, LakePart, LiveReader
 
-__all__ = ["LiveStreamReader", "Offsets", "cap_offsets", "queue_ends"]
+__all__ = ["BROKER_WAIT_MS", "ROWS_PER_TASK", "LiveStreamReader", "Offsets", "cap_offsets", "pack_spans",
+           "queue_ends"]
+
+log = logging.getLogger(__name__)
+
+BROKER_WAIT_MS = 60_000  # brokerWaitMs's default: a restart's outage, not a lost broker
 
 # topic -> broker -> queue id (a string: offsets are JSON) -> queue offset
 Offsets = dict[str, dict[str, dict[str, int]]]
+
+# Messages a read task is worth: below this a micro-batch's queue ranges share tasks. A task
+# costs a Python worker's turn, its Arrow stream to the JVM and its scheduling, about as much
+# as pulling some thousands of messages, and most micro-batches of a stream that keeps up are
+# a second's messages; a backlog's batches still get a task per queue.
+ROWS_PER_TASK = 10_000
 
 
 def _flat(offsets: Offsets) -> dict[tuple[str, str, str], int]:
@@ -65,6 +87,21 @@ def queue_ends(options: LiveOptions, cut: LakeCut, pushed: Pushed) -> Offsets:
         key = (span.topic, span.broker, str(span.queue_id))
         flat[key] = max(flat.get(key, 0), span.end)
     return _nested(flat)
+
+
+def pack_spans(spans: list[HotSpan], per_task: int = ROWS_PER_TASK) -> list[tuple[HotSpan, ...]]:
+    """The spans in as many tasks as their messages are worth (one per ``per_task``, at most
+    one per span, at least one), largest first into the task holding fewest."""
+    if not spans:
+        return []
+    total = sum(s.end - s.start for s in spans)
+    tasks: list[list[HotSpan]] = [[] for _ in range(min(len(spans), max(1, -(-total // per_task))))]
+    held = [0] * len(tasks)
+    for span in sorted(spans, key=lambda s: (s.start - s.end, s.topic, s.broker, s.queue_id)):
+        least = held.index(min(held))
+        tasks[least].append(span)
+        held[least] += span.end - span.start
+    return [tuple(task) for task in tasks]
 
 
 def cap_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
@@ -95,11 +132,28 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if limit is not None and (not limit.isdigit() or int(limit) < 1):
             raise ConfigError(f"maxOffsetsPerTrigger must be a positive number of messages, not {limit!r}")
         self.max_per_trigger = int(limit) if limit else None
+        wait = lowered.get("brokerwaitms", str(BROKER_WAIT_MS))
+        if not wait.isdigit():
+            raise ConfigError(f"brokerWaitMs must be a number of milliseconds, not {wait!r}")
+        self.batch.wait_s = int(wait) / 1000  # the read tasks' pulls wait as long
         self.target: Offsets | None = None  # Trigger.AvailableNow's end
 
     def _ends(self) -> Offsets:
-        cut = lake_cut(self.batch.options.lake, self.batch.pushed)
-        return queue_ends(self.batch.options, cut, self.batch.pushed)
+        """Each queue's end now; a broker or name server that cannot be asked is asked again
+        (a cut planned afresh each time) for up to brokerWaitMs, then its LakeError stands."""
+        deadline = time.monotonic() + self.batch.wait_s
+        pause = 0.25
+        while True:
+            cut = lake_cut(self.batch.options.lake, self.batch.pushed)
+            try:
+                return queue_ends(self.batch.options, cut, self.batch.pushed)
+            except LakeError as exc:  # raised by hot_spans only for a hot tail it cannot ask
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                log.warning("%s; asking again for up to %.0f s (brokerWaitMs)", exc, left)
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 2.0)
 
     def initialOffset(self) -> dict[str, Any]:
         ends = self._ends()
@@ -119,12 +173,20 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _at_time(self, ends: Offsets, timestamp_ms: int) -> Offsets:
         """Per queue, the first offset stored at or after the time (the broker's index answers)."""
-        found: dict[tuple[str, str, str], int] = {}
-        with SyncPullConsumer(READER_GROUP, namesrv_addr=self.batch.options.namesrv) as consumer:
-            for topic, broker, queue in _flat(ends):
-                found[(topic, broker, queue)] = consumer.search_offset(MessageQueue(topic, broker, int(queue)),
-                                                                       timestamp_ms)
-        return _nested(found)
+        keys = list(_flat(ends))
+        namesrv = self.batch.options.namesrv
+        client = kept_client(namesrv)
+
+        async def search() -> list[int]:
+            return list(await asyncio.gather(*(client.consumer.search_offset(MessageQueue(t, b, int(q)), timestamp_ms)
+                                               for t, b, q in keys)))
+
+        try:
+            found = asyncio.run_coroutine_threadsafe(search(), background_loop()).result(30)
+        except BaseException:
+            drop_client(namesrv, client)
+            raise
+        return _nested(dict(zip(keys, found, strict=True)))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_per_trigger) if self.max_per_trigger else ReadAllAvailable()
@@ -173,16 +235,15 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts
 
     def _hot_parts(self, cut: LakeCut, ranges: dict[tuple[str, str, str], tuple[int, int]]) -> list[InputPartition]:
-        parts: list[InputPartition] = []
+        spans: list[HotSpan] = []
         for (topic, broker, queue), (start, end) in sorted(ranges.items()):
             # Below the lake's recorded end every row is the lake's: pulls start there (the broker
             # may have deleted those files since).
             recorded = int(cut.queue_ends.get(broker, {}).get(topic, {}).get(queue, 0))
             first = max(start, recorded)
             if first < end:
-                parts.append(HotPart(HotSpan(broker, topic, int(queue), first, end,
-                                             cut.commitlog_ends.get(broker, -1))))
-        return parts
+                spans.append(HotSpan(broker, topic, int(queue), first, end, cut.commitlog_ends.get(broker, -1)))
+        return [HotPart(task) for task in pack_spans(spans)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return self.batch.read(partition)

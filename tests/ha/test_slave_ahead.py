@@ -16,7 +16,9 @@ cut of both machines the slave resumes by itself and matches the recovered maste
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -195,3 +197,70 @@ async def test_a_master_back_from_a_crash_copies_what_its_slave_holds_before_any
         assert cluster.stop_broker("broker-a") == 0
         assert cluster.stop_broker(SLAVE) == 0
         assert_same_commit_logs(commit_log_dir(cluster, "broker-a"), commit_log_dir(cluster, SLAVE))
+
+
+async def _wait_end(addr: str, ns: str, want: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (have := await max_offset(addr, ns)) != want:
+        assert time.monotonic() < deadline, f"{addr} ends at {have}, not {want}, after {timeout}s"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_master_back_from_a_crash_waits_for_every_slave_and_copies_from_the_furthest(tmp_path: Path) -> None:
+    """Two slaves: the one that reports first ends behind the master's new end; the other
+    holds the acknowledged tail the master lost and answers late (stopped with SIGSTOP, so the
+    NameServer still lists it, as it lists a slave whose machine is slow or cut off). The
+    master's puts stay held until that one has said where it ends; then the master copies from
+    it and both slaves end where the master does."""
+    second = f"{SLAVE}2"
+    with start_cluster(tmp_path, brokers=()) as cluster:
+        ns = cluster.namesrv_addr
+        _start_pair(cluster, "SYNC_MASTER", "ASYNC_FLUSH")
+        cluster.add_broker(second, {**FAST_HA, "brokerName": "broker-a", "brokerRole": "SLAVE", "brokerId": "2"})
+        topic = unique("Ahead")
+        async with Admin(ns) as admin:
+            await admin.create_topic(topic, queue_nums=1)
+        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+            for i in range(20):
+                assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
+            first_half = await wait_caught_up(cluster)
+            await _wait_end(cluster.broker_addr(second), ns, first_half)
+            assert cluster.stop_broker(second) == 0
+            for i in range(20, 40):
+                assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
+        held = await wait_caught_up(cluster)
+        acked_keys = list(unique_keys(commit_log_dir(cluster, SLAVE)))
+        os.kill(cluster.brokers[SLAVE].proc.pid, signal.SIGSTOP)
+        assert cluster.stop_broker("broker-a") == 0
+        end = _record_starts(commit_log_dir(cluster, "broker-a"))[-10]
+        assert first_half < end < held
+        _cut_back(commit_log_dir(cluster, "broker-a"), end)
+        (cluster.root / "broker-a" / "store" / "abort").touch()
+
+        cluster.start_broker(second)
+        cluster.start_broker("broker-a")
+        # The second slave reports first and is pushed up to the master's end; the listed
+        # slave does not answer, so the puts stay held, however long.
+        await wait_for(lambda: _log(cluster, "broker-a").count(f"HA: the slave at {cluster.broker_addr(SLAVE)} "
+                                                               "did not say where it ends") >= 2,
+                       timeout=60, what="the master asking the stopped slave again")
+        assert "accepting puts" not in _log(cluster, "broker-a")
+        assert await max_offset(cluster.broker_addr("broker-a"), ns) == end
+        await _wait_end(cluster.broker_addr(second), ns, end)
+
+        os.kill(cluster.brokers[SLAVE].proc.pid, signal.SIGCONT)
+        await wait_for(lambda: "accepting puts" in _log(cluster, "broker-a"), what="puts resumed")
+        assert re.search(rf"ERROR .*HA: slave at {cluster.broker_addr(SLAVE)} holds CommitLog offsets {end} to "
+                         rf"{held} ", _log(cluster, "broker-a"))
+        async with Producer(unique("pg"), namesrv_addr=ns, config=ProducerConfig(send_msg_timeout=10_000)) as producer:
+            result = await producer.send(Message(topic, b"after"))
+        assert result.send_status is SendStatus.SEND_OK
+        assert result.queue_offset == 40, "a put reused a queue offset the copied records hold"
+        after = await wait_caught_up(cluster)
+        keys = list(unique_keys(commit_log_dir(cluster, "broker-a")))
+        assert keys[:40] == acked_keys and len(keys) == 41
+        await _wait_end(cluster.broker_addr(second), ns, after)
+        for name in ("broker-a", SLAVE, second):
+            assert cluster.stop_broker(name) == 0
+        assert_same_commit_logs(commit_log_dir(cluster, "broker-a"), commit_log_dir(cluster, SLAVE))
+        assert_same_commit_logs(commit_log_dir(cluster, "broker-a"), commit_log_dir(cluster, second))

@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=int(time.time()))
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    began = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="stream-soak-"))
     lake = root / "lake"
     print(f"seed {args.seed}, work in {root}", flush=True)
@@ -92,10 +93,11 @@ def main() -> None:
         producer.start()
         for kill in range(1, args.kills + 1):
             if args.tier_every and kill % args.tier_every == 0:
-                done = tier_run_process(root, root / BROKER / "store", lake, BROKER, "--no-retention")
+                # A driver JVM of its own beside the streaming driver's: minutes on a loaded machine.
+                done = tier_run_process(root, root / BROKER / "store", lake, BROKER, "--no-retention", timeout=1200)
                 assert done.returncode == 0, done.stderr[-2000:]
             proc = _driver(cluster.namesrv_addr, lake, root, "killed")
-            _wait_started(proc, 300)
+            _wait_started(proc, 600)
             time.sleep(rng.uniform(0, 8))  # the random point: before, inside or between micro-batches
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
@@ -105,13 +107,14 @@ def main() -> None:
         if not acked or producer.is_alive():
             raise SystemExit("the producer failed or did not stop; see the output above")
         final = _driver(cluster.namesrv_addr, lake, root, "caught-up")
-        assert final.wait(600) == 0, "the last driver failed; see driver.log"
+        assert final.wait(1200) == 0, "the last driver failed; see driver.log"
     from deltalake import DeltaTable
 
     keys = DeltaTable(str(root / "sink")).to_pyarrow_table(columns=["keys"]).column("keys").to_pylist()
     doubled = len(keys) - len(set(keys))
     missing = acked - set(keys)
-    print(f"{len(acked)} acknowledged, {len(keys)} in the sink, {doubled} doubled, {len(missing)} missing")
+    print(f"{len(acked)} acknowledged, {len(keys)} in the sink, {doubled} doubled, {len(missing)} missing "
+          f"({args.kills} kills, {time.monotonic() - began:.0f} s)")
     if doubled or missing:
         print(f"not exactly once: missing {sorted(missing)[:10]}", file=sys.stderr)
     sys.stdout.flush()

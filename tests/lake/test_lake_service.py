@@ -95,7 +95,7 @@ def _run(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[s
     return done, time.monotonic() - began
 
 
-@pytest.mark.timeout(600)  # tier serve's own driver, on a loaded machine
+@pytest.mark.timeout(900)  # tier serve's own driver and its warm-up pass, on a loaded machine
 def test_service_answers_live_and_stops_and_fallback_starts_spark(spark: Any, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     port = reserved_port()
@@ -121,6 +121,7 @@ def test_service_answers_live_and_stops_and_fallback_starts_spark(spark: Any, tm
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             try:
                 assert serve.stdout is not None
+                assert serve.stdout.readline().startswith("tier serve ready: warmed up in ")
                 first = serve.stdout.readline()
                 assert " pass 1: committed 1 range(s), 30 rows" in first, (first, serve.stderr.read() if serve.stderr else "")
                 ready = serve.stdout.readline()

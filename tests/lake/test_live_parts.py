@@ -5,16 +5,26 @@ sides."""
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull, LessThanOrEqual, StringStartsWith
+from pyspark.sql.datasource import (
+    EqualTo,
+    GreaterThan,
+    In,
+    InputPartition,
+    IsNotNull,
+    LessThanOrEqual,
+    StringStartsWith,
+)
 from test_decode import BASE, segment
 
 from lakemq.common.message import properties_to_string
 from lakemq.errors import FrameError
 from lakemq.jobs.decode import decode_pulled_body, decode_range
 from lakemq.jobs.live_filters import DAY_MS, Pushed, push_filters
+from lakemq.jobs.live_source import LiveReader
 from lakemq.tiering.tables import SPARK_ARROW_SCHEMA
 
 
@@ -84,3 +94,10 @@ def test_pushed_filters_prune_lake_files_by_partition_and_statistics() -> None:
                                                               "max.store_timestamp": None})
     assert Pushed(queue_ids=frozenset({3})).wants_file(file)
     assert not Pushed(queue_ids=frozenset({0, 1})).wants_file(file)
+
+
+def test_the_partition_spark_plans_for_an_empty_read_yields_no_rows(tmp_path: Path) -> None:
+    # partitions() found no lake file and no hot range (a topic with nothing yet): Spark reads
+    # one InputPartition(None) instead, which must be an empty answer, not a failed query.
+    reader = LiveReader({"namesrv": "127.0.0.1:1", "lake": str(tmp_path)})
+    assert list(reader.read(InputPartition(None))) == []

@@ -18,11 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
-from lakemq.jobs.live_stream import cap_offsets
+from lakemq.jobs.live_clients import drop_client, kept_client
+from lakemq.jobs.live_plan import HotSpan
+from lakemq.jobs.live_source import HotPart
+from lakemq.jobs.live_stream import LiveStreamReader, cap_offsets, pack_spans
 from lakemq.jobs.sources import register_sources
 from tests.cli_in_process import tier_run_in_process
 from tests.cluster import Cluster, start_cluster
@@ -155,6 +159,38 @@ def test_cap_offsets_shares_the_limit_among_queues_behind() -> None:
     # Round one: 3 each (queue 1 needs 2); round two: 1 each to the two still behind.
     assert capped == {"t": {"b": {"0": 4, "1": 7, "2": 9, "3": 4}}}
     assert cap_offsets(start, latest, 1000) == latest
+
+
+def test_pack_spans_gives_a_queue_its_own_task_only_when_its_messages_are_worth_one() -> None:
+    spans = [HotSpan("b", "t", q, 0, size, -1) for q, size in enumerate([300, 20, 0, 90, 5_000])]
+    assert [sorted(s.queue_id for s in task) for task in pack_spans(spans)] == [[0, 1, 2, 3, 4]]
+    # 25,000 messages: three tasks, the largest ranges spread first.
+    big = [HotSpan("b", "t", q, 0, size, -1) for q, size in enumerate([12_000, 8_000, 3_000, 2_000])]
+    tasks = pack_spans(big)
+    assert sorted(sorted(s.queue_id for s in task) for task in tasks) == [[0], [1], [2, 3]]
+    # A backlog's batch: a task per queue, never a queue split.
+    assert len(pack_spans([HotSpan("b", "t", q, 0, 50_000, -1) for q in range(8)])) == 8
+    assert pack_spans([]) == []
+
+
+def test_a_small_micro_batch_reads_every_queue_in_one_task(live: Live) -> None:
+    """Planned and read in this process as Spark's driver and a worker would: a micro-batch of
+    a few hundred messages on 4 queues is one read task, and it holds every message once; the
+    planning client is kept across triggers."""
+    reader = LiveStreamReader({"namesrv": live.namesrv, "lake": str(live.lake), "topic": TOPIC})
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        client = kept_client(live.namesrv)
+        assert reader.latestOffset(start, ReadAllAvailable()) == end
+        assert kept_client(live.namesrv) is client  # not started again for the next trigger
+        parts = reader.partitions(start, end)
+        hot = [p for p in parts if isinstance(p, HotPart)]
+        assert len(hot) == 1 and sorted(s.queue_id for s in hot[0].spans) == [0, 1, 2, 3], hot
+        keys = [k for part in parts for batch in reader.read(part) for k in batch.column("keys").to_pylist()]
+        assert len(keys) == len(set(keys)) and set(keys) == live.sent
+    finally:
+        drop_client(live.namesrv, kept_client(live.namesrv))
 
 
 @pytest.mark.timeout(1500)  # three driver JVMs and a tier run on a shared 2-core machine

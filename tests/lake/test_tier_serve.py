@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
 from lakemq.jobs.tier_serve import tier_serve
+from lakemq.jobs.tier_warm import warm_up
 from lakemq.tiering.config import TieringConfig
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.retention import RetentionRules
@@ -133,6 +135,15 @@ def test_serve_commits_flushed_records_once_without_sealing(spark: Any, tmp_path
         _assert_exactly(lake, 75)
 
 
+def test_warm_up_is_a_whole_pass_on_scratch_and_leaves_nothing(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    warmed = warm_up(spark)
+    slots = spark.sparkContext.defaultParallelism
+    assert (warmed.rows, warmed.tasks) == (slots, slots)  # every scratch record written and committed
+    assert not list(tmp_path.iterdir()), "the scratch store and lake were left behind"
+
+
 def _serve_process(root: Path, store: Path, lake: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     conf = write_tier_conf(root, store, BROKER, {"lakeUri": str(lake), "tierSealIdleMs": "600000"})
     run_env = {**(env or os.environ), "LAKEMQ_LOG_DIR": str(root / "serve-logs")}
@@ -142,7 +153,7 @@ def _serve_process(root: Path, store: Path, lake: Path, env: dict[str, str] | No
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=run_env)
 
 
-@pytest.mark.timeout(600)  # two serve processes, each starting its own driver
+@pytest.mark.timeout(900)  # two serve processes, each starting its own driver and warming it up
 def test_serve_stops_on_sigterm_and_survives_kill_mid_commit(spark: Any, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=_conf(lake)) as cluster:
@@ -153,7 +164,11 @@ def test_serve_stops_on_sigterm_and_survives_kill_mid_commit(spark: Any, tmp_pat
         # A clean stop: SIGTERM after the first pass line, exit 0.
         proc = _serve_process(tmp_path, store, lake)
         assert proc.stdout is not None
-        line = proc.stdout.readline()  # the pass line comes once Spark started and a pass ran
+        # Ready only after the warm-up pass (one scratch row per Spark core: local[1], one).
+        ready = proc.stdout.readline()
+        assert ready.startswith("tier serve ready: warmed up in "), (ready, proc.stderr.read() if proc.stderr else "")
+        assert "a pass of 1 scratch row(s) in 1 Spark task(s)" in ready, ready
+        line = proc.stdout.readline()
         assert " pass 1: committed 1 range(s), 30 rows" in line, (line, proc.stderr.read() if proc.stderr else "")
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)

@@ -190,7 +190,7 @@ class _HaConnection(asyncio.Protocol):
         server, link = self._server, self._link
         max_offset = server.store.get_max_phy_offset()
         if not link.reported and server.catch_up is not None and \
-                server.catch_up.first_report(link.addr.rsplit(":", 1)[0], offset, max_offset):
+                server.catch_up.first_report(offset, max_offset):
             self.close()  # ahead: its bytes are being copied, its next link finds the two equal
             return
         if offset > max_offset:

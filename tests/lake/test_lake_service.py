@@ -64,7 +64,8 @@ THICK_MODULES = {"lakemq.client", "lakemq.jobs.live_source", "lakemq.jobs.commit
 
 
 def _worker_daemons(pid: int) -> set[int]:
-    """The pyspark daemons (one per kind of Python worker) among ``pid``'s descendants."""
+    """The pyspark daemons (one per kind of Python worker) among ``pid``'s descendants: not the
+    workers each forks (they share its command line), which come and go with the tasks."""
     children: dict[int, list[int]] = {}
     for status in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -75,12 +76,13 @@ def _worker_daemons(pid: int) -> set[int]:
     found, todo = set(), [pid]
     while todo:
         for child in children.get(todo.pop(), []):
-            todo.append(child)
             try:
                 if b"pyspark.daemon" in (Path("/proc") / str(child) / "cmdline").read_bytes():
                     found.add(child)
+                    continue  # its children are its forked workers
             except OSError:
                 continue
+            todo.append(child)
     return found
 
 

@@ -190,11 +190,11 @@ def report(opts: argparse.Namespace, with_service: dict[str, list[float]], witho
         + "\n".join(rows)
         + f"\n\n`tier serve` printed its first pass and \"lake service ready\" {ready_s:.0f} s after it started.\n\n"
         "Where the time with the service goes: the client process (the interpreter, lakemq's CLI and "
-        "pyspark's Connect client, which imports pandas, grpc and pyarrow; no JVM), then the service's "
-        "work. For `sql`'s live union that is the `lakemq` data source's resolution, planning and read in "
-        "Spark's Python workers, which Spark keeps as one reused daemon per kind (data source lookup, "
-        "creation, filter pushdown, the readers: only a fresh service's first query starts them); "
-        "`admin message query` and `replay` read the Delta table with the JVM alone.\n"
+        "lakemq's own Spark Connect client: grpc, protobuf and pyarrow, no pyspark, pandas or numpy; no "
+        "JVM), then the service's work. For `sql`'s live union that is the `lakemq` data source's "
+        "resolution, planning and read in Spark's Python workers, which Spark keeps as one reused daemon "
+        "per kind (`tier serve` starts the Connect sessions' ones before it says it is ready); `admin "
+        "message query` and `replay` read the Delta table with the JVM alone.\n"
     )
 
 

@@ -76,6 +76,9 @@ fi
 # definitions, never committed: the official Python client's wheel is downloaded once into
 # build/grpc/ (offline after) and grpc_tools.protoc runs on its descriptors (scripts/gen_grpc.py).
 .venv/bin/python scripts/gen_grpc.py
+# lakemq's Spark Connect client (lakemq/jobs/connect_client.py) uses message classes generated the
+# same way, from the .proto files in the spark-connect jar pyspark installs (offline).
+.venv/bin/python scripts/gen_spark_connect.py
 # An editable install leaves lakemq's modules uncompiled, and where PYTHONDONTWRITEBYTECODE is
 # set no process caches its bytecode: every broker, NameServer and tool would compile them again
 # at start (a broker's imports 0.7 s instead of 0.4). Compile them as pip does for a regular

@@ -204,7 +204,8 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
                    + ("; table maintained" if p.maintained else "") + f"; {p.seconds:.1f}s")
 
     with JobProgress() as progress, spark_session(master, progress) as spark:
-        service = LakeService(spark, location, tiering.lake_service_addr) if tiering.lake_service_addr else None
+        service = (LakeService(spark, location, tiering.lake_service_addr, props.get("namesrvAddr") or None)
+                   if tiering.lake_service_addr else None)
 
         def opened() -> None:
             if service is not None and service.open_when_ready():

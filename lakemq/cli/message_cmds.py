@@ -103,7 +103,9 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
     more = hot.more
     lake_error: LakeMQError | None = None
     if lake:
-        from lakemq.cli.lake_service import lake_session
+        from lakemq.cli.lake_service import before_lake_imports, lake_session
+
+        before_lake_imports(service, master)
         from lakemq.cli.progress import JobProgress
         from lakemq.jobs.message_lookup import find_messages
         from lakemq.tiering.lake_fs import parse_storage_options

@@ -11,8 +11,7 @@ import click
 from lakemq.broker.broker_conf import read_broker_conf
 from lakemq.cli import main
 from lakemq.cli.client_cmds import log_to_file, namesrv_option
-from lakemq.cli.lake_cmds import lake_settings
-from lakemq.cli.lake_service import lake_session, service_option
+from lakemq.cli.lake_service import before_lake_imports, lake_session, service_option
 from lakemq.cli.progress import JobProgress
 from lakemq.common.timeparse import parse_millis
 from lakemq.common.validation import check_topic
@@ -59,6 +58,7 @@ def replay_cmd(
     """Re-produce TOPIC's messages stored between --from and --to, rate-limited. Each message
     goes to the target once, whatever the windows of earlier runs (a ledger records what the
     target holds); a message of source queue q goes to the target's queue q mod its queue count."""
+    before_lake_imports(service, master)
     from lakemq.client import SyncProducer
     from lakemq.jobs.broker_lookup import broker_lookup
     from lakemq.jobs.replay import ledger_path, pipelined_sender, replay
@@ -107,6 +107,8 @@ def sweep_settings(namesrv: str, lake: str | None, config: str | None, storage_o
     """The settings every sweep job takes from its command line (the job's own keys, and the
     lake when ``--lake`` is not given, come from the broker.conf named by ``--config``); a
     bad conf or no lake fails here, before Spark starts."""
+    from lakemq.cli.lake_cmds import lake_settings  # the tiering commands (and numpy): not for replay
+
     _props, location = lake_settings(config, lake, storage_option)
     return {
         "lake_uri": location.uri,

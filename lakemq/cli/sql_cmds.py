@@ -17,13 +17,14 @@ statement is one line on stderr; the details go to the log.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -35,6 +36,10 @@ from lakemq.cli.sql_shell import interactive, run_script, run_shell
 from lakemq.common.logs import setup_logging
 from lakemq.errors import ConfigError, LakeError
 from lakemq.tiering.lake_fs import LakeLocation, parse_storage_options
+
+if TYPE_CHECKING:
+    from lakemq.jobs.connect_client import ConnectSession
+    from lakemq.jobs.lake_sql import SqlSession
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +66,9 @@ class _Live:
 
     def stale_note(self) -> str | None:
         """The line saying which brokers an answer lacks, if any could not be asked."""
+        from lakemq.jobs.connect_client import allow_numpy
+
+        allow_numpy()  # planning reads the store's queue ends with numpy (on the lake service too)
         from lakemq.jobs.live_filters import Pushed
         from lakemq.jobs.live_plan import LiveOptions, hot_spans, lake_cut, stale_note
 
@@ -69,21 +77,39 @@ class _Live:
         return stale_note(stale) if stale else None
 
 
-def _run(spark: Any, query: str, limit: int, live: _Live | None = None) -> Result:
+def _text(value: Any) -> str:
+    """A result's value as it is shown: a map as a dict, a time in this machine's zone (as
+    pyspark shows them), NULL for null."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return str(value.astimezone().replace(tzinfo=None))
+    return str(value)
+
+
+def _run(session: SqlSession, query: str, limit: int, live: _Live | None = None) -> Result:
     """One statement; a Spark error becomes one LakeError line (the stack goes to the log)."""
-    from lakemq.jobs.session import lakemq_error_line, spark_error_line, spark_errors
+    import pyarrow.types
+
+    from lakemq.jobs.lake_sql import session_errors
+    from lakemq.jobs.session import lakemq_error_line, spark_error_line
 
     try:
-        df = spark.sql(query)
-        rows = df.limit(limit + 1).collect()
-    except spark_errors() as exc:
+        table = session.sql(query, limit + 1)
+    except session_errors(session) as exc:
         log.exception("query failed: %s", query)
         raise LakeError(f"query failed: {lakemq_error_line(exc) or spark_error_line(exc)}") from exc
     if live is not None and live.allow_stale:
         note = live.stale_note()
         if note:
             click.echo(f"warning: {note}", err=True)
-    return list(df.columns), [["NULL" if v is None else str(v) for v in row] for row in rows], limit
+    columns = []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        values = column.to_pylist()
+        if pyarrow.types.is_map(field.type):  # key-value pairs from Arrow: shown as the dict they are
+            values = [None if v is None else dict(v) for v in values]
+        columns.append([_text(v) for v in values])
+    return list(table.column_names), [list(row) for row in zip(*columns, strict=True)], limit
 
 
 def _live(namesrv: str | None, conf: str | None, lake: str | None, storage_option: tuple[str, ...],
@@ -91,7 +117,7 @@ def _live(namesrv: str | None, conf: str | None, lake: str | None, storage_optio
           ) -> tuple[str | None, _Live | None, _Service | None]:
     """The lake to read; unless the Delta table alone is asked for, the live union's source; and
     the conf's lake service, if it names one."""
-    from lakemq.jobs.sql import names_live_views
+    from lakemq.jobs.lake_sql import names_live_views
 
     props = read_broker_conf(conf)
     service = _Service.of(props, lake, version)
@@ -127,21 +153,22 @@ class _Service:
         return cls(addr, None)
 
 
-def _remote_live(spark: Any, live: _Live) -> None:
+def _remote_live(session: ConnectSession, live: _Live) -> None:
     """The live union on a remote session: the service's catalog holds the tables, and the live
-    views are this session's own (temporary views are per session)."""
-    from lakemq.jobs.session import spark_error_line, spark_errors
-    from lakemq.jobs.sql import register_live_views
+    views are this session's own (temporary views and data sources are per session)."""
+    from lakemq.jobs.connect_client import ConnectError
+    from lakemq.jobs.session import spark_error_line
+    from lakemq.jobs.sql import register_remote_live_views
 
     try:
-        register_live_views(spark, live.lake, live.namesrv, storage_options=live.storage_options,
-                            allow_stale=live.allow_stale, views=live.views)
-    except spark_errors() as exc:
+        register_remote_live_views(session, live.lake, live.namesrv, storage_options=live.storage_options,
+                                   allow_stale=live.allow_stale, views=live.views)
+    except ConnectError as exc:
         log.exception("registering the live views on the lake service failed")
         raise LakeError(f"cannot register the live views on the lake service: {spark_error_line(exc)}") from exc
 
 
-def _service_session(service: _Service, progress: JobProgress, live: _Live | None) -> Any:
+def _service_session(service: _Service, progress: JobProgress, live: _Live | None) -> ConnectSession | None:
     """A remote session of the lake service with this command's names, or None (said in one
     progress line) when it cannot be used or does not answer: then Spark starts here."""
     from lakemq.jobs.lake_service import connect
@@ -150,51 +177,55 @@ def _service_session(service: _Service, progress: JobProgress, live: _Live | Non
         progress.phase(f"not using the lake service at {service.addr}: {service.refuse}; starting Spark here")
         return None
     progress.phase(f"connecting to the lake service at {service.addr}")
-    spark, why = connect(service.addr)
-    if spark is None:
+    session, why = connect(service.addr)
+    if session is None:
         progress.phase(f"the lake service at {service.addr} is not reachable ({why}): starting Spark here")
         return None
     if live is not None:
         try:
-            _remote_live(spark, live)
+            _remote_live(session, live)
         except BaseException:
-            spark.stop()
+            session.close()
             raise
-    return spark
+    return session
 
 
 @contextlib.contextmanager
 def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ...], version: int | None,
              master: str | None, progress: JobProgress, live: _Live | None = None,
-             service: _Service | None = None) -> Iterator[Any]:
-    from lakemq.jobs.session import spark_error_line, spark_errors
-
+             service: _Service | None = None) -> Iterator[SqlSession]:
     if remote:
-        from lakemq.jobs.sql_server import remote_session
+        from lakemq.jobs.connect_client import ConnectError, open_session
+        from lakemq.jobs.session import spark_error_line
 
         if lake or version is not None or master or live is not None:
             raise ConfigError("--remote uses the server's lake and Spark: drop --lake, --version, --master, "
                               "-n and -c")
         progress.phase(f"connecting to {remote}")
-        spark = remote_session(remote)
         try:
-            yield spark
+            session = open_session(remote)
+        except ConnectError as exc:
+            log.exception("connecting to %s failed", remote)
+            raise LakeError(f"cannot reach the SQL server at {remote}: {spark_error_line(exc)}") from exc
+        try:
+            yield session
         finally:
-            spark.stop()
+            session.close()
         return
     if service is not None:
         if master and not service.refuse:
             service = _Service(service.addr, "--master asks for a Spark of its own")
-        remote_spark = _service_session(service, progress, live)
-        if remote_spark is not None:
+        remote_session = _service_session(service, progress, live)
+        if remote_session is not None:
             try:
-                yield remote_spark
+                yield remote_session
             finally:
-                remote_spark.stop()
+                remote_session.close()
             return
     from pyspark.sql import SparkSession
 
-    from lakemq.jobs.session import build_session
+    from lakemq.jobs.lake_sql import LocalSql
+    from lakemq.jobs.session import build_session, spark_error_line, spark_errors
     from lakemq.jobs.sql import register_live, register_tables
 
     if not lake:
@@ -217,7 +248,7 @@ def _session(lake: str | None, remote: str | None, storage_option: tuple[str, ..
             line = spark_error_line(exc)
             damaged = " (the lake is damaged, not lakemq: restore that table's _delta_log from a copy)"
             raise LakeError(f"cannot read the lake {lake}: {line}{damaged if '_delta_log' in line else ''}") from exc
-        yield spark
+        yield LocalSql(spark)
     finally:
         if owned:
             spark.stop()
@@ -252,16 +283,16 @@ def sql_cmd(query: str | None, lake: str | None, remote: str | None, namesrv: st
     lake, live, service = _live(namesrv, conf, lake, storage_option, lake_only, version, allow_stale, query)
     with contextlib.ExitStack() as stack:
         with JobProgress() as progress:  # while Spark starts and the query runs, not in the shell
-            spark = stack.enter_context(_session(lake, remote, storage_option, version, master, progress, live,
-                                                 service))
+            session = stack.enter_context(_session(lake, remote, storage_option, version, master, progress, live,
+                                                   service))
             if query is not None:
                 progress.phase("running the query")
-                result = _run(spark, query, limit, live)
+                result = _run(session, query, limit, live)
         if query is not None:
             _show(result)
             return
         def run(statement: str) -> None:
-            _show(_run(spark, statement, limit, live))
+            _show(_run(session, statement, limit, live))
 
         if interactive():
             run_shell(run)

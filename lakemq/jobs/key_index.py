@@ -24,7 +24,6 @@ from lakemq.jobs.lake_tables import read_table, spark_uri, table_exists
 from lakemq.tiering.damage import reading_table
 from lakemq.tiering.delta_log import make_log_durable
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.seal import SealedSegment
 from lakemq.tiering.tables import (
     KEY_TYPE_KEY,
     KEY_TYPE_UNIQ,
@@ -39,6 +38,9 @@ from lakemq.tiering.tables import (
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    # Only a type here: seal imports numpy, which admin message query's look-up does not need.
+    from lakemq.tiering.seal import SealedSegment
 
 __all__ = ["BACKFILL_APP", "commit_key_files", "ensure_key_index", "index_complete"]
 

@@ -12,6 +12,9 @@ the lake's IndexFile (:mod:`lakemq.jobs.key_index`), in two steps as RocketMQ's 
 2. the rows at those offsets in ``messages``: Delta's file statistics on ``commitlog_offset``
    leave the files that hold them, and Parquet's the row groups.
 
+The Spark reads are SQL (:mod:`lakemq.jobs.lake_sql`), so they run alike on a Spark here and on
+the lake service.
+
 Both steps prune by the ``topic`` partition and the time range too. A unique key whose
 ``messages`` files Delta's statistics narrow to one or two (the usual case: a producer's unique
 keys grow with time) is read from them directly, one query instead of two. A lake whose index was
@@ -29,7 +32,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakemq.jobs.key_index import index_complete
-from lakemq.jobs.lake_tables import read_table, table_exists
+from lakemq.jobs.lake_sql import delta_table, sql_session, sql_string
+from lakemq.jobs.lake_tables import table_exists
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.table_files import add_actions, table_dataset
 from lakemq.tiering.tables import (
@@ -43,7 +47,7 @@ from lakemq.tiering.tables import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, SparkSession
+    from lakemq.jobs.lake_sql import SqlSession
 
 __all__ = ["LAKE_MESSAGE_ORDER", "find_messages", "key_matches"]
 
@@ -59,13 +63,13 @@ def _day(ms: int) -> datetime.date:
     return datetime.date(1970, 1, 1) + datetime.timedelta(days=ms // _DAY_MS)
 
 
-def key_matches(keys: Column, key: str) -> Column:
-    """Whether the space-separated ``keys`` hold ``key`` (a key never holds a space)."""
-    from pyspark.sql import functions as F
-
+def key_matches(keys: str, key: str) -> str:
+    """A SQL condition: whether the space-separated column ``keys`` holds ``key`` (a key never
+    holds a space)."""
     if " " in key or not key:
-        return F.lit(False)
-    return (keys == key) | keys.startswith(f"{key} ") | keys.endswith(f" {key}") | keys.contains(f" {key} ")
+        return "false"
+    return (f"({keys} = {sql_string(key)} OR startswith({keys}, {sql_string(key + ' ')}) "
+            f"OR endswith({keys}, {sql_string(' ' + key)}) OR contains({keys}, {sql_string(' ' + key + ' ')}))")
 
 
 def _places(lake: LakeLocation, topic: str, key: str, key_type: str, begin_ms: int, end_ms: int | None,
@@ -105,42 +109,43 @@ def _files_by_statistics(lake: LakeLocation, topic: str, unique_key: str) -> int
 
 
 def find_messages(
-    spark: SparkSession, lake_uri: str, *, topic: str, key: str | None = None, unique_key: str | None = None,
+    spark: SqlSession | Any, lake_uri: str, *, topic: str, key: str | None = None, unique_key: str | None = None,
     begin_ms: int = 0, end_ms: int | None = None, limit: int = 64,
     storage_options: Mapping[str, str] | None = None,
 ) -> list[LakeMessage]:
     """Messages of ``topic`` whose KEYS hold ``key`` (or whose UNIQ_KEY is ``unique_key``),
     stored in ``[begin_ms, end_ms]``: the newest ``limit`` of them, listed oldest first, in
     (store time, store host, CommitLog offset) order, as a broker's IndexFile answers (newest
-    first, up to its limit)."""
-    from pyspark.sql import functions as F
-
+    first, up to its limit). ``spark``: a SparkSession or a :class:`SqlSession`."""
     if (key is None) == (unique_key is None):
         raise ValueError("give exactly one of key and unique_key")
     lake = LakeLocation.of(lake_uri, storage_options)
     if limit <= 0 or not table_exists(lake, MESSAGES_TABLE):
         return []
-    cond = (F.col("topic") == topic) & (F.col("store_date") >= F.lit(_day(max(begin_ms, 0))))
+    session = sql_session(spark)
+    cond = [f"topic = {sql_string(topic)}", f"store_date >= DATE'{_day(max(begin_ms, 0)).isoformat()}'"]
     if end_ms is not None:
-        cond &= F.col("store_date") <= F.lit(_day(end_ms))
-    stored = F.col("store_timestamp") >= begin_ms
-    if end_ms is not None:
-        stored &= F.col("store_timestamp") <= end_ms
-    messages = read_table(spark, lake, MESSAGES_TABLE)
+        cond.append(f"store_date <= DATE'{_day(end_ms).isoformat()}'")
+    stored = [f"store_timestamp >= {int(begin_ms)}"] + ([f"store_timestamp <= {int(end_ms)}"] if end_ms is not None
+                                                        else [])
+    columns = ", ".join(LAKE_MESSAGE_COLUMNS)
+    messages = delta_table(session, lake, MESSAGES_TABLE)
     direct = unique_key is not None and _files_by_statistics(lake, topic, unique_key) <= _DIRECT_FILES
     if direct or not index_complete(lake):
-        match = F.col("uniq_key") == unique_key if unique_key is not None else key_matches(F.col("keys"), str(key))
-        newest = [F.col(c).desc() for c in LAKE_MESSAGE_ORDER]
-        scan = messages.where(cond & stored & match).select(*LAKE_MESSAGE_COLUMNS).orderBy(*newest).limit(limit)
-        return [LakeMessage.from_row(topic, r.asDict()) for r in reversed(scan.collect())]
+        match = f"uniq_key = {sql_string(unique_key)}" if unique_key is not None else key_matches("keys", str(key))
+        newest = ", ".join(f"{c} DESC" for c in LAKE_MESSAGE_ORDER)
+        rows = session.sql(f"SELECT {columns} FROM {messages} WHERE {' AND '.join([*cond, *stored, match])} "
+                           f"ORDER BY {newest} LIMIT {int(limit)}").to_pylist()
+        return [LakeMessage.from_row(topic, r) for r in reversed(rows)]
     if unique_key is None and (" " in str(key) or not key):
         return []
     places = _places(lake, topic, unique_key if unique_key is not None else str(key),
                      KEY_TYPE_UNIQ if unique_key is not None else KEY_TYPE_KEY, begin_ms, end_ms, limit)
     if not places:
         return []
-    offsets = sorted({offset for _, offset in places})
-    fetched = messages.where(cond & F.col("commitlog_offset").isin(offsets)).select(*LAKE_MESSAGE_COLUMNS).collect()
-    found = sorted((r.asDict() for r in fetched if (r.store_host, r.commitlog_offset) in places),
+    offsets = ", ".join(str(offset) for offset in sorted({offset for _, offset in places}))
+    fetched = session.sql(f"SELECT {columns} FROM {messages} "
+                          f"WHERE {' AND '.join(cond)} AND commitlog_offset IN ({offsets})").to_pylist()
+    found = sorted((r for r in fetched if (r["store_host"], r["commitlog_offset"]) in places),
                    key=lambda r: tuple(r[c] for c in LAKE_MESSAGE_ORDER))
     return [LakeMessage.from_row(topic, r) for r in found]

@@ -1,7 +1,7 @@
 """Replay: re-produce a topic's history from the lake into a topic, through a broker.
 
 A topic's rows with ``store_timestamp`` in [begin, end] are read from the ``messages`` table
-(Spark, ``format("delta")``) in (store_timestamp, commitlog_offset) order (:mod:`lakemq.jobs.ordered_scan`). They go out
+(Spark SQL on the Delta table) in (store_timestamp, commitlog_offset) order (:mod:`lakemq.jobs.ordered_scan`). They go out
 in batches with the same body (uncompressed; the producer compresses again as configured),
 flag, keys, tags and user properties, and with ORIGIN_MESSAGE_ID set to the original message
 id (the UNIQ_KEY its producer was given). System properties such as UNIQ_KEY, DELAY and the
@@ -49,7 +49,8 @@ from lakemq.jobs.ordered_scan import ordered_pages
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import SparkSession
+
+    from lakemq.jobs.lake_sql import SqlSession
 
 __all__ = ["SYSTEM_PROPERTIES", "Ledger", "ReplayResult", "ledger_path", "merge_ranges", "pipelined_sender", "replay",
            "replay_uniq_key"]
@@ -212,7 +213,7 @@ def _by_queue(batch: Sequence[tuple[int, Message]]) -> dict[int, list[Message]]:
 
 
 def replay(
-    spark: SparkSession,
+    spark: SqlSession | Any,
     *,
     lake_uri: str,
     topic: str,

@@ -3,9 +3,9 @@
 The two :class:`DataSource` classes are only their names, their schema and their readers'
 constructors; the readers (:mod:`lakemq.jobs.commitlog_source`, :mod:`lakemq.jobs.live_source`,
 :mod:`lakemq.jobs.live_stream`) are imported where they run, in Spark's Python workers. A
-Spark Connect client (``lakemq sql`` on the lake service) registers the classes on its remote
-session, which pickles them by reference: it imports this module, not the broker client, the
-remoting protocol and the decoders the readers need.
+Spark Connect client (``lakemq sql`` on the lake service) registers ``lakemq`` on its remote
+session by reference to its class (:data:`lakemq.jobs.sql.LIVE_SOURCE`), importing neither
+this module nor pyspark.
 """
 
 from __future__ import annotations
@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
+from lakemq.jobs.sql import FILTER_PUSHDOWN
 from lakemq.tiering.tables import SPARK_DDL
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["FILTER_PUSHDOWN", "CommitLogDataSource", "LiveDataSource", "register_sources"]
-
-# Python data sources see Spark's filters only with this on (the ``lakemq`` source takes them).
-FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
 class CommitLogDataSource(DataSource):

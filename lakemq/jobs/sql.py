@@ -39,11 +39,11 @@ never disturbs the names a user's session has registered.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakemq.errors import LakeError
+from lakemq.jobs.lake_sql import TRANSACTIONS_TABLE, VIEWS, names_live_views
 from lakemq.jobs.lake_tables import configure_s3a, read_table, spark_uri, table_exists
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import (
@@ -59,18 +59,22 @@ from lakemq.tiering.tables import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["DELAY_SWEEP_TABLE", "LAKE_ONLY_VIEW", "TABLES", "TRANSACTIONS_TABLE", "VIEWS", "names_live_views",
-           "register_live", "register_live_views", "register_tables", "register_views", "run_sql"]
+    from lakemq.jobs.connect_client import ConnectSession
 
-TRANSACTIONS_TABLE = "transactions"
+__all__ = ["DELAY_SWEEP_TABLE", "FILTER_PUSHDOWN", "LAKE_ONLY_VIEW", "LIVE_SOURCE", "TABLES", "TRANSACTIONS_TABLE",
+           "VIEWS", "live_view_statements", "names_live_views", "register_live", "register_live_views",
+           "register_remote_live_views", "register_tables", "register_views", "run_sql"]
+
 LAKE_ONLY_VIEW = "messages_lake"
 DELAY_SWEEP_TABLE = "delay_sweep"
 TABLES = (MESSAGES_TABLE, TRANSACTIONS_TABLE, DELAY_SWEEP_TABLE, KEYS_TABLE)
-VIEWS = ("user_messages", "schedule_messages", "timer_messages", "transactions_half", "transactions_op",
-         "transactions_derived")
 
-# The names register_live_views makes views over the live ``messages``.
-_VIEW_NAMES = re.compile(rf"\b({'|'.join((*VIEWS, TRANSACTIONS_TABLE))})\b", re.IGNORECASE)
+# Python data sources see Spark's filters only with this on (the ``lakemq`` source takes them).
+FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+# The ``lakemq`` source's class (lakemq.jobs.sources), as a Spark Connect client registers it on
+# its remote session by reference, without importing it (and pyspark) here.
+LIVE_SOURCE = ("lakemq", "lakemq.jobs.sources", "LiveDataSource")
+
 
 _KIND_VIEWS = {
     "user_messages": KIND_NORMAL, "schedule_messages": KIND_SCHEDULE, "timer_messages": KIND_WHEEL_TIMER,
@@ -221,42 +225,60 @@ def register_live(
     return [*names, LAKE_ONLY_VIEW]
 
 
-def names_live_views(statement: str) -> bool:
-    """Whether ``statement`` names a view over ``messages`` (or ``transactions``, which may be
-    one): only then must the live views be registered for it (comments and strings count too,
-    which registers them when not needed, never the reverse)."""
-    return _VIEW_NAMES.search(statement) is not None
+def live_view_statements(
+    lake_uri: str, namesrv: str, *, storage_options: Mapping[str, str] | None = None, allow_stale: bool = False,
+    views: bool = True,
+) -> list[str]:
+    """The SQL that makes ``messages`` the live union on a session where the ``lakemq`` source
+    is registered (see :func:`register_live_views`)."""
+    import json
+
+    lake = LakeLocation.of(lake_uri, storage_options)
+    location = spark_uri(lake, MESSAGES_TABLE).replace("`", "``")
+    options = {"namesrv": namesrv, "lake": lake.uri, "allowStaleHotTail": str(allow_stale).lower(),
+               "storage_options": json.dumps(dict(storage_options or {}))}
+    listed = ", ".join(f"{key} {_quote(value)}" for key, value in options.items())
+    statements = [f"CREATE OR REPLACE TEMPORARY VIEW {LAKE_ONLY_VIEW} AS SELECT * FROM delta.`{location}`",
+                  f"CREATE OR REPLACE TEMPORARY VIEW {MESSAGES_TABLE} USING lakemq OPTIONS ({listed})"]
+    if not views:
+        return statements
+    statements += [f"CREATE OR REPLACE TEMPORARY VIEW {view} AS {_view_sql(view)}" for view in VIEWS]
+    if not table_exists(lake, TRANSACTIONS_TABLE):
+        statements.append(f"CREATE OR REPLACE TEMPORARY VIEW {TRANSACTIONS_TABLE} AS SELECT * FROM transactions_derived")
+    return statements
 
 
 def register_live_views(
     spark: SparkSession, lake_uri: str, namesrv: str, *, storage_options: Mapping[str, str] | None = None,
     allow_stale: bool = False, views: bool = True,
 ) -> None:
-    """The live half of :func:`register_live`, on a session whose catalog already holds the
-    lake's tables: temporary views only, so it also runs over Spark Connect (on a remote
-    session of the lake service, whose catalog ``tier serve`` filled). Every view over
-    ``messages`` resolves the ``lakemq`` source when it is created, a Python worker start
-    each (seconds on a loaded machine); without ``views`` only ``messages`` and
-    ``messages_lake`` are registered, for a statement that names no other view
-    (:func:`names_live_views`): the catalog's views would read the Delta table alone."""
-    import json
-
+    """The live half of :func:`register_live`, on a session of this process whose catalog
+    already holds the lake's tables: temporary views only (the lake service's clients run the
+    same :func:`live_view_statements` on their remote session). Every view over ``messages``
+    resolves the ``lakemq`` source when it is created, a Python worker start each (seconds on
+    a loaded machine); without ``views`` only ``messages`` and ``messages_lake`` are
+    registered, for a statement that names no other view (:func:`names_live_views`): the
+    catalog's views would read the Delta table alone."""
     from lakemq.jobs.sources import register_sources
 
     register_sources(spark)
-    lake = LakeLocation.of(lake_uri, storage_options)
-    location = spark_uri(lake, MESSAGES_TABLE).replace("`", "``")
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {LAKE_ONLY_VIEW} AS SELECT * FROM delta.`{location}`")
-    options = {"namesrv": namesrv, "lake": lake.uri, "allowStaleHotTail": str(allow_stale).lower(),
-               "storage_options": json.dumps(dict(storage_options or {}))}
-    listed = ", ".join(f"{key} {_quote(value)}" for key, value in options.items())
-    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {MESSAGES_TABLE} USING lakemq OPTIONS ({listed})")
-    if not views:
-        return
-    for view in VIEWS:
-        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} AS {_view_sql(view)}")
-    if not table_exists(lake, TRANSACTIONS_TABLE):
-        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {TRANSACTIONS_TABLE} AS SELECT * FROM transactions_derived")
+    for statement in live_view_statements(lake_uri, namesrv, storage_options=storage_options,
+                                          allow_stale=allow_stale, views=views):
+        spark.sql(statement)
+
+
+def register_remote_live_views(
+    session: ConnectSession, lake_uri: str, namesrv: str, *, storage_options: Mapping[str, str] | None = None,
+    allow_stale: bool = False, views: bool = True,
+) -> None:
+    """:func:`register_live_views` on a session of the lake service through lakemq's own Spark
+    Connect client: the ``lakemq`` source registered by a reference to its class
+    (:data:`LIVE_SOURCE`), then the same statements."""
+    session.register_data_source(*LIVE_SOURCE)
+    session.sql(f"SET {FILTER_PUSHDOWN}=true")
+    for statement in live_view_statements(lake_uri, namesrv, storage_options=storage_options,
+                                          allow_stale=allow_stale, views=views):
+        session.sql(statement)
 
 
 def run_sql(

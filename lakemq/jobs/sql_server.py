@@ -6,8 +6,9 @@ Spark Connect's service (``SparkConnectService``, shipped in pyspark's jars; the
 ``spark.plugins=org.apache.spark.sql.connect.SparkConnectPlugin`` would start with the
 context, before the tables exist). So the port accepts connections only once every name
 resolves: a client that connects as soon as it can never sees TABLE_OR_VIEW_NOT_FOUND.
-Every Spark Connect client sees the tables: ``lakemq sql --remote sc://host:port "..."``, or
-any pyspark program with ``SparkSession.builder.remote("sc://host:port")``. The catalog is
+Every Spark Connect client sees the tables: ``lakemq sql --remote sc://host:port "..."`` (lakemq's
+own client, :mod:`lakemq.jobs.connect_client`), or any pyspark program with
+``SparkSession.builder.remote("sc://host:port")``. The catalog is
 shared by all the server's sessions, so they are catalog tables and views, not temporary
 views.
 """
@@ -17,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakemq.jobs.session import build_session, route_pyspark_loggers
+from lakemq.jobs.session import build_session
 from lakemq.jobs.sql import register_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CONNECT_SERVICE", "remote_session", "start_connect", "start_server", "stop_connect", "stop_server"]
+__all__ = ["CONNECT_SERVICE", "start_connect", "start_server", "stop_connect", "stop_server"]
 
 CONNECT_SERVICE = "org.apache.spark.sql.connect.service.SparkConnectService"
 
@@ -74,13 +75,3 @@ def stop_server(spark: SparkSession) -> None:
     """Stop the Connect endpoint (a no-op when it did not start) and the session."""
     stop_connect(spark)
     spark.stop()
-
-
-def remote_session(url: str) -> SparkSession:
-    """A Spark Connect client session (``sc://host:port``); no JVM in this process. A failed
-    query is an exception to the caller, not also a JSON log record on stderr."""
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.remote(url).getOrCreate()
-    route_pyspark_loggers()
-    return spark

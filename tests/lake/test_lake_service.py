@@ -56,10 +56,34 @@ def _count(stdout: str) -> int:
 
 
 # Modules a lake service client has no use for: the readers run in the service's Python workers,
-# and pyspark's Connect test helpers load only under a ``__main__`` without a file (``python -c``;
-# lakemq_command runs ``python -m lakemq.cli``, as the console script has one).
+# and the client is lakemq's own (lakemq.jobs.connect_client), not pyspark's. (That numpy and
+# pandas stay out is checked in test_lake_service_parts.py through sys.modules: an import of
+# them that the client refuses still shows in -X importtime's lines.)
 THICK_MODULES = {"lakemq.client", "lakemq.jobs.live_source", "lakemq.jobs.commitlog_source", "lakemq.broker.ha.master",
-                 "lakemq.store.message_store", "pyspark.testing.connectutils"}
+                 "lakemq.store.message_store", "pyspark"}
+
+
+def _worker_daemons(pid: int) -> set[int]:
+    """The pyspark daemons (one per kind of Python worker) among ``pid``'s descendants: not the
+    workers each forks (they share its command line), which come and go with the tasks."""
+    children: dict[int, list[int]] = {}
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        children.setdefault(int(fields[1]), []).append(int(status.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            try:
+                if b"pyspark.daemon" in (Path("/proc") / str(child) / "cmdline").read_bytes():
+                    found.add(child)
+                    continue  # its children are its forked workers
+            except OSError:
+                continue
+            todo.append(child)
+    return found
 
 
 def _imported(stderr: str) -> set[str]:
@@ -109,13 +133,17 @@ def test_service_answers_live_and_stops_and_fallback_starts_spark(spark: Any, tm
                 _send(producer, 30, 20)  # acknowledged, not in the lake
 
                 # lakemq sql -c: on the service, no Spark here; messages is the live union.
+                # tier serve warmed the clients' path: the first query starts no Python worker.
+                daemons = _worker_daemons(serve.pid)
+                assert daemons, "tier serve started no Python worker daemon before it was ready"
                 count = f"SELECT count(*) AS n FROM messages WHERE topic = '{TOPIC}'"
                 done, seconds = _run(dict(env, PYTHONPROFILEIMPORTTIME="1"), "sql", "-c", str(conf), count)
                 assert done.returncode == 0, done.stderr[-3000:]
-                # A thin client: registering the live source pickles its class by reference, so
+                assert _worker_daemons(serve.pid) <= daemons, (daemons, _worker_daemons(serve.pid))
+                # A thin client: registering the live source sends a reference to its class, so
                 # the readers (the broker client, the decoders) and the HA server are not imported.
                 imported = _imported(done.stderr)
-                assert "pyspark.sql.connect" in imported, done.stderr[-3000:]
+                assert "lakemq.jobs.connect_client" in imported, done.stderr[-3000:]
                 assert not imported & THICK_MODULES, imported & THICK_MODULES
                 assert f"connecting to the lake service at 127.0.0.1:{port}" in done.stderr
                 assert "starting Spark" not in done.stderr, done.stderr

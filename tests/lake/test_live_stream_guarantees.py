@@ -165,6 +165,14 @@ def _caught_up(query: Any) -> None:
     assert query.exception() is None, query.exception()
 
 
+def _acknowledged(trickle: Trickle, count: int) -> None:
+    """Wait until ``trickle`` has ``count`` acknowledged sends."""
+    deadline = time.monotonic() + 120
+    while len(trickle.acked) < count:
+        assert time.monotonic() < deadline, f"the producer got {len(trickle.acked)} of {count} acknowledgements"
+        time.sleep(0.2)
+
+
 def _batches(query: Any) -> list[dict[str, Any]]:
     """The query's recent progress reports of micro-batches that read rows."""
     return [r for r in (json.loads(p.json) for p in query.recentProgress) if r["numInputRows"]]
@@ -274,7 +282,6 @@ def test_switch_while_a_tier_run_commits_the_range_being_read(spark: Any, guarde
     assert max(started) > committed_ms, (committed_ms, started)
 
 
-@pytest.mark.skip(reason="written, never yet run to its end: on the shared 2-core VM (load 25-38) its query did not start; run it with -k on a quiet machine (docs/SPARK.md)")
 @pytest.mark.timeout(900)  # with the module's cluster start: minutes at load 25-30
 def test_new_queues_of_a_scaled_up_topic_are_read(spark: Any, guarded: Guarded) -> None:
     topic = "growing_orders"
@@ -296,7 +303,6 @@ def test_new_queues_of_a_scaled_up_topic_are_read(spark: Any, guarded: Guarded) 
     assert sorted(r["queue_offset"] for r in rows if r["queue_id"] == 3)[:15] == list(range(15))
 
 
-@pytest.mark.skip(reason="written, never yet run to its end: on the shared 2-core VM (load 25-38) its query did not start; run it with -k on a quiet machine (docs/SPARK.md)")
 @pytest.mark.timeout(900)  # with the module's cluster start: minutes at load 25-30
 def test_a_broker_restart_while_the_query_runs_is_waited_out(spark: Any, guarded: Guarded) -> None:
     """Stop the broker (SIGTERM) and start it on its store while a producer sends and the query
@@ -306,15 +312,13 @@ def test_a_broker_restart_while_the_query_runs_is_waited_out(spark: Any, guarded
     acked = asyncio.run(_send(guarded.namesrv, topic, 0, 60))
     _tier(spark, guarded)  # the lake names the broker for this topic: while it is away it is missed
     query = _start(spark, guarded, topic)
+    _caught_up(query)  # the 60 (processAllAvailable never returns while a producer keeps sending)
+    batches = len(query.recentProgress)
     trickle = Trickle(guarded.namesrv, topic, 10_000)
     try:
-        _caught_up(query)
-        batches = len(query.recentProgress)
+        _acknowledged(trickle, 30)
         guarded.cluster.restart_broker(BROKER)
-        restarted, deadline = len(trickle.acked), time.monotonic() + 120
-        while len(trickle.acked) < restarted + 30:  # sends acknowledged by the restarted broker
-            assert time.monotonic() < deadline, "the producer got no acknowledgement after the restart"
-            time.sleep(0.2)
+        _acknowledged(trickle, len(trickle.acked) + 30)  # sends acknowledged by the restarted broker
         trickle.stop()
         _caught_up(query)
         assert query.isActive and len(query.recentProgress) > batches

@@ -64,12 +64,12 @@ def in_ranges(batch: pa.RecordBatch, ranges: Iterable[tuple[int, int, int]]) -> 
     return mask
 
 
-async def _look_up(api: MQClientAPI, addr: str, topic: str, keys: list[str],
-                   pushed: Pushed) -> list[RawQueryResult]:
-    begin = pushed.ts_min if pushed.ts_min is not None else 0
-    end = pushed.ts_max if pushed.ts_max is not None else _NO_END
-    return list(await asyncio.gather(*(api.query_message_raw(addr, topic, key, max_num=INDEX_ASK, begin_ms=begin,
-                                                             end_ms=end) for key in keys)))
+async def _look_up(api: MQClientAPI, addr: str, topic: str, keys: list[str]) -> list[RawQueryResult]:
+    # The whole time range, whatever the store_timestamp filters (applied to the rows found): an
+    # IndexFile entry's time is clamped to its file's begin after a wall clock step back, so a
+    # window could leave out a message stored inside it.
+    return list(await asyncio.gather(*(api.query_message_raw(addr, topic, key, max_num=INDEX_ASK, begin_ms=0,
+                                                             end_ms=_NO_END) for key in keys)))
 
 
 def _unusable(answer: RawQueryResult, key: str, lake_end: int) -> str | None:
@@ -99,7 +99,7 @@ def index_rows(consumer: PullConsumer, spans: tuple[HotSpan, ...], pushed: Pushe
         addr = asyncio.run_coroutine_threadsafe(
             instance.broker_addr(first.broker, first.topic, master_only=True), background_loop()).result(30)
         answers = asyncio.run_coroutine_threadsafe(
-            _look_up(instance.api, addr, first.topic, ordered, pushed), background_loop()).result(60)
+            _look_up(instance.api, addr, first.topic, ordered), background_loop()).result(60)
     except (RemotingError, BrokerError, LakeMQError, TimeoutError) as exc:
         return f"broker {first.broker} failed a key look-up on {first.topic}: {exc}"
     for key, answer in zip(ordered, answers, strict=True):

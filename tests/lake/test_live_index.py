@@ -132,7 +132,7 @@ def test_key_reads_answer_from_the_index_across_the_lake_boundary(spark: Any, ke
     assert any(i >= TIERED for i, k in keyed.sent.items() if k == "s-0")
     # The index finds "s-0" in "s-0 x-N" too: only the rows whose whole keys are the value are kept.
     assert 0 < len(_expected(keyed, {"s-0"})) < sum(1 for k in keyed.sent.values() if "s-0" in k.split())
-    # A time range narrows the look-up's window.
+    # A time range applies to the rows the look-up found.
     times = sorted(r["store_timestamp"] for r in spark.read.format("lakemq").option("namesrv", keyed.namesrv)
                    .option("lake", str(keyed.lake)).option("topic", TOPIC).load().where("keys = 's-0'")
                    .select("store_timestamp").collect())

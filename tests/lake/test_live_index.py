@@ -67,7 +67,7 @@ async def _produce(namesrv: str, numbers: range, *, create: bool = False) -> dic
             msg = Message(TOPIC, f"order-{i}".encode())
             msg.keys = keys_of(i)
             await producer.send(msg)
-            sent[i] = msg.keys
+            sent[i] = keys_of(i)
     return sent
 
 

@@ -41,6 +41,7 @@ from lakemq.remoting.headers import (
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
     RecallMessageRequestHeader,
     RecallMessageResponseHeader,
     SearchOffsetRequestHeader,
@@ -52,7 +53,7 @@ from lakemq.remoting.headers import (
     encode_header,
 )
 
-__all__ = ["MQClientAPI", "RawPullResult"]
+__all__ = ["MQClientAPI", "RawPullResult", "RawQueryResult"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,15 @@ class RawPullResult:
     max_offset: int
     suggest_which_broker_id: int
     body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RawQueryResult:
+    """A QUERY_MESSAGE answer as the broker sent it: the records (CommitLog format, as a
+    pull's body; empty when none matched) and what the broker said of its index."""
+
+    body: bytes
+    header: QueryMessageResponseHeader
 
 
 class MQClientAPI:
@@ -288,6 +298,16 @@ class MQClientAPI:
         if response.code != ResponseCode.SUCCESS:
             raise for_code(response.code, response.remark)
         return list(iter_records(response.body or b"", decompress=True))
+
+    async def query_message_raw(self, addr: str, topic: str, key: str, *, max_num: int, begin_ms: int,
+                                end_ms: int) -> RawQueryResult:
+        """QUERY_MESSAGE by a KEYS key, the records left undecoded."""
+        fields = encode_header(QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms))
+        response = await self._invoke(addr, RequestCode.QUERY_MESSAGE, fields)
+        if response.code not in (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND):
+            raise for_code(response.code, response.remark)
+        header = decode_header(QueryMessageResponseHeader, response.ext_fields)
+        return RawQueryResult(response.body or b"" if response.code == ResponseCode.SUCCESS else b"", header)
 
     async def view_message(self, addr: str, commit_log_offset: int) -> MessageExt:
         """VIEW_MESSAGE_BY_ID: the record at ``commit_log_offset`` of the broker at ``addr``."""

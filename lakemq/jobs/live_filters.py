@@ -4,7 +4,9 @@ to both sides of a read: topic, queue id, tags, keys and the store-time range.
 Pushed filters are applied exactly, so Spark need not evaluate them again: on the lake side
 they prune files by partition values (topic, store date) and file statistics, then rows;
 on the hot side tags go to the broker as the pull's subscription (the broker filters by tag
-hash), the topic and queue choose the queues pulled, and rows are checked after decoding.
+hash), the topic and queue choose the queues pulled, keys (a finite set) are looked up in the
+brokers' key index instead of pulling (:mod:`lakemq.jobs.live_index`), and rows are checked
+after decoding.
 """
 
 from __future__ import annotations
@@ -60,6 +62,22 @@ class Pushed:
         sets = (self.topics, self.queue_ids, self.tags, self.keys)
         crossed = self.ts_min is not None and self.ts_max is not None and self.ts_min > self.ts_max
         return crossed or any(s is not None and not s for s in sets)
+
+    @property
+    def key_lookups(self) -> frozenset[str] | None:
+        """What to ask a broker's key index so as to find every row whose ``keys`` is one of
+        ``keys``: one key of each value (the index holds each space-separated key alone; the
+        longest, likely the rarest). None when ``keys`` is not restricted or a value holds no
+        key (a message without keys is in no index)."""
+        if self.keys is None:
+            return None
+        asked = set()
+        for value in self.keys:
+            parts = [k for k in value.split(" ") if k]
+            if not parts:
+                return None
+            asked.add(max(parts, key=len))
+        return frozenset(asked)
 
     def wants_file(self, action: Mapping[str, Any]) -> bool:
         """Whether a lake data file (its flattened add action) may hold a matching row."""

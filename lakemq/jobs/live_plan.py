@@ -60,6 +60,7 @@ class LiveOptions:
     lake: LakeLocation
     topic: str | None
     allow_stale: bool
+    key_index: bool = True  # option keyIndex: keys looked up in the brokers' index (lakemq.jobs.live_index)
 
     @classmethod
     def of(cls, given: Mapping[str, str]) -> LiveOptions:
@@ -73,7 +74,7 @@ class LiveOptions:
             raise ConfigError("the lakemq source needs option 'lake' (or 'conf', a broker.conf with lakeUri)")
         storage = json.loads(options.get("storage_options") or "{}")
         return cls(namesrv, LakeLocation.of(lake, storage), options.get("topic") or None,
-                   _flag(options, "allowstalehottail"))
+                   _flag(options, "allowstalehottail"), str(options.get("keyindex", "true")).lower() != "false")
 
 
 @dataclass(frozen=True, slots=True)

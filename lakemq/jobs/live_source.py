@@ -17,8 +17,11 @@ Options: ``namesrv``, ``lake`` (or ``conf``, a broker.conf giving ``namesrvAddr`
 ``lakeUri``), ``topic`` (default every topic the name server knows, and the lake's),
 ``storage_options`` (JSON, as for the lake), ``allowStaleHotTail`` (a broker that cannot be
 asked leaves its hot tail out instead of failing the read; the planner logs how far behind
-the lake is). Filters on ``topic``, ``queue_id``, ``tags``, ``keys`` (equality, IN) and
-``store_timestamp`` (comparisons) are pushed down and applied on both sides.
+the lake is), ``keyIndex`` (default true: a read whose filters restrict ``keys`` to a finite
+set looks the keys up in each broker's key index instead of pulling its hot tail,
+:mod:`lakemq.jobs.live_index`; false always pulls). Filters on ``topic``, ``queue_id``,
+``tags``, ``keys`` (equality, IN) and ``store_timestamp`` (comparisons) are pushed down and
+applied on both sides.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
 from lakemq.jobs.live_clients import drop_client, kept_client
 from lakemq.jobs.live_filters import Pushed, push_filters
+from lakemq.jobs.live_index import IndexPart, in_ranges, index_rows
 from lakemq.jobs.live_plan import (
     HotSpan,
     LakeFile,
@@ -96,6 +100,12 @@ class LiveReader(DataSourceReader):
         if stale:
             log.warning("%s", stale_note(stale))
         parts: list[InputPartition] = [LakePart(f) for f in cut.files]
+        if self.options.key_index and self.pushed.key_lookups is not None:
+            # One task per topic and broker: its look-ups cover every queue at once.
+            groups: dict[tuple[str, str], list[HotSpan]] = {}
+            for s in spans:
+                groups.setdefault((s.broker, s.topic), []).append(s)
+            return parts + [IndexPart(tuple(g)) for g in groups.values()]
         return parts + [HotPart((s,)) for s in spans]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -104,6 +114,8 @@ class LiveReader(DataSourceReader):
         elif isinstance(partition, HotPart):
             for span in partition.spans:
                 yield from self._pull(span)
+        elif isinstance(partition, IndexPart):
+            yield from self._look_up(partition.spans)
         # Else the one empty partition Spark plans when partitions() found none: no rows.
 
     def _read_file(self, file: LakeFile, ranges: tuple[tuple[int, int, int], ...] | None) -> Iterator[pa.RecordBatch]:
@@ -120,9 +132,19 @@ class LiveReader(DataSourceReader):
             columns["topic"] = pa.array([file.topic] * n, pa.string())
             columns["store_date"] = pa.array([file.store_date] * n, pa.int32()).cast(pa.date32())
             whole = pa.RecordBatch.from_arrays([columns[f.name] for f in MESSAGES_SCHEMA], schema=SPARK_ARROW_SCHEMA)
-            kept = self.pushed.apply(whole if ranges is None else whole.filter(_in_ranges(whole, ranges)))
+            kept = self.pushed.apply(whole if ranges is None else whole.filter(in_ranges(whole, ranges)))
             if kept.num_rows:
                 yield kept
+
+    def _look_up(self, spans: tuple[HotSpan, ...]) -> Iterator[pa.RecordBatch]:
+        consumer = kept_client(self.options.namesrv)
+        found = index_rows(consumer.consumer, spans, self.pushed)
+        if isinstance(found, str):
+            log.info("key index not used, pulling %d queue ranges: %s", len(spans), found)
+            for span in spans:
+                yield from self._pull(span)
+        elif found.num_rows:
+            yield found
 
     def _pull(self, span: HotSpan) -> Iterator[pa.RecordBatch]:
         mq = MessageQueue(span.topic, span.broker, span.queue_id)
@@ -177,14 +199,4 @@ class LiveReader(DataSourceReader):
         inside = pc.and_(pc.less(batch.column("queue_offset"), span.end),
                          pc.greater_equal(batch.column("commitlog_offset"), span.lake_end))
         return self.pushed.apply(batch.filter(inside).cast(SPARK_ARROW_SCHEMA))
-
-
-def _in_ranges(batch: pa.RecordBatch, ranges: tuple[tuple[int, int, int], ...]) -> pa.Array:
-    """Rows whose (queue_id, queue_offset) fall in one of ``ranges``."""
-    queue, offset = batch.column("queue_id"), batch.column("queue_offset")
-    mask = pa.array([False] * batch.num_rows)
-    for queue_id, start, end in ranges:
-        mask = pc.or_(mask, pc.and_(pc.equal(queue, queue_id), pc.and_(pc.greater_equal(offset, start),
-                                                                          pc.less(offset, end))))
-    return mask
 

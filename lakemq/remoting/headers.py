@@ -356,6 +356,11 @@ class QueryMessageRequestHeader:
 class QueryMessageResponseHeader:
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
+    # lakemq's own (RocketMQ's clients ignore them), absent from a broker that does not say:
+    # the index held as many matches as the answer could carry, so more may match; and the
+    # CommitLog offset from which the index holds every keyed record (none: it cannot say).
+    index_cut: bool | None = None
+    index_whole_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,11 @@ class QueryMessageResult:
     messages: list[bytes] = field(default_factory=list)
     index_last_update_timestamp: int = 0
     index_last_update_phy_offset: int = 0
+    # The index held at least as many matches as were asked (or the broker's maxMsgsNumBatch):
+    # more may match than ``messages`` holds.
+    index_cut: bool = False
+    # IndexService.whole_from when the query ran: the index holds every keyed record from here.
+    index_whole_from: int | None = None
 
     @property
     def buffer_total_size(self) -> int:

@@ -10,6 +10,10 @@ timestamp may hold pages that never reached the disk; it is deleted and :meth:`l
 its begin timestamp, from where the CommitLog replay rebuilds it; so is a newest file a power
 cut left shorter than its size (cut while it was being made). After any recovery,
 :meth:`truncate_dirty` undoes entries for CommitLog bytes that recovery cut off.
+
+:meth:`whole_from` says from which CommitLog offset the index holds every keyed record: only
+records this process dispatched count (a previous run may have had the index off, or dropped
+keys it could not write), and after keys were dropped, only the records since.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class QueryOffsetResult:
     phy_offsets: list[int] = field(default_factory=list)
     index_last_update_timestamp: int = 0
     index_last_update_phy_offset: int = 0
+    whole_from: int | None = None  # whole_from() as the files were read
 
 
 class IndexService:
@@ -61,6 +66,8 @@ class IndexService:
         self.flushed_timestamp = 0
         # CommitLog offset of the first record whose keys were dropped: no new file could be made.
         self._unindexed_from: int | None = None
+        # CommitLog offset from which this process indexed every keyed record (whole_from).
+        self._whole_from: int | None = None
         self._lock = threading.RLock()
 
     # -- load and recovery -------------------------------------------------------------------
@@ -161,6 +168,7 @@ class IndexService:
             log.warning("indexing resumed at CommitLog offset %d; records in [%d, %d) are not indexed",
                         keys.phy(0), self._unindexed_from, keys.phy(0))
             self._unindexed_from = None
+            self._whole_from = keys.phy(0)
 
     def _writable_file(self, first_store_ms: int) -> IndexFile:
         """The file to add keys to; a new one is named after ``first_store_ms``, the store
@@ -187,6 +195,21 @@ class IndexService:
             self.flushed_timestamp = max(self.flushed_timestamp, last.end_timestamp)
         return f
 
+    def dispatching_from(self, phy_offset: int) -> None:
+        """Dispatch (reput) goes on from ``phy_offset``: every keyed record from there on is
+        indexed, as long as no keys are dropped."""
+        with self._lock:
+            self._whole_from = phy_offset
+
+    def whole_from(self) -> int | None:
+        """CommitLog offset from which every keyed record dispatched so far is in the index;
+        None while keys are being dropped or before dispatch began."""
+        with self._lock:
+            return self._whole_from_locked()
+
+    def _whole_from_locked(self) -> int | None:
+        return None if self._unindexed_from is not None else self._whole_from
+
     # -- querying ----------------------------------------------------------------------------
 
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
@@ -206,6 +229,7 @@ class IndexService:
                 offsets,
                 last.end_timestamp if last else 0,
                 last.end_phy_offset if last else 0,
+                self._whole_from_locked(),
             )
 
     # -- expiry and lifecycle ----------------------------------------------------------------

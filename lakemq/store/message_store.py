@@ -71,9 +71,12 @@ class MessageStore:
             IndexService(config.index_dir, hash_slot_num=config.max_hash_slot_num, index_num=config.max_index_num)
             if config.message_index_enable else None
         )
-        self.dispatchers: list[CommitLogDispatcher] = [self.consume_queues]
-        if self.index_service is not None:
-            self.dispatchers.append(self.index_service)
+        # The index before the ConsumeQueues (RocketMQ builds them the other way round): a
+        # record has its keys indexed by the time its queue entry raises the queue's max offset,
+        # so a key look-up made after reading a max offset finds every message below it (the
+        # lakemq source's key reads, lakemq.jobs.live_index).
+        self.dispatchers: list[CommitLogDispatcher] = [] if self.index_service is None else [self.index_service]
+        self.dispatchers.append(self.consume_queues)
         self.message_arriving_listeners: list[MessageArrivingListener] = []
         self.health = StoreHealth(config, lambda: self.reput.dispatch_behind_bytes())
         self.reput = ReputMessageService(
@@ -163,6 +166,8 @@ class MessageStore:
             # Durable before any put: without it, a power cut would pass for a clean shutdown
             # and recovery would trust ConsumeQueues the cut rolled back.
             create_file_durably(self.config.abort_file_path)
+        if self.index_service is not None:
+            self.index_service.dispatching_from(self.reput.reput_from_offset)
         self.reput.do_reput()
         self.health.check()  # a disk already full refuses the first put
         self.commit_log.set_topic_queue_table(self.consume_queues.offset_table())
@@ -371,10 +376,12 @@ class MessageStore:
             return result
         # An IndexFile entry keeps whole seconds after its file's begin timestamp, so it reads
         # up to 999 ms early: look that much wider, then keep what was stored in [begin, end].
-        found = self.index_service.query_offset(topic, key, min(max_num, self.config.max_msgs_num_batch),
-                                                begin - 999, end)
+        limit = min(max_num, self.config.max_msgs_num_batch)
+        found = self.index_service.query_offset(topic, key, limit, begin - 999, end)
         result.index_last_update_timestamp = found.index_last_update_timestamp
         result.index_last_update_phy_offset = found.index_last_update_phy_offset
+        result.index_cut = len(found.phy_offsets) >= limit
+        result.index_whole_from = found.whole_from
         seen: set[int] = set()
         for phy in found.phy_offsets:
             if phy in seen:

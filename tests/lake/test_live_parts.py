@@ -20,11 +20,14 @@ from pyspark.sql.datasource import (
 )
 from test_decode import BASE, segment
 
+from lakemq.client.client_api import RawQueryResult
 from lakemq.common.message import properties_to_string
 from lakemq.errors import FrameError
 from lakemq.jobs.decode import decode_pulled_body, decode_range
 from lakemq.jobs.live_filters import DAY_MS, Pushed, push_filters
+from lakemq.jobs.live_index import _unusable
 from lakemq.jobs.live_source import LiveReader
+from lakemq.remoting.headers import QueryMessageResponseHeader
 from lakemq.tiering.tables import SPARK_ARROW_SCHEMA
 
 
@@ -101,3 +104,22 @@ def test_the_partition_spark_plans_for_an_empty_read_yields_no_rows(tmp_path: Pa
     # one InputPartition(None) instead, which must be an empty answer, not a failed query.
     reader = LiveReader({"namesrv": "127.0.0.1:1", "lake": str(tmp_path)})
     assert list(reader.read(InputPartition(None))) == []
+
+
+def test_a_key_read_asks_the_index_one_key_of_each_value() -> None:
+    assert Pushed().key_lookups is None
+    # The index holds each key of a KEYS value alone: the longest one of each value is asked.
+    assert Pushed(keys=frozenset({"k-1 group-2", "solo"})).key_lookups == {"group-2", "solo"}
+    assert Pushed(keys=frozenset({"k1", " "})).key_lookups is None  # a value without a key: pulled
+
+
+def test_an_index_answer_is_used_only_when_it_holds_every_hot_match() -> None:
+    def answer(cut: bool | None, whole_from: int | None) -> RawQueryResult:
+        return RawQueryResult(b"", QueryMessageResponseHeader(1, 1, cut, whole_from))
+
+    assert _unusable(answer(False, 100), "k", 100) is None
+    assert _unusable(answer(False, 0), "k", -1) is None  # the lake holds none of the broker's records
+    assert "past the lake's end" in str(_unusable(answer(False, 101), "k", 100))
+    assert "index off" in str(_unusable(answer(False, None), "k", 100))
+    assert "more messages for key 'k'" in str(_unusable(answer(True, 0), "k", 100))
+    assert "more messages" in str(_unusable(answer(None, 0), "k", 100))  # a broker that does not say

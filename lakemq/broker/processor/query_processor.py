@@ -52,7 +52,8 @@ class QueryMessageProcessor:
         )
         fields = encode_header(
             QueryMessageResponseHeader(
-                result.index_last_update_timestamp, result.index_last_update_phy_offset
+                result.index_last_update_timestamp, result.index_last_update_phy_offset,
+                result.index_cut, result.index_whole_from,
             )
         )
         if not result.messages:

@@ -189,18 +189,18 @@ class _Freshness:
     def _run(self) -> None:
         from lakemq.client import SyncProducer
         from lakemq.jobs.lake_service import connect
-        from lakemq.jobs.sql import register_live_views
+        from lakemq.jobs.sql import register_remote_live_views
 
-        spark, why = connect(self.service)
-        if spark is None:
+        session, why = connect(self.service)
+        if session is None:
             raise RuntimeError(f"the lake service at {self.service} does not answer: {why}")
         try:
             # As `lakemq sql -c` does on the service for a statement naming no other view.
-            register_live_views(spark, str(self.lake), self.namesrv, views=False)
+            register_remote_live_views(session, str(self.lake), self.namesrv, views=False)
             run = uuid.uuid4().hex[:8]
             query = f"SELECT count(*) AS n FROM messages WHERE topic = '{TOPIC}' AND keys = '{{key}}'"
             with SyncProducer(f"lag_fresh_{run}", namesrv_addr=self.namesrv) as producer:
-                spark.sql(query.format(key=f"fresh-{run}-warm")).collect()  # the session's first query
+                session.sql(query.format(key=f"fresh-{run}-warm"))  # the session's first query
                 self._warm.set()
                 self._go.wait()
                 for i in range(self.samples):
@@ -211,10 +211,10 @@ class _Freshness:
                     msg.keys = [key]
                     producer.send(msg)
                     acked = time.monotonic()
-                    seen = spark.sql(query.format(key=key)).collect()[0]["n"]
+                    seen = session.sql(query.format(key=key)).column("n")[0].as_py()
                     self.results.append((seen == 1, time.monotonic() - acked))
         finally:
-            spark.stop()
+            session.close()
 
 
 def _passes(out: str) -> list[tuple[int, float]]:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,3 +96,38 @@ def pytest_configure() -> None:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, conf)
     os.environ["LAKEMQ_SPARK_DEFAULTS"] = str(conf)
+
+
+# Each xdist worker's share of the run, shown at the end (scripts/test.sh): the tests it ran,
+# the seconds they took, and when its last one ended. Two workers that end far apart mean the
+# module order (pytest_collection_modifyitems) leaves one idle at the end.
+_busy = {"tests": 0, "seconds": 0.0, "last_end": 0.0}
+_workers: dict[str, dict[str, Any]] = {}
+_began = time.time()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _busy["seconds"] += report.duration
+    if report.when == "teardown":
+        _busy["tests"] += 1
+        _busy["last_end"] = time.time()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:  # an xdist worker: its figures go back to the controller
+        output["lakemq_busy"] = dict(_busy)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    busy = getattr(node, "workeroutput", {}).get("lakemq_busy")
+    if busy is not None:
+        _workers[node.workerinput["workerid"]] = busy
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for worker, busy in sorted(_workers.items()):
+        terminalreporter.write_line(
+            f"{worker}: {busy['tests']} tests in {busy['seconds']:.0f} s; its last test ended "
+            f"{busy['last_end'] - _began:.0f} s after the start")

@@ -100,12 +100,14 @@ async def _send(namesrv: str, topic: str, first: int, count: int, queue: int | N
 
 
 class Trickle:
-    """A producer thread sending to ``topic`` until stopped, recording each acknowledged key
-    (and, apart, the keys of sends that failed: the broker may hold those or not)."""
+    """A producer thread sending to ``topic`` until stopped, a send every ``pause`` seconds or so,
+    recording each acknowledged key (and, apart, the keys of sends that failed: the broker may
+    hold those or not)."""
 
-    def __init__(self, namesrv: str, topic: str, first: int) -> None:
+    def __init__(self, namesrv: str, topic: str, first: int, pause: float = 0.02) -> None:
         self.acked: set[str] = set()
         self.failed: set[str] = set()
+        self._pause = pause
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run(namesrv, topic, first)), daemon=True)
         self._thread.start()
@@ -124,7 +126,7 @@ class Trickle:
                     self.failed.add(key)
                     await asyncio.sleep(0.2)
                 i += 1
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(self._pause)
 
     def stop(self) -> None:
         self._stop.set()
@@ -252,7 +254,11 @@ def test_switch_while_a_tier_run_commits_the_range_being_read(spark: Any, guarde
 
     # Small micro-batches: the stream is crossing the switch, batch by batch, when the commit lands.
     query = _start(spark, guarded, topic, maxOffsetsPerTrigger="24")
-    trickle = Trickle(guarded.namesrv, topic, 10_000)
+    # About ten sends a second: fewer than the stream reads, so it stays at the hot end the
+    # commit takes in. (Every message sent while the tier run ran is a row the stream must
+    # then read 24 at a time, a Delta commit of the sink each: at some 40 a second that
+    # catching up cost a third of this test's time: 120 s, now 80 s.)
+    trickle = Trickle(guarded.namesrv, topic, 10_000, pause=0.1)
     try:
         assert _batches(query), "the first micro-batch read nothing"
         result: dict[str, Any] = {}
@@ -264,6 +270,11 @@ def test_switch_while_a_tier_run_commits_the_range_being_read(spark: Any, guarde
         tier.start()
         tier.join(300)
         assert not tier.is_alive() and result["done"].compact.committed, result
+        # A few sends acknowledged after the commit: the stream has rows to read past it.
+        after_commit, deadline = len(trickle.acked) + 5, time.monotonic() + 60
+        while len(trickle.acked) < after_commit:
+            assert time.monotonic() < deadline, "the producer got no acknowledgement after the tier run"
+            time.sleep(0.1)
         trickle.stop()
         _caught_up(query)
         batches = _batches(query)

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from reindex_helpers import STORE_CONF, snapshot
@@ -20,9 +21,10 @@ from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.results import PullStatus
 from lakemq.common.message import Message
 from lakemq.tiering.seal import commitlog_files
+from tests.cli_in_process import lakemq_in_process
 from tests.cluster import lakemq_command, start_cluster
 
-# Spark runs in a child process (the lake jobs).
+# The rebuild runs Spark, on the worker's session (tests/cli_in_process.py).
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 BROKER = "broker-a"
@@ -78,7 +80,7 @@ def test_bad_store_dir_is_one_line_and_exit_1(tmp_path: Path) -> None:
                                                 "(no commitlog/ directory)")]
 
 
-def test_rebuilt_store_serves_pulls_and_key_queries(tmp_path: Path) -> None:
+def test_rebuilt_store_serves_pulls_and_key_queries(spark: Any, tmp_path: Path) -> None:
     with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=STORE_CONF) as cluster:
         namesrv = cluster.namesrv_addr
         store = tmp_path / BROKER / "store"
@@ -99,7 +101,10 @@ def test_rebuilt_store_serves_pulls_and_key_queries(tmp_path: Path) -> None:
         original = snapshot(store)
         shutil.rmtree(store / "consumequeue")
         shutil.rmtree(store / "index")
-        done = _reindex("-c", str(conf), "--store-dir", str(store), "--master", "local[1]", tmp=tmp_path)
+        # The rebuild is the command's work, not its process: in this process, on the test's
+        # session (tests/cli_in_process.py), not a second driver.
+        done = lakemq_in_process(spark, "reindex", "-c", str(conf), "--store-dir", str(store), "--master", "local[1]",
+                                 env={"LAKEMQ_LOG_DIR": str(tmp_path / "reindex-logs")})
         assert done.returncode == 0, done.stderr[-3000:]
         assert "rebuilt" in done.stdout
         rebuilt = snapshot(store)

@@ -24,6 +24,7 @@ from lakemq.jobs.ordered_scan import ordered_pages
 from lakemq.jobs.replay import Ledger, merge_ranges, replay
 from lakemq.jobs.tier_run import tier_run
 from lakemq.tiering.config import TieringConfig
+from tests.cli_in_process import lakemq_in_process
 from tests.cluster import lakemq_command, start_cluster
 
 SOURCE, TARGET, TARGET2 = "ReplaySource", "ReplayTarget", "ReplayTarget2"
@@ -61,7 +62,7 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
         )
 
         checkpoint = tmp_path / "replay.json"
-        args = lakemq_command(
+        command = [
             "replay",
             "-n",
             ns,
@@ -83,9 +84,10 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
             "32",
             "--master",
             "local[1]",
-        )
+        ]
         env = dict(os.environ, LAKEMQ_LOG_DIR=str(tmp_path / "logs"))
-        first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        first = subprocess.Popen(lakemq_command(*command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env)
         deadline = time.monotonic() + 300  # a loaded machine starts Spark slowly
         while (
             time.monotonic() < deadline
@@ -98,12 +100,15 @@ def test_replay_into_another_topic_resumes_after_a_kill(spark: Any, tmp_path: Pa
         partial = len(read_all(ns, TARGET))
         assert 0 < partial < COUNT, f"the kill should land mid-replay ({partial} of {COUNT}): {first_err[-3000:]}"
 
-        second = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+        # The resume and the run after it are the command's work, not its process: they run in
+        # this process on the test's session (tests/cli_in_process.py), not two more drivers.
+        in_process_env = {"LAKEMQ_LOG_DIR": str(tmp_path / "logs")}
+        second = lakemq_in_process(spark, *command, env=in_process_env)
         assert second.returncode == 0, second.stderr[-2000:]
         # Again with a slightly different window (the ledger is per target, not per window):
         # nothing is sent twice.
-        narrower = [str(ended - 1) if a == str(ended) else a for a in args]
-        third = subprocess.run(narrower, check=False, capture_output=True, text=True, env=env, timeout=300)
+        narrower = [str(ended - 1) if a == str(ended) else a for a in command]
+        third = lakemq_in_process(spark, *narrower, env=in_process_env)
         assert third.returncode == 0, third.stderr[-2000:]
         assert third.stdout.startswith(f"replayed 0 message(s) to {TARGET}"), third.stdout
         copies = read_all(ns, TARGET)

@@ -148,7 +148,8 @@ def test_fifo_pop_state_survives_kill_9(cluster: Cluster) -> None:
             return popped(response, "broker-a", order=True)  # type: ignore[arg-type]
 
         invisible_s = 6.0
-        [f0] = pop_fifo(1, invisible_ms=int(invisible_s * 1000))
+        # Long polling: a send's answer does not wait for the ConsumeQueue entry (as in RocketMQ).
+        [f0] = pop_fifo(1, invisible_ms=int(invisible_s * 1000), poll_ms=5000)
         hidden_until = time.monotonic() + invisible_s
         assert (f0.body, f0.attempt) == (b"f0", 1)
         c.kill_and_restart()  # a FIFO delivery in flight

@@ -18,7 +18,7 @@ threads (from /proc), its worst event-loop lag of the last minute
 the interval, and the CommitLog files on disk and deleted so far.
 
 Verdict: (1) nothing lost: for each group, acknowledged keys - (keys it consumed | keys a new
-group finds reading every queue from offset 0, lake included) is empty, and no rolled-back
+group finds reading every queue from its first hot offset, plus the lake's rows below it) is empty, and no rolled-back
 message was ever seen; (2) flat: over the last ``--window`` seconds (at most the time after
 ``--warmup``) RSS, anonymous RSS, open files and threads grow under 5 % (the rise of each one's
 peak from the window's first half to its second, doubled: see ``growth``).
@@ -198,7 +198,7 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, object]:
         stop_consumers.set()
         await steady
         churn_changes = await churn
-        found, lowest_min = await audit(cluster.namesrv_addr)
+        found, lowest_min = await audit(cluster.namesrv_addr, lake)
     return _verdict(args, ledger, runs, samples, found, lowest_min, drain_s, churn_changes)
 
 

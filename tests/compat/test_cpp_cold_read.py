@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.topics import create_routed_topic
 from lakemq.client import PullConsumer
 from lakemq.client.admin import Admin
 from lakemq.tiering.seal import commitlog_files
@@ -50,12 +51,7 @@ async def test_cpp_push_consumer_reads_lake_then_hot_once(tmp_path: Path) -> Non
     with start_cluster(tmp_path, brokers=(BROKER,), broker_conf=cold_read_broker_conf(lake)) as cluster:
         namesrv = cluster.namesrv_addr
         store = tmp_path / BROKER / "store"
-        async with Admin(namesrv) as admin:
-            await admin.create_topic(TOPIC, queue_nums=2)
-            deadline = time.monotonic() + 15
-            while TOPIC not in await admin.list_topics():  # registered with the NameServer
-                assert time.monotonic() < deadline, "the topic never reached the NameServer"
-                await asyncio.sleep(0.1)
+        await create_routed_topic(namesrv, TOPIC, queue_nums=2)
         cpp = CppClient(namesrv, tmp_path / "cpp")
         messages = [_spec(i) for i in range(COUNT)]
         results = await cpp.produce("CppColdProducer", messages)

@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from lakemq.client.admin import Admin
+from bench.topics import create_routed_topic
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
 from lakemq.launcher import start_cluster
@@ -35,12 +35,7 @@ BROKER = "broker-a"
 
 def _produce(namesrv: str, acked: set[str], stop: threading.Event) -> None:
     async def go() -> None:
-        async with Admin(namesrv) as admin:
-            await admin.create_topic(TOPIC, queue_nums=4)
-            deadline = time.monotonic() + 30
-            while TOPIC not in await admin.list_topics():
-                assert time.monotonic() < deadline, "the topic never showed up"
-                await asyncio.sleep(0.1)
+        await create_routed_topic(namesrv, TOPIC, queue_nums=4)
         async with Producer("soak_producer", namesrv_addr=namesrv) as producer:
             i = 0
             while not stop.is_set():

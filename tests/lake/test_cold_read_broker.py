@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lakemq.client.admin import Admin
+from bench.topics import create_routed_topic
 from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.results import PullStatus
@@ -39,12 +39,7 @@ def _broker_conf(lake: Path) -> dict[str, str]:
 
 
 async def _produce(namesrv: str) -> dict[str, tuple[bytes, str | None, dict[str, str]]]:
-    async with Admin(namesrv) as admin:
-        await admin.create_topic(TOPIC, queue_nums=2)
-        deadline = time.monotonic() + 15
-        while TOPIC not in await admin.list_topics():
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.1)
+    await create_routed_topic(namesrv, TOPIC, queue_nums=2)
     sent: dict[str, tuple[bytes, str | None, dict[str, str]]] = {}
     async with Producer("cold_read_producer", namesrv_addr=namesrv) as producer:
         for i in range(COUNT):

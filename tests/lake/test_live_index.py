@@ -11,7 +11,6 @@ One cluster for the module (its broker restarted by the last test) and the worke
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from bench.topics import create_routed_topic
 from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
@@ -55,12 +55,7 @@ class Keyed:
 
 async def _produce(namesrv: str, numbers: range, *, create: bool = False) -> dict[int, str]:
     if create:
-        async with Admin(namesrv) as admin:
-            await admin.create_topic(TOPIC, queue_nums=4)
-            deadline = time.monotonic() + 15
-            while TOPIC not in await admin.list_topics():
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.1)
+        await create_routed_topic(namesrv, TOPIC, queue_nums=4)
     sent: dict[int, str] = {}
     async with Producer("keyed_producer", namesrv_addr=namesrv) as producer:
         for i in numbers:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from lakemq.client.admin import Admin
+from bench.topics import create_routed_topic
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
 from lakemq.jobs.sources import register_sources
@@ -50,12 +50,7 @@ class Live:
 
 async def _produce(namesrv: str, first: int, count: int, *, create: bool = False) -> dict[str, str]:
     if create:
-        async with Admin(namesrv) as admin:
-            await admin.create_topic(TOPIC, queue_nums=4)
-            deadline = time.monotonic() + 15
-            while TOPIC not in await admin.list_topics():
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.1)
+        await create_routed_topic(namesrv, TOPIC, queue_nums=4)
     sent: dict[str, str] = {}
     async with Producer("live_producer", namesrv_addr=namesrv) as producer:
         for i in range(first, first + count):

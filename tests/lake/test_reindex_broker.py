@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from reindex_helpers import STORE_CONF, snapshot
 
+from bench.topics import create_routed_topic
 from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.client.pull_consumer import PullConsumer
@@ -39,12 +40,7 @@ def _reindex(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
 
 
 async def _produce(namesrv: str) -> None:
-    async with Admin(namesrv) as admin:
-        await admin.create_topic(TOPIC, queue_nums=3)
-        deadline = time.monotonic() + 15
-        while TOPIC not in await admin.list_topics():
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.1)
+    await create_routed_topic(namesrv, TOPIC, queue_nums=3)
     async with Producer("reindex_producer", namesrv_addr=namesrv) as producer:
         for i in range(COUNT):
             msg = Message(TOPIC, f"order-{i}:".encode() + b"x" * 500)

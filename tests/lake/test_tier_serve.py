@@ -12,7 +12,6 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from lake_helpers import wait_flushed
 
-from lakemq.client.admin import Admin
+from bench.topics import create_routed_topic
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
 from lakemq.jobs.tier_serve import tier_serve
@@ -47,12 +46,7 @@ def _conf(lake: Path) -> dict[str, str]:
 async def _send(namesrv: str, start: int, count: int, create: bool = False) -> int:
     """Sends messages ``start .. start+count-1``; returns the CommitLog offset of the last."""
     if create:
-        async with Admin(namesrv) as admin:
-            await admin.create_topic(TOPIC, queue_nums=2)
-            deadline = time.monotonic() + 15
-            while TOPIC not in await admin.list_topics():
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.1)
+        await create_routed_topic(namesrv, TOPIC, queue_nums=2)
     last = -1
     async with Producer("fresh_producer", namesrv_addr=namesrv) as producer:
         for i in range(start, start + count):

@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.compute as pc
-
 from lakemq.client import (
     ClientConfig,
     ConsumeConcurrentlyContext,
@@ -220,16 +218,18 @@ async def tier_runs(load: Load, runs: TierRuns, stop: asyncio.Event) -> None:
 def lake_keys_below(lake: Path, lows: dict[int, int]) -> collections.Counter[str]:
     """The keys of the lake's rows of the topic below each queue's first hot offset, read from
     the Delta table itself (delta-rs): the part of the audit the hot tier no longer holds."""
-    from deltalake import DeltaTable
-
-    from lakemq.tiering.tables import MESSAGES_TABLE
+    from lakemq.tiering.lake_fs import LakeLocation
+    from lakemq.tiering.table_files import table_dataset
+    from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE
 
     found: collections.Counter[str] = collections.Counter()
     if not lows or max(lows.values()) <= 0:
         return found
-    dataset = DeltaTable(str(lake / MESSAGES_TABLE)).to_pyarrow_dataset()
-    rows = dataset.to_table(columns=["queue_id", "queue_offset", "keys"],
-                            filter=pc.field("topic") == TOPIC).to_pydict()
+    dataset = table_dataset(LakeLocation.of(str(lake)), MESSAGES_TABLE, DATA_SCHEMA,
+                            lambda add: add["partition.topic"] == TOPIC)
+    if dataset is None:
+        return found
+    rows = dataset.to_table(columns=["queue_id", "queue_offset", "keys"]).to_pydict()
     for queue_id, offset, keys in zip(rows["queue_id"], rows["queue_offset"], rows["keys"]):
         if keys and offset < lows.get(queue_id, 0):
             found[keys.split()[0]] += 1

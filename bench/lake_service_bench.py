@@ -9,7 +9,7 @@
    first pass and opens Spark Connect; the bench waits for its "lake service ready" line.
 3. With the service, --runs times each: ``lakemq sql -c broker.conf`` with one aggregate (the
    live union: the lake plus the hot tails), ``lakemq admin message query --lake --service``
-   by key, and ``lakemq replay --service`` of the replay topic into another (a new ledger each
+   by key (answered from the lake's index by the command itself, with or without the service), and ``lakemq replay --service`` of the replay topic into another (a new ledger each
    run, so every run sends them all).
 4. Without it (unless --skip-without): ``tier serve`` stopped (SIGTERM), each command once
    more, each starting its own driver after one "not reachable" line.
@@ -193,8 +193,9 @@ def report(opts: argparse.Namespace, with_service: dict[str, list[float]], witho
         "lakemq's own Spark Connect client: grpc, protobuf and pyarrow, no pyspark, pandas or numpy; no "
         "JVM), then the service's work. For `sql`'s live union that is the `lakemq` data source's "
         "resolution, planning and read in Spark's Python workers, which Spark keeps as one reused daemon "
-        "per kind (`tier serve` starts the Connect sessions' ones before it says it is ready); `admin "
-        "message query` and `replay` read the Delta table with the JVM alone.\n"
+        "per kind (`tier serve` starts the Connect sessions' ones before it says it is ready); `replay` "
+        "reads the Delta table with the JVM alone; `admin message query` finds the rows through the lake's "
+        "index and reads them itself (delta-rs and pyarrow), without the service.\n"
     )
 
 

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -107,16 +107,22 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
 
         before_lake_imports(service, master)
         from lakemq.cli.progress import JobProgress
-        from lakemq.jobs.message_lookup import find_messages
+        from lakemq.jobs.message_lookup import find_messages, find_messages_on_driver
         from lakemq.tiering.lake_fs import parse_storage_options
 
         seen = {m.msg_id for m in hot.messages}
+        # One more than shown: finding it says that --max cut the result.
+        lookup: dict[str, Any] = {"topic": topic, "key": key, "unique_key": unique_key, "begin_ms": begin_ms,
+                                  "end_ms": end_ms, "limit": max_num + 1,
+                                  "storage_options": parse_storage_options(storage_option)}
         try:
-            with JobProgress() as progress, lake_session(service, master, progress) as spark:
-                # One more than shown: finding it says that --max cut the result.
-                cold = find_messages(spark, lake, topic=topic, key=key, unique_key=unique_key, begin_ms=begin_ms,
-                                     end_ms=end_ms, limit=max_num + 1,
-                                     storage_options=parse_storage_options(storage_option))
+            # Through the lake's index a look-up reads a few rows, here; Spark only when it must.
+            found = find_messages_on_driver(lake, **lookup)
+            if found is None:
+                logging.getLogger(__name__).info("the lake look-up needs Spark: %s", lake)
+                with JobProgress() as progress, lake_session(service, master, progress) as spark:
+                    found = find_messages(spark, lake, **lookup)
+            cold = found
         except LakeMQError as exc:
             if not hot.messages:
                 raise

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakemq.errors import LakeError
@@ -27,6 +28,7 @@ from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.tables import (
     KEY_TYPE_KEY,
     KEY_TYPE_UNIQ,
+    KEYS_DATA_SCHEMA,
     KEYS_PARTITION_COLUMNS,
     KEYS_SCHEMA,
     KEYS_TABLE,
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     # Only a type here: seal imports numpy, which admin message query's look-up does not need.
     from lakemq.tiering.seal import SealedSegment
 
-__all__ = ["BACKFILL_APP", "commit_key_files", "ensure_key_index", "index_complete"]
+__all__ = ["BACKFILL_APP", "commit_key_files", "ensure_key_index", "index_complete", "indexed_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,34 @@ def index_complete(lake: LakeLocation) -> bool:
     """Whether ``message_keys`` holds the keys of every message ``messages`` held when it was
     filled (and compactions have kept it up since)."""
     return table_exists(lake, KEYS_TABLE) and _open(lake, KEYS_TABLE).transaction_version(BACKFILL_APP) is not None
+
+
+def indexed_offsets(lake: LakeLocation, topics: frozenset[str] | None, keys: frozenset[str]) -> list[int] | None:
+    """The sorted CommitLog offsets of the messages ``message_keys`` lists under ``keys`` (keys
+    from KEYS, in ``topics``: None for every topic), or None while the index is not complete.
+
+    A ``messages`` file whose offset statistics hold none of them holds no message with one of
+    those keys, in any snapshot read before this call: a compaction commits a range's keys
+    before the range's messages. Offsets of two brokers may coincide; that only keeps a file."""
+    import pyarrow.compute as pc
+
+    from lakemq.tiering.table_files import table_dataset
+
+    if not index_complete(lake):
+        return None
+    low, high = min(keys), max(keys)
+
+    def may_hold(add: Mapping[str, Any]) -> bool:
+        first, last = add.get("min.key"), add.get("max.key")
+        return ((topics is None or add["partition.topic"] in topics)
+                and (first is None or first <= high) and (last is None or low <= last))
+
+    data = table_dataset(lake, KEYS_TABLE, KEYS_DATA_SCHEMA, may_hold)
+    if data is None:
+        return []
+    cond = pc.field("key").isin(sorted(keys)) & (pc.field("key_type") == KEY_TYPE_KEY)
+    found = data.to_table(columns=["commitlog_offset"], filter=cond).column("commitlog_offset").to_pylist()
+    return sorted(set(found))
 
 
 def _commit(lake: LakeLocation, actions: list[Any], app: str, version: int, metadata: dict[str, str]) -> None:

@@ -36,10 +36,12 @@ from lakemq.client.sync import background_loop
 from lakemq.common.config import read_properties
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, ConfigError, LakeError, LakeMQError, RemotingError, TopicNotExistError
+from lakemq.jobs.key_index import indexed_offsets
 from lakemq.jobs.live_clients import drop_client, kept_client
 from lakemq.jobs.live_filters import Pushed, day_number
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.seal import QueueEnds, merge_queue_ends
+from lakemq.tiering.table_files import holds_offset
 from lakemq.tiering.tables import MESSAGES_TABLE, META_BROKER, META_QUEUE_ENDS
 
 __all__ = ["HotSpan", "LakeCut", "LakeFile", "LiveOptions", "StaleBroker", "hot_spans", "lake_cut",
@@ -60,7 +62,7 @@ class LiveOptions:
     lake: LakeLocation
     topic: str | None
     allow_stale: bool
-    key_index: bool = True  # option keyIndex: keys looked up in the brokers' index (lakemq.jobs.live_index)
+    key_index: bool = True  # option keyIndex: keys looked up in the brokers' index and the lake's message_keys
 
     @classmethod
     def of(cls, given: Mapping[str, str]) -> LiveOptions:
@@ -161,13 +163,17 @@ def _latest(lake: LakeLocation, uri: str) -> _Pinned | None:
         return pinned
 
 
-def lake_cut(lake: LakeLocation, pushed: Pushed) -> LakeCut:
+def lake_cut(lake: LakeLocation, pushed: Pushed, *, key_index: bool = False) -> LakeCut:
     """Pin the latest version of ``messages`` and read from that one snapshot its files (those
-    ``pushed`` may match) and each broker's CommitLog end and recorded queue ends."""
+    ``pushed`` may match) and each broker's CommitLog end and recorded queue ends. With
+    ``key_index``, a read restricted to keys keeps only the files holding the offsets the lake's
+    ``message_keys`` lists for them (read after the pin, so it covers the snapshot)."""
     uri = lake.table_uri(MESSAGES_TABLE)
     pinned = _latest(lake, uri)
     if pinned is None:
         return LakeCut(None)
+    lookups = pushed.key_lookups if key_index else None
+    offsets = indexed_offsets(lake, pushed.topics, lookups) if lookups else None
     if any(v is not None for a in pinned.actions for k, v in a.items() if k.startswith("deletion_vector")):
         raise LakeError(f"{uri} has deletion vectors, which the lakemq source does not read; "
                         "query messages_lake (the Delta table alone) instead")
@@ -175,7 +181,7 @@ def lake_cut(lake: LakeLocation, pushed: Pushed) -> LakeCut:
     files = tuple(
         LakeFile(urllib.parse.unquote(a["path"]), str(a["partition.topic"]), day_number(a["partition.store_date"]),
                  a.get("min.queue_offset"), a.get("max.queue_offset"))
-        for a in pinned.actions if pushed.wants_file(a)
+        for a in pinned.actions if pushed.wants_file(a) and (offsets is None or holds_offset(a, offsets))
     )
     return LakeCut(pinned.version, files, dict(pinned.commitlog_ends), json.loads(json.dumps(pinned.queue_ends)),
                    dict(pinned.last_commit_ms))

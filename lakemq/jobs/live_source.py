@@ -19,7 +19,8 @@ Options: ``namesrv``, ``lake`` (or ``conf``, a broker.conf giving ``namesrvAddr`
 asked leaves its hot tail out instead of failing the read; the planner logs how far behind
 the lake is), ``keyIndex`` (default true: a read whose filters restrict ``keys`` to a finite
 set looks the keys up in each broker's key index instead of pulling its hot tail,
-:mod:`lakemq.jobs.live_index`; false always pulls). Filters on ``topic``, ``queue_id``,
+:mod:`lakemq.jobs.live_index`, and reads only the lake files the lake's ``message_keys``
+points to; false pulls every hot tail and reads every file). Filters on ``topic``, ``queue_id``,
 ``tags``, ``keys`` (equality, IN) and ``store_timestamp`` (comparisons) are pushed down and
 applied on both sides.
 """
@@ -95,7 +96,7 @@ class LiveReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         if self.pushed.empty:
             return []
-        cut = lake_cut(self.options.lake, self.pushed)
+        cut = lake_cut(self.options.lake, self.pushed, key_index=self.options.key_index)
         spans, stale = hot_spans(self.options, cut, self.pushed)
         if stale:
             log.warning("%s", stale_note(stale))

@@ -12,7 +12,10 @@ the lake's IndexFile (:mod:`lakemq.jobs.key_index`), in two steps as RocketMQ's 
 2. the rows at those offsets in ``messages``: Delta's file statistics on ``commitlog_offset``
    leave the files that hold them, and Parquet's the row groups.
 
-The Spark reads are SQL (:mod:`lakemq.jobs.lake_sql`), so they run alike on a Spark here and on
+Where the index answers and its places lie in a few ``messages`` files (the usual look-up),
+step 2 is read on the driver too (:func:`find_messages_on_driver`): no Spark is started or
+asked, and ``admin message query --lake`` answers in about the time of its own start. Otherwise
+the reads are Spark SQL (:mod:`lakemq.jobs.lake_sql`), so they run alike on a Spark here and on
 the lake service.
 
 Both steps prune by the ``topic`` partition and the time range too. A unique key whose
@@ -31,12 +34,16 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
+from lakemq.errors import LakeError
 from lakemq.jobs.key_index import index_complete
 from lakemq.jobs.lake_sql import delta_table, sql_session, sql_string
 from lakemq.jobs.lake_tables import table_exists
 from lakemq.tiering.lake_fs import LakeLocation
-from lakemq.tiering.table_files import add_actions, table_dataset
+from lakemq.tiering.table_files import add_actions, holds_offset, table_dataset
 from lakemq.tiering.tables import (
+    DATA_SCHEMA,
     KEY_TYPE_KEY,
     KEY_TYPE_UNIQ,
     KEYS_DATA_SCHEMA,
@@ -49,12 +56,15 @@ from lakemq.tiering.tables import (
 if TYPE_CHECKING:
     from lakemq.jobs.lake_sql import SqlSession
 
-__all__ = ["LAKE_MESSAGE_ORDER", "find_messages", "key_matches"]
+__all__ = ["LAKE_MESSAGE_ORDER", "find_messages", "find_messages_on_driver", "key_matches"]
 
 _DAY_MS = 86_400_000
 # A unique key whose files Delta's statistics narrow to this many is read straight from
 # ``messages`` (one Spark query instead of two): a producer's unique keys grow with time.
 _DIRECT_FILES = 2
+# A look-up whose places lie in at most this many ``messages`` files is read on the driver,
+# without Spark (find_messages_on_driver).
+_DRIVER_FILES = 8
 # The order of a result: store time, then CommitLog order (one CommitLog per store host).
 LAKE_MESSAGE_ORDER = ("store_timestamp", "store_host", "commitlog_offset")
 
@@ -106,6 +116,58 @@ def _files_by_statistics(lake: LakeLocation, topic: str, unique_key: str) -> int
                 and (high is None or unique_key <= high))
 
     return sum(1 for add in add_actions(lake, MESSAGES_TABLE) if may_hold(add))
+
+
+def find_messages_on_driver(
+    lake_uri: str, *, topic: str, key: str | None = None, unique_key: str | None = None, begin_ms: int = 0,
+    end_ms: int | None = None, limit: int = 64, storage_options: Mapping[str, str] | None = None,
+) -> list[LakeMessage] | None:
+    """What :func:`find_messages` answers, read on the driver with delta-rs and pyarrow, or None
+    when that needs Spark: the index is not complete (the slow way scans every value), the
+    places lie in more than ``_DRIVER_FILES`` files, or the snapshot has deletion vectors (which
+    only Spark applies). A look-up reads a few rows: here tens of milliseconds, where a Spark
+    query costs a driver's start or a round trip to the lake service and its planning."""
+    from deltalake.exceptions import DeltaError
+
+    if (key is None) == (unique_key is None):
+        raise ValueError("give exactly one of key and unique_key")
+    lake = LakeLocation.of(lake_uri, storage_options)
+    if limit <= 0 or not table_exists(lake, MESSAGES_TABLE):
+        return []
+    if not index_complete(lake):
+        return None
+    if unique_key is None and (" " in str(key) or not key):
+        return []
+    try:
+        return _read_on_driver(lake, topic, unique_key if unique_key is not None else str(key),
+                               KEY_TYPE_UNIQ if unique_key is not None else KEY_TYPE_KEY, begin_ms, end_ms, limit)
+    except (OSError, pa.ArrowException, DeltaError) as exc:
+        raise LakeError(f"reading {lake.table_uri(MESSAGES_TABLE)}: {exc}") from exc
+
+
+def _read_on_driver(lake: LakeLocation, topic: str, key: str, key_type: str, begin_ms: int, end_ms: int | None,
+                    limit: int) -> list[LakeMessage] | None:
+    import pyarrow.compute as pc
+
+    places = _places(lake, topic, key, key_type, begin_ms, end_ms, limit)
+    if not places:
+        return []
+    offsets = sorted({offset for _, offset in places})
+    actions = add_actions(lake, MESSAGES_TABLE)
+    if any(v is not None for a in actions for k, v in a.items() if k.startswith("deletion_vector")):
+        return None
+
+    def keep(add: Mapping[str, Any]) -> bool:
+        return bool(add["partition.topic"] == topic and holds_offset(add, offsets))
+
+    if sum(1 for add in actions if keep(add)) > _DRIVER_FILES:
+        return None
+    data = table_dataset(lake, MESSAGES_TABLE, DATA_SCHEMA, keep, actions)
+    fetched = [] if data is None else data.to_table(
+        columns=list(LAKE_MESSAGE_COLUMNS), filter=pc.field("commitlog_offset").isin(offsets)).to_pylist()
+    found = sorted((r for r in fetched if (r["store_host"], r["commitlog_offset"]) in places),
+                   key=lambda r: tuple(r[c] for c in LAKE_MESSAGE_ORDER))
+    return [LakeMessage.from_row(topic, r) for r in found]
 
 
 def find_messages(

@@ -11,6 +11,7 @@ active exception", exit status 134).
 
 from __future__ import annotations
 
+import bisect
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,7 +23,7 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 from lakemq.tiering.damage import reading_table
 from lakemq.tiering.lake_fs import LakeLocation
 
-__all__ = ["add_actions", "table_dataset"]
+__all__ = ["add_actions", "holds_offset", "table_dataset"]
 
 AddAction = Mapping[str, Any]
 
@@ -57,3 +58,13 @@ def table_dataset(lake: LakeLocation, table: str, schema: pa.Schema, keep: Calla
     if not files:
         return None
     return ds.dataset(files, schema=schema, format="parquet", filesystem=filesystem)
+
+
+def holds_offset(action: AddAction, offsets: list[int]) -> bool:
+    """Whether a ``messages`` file's CommitLog offset statistics hold one of ``offsets``
+    (sorted); a file without them may."""
+    low, high = action.get("min.commitlog_offset"), action.get("max.commitlog_offset")
+    if low is None or high is None:
+        return True
+    i = bisect.bisect_left(offsets, low)
+    return i < len(offsets) and offsets[i] <= high

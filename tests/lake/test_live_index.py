@@ -4,7 +4,8 @@ on the broker, messages with several keys. A ``keys`` filter answers the same ro
 brokers' key index as by pulling (option keyIndex=false), across the lake/hot boundary; the
 index path pulls nothing (the broker's count of messages returned to pulls stays put); a key
 whose index answer is cut at maxMsgsNumBatch, a broker restarted (its index vouches only for what
-it dispatched since) and a broker with the index off are pulled instead, with the same answer.
+it dispatched since) and a broker with the index off are pulled instead, with the same answer. On
+the lake side the planner reads only the files the lake's ``message_keys`` points to.
 
 One cluster for the module (its broker restarted by the last test) and the worker's Spark session."""
 
@@ -22,7 +23,11 @@ from bench.topics import create_routed_topic
 from lakemq.client.admin import Admin
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
+from lakemq.jobs.key_index import index_complete
+from lakemq.jobs.live_filters import Pushed
+from lakemq.jobs.live_plan import lake_cut
 from lakemq.jobs.sources import register_sources
+from lakemq.tiering.lake_fs import LakeLocation
 from tests.cli_in_process import tier_run_in_process
 from tests.cluster import Cluster, start_cluster
 
@@ -154,3 +159,20 @@ def test_a_restarted_broker_and_a_broker_with_the_index_off_are_pulled(spark: An
     keyed.cluster.restart_broker(BROKER, {"messageIndexEnable": "false"})
     keyed.sent.update(asyncio.run(_produce(keyed.namesrv, range(1000, 1010))))
     assert _both_ways(spark, keyed, "keys IN ('k-250 g-0', 'k-1001 g-1')", {"k-250 g-0", "k-1001 g-1"})[0] > 0
+
+
+def test_the_lake_side_reads_only_the_files_message_keys_points_to(keyed: Keyed) -> None:
+    """With keyIndex the planner keeps the lake files whose CommitLog offsets hold a key's
+    messages in ``message_keys``; a key only in the hot tail reads no lake file at all."""
+    lake = LakeLocation.of(str(keyed.lake))
+    assert index_complete(lake)
+
+    def files(value: str, key_index: bool) -> int:
+        pushed = Pushed(topics=frozenset([TOPIC])).taken("keys", [value])
+        return len(lake_cut(lake, pushed, key_index=key_index).files)
+
+    every = files("k-250 g-0", False)
+    assert every > 0
+    assert files("k-250 g-0", True) == 0  # sent after the tier run: in no lake file
+    assert 0 < files("k-5 g-0", True) <= every
+    assert files("no-such-key", True) == 0

@@ -14,7 +14,7 @@ from lake_helpers import BORN_MS, WriteStore, user_messages
 
 from lakemq.client import Message, SyncProducer
 from lakemq.jobs.compact import compact
-from lakemq.jobs.message_lookup import find_messages
+from lakemq.jobs.message_lookup import find_messages, find_messages_on_driver
 from tests.cli_in_process import lakemq_in_process
 from tests.cluster import lakemq_command, start_cluster
 
@@ -101,3 +101,34 @@ def test_cli_merges_hot_tier_and_lake(spark: Any, lake: Path, tmp_path: Path) ->
     assert _tiers(cut.stdout) == ["lake", "lake", "hot"] and "UNIQ00000193" in cut.stdout
     assert "UNIQ00000183" in cut.stdout and "UNIQ00000173" not in cut.stdout
     assert cut.stdout.strip().splitlines()[-1].startswith("the newest 3 message(s) shown, oldest first")
+
+
+def test_the_driver_reads_what_spark_finds_and_defers_to_it_without_the_index(spark: Any, lake: Path) -> None:
+    """find_messages_on_driver (delta-rs and pyarrow, no Spark) answers as find_messages does;
+    without a complete index it says Spark is needed."""
+    asks: list[dict[str, Any]] = [
+        {"key": "k3"}, {"key": "k3", "limit": 4}, {"unique_key": "UNIQ00000042"}, {"key": "nope"},
+        {"key": "k3", "begin_ms": 0, "end_ms": BORN_MS - 1}, {"key": "a b"},
+    ]
+    for ask in asks:
+        on_driver = find_messages_on_driver(str(lake), topic="TopicA", **ask)
+        assert on_driver == find_messages(spark, str(lake), topic="TopicA", **ask), ask
+    assert len(find_messages_on_driver(str(lake), topic="TopicA", key="k3") or []) == 20
+    assert find_messages_on_driver(str(lake), topic="TopicB", key="k3") == []
+    shutil.move(lake / "message_keys", lake / "index-away")
+    assert find_messages_on_driver(str(lake), topic="TopicA", key="k3") is None
+
+
+def test_cli_answers_from_the_index_without_starting_spark(lake: Path, tmp_path: Path) -> None:
+    """With the lake's index complete, `admin message query --lake` reads the few rows itself:
+    it answers with no Java to start a Spark driver on."""
+    import os
+
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java"), "PATH": "/usr/bin:/bin", "COLUMNS": "250",
+           "LAKEMQ_LOG_DIR": str(tmp_path / "logs")}
+    env.pop("SPARK_HOME", None)
+    found = subprocess.run(lakemq_command("admin", "message", "query", "-n", "127.0.0.1:1",
+                                          "--lake", str(lake), "--topic", "TopicA", "--key", "k3"),
+                           check=False, capture_output=True, text=True, timeout=120, env=env)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert "20 message(s)" in found.stdout and _tiers(found.stdout) == ["lake"] * 20

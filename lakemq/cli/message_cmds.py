@@ -103,9 +103,12 @@ def query_cmd(namesrv: str, topic: str, key: str | None, unique_key: str | None,
     more = hot.more
     lake_error: LakeMQError | None = None
     if lake:
-        from lakemq.cli.lake_service import before_lake_imports, lake_session
+        from lakemq.cli.lake_service import lake_session
+        from lakemq.jobs.connect_client import keep_out_numpy
 
-        before_lake_imports(service, master)
+        # The look-up tries the lake's index in this process first, which needs pyarrow but not
+        # numpy and pandas (a second of imports): kept out until a Spark here lets them in.
+        keep_out_numpy()
         from lakemq.cli.progress import JobProgress
         from lakemq.jobs.message_lookup import find_messages, find_messages_on_driver
         from lakemq.tiering.lake_fs import parse_storage_options

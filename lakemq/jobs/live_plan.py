@@ -10,6 +10,9 @@ record, so a tier run committing the very range being read cannot make a row app
 or not at all. Where each queue's pull starts is only a saving: the queue ends recorded by
 the commits up to ``v`` (``lakemq.queueEnds`` in their commit info) are at most where the
 lake's part of the queue ends; a queue with none recorded starts at the broker's min offset.
+Brokers of one topic share the table and repeat each other's queue offsets, so the cut also
+carries each broker's store hosts (``lakemq.storeHosts`` of its commits): a stream's lake part
+of a (broker, queue) range takes only rows of those hosts.
 
 Everything here runs where Spark plans the read (a Python worker on the driver) or in the
 ``lakemq sql`` driver; the brokers are asked through lakemq's own client

@@ -7,6 +7,7 @@ read that cannot tell two brokers' rows apart fails instead of guessing."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from lakemq.jobs.live_index import in_ranges
 from lakemq.jobs.live_plan import LakeCut, LakeFile
 from lakemq.jobs.live_source import LakePart
 from lakemq.jobs.live_stream import LiveStreamReader
+from lakemq.jobs.ordered_scan import ordered_pages
 from lakemq.tiering.cold_read import ColdReader
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, manifest_path
@@ -144,3 +146,23 @@ def test_a_lake_tiered_before_hosts_were_recorded_reads_as_before(spark: Any, tm
     _tier(spark, store_b, lake, "broker-b")
     with pytest.raises(LakeError, match=f"store hosts {HOST_A}, {HOST_B} at {TOPIC} queue 0 offset 0"):
         ColdReader(location, broker="broker-a").read(TOPIC, 0, 0, COUNT, COUNT)
+
+
+@pytest.mark.spark
+def test_an_ordered_scan_reads_two_brokers_rows_at_one_position_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both brokers store the same sizes at the same millisecond: every (store_timestamp,
+    commitlog_offset) position holds two rows, and pages of an odd size still read each once."""
+    lake = tmp_path / "lake"
+    with monkeypatch.context() as frozen:
+        frozen.setattr(time, "time_ns", lambda: 1_800_000_000_000 * 1_000_000)
+        for broker, host in (("broker-a", HOST_A), ("broker-b", HOST_B)):
+            _write(tmp_path / broker, broker[-1], host)
+    for broker in ("broker-a", "broker-b"):
+        _tier(spark, tmp_path / broker, lake, broker)
+    total, left, pages = ordered_pages(spark, str(lake), topic=TOPIC, begin_ms=0, end_ms=2**62, page_rows=7)
+    rows = [(r["store_timestamp"], r["commitlog_offset"], r["msg_id"]) for page in pages for r in page.to_pylist()]
+    assert (total, left) == (2 * COUNT, 2 * COUNT)
+    assert len({m for _, _, m in rows}) == len(rows) == 2 * COUNT  # msg ids name the store host: each row once
+    assert len({(t, o) for t, o, _ in rows}) == COUNT and rows == sorted(rows, key=lambda r: r[:2])

@@ -14,7 +14,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lake_helpers import make_message, store_writer
+from reindex_helpers import store_config
 
+from lakemq.common.record import decode_message_id
 from lakemq.errors import LakeError
 from lakemq.jobs.compact import compact
 from lakemq.jobs.live_index import in_ranges
@@ -22,6 +24,8 @@ from lakemq.jobs.live_plan import LakeCut, LakeFile
 from lakemq.jobs.live_source import LakePart
 from lakemq.jobs.live_stream import LiveStreamReader
 from lakemq.jobs.ordered_scan import ordered_pages
+from lakemq.jobs.sql import register_views
+from lakemq.store.put_request import MessagesPut
 from lakemq.tiering.cold_read import ColdReader
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, manifest_path
@@ -166,3 +170,39 @@ def test_an_ordered_scan_reads_two_brokers_rows_at_one_position_once(
     assert (total, left) == (2 * COUNT, 2 * COUNT)
     assert len({m for _, _, m in rows}) == len(rows) == 2 * COUNT  # msg ids name the store host: each row once
     assert len({(t, o) for t, o, _ in rows}) == COUNT and rows == sorted(rows, key=lambda r: r[:2])
+
+
+def _transaction(root: Path, host: str, *, end: bool) -> None:
+    """A half message at the half queue's offset 0 and CommitLog offset 0; with ``end`` its
+    commit and Op message too."""
+    from lakemq.broker.transaction.half_message import op_message, real_message, to_half_message
+    from lakemq.store.message_store import MessageStore
+
+    store = MessageStore(store_config(root), store_host=host)
+    assert store.load()
+    store.start()
+    try:
+        half = make_message("PayTopic", b"tx-body", queue_id=1, uniq=f"TX-{host}", TRAN_MSG="true", PGROUP="pg")
+        to_half_message(half)
+        put = store.put(MessagesPut.of(half))
+        assert put.is_ok and put.append_result is not None and put.append_result.wrote_offset == 0
+        if end:
+            stored = store.look_message_by_offset(0)
+            assert stored is not None
+            assert store.put(MessagesPut.of(real_message(stored, host))).is_ok
+            assert store.put(MessagesPut.of(op_message(stored, host))).is_ok
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.spark
+def test_the_transactions_view_ends_a_half_message_only_by_its_own_brokers_records(spark: Any, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    for broker, host, end in (("broker-a", HOST_A, True), ("broker-b", HOST_B, False)):
+        _transaction(tmp_path / broker, host, end=end)
+        _tier(spark, tmp_path / broker, lake, broker)
+    register_views(spark, str(lake), suffix="_two")
+    states = {decode_message_id(r["msg_id"])[0]: r["state"]
+              for r in spark.sql("SELECT msg_id, state FROM transactions_two").collect()}
+    # broker-b's half shares queue and CommitLog offset 0 with broker-a's, whose Op and commit name it.
+    assert states == {HOST_A: "COMMIT", HOST_B: "PENDING"}

@@ -25,7 +25,7 @@ __all__ = ["ColdPuller"]
 
 class ColdPuller:
     def __init__(self, lake_uri: str, broker: str, metrics: BrokerMetrics, *, block_size: int = 256) -> None:
-        self.reader = ColdReader(LakeLocation.of(lake_uri), block_size=block_size)
+        self.reader = ColdReader(LakeLocation.of(lake_uri), broker=broker, block_size=block_size)
         self._broker = broker
         self._metrics = metrics
 

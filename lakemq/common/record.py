@@ -76,6 +76,7 @@ __all__ = [
     "encode_host",
     "encode_record",
     "iter_records",
+    "packed_host",
     "patch_record",
     "read_header",
     "record_size",
@@ -143,6 +144,11 @@ def encode_host(host: str) -> tuple[bytes, int]:
 
 def decode_host(ip: bytes, port: int) -> str:
     return f"{socket.inet_ntoa(ip)}:{port}"
+
+
+def packed_host(packed: int) -> str:
+    """``"ip:port"`` of a host field read as one unsigned 8-byte integer (ip << 32 | port)."""
+    return decode_host(struct.pack(">I", packed >> 32), packed & 0xFFFFFFFF)
 
 
 def create_message_id(store_ip: bytes, store_port: int, commit_log_offset: int) -> str:

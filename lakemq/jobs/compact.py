@@ -136,7 +136,7 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, writte
     lake.make_durable(lake.join(MESSAGES_TABLE, f["path"]) for f in files)
     now = int(time.time() * 1000)
     metadata = commit_metadata(broker, seal.file_name, seal.range_start, seal.range_end, rows, digest,
-                               seal.queue_ends)
+                               seal.queue_ends, seal.store_hosts)
     try:
         table.create_write_transaction(
             actions, mode="append", schema=Schema.from_arrow(MESSAGES_SCHEMA), partition_by=list(PARTITION_COLUMNS),
@@ -153,7 +153,7 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, writte
                                             seal.range_end)
     make_log_durable(lake, MESSAGES_TABLE)
     return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, committed_at,
-                         queue_ends_recorded=seal.queue_ends is not None)
+                         queue_ends_recorded=seal.queue_ends is not None, store_hosts=seal.store_hosts)
 
 
 def _commit_version(table: Any, broker: str, range_end: int) -> tuple[int, int]:

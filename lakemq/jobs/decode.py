@@ -23,8 +23,6 @@ and keeps a digest of the bodies that the written rows must match.
 
 from __future__ import annotations
 
-import socket
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakemq.common.message import MessageConst
-from lakemq.common.record import BODY_POS
+from lakemq.common.record import BODY_POS, packed_host
 from lakemq.errors import CorruptSegmentError, FrameError
 from lakemq.tiering.tables import KIND_NORMAL, MESSAGES_SCHEMA, SYSTEM_TOPIC_KINDS
 from lakemq.tiering.walk import HEADER_DTYPE, Walk, gather, record_layout, walk_records
@@ -88,7 +86,7 @@ def offsets_data(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def _hosts(packed: np.ndarray) -> pa.Array:
     """(ip << 32 | port) values -> "a.b.c.d:port" strings, formatted once per distinct host."""
     uniq, inverse = np.unique(packed, return_inverse=True)
-    names = [f"{socket.inet_ntoa(struct.pack('>I', int(u) >> 32))}:{int(u) & 0xFFFFFFFF}" for u in uniq]
+    names = [packed_host(int(u)) for u in uniq]
     return pa.array(names, pa.string()).take(pa.array(inverse.astype(np.int32)))
 
 

@@ -41,10 +41,13 @@ from lakemq.jobs.live_filters import Pushed
 from lakemq.jobs.live_plan import HotSpan
 from lakemq.tiering.tables import SPARK_ARROW_SCHEMA
 
-__all__ = ["INDEX_ASK", "IndexPart", "in_ranges", "index_rows"]
+__all__ = ["INDEX_ASK", "IndexPart", "QueueRange", "in_ranges", "index_rows"]
 
 INDEX_ASK = 2**31 - 1  # messages asked per key: as many as the broker answers (its maxMsgsNumBatch caps it)
 _NO_END = 2**63 - 1
+# (queue id, start, end, store hosts): queue offsets [start, end) of one broker's queue, whose
+# rows carry one of the store hosts (None: any, where only one broker's rows can be there).
+QueueRange = tuple[int, int, int, tuple[str, ...] | None]
 
 
 @dataclass
@@ -54,13 +57,16 @@ class IndexPart(InputPartition):
     spans: tuple[HotSpan, ...]
 
 
-def in_ranges(batch: pa.RecordBatch, ranges: Iterable[tuple[int, int, int]]) -> pa.Array:
-    """Rows whose (queue_id, queue_offset) fall in one of ``ranges`` (queue id, start, end)."""
+def in_ranges(batch: pa.RecordBatch, ranges: Iterable[QueueRange]) -> pa.Array:
+    """Rows whose (queue_id, queue_offset) fall in one of ``ranges`` (queue id, start, end,
+    store hosts) and whose store host is among the range's (any, when they are None)."""
     queue, offset = batch.column("queue_id"), batch.column("queue_offset")
     mask = pa.array([False] * batch.num_rows)
-    for queue_id, start, end in ranges:
-        mask = pc.or_(mask, pc.and_(pc.equal(queue, queue_id), pc.and_(pc.greater_equal(offset, start),
-                                                                          pc.less(offset, end))))
+    for queue_id, start, end, hosts in ranges:
+        inside = pc.and_(pc.equal(queue, queue_id), pc.and_(pc.greater_equal(offset, start), pc.less(offset, end)))
+        if hosts is not None:
+            inside = pc.and_(inside, pc.is_in(batch.column("store_host"), pa.array(hosts, pa.string())))
+        mask = pc.or_(mask, inside)
     return mask
 
 
@@ -114,5 +120,5 @@ def index_rows(consumer: PullConsumer, spans: tuple[HotSpan, ...], pushed: Pushe
     once = np.zeros(len(phys), dtype=bool)
     once[np.unique(phys, return_index=True)[1]] = True
     inside = pc.and_(pc.and_(pa.array(once), pc.greater_equal(batch.column("commitlog_offset"), first.lake_end)),
-                     in_ranges(batch, ((s.queue_id, s.start, s.end) for s in spans)))
+                     in_ranges(batch, ((s.queue_id, s.start, s.end, None) for s in spans)))
     return pushed.apply(batch.filter(inside).cast(SPARK_ARROW_SCHEMA))

@@ -10,6 +10,9 @@ record, so a tier run committing the very range being read cannot make a row app
 or not at all. Where each queue's pull starts is only a saving: the queue ends recorded by
 the commits up to ``v`` (``lakemq.queueEnds`` in their commit info) are at most where the
 lake's part of the queue ends; a queue with none recorded starts at the broker's min offset.
+Brokers of one topic share the table and repeat each other's queue offsets, so the cut also
+carries each broker's store hosts (``lakemq.storeHosts`` of its commits): a stream's lake part
+of a (broker, queue) range takes only rows of those hosts.
 
 Everything here runs where Spark plans the read (a Python worker on the driver) or in the
 ``lakemq sql`` driver; the brokers are asked through lakemq's own client
@@ -40,6 +43,7 @@ from lakemq.jobs.key_index import indexed_offsets
 from lakemq.jobs.live_clients import drop_client, kept_client
 from lakemq.jobs.live_filters import Pushed, day_number
 from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.manifest import commit_hosts
 from lakemq.tiering.seal import QueueEnds, merge_queue_ends
 from lakemq.tiering.table_files import holds_offset
 from lakemq.tiering.tables import MESSAGES_TABLE, META_BROKER, META_QUEUE_ENDS
@@ -99,6 +103,9 @@ class LakeCut:
     commitlog_ends: dict[str, int] = field(default_factory=dict)  # broker -> E (app transaction)
     queue_ends: dict[str, QueueEnds] = field(default_factory=dict)  # broker -> recorded queue ends
     last_commit_ms: dict[str, int] = field(default_factory=dict)  # broker -> its newest commit's time
+    # broker -> the store hosts its commits record: which lake rows are its (offsets overlap across brokers)
+    store_hosts: dict[str, frozenset[str]] = field(default_factory=dict)
+    hostless: frozenset[str] = frozenset()  # brokers with commits from before store hosts were recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +120,8 @@ class _Pinned:
     queue_ends: dict[str, QueueEnds]
     last_commit_ms: dict[str, int]
     commitlog_ends: dict[str, int]
+    store_hosts: dict[str, frozenset[str]]
+    hostless: frozenset[str]
 
 
 _PINNED: dict[str, _Pinned] = {}
@@ -125,6 +134,8 @@ def _pin(table: Any, since: _Pinned | None) -> _Pinned:
     actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
     queue_ends: dict[str, QueueEnds] = {} if since is None else json.loads(json.dumps(since.queue_ends))
     last = {} if since is None else dict(since.last_commit_ms)
+    hosts = {} if since is None else {b: set(h) for b, h in since.store_hosts.items()}
+    hostless = set() if since is None else set(since.hostless)
     commits = table.history(None if since is None else version - since.version)
     if since is not None and not set(range(since.version + 1, version + 1)) <= {int(c["version"]) for c in commits}:
         return _pin(table, None)  # the newest commits did not come back: read the whole history
@@ -135,8 +146,14 @@ def _pin(table: Any, since: _Pinned | None) -> _Pinned:
             continue
         last[broker] = max(last.get(broker, 0), int(commit.get("timestamp", 0)))
         merge_queue_ends(queue_ends.setdefault(broker, {}), json.loads(commit.get(META_QUEUE_ENDS) or "{}"))
+        recorded = commit_hosts(commit)
+        if recorded is None:
+            hostless.add(broker)
+        else:
+            hosts.setdefault(broker, set()).update(recorded)
     ends = {b: e for b in last if (e := table.transaction_version(b)) is not None}
-    return _Pinned(table, version, actions, queue_ends, last, ends)
+    return _Pinned(table, version, actions, queue_ends, last, ends, {b: frozenset(h) for b, h in hosts.items()},
+                   frozenset(hostless))
 
 
 def _latest(lake: LakeLocation, uri: str) -> _Pinned | None:
@@ -184,7 +201,7 @@ def lake_cut(lake: LakeLocation, pushed: Pushed, *, key_index: bool = False) -> 
         for a in pinned.actions if pushed.wants_file(a) and (offsets is None or holds_offset(a, offsets))
     )
     return LakeCut(pinned.version, files, dict(pinned.commitlog_ends), json.loads(json.dumps(pinned.queue_ends)),
-                   dict(pinned.last_commit_ms))
+                   dict(pinned.last_commit_ms), dict(pinned.store_hosts), pinned.hostless)
 
 
 @dataclass(frozen=True, slots=True)

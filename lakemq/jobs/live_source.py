@@ -50,7 +50,7 @@ from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
 from lakemq.jobs.live_clients import drop_client, kept_client
 from lakemq.jobs.live_filters import Pushed, push_filters
-from lakemq.jobs.live_index import IndexPart, in_ranges, index_rows
+from lakemq.jobs.live_index import IndexPart, QueueRange, in_ranges, index_rows
 from lakemq.jobs.live_plan import (
     HotSpan,
     LakeFile,
@@ -69,8 +69,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class LakePart(InputPartition):
     file: LakeFile
-    # A stream's micro-batch: per queue id of the file's topic, the queue offsets [start, end) it reads.
-    ranges: tuple[tuple[int, int, int], ...] | None = None
+    # A stream's micro-batch: per queue id of the file's topic, the queue offsets [start, end) it
+    # reads and the store hosts of the broker whose rows those are (None: any host).
+    ranges: tuple[QueueRange, ...] | None = None
 
 
 @dataclass
@@ -119,7 +120,7 @@ class LiveReader(DataSourceReader):
             yield from self._look_up(partition.spans)
         # Else the one empty partition Spark plans when partitions() found none: no rows.
 
-    def _read_file(self, file: LakeFile, ranges: tuple[tuple[int, int, int], ...] | None) -> Iterator[pa.RecordBatch]:
+    def _read_file(self, file: LakeFile, ranges: tuple[QueueRange, ...] | None) -> Iterator[pa.RecordBatch]:
         lake = self.options.lake
         uri = lake.table_uri(MESSAGES_TABLE)
         if lake.is_local:

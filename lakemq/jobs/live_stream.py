@@ -213,23 +213,27 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._lake_parts(cut, ranges) + self._hot_parts(cut, ranges)
 
     def _lake_parts(self, cut: LakeCut, ranges: dict[tuple[str, str, str], tuple[int, int]]) -> list[InputPartition]:
-        per_topic: dict[str, dict[int, tuple[int, int]]] = {}
-        shared: set[tuple[str, int]] = set()  # (topic, queue id) that more than one broker serves
-        for (topic, _broker, queue), span in ranges.items():
-            queues = per_topic.setdefault(topic, {})
-            if int(queue) in queues:
-                shared.add((topic, int(queue)))
-            queues[int(queue)] = span
+        """Per data file, the queue ranges it may hold rows of; a broker's range takes only rows
+        of its store hosts, as the lake's commits record them (queue offsets repeat across
+        brokers of one topic)."""
+        per_topic: dict[str, list[tuple[int, int, int, tuple[str, ...] | None]]] = {}
+        brokers: dict[tuple[str, int], set[str]] = {}  # (topic, queue id) -> the brokers serving it
+        for (topic, broker, queue), (start, end) in sorted(ranges.items()):
+            # A broker with commits that lack hosts: its rows are told apart only on a topic it alone serves.
+            hosts = None if broker in cut.hostless else tuple(sorted(cut.store_hosts.get(broker, ())))
+            per_topic.setdefault(topic, []).append((int(queue), start, end, hosts))
+            brokers.setdefault((topic, int(queue)), set()).add(broker)
         parts: list[InputPartition] = []
         for file in cut.files:
-            wanted = per_topic.get(file.topic, {})
-            if any((file.topic, q) in shared for q in wanted):
-                # The lake's rows name no broker: two brokers' queue q of one topic cannot be told apart.
+            wanted = per_topic.get(file.topic, [])
+            if any(h is None and len(brokers[(file.topic, q)]) > 1 for q, _, _, h in wanted):
                 raise LakeError(f"the lakemq stream reads {file.topic} from more than one broker and the lake "
-                                "holds part of it; lake rows name no broker, so stream one broker's topics")
-            kept = tuple((q, s, e) for q, (s, e) in sorted(wanted.items())
+                                "holds part of it in commits that record no store hosts (tiered before they "
+                                "were recorded), so the brokers' rows cannot be told apart; stream one "
+                                "broker's topics")
+            kept = tuple((q, s, e, h) for q, s, e, h in wanted
                          if (file.max_queue_offset is None or s <= file.max_queue_offset)
-                         and (file.min_queue_offset is None or file.min_queue_offset < e))
+                         and (file.min_queue_offset is None or file.min_queue_offset < e) and h != ())
             if kept:
                 parts.append(LakePart(file, kept))
         return parts

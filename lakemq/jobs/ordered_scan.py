@@ -13,6 +13,9 @@ cannot slip into a page.
    so Delta's file statistics and Parquet's row-group statistics on ``store_timestamp`` keep
    it to the files that hold the page.
 
+A position (store_timestamp, commitlog_offset) does not name a broker: two brokers' rows may
+share one. A page holds all rows of each key it spans, so no row is read twice or skipped.
+
 Both are SQL (:mod:`lakemq.jobs.lake_sql`): they run alike on a Spark here and on the lake
 service.
 """
@@ -88,9 +91,19 @@ def ordered_pages(
                        f"{' AND ' + _after(after) if resumed else ''}").sort_by(_ORDER)
     total = session.sql(f"SELECT count(*) AS n {rows}").column(0)[0].as_py() if resumed else keys.num_rows
 
+    # Brokers' CommitLog offsets overlap, so two rows (two brokers') can share a sort key: a
+    # page ends after the last of its last key's rows (each page's query reads whole keys).
+    times = keys.column(0).to_numpy()
+    offsets = keys.column(1).to_numpy()
+
     def pages() -> Iterator[pa.Table]:
-        for start in range(0, keys.num_rows, page_rows):
-            page = keys.slice(start, page_rows)
+        start = 0
+        while start < keys.num_rows:
+            end = min(start + page_rows, keys.num_rows)
+            while end < keys.num_rows and times[end] == times[end - 1] and offsets[end] == offsets[end - 1]:
+                end += 1
+            page = keys.slice(start, end - start)
+            start = end
             first = (page.column(0)[0].as_py(), page.column(1)[0].as_py())
             last = (page.column(0)[-1].as_py(), page.column(1)[-1].as_py())
             span = _in_range(session, lake, version, topic, first[0], last[0])

@@ -18,7 +18,9 @@ batches are on the wire at once (with a ``send_batch`` returning Futures, e.g.
 
 Sending each row once, whatever the window: a ledger (:class:`Ledger`, one JSON file per source
 topic, target topic, cluster and lake) records the ranges of source positions (store_timestamp,
-commitlog_offset) whose rows the target has acknowledged, across every run and window. A run
+commitlog_offset) whose rows the target has acknowledged, across every run and window (a
+position does not name a broker, so two brokers' rows may share one: a batch never ends
+between them, and the ledger holds both or neither). A run
 skips the rows in those ranges, and adds its own range as batches are acknowledged. Before a
 batch goes out the ledger records the range on the wire; a re-run after a run died looks the
 rows of that range up at the broker by their UNIQ_KEY (``found_at_broker``) and sends only
@@ -307,10 +309,12 @@ def replay(
             ):
                 recovered += 1
                 continue
+            if len(pending) >= batch and position != last:
+                # A batch never ends between rows of one position (two brokers' rows may share
+                # one): the ledger's ranges then hold or leave out both.
+                submit()
             last = position
             pending.append((queue, msg))
-            if len(pending) == batch:
-                submit()
     if pending:
         submit()
     ack(until=0)

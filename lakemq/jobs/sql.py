@@ -81,6 +81,8 @@ _KIND_VIEWS = {
     "transactions_half": KIND_TRANS_HALF, "transactions_op": KIND_TRANS_OP,
 }
 
+# Queue and CommitLog offsets are each broker's own: an Op or commit record matches a half
+# message of the broker that stored it (same store_host) only.
 _TRANSACTIONS = """
 SELECT h.properties['REAL_TOPIC'] AS topic, h.commitlog_offset AS half_offset, h.queue_offset AS half_queue_offset,
        h.msg_id, h.uniq_key, h.keys, h.properties['PGROUP'] AS producer_group, h.born_timestamp,
@@ -91,11 +93,11 @@ SELECT h.properties['REAL_TOPIC'] AS topic, h.commitlog_offset AS half_offset, h
        c.commit_offset,
        COALESCE(CAST(h.properties['TRANSACTION_CHECK_TIMES'] AS INT), 0) AS checks
 FROM {half} h
-LEFT JOIN (SELECT DISTINCT CAST(CAST(body AS STRING) AS BIGINT) AS half_queue_offset FROM {op}) o
-  ON o.half_queue_offset = h.queue_offset
-LEFT JOIN (SELECT prepared_transaction_offset, MIN(commitlog_offset) AS commit_offset FROM {all}
-           WHERE kind = 'normal' AND (sys_flag & 12) = 8 GROUP BY prepared_transaction_offset) c
-  ON c.prepared_transaction_offset = h.commitlog_offset
+LEFT JOIN (SELECT DISTINCT store_host, CAST(CAST(body AS STRING) AS BIGINT) AS half_queue_offset FROM {op}) o
+  ON o.store_host = h.store_host AND o.half_queue_offset = h.queue_offset
+LEFT JOIN (SELECT store_host, prepared_transaction_offset, MIN(commitlog_offset) AS commit_offset FROM {all}
+           WHERE kind = 'normal' AND (sys_flag & 12) = 8 GROUP BY store_host, prepared_transaction_offset) c
+  ON c.store_host = h.store_host AND c.prepared_transaction_offset = h.commitlog_offset
 """
 
 

@@ -8,6 +8,12 @@ Reads go by blocks of ``block_size`` offsets kept in an LRU, so a consumer walki
 sequentially costs one lake read per block. A block read while the lake held only part of it
 is read again when an offset it lacks is asked for: tiering may have added it since. Callers
 run ``read`` off the event loop.
+
+Every broker tiers into the one table, and two brokers' queues of one topic hold the same
+queue offsets; a reader for a broker takes only rows of its store hosts, which its commits
+record (:mod:`lakemq.tiering.broker_hosts`, read again with every block read from the lake).
+Where the log cannot say (commits from before hosts were recorded) and rows of two hosts meet
+at one queue offset, the read fails instead of guessing which is the broker's.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from lakemq.errors import LakeError
+from lakemq.tiering.broker_hosts import BrokerHosts, HostsSeen
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.table_files import table_dataset
 from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_TABLE, encode_row
@@ -44,8 +52,11 @@ class ColdReadStats:
 
 
 class ColdReader:
-    def __init__(self, lake: LakeLocation, *, block_size: int = 256, cache_blocks: int = 64) -> None:
+    def __init__(self, lake: LakeLocation, *, broker: str | None = None, block_size: int = 256,
+                 cache_blocks: int = 64) -> None:
+        """``broker``: the broker whose rows are read (None: any, for a lake of one broker)."""
         self.lake = lake
+        self._hosts = None if broker is None else BrokerHosts(lake, broker)
         self.block_size = block_size
         self.cache_blocks = cache_blocks
         self.stats = ColdReadStats()
@@ -103,9 +114,34 @@ class ColdReader:
             & (pc.field("queue_offset") >= start)
             & (pc.field("queue_offset") < end)
         )
-        rows = data.to_table(columns=_COLUMNS, filter=cond).to_pylist()
+        seen = None if self._hosts is None else self._hosts.current()
+        at: dict[int, list[dict[str, Any]]] = {}
+        for row in data.to_table(columns=_COLUMNS, filter=cond).to_pylist():
+            at.setdefault(row["queue_offset"], []).append(row)
         topic_bytes = topic.encode()
-        return {row["queue_offset"]: _encode(topic_bytes, row) for row in rows}
+        block: dict[int, ColdRecord] = {}
+        for offset, rows in at.items():
+            row = self._mine(topic, queue_id, offset, rows, seen)
+            if row is not None:
+                block[offset] = _encode(topic_bytes, row)
+        return block
+
+    def _mine(self, topic: str, queue_id: int, offset: int, rows: list[dict[str, Any]],
+              seen: HostsSeen | None) -> dict[str, Any] | None:
+        """The broker's row among the lake's rows at one queue offset, or None when none is."""
+        if seen is not None:
+            mine = [r for r in rows if r["store_host"] in seen.hosts]
+            if mine or seen.complete:
+                rows = mine
+            # Else the rows of its commits that lack hosts may be any of them: decided below.
+        hosts = sorted({r["store_host"] for r in rows})
+        if len(hosts) > 1:
+            whose = "" if self._hosts is None else f" broker {self._hosts.broker}'s"
+            raise LakeError(
+                f"the lake holds rows of store hosts {', '.join(hosts)} at {topic} queue {queue_id} offset "
+                f"{offset} and its commits do not say which is{whose} (tiered before store hosts were "
+                "recorded); read it with a query that selects store_host")
+        return rows[0] if rows else None
 
 
 def may_hold(add: Mapping[str, Any], queue_id: int, start: int, end: int) -> bool:

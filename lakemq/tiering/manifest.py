@@ -10,7 +10,8 @@ table, is rebuilt by :meth:`Manifest.reconcile` from the table's history; only t
 The manifest also knows where each queue ended (``queue_ends``: the queue offset after its
 last record in the lake, merged over the ranges whose commits recorded them), so a rebuild of
 the ConsumeQueues (``lakemq reindex``) continues a queue whose records all left the local
-disk from where it really ended.
+disk from where it really ended. Each entry keeps the range's store hosts
+(``store_hosts``, from its commit), which tell the broker's rows apart from other brokers'.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -35,9 +36,10 @@ from lakemq.tiering.tables import (
     META_RANGE_START,
     META_ROWS,
     META_SEGMENT,
+    META_STORE_HOSTS,
 )
 
-__all__ = ["Manifest", "ManifestEntry", "commit_metadata", "manifest_path"]
+__all__ = ["Manifest", "ManifestEntry", "commit_hosts", "commit_metadata", "manifest_path"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ class ManifestEntry:
     verified: bool = False
     committed_at_ms: int = 0
     queue_ends_recorded: bool = False  # the commit recorded the range's queue ends
+    store_hosts: tuple[str, ...] | None = None  # the range's store hosts; None: its commit lacks them
 
 
 def manifest_path(lake: LakeLocation, broker: str) -> str:
@@ -60,13 +63,22 @@ def manifest_path(lake: LakeLocation, broker: str) -> str:
 
 
 def commit_metadata(broker: str, segment: str, range_start: int, range_end: int, rows: int, digest: int,
-                    queue_ends: QueueEnds | None = None) -> dict[str, Any]:
+                    queue_ends: QueueEnds | None = None, store_hosts: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The custom commit info of a segment commit (the digest as a string: it is a u64)."""
     meta: dict[str, Any] = {META_BROKER: broker, META_SEGMENT: segment, META_RANGE_START: range_start,
                             META_RANGE_END: range_end, META_ROWS: rows, META_DIGEST: str(digest)}
     if queue_ends is not None:
         meta[META_QUEUE_ENDS] = json.dumps(queue_ends, separators=(",", ":"))
+    if store_hosts is not None:
+        meta[META_STORE_HOSTS] = json.dumps(list(store_hosts), separators=(",", ":"))
     return meta
+
+
+def commit_hosts(commit: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The store hosts a segment commit's info records; None for a commit written before
+    they were recorded."""
+    raw = commit.get(META_STORE_HOSTS)
+    return None if raw is None else tuple(json.loads(raw))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +138,9 @@ class Manifest:
             return None
         try:
             raw = json.loads(lake.read_bytes(path))
-            return cls(raw["broker"], tuple(ManifestEntry(**e) for e in raw["entries"]), raw.get("queue_ends", {}))
+            entries = tuple(ManifestEntry(**{**e, "store_hosts": _hosts_tuple(e.get("store_hosts"))})
+                            for e in raw["entries"])
+            return cls(raw["broker"], entries, raw.get("queue_ends", {}))
         except (ValueError, KeyError, TypeError) as exc:
             log.error("manifest %s is unreadable (%s); rebuilding it from the Delta log", path, exc)
             return None
@@ -162,6 +176,7 @@ class Manifest:
                     segment=str(commit[META_SEGMENT]), delta_version=int(commit["version"]),
                     rows=int(commit[META_ROWS]), digest=int(commit[META_DIGEST]),
                     committed_at_ms=int(commit.get("timestamp", 0)), queue_ends_recorded=recorded,
+                    store_hosts=commit_hosts(commit),
                 ))
             if found:
                 log.warning("manifest for %s lacked %d committed range(s); recovered them from the Delta log",
@@ -180,3 +195,7 @@ class Manifest:
         """The broker's manifest, brought up to date with the Delta log."""
         current = cls.load(lake, broker) or cls(broker)
         return current.reconcile(lake)
+
+
+def _hosts_tuple(hosts: list[str] | None) -> tuple[str, ...] | None:
+    return None if hosts is None else tuple(hosts)

@@ -19,7 +19,11 @@ gets a seal file ``{store}/tiering/seals/{range start, 20 digits}.json`` holding
 - ``queue_ends``: per topic and queue id, the queue offset after the range's last record of
   that queue (records that take no queue offset, prepared and rolled-back ones, left out).
   The manifest keeps them, so the lake knows where every queue ended even once the local
-  files are gone (``lakemq reindex`` continues each queue from there).
+  files are gone (``lakemq reindex`` continues each queue from there);
+- ``store_hosts``: the distinct STORE_HOST ("ip:port") of the range's records. Brokers of
+  one topic tier into one table and their queue and CommitLog offsets overlap; the store host
+  is what tells a row's broker apart, so the commit records them and readers (verification,
+  cold reads, the stream) take only their broker's rows.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from lakemq.common.durable import write_file_durably
-from lakemq.common.record import BODY_POS, HEAD
+from lakemq.common.record import BODY_POS, HEAD, packed_host
 from lakemq.store.checkpoint import read_flushed_offset
 from lakemq.tiering.digest import crc32c_slices, digest_of
 from lakemq.tiering.walk import HEADER_DTYPE, Walk, gather, walk_records
@@ -88,6 +92,7 @@ class SealedSegment:
     corrupt: tuple[tuple[int, int], ...]
     sealed_at_ms: int
     queue_ends: QueueEnds | None = None  # None: sealed before queue ends were recorded
+    store_hosts: tuple[str, ...] | None = None  # sorted; None: sealed before store hosts were recorded
 
     def byte_ranges(self) -> list[tuple[int, int]]:
         """CommitLog offset ranges, each starting on a record, covering the sealed records."""
@@ -102,6 +107,8 @@ class SealedSegment:
         raw = json.loads(text)
         raw["boundaries"] = tuple(raw["boundaries"])
         raw["corrupt"] = tuple(tuple(c) for c in raw["corrupt"])
+        if raw.get("store_hosts") is not None:
+            raw["store_hosts"] = tuple(raw["store_hosts"])
         return cls(**raw)
 
 
@@ -184,6 +191,17 @@ def _queue_ends(buf: mmap.mmap, starts: np.ndarray) -> QueueEnds:
     return ends
 
 
+def _store_hosts(buf: mmap.mmap, starts: np.ndarray) -> tuple[str, ...]:
+    """The sorted distinct STORE_HOSTs of the records at ``starts``, every record counted (the
+    lake holds a row for each, prepared and rolled-back ones too)."""
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    packed: set[int] = set()
+    for lo in range(0, len(starts), _KEY_CHUNK):
+        hdr = gather(raw, starts[lo : lo + _KEY_CHUNK], BODY_POS).view(HEADER_DTYPE).reshape(-1)
+        packed.update(np.unique(hdr["store_host"]).tolist())
+    return tuple(sorted(packed_host(p) for p in packed))
+
+
 def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, stride: int,
                flushed_end: int | None = None) -> SealedSegment | None:
     # With ``flushed_end`` only the bytes below it are read: a record it cuts is the frontier.
@@ -218,7 +236,7 @@ def _seal_file(f: CommitLogFile, from_offset: int, *, last: bool, idle: bool, st
                 range_end=range_end, data_end=data_end, full=full, rows=len(starts),
                 digest=_digest(buf, f.start, starts), boundaries=tuple(int(b) + f.start for b in bounds),
                 corrupt=tuple((a + f.start, b + f.start) for a, b in corrupt), sealed_at_ms=int(time.time() * 1000),
-                queue_ends=_queue_ends(buf, starts),
+                queue_ends=_queue_ends(buf, starts), store_hosts=_store_hosts(buf, starts),
             )
     for a, b in seal.corrupt:
         log.error("CommitLog %s: no valid record in offsets [%d, %d)", f.path.name, a, b)

@@ -41,6 +41,7 @@ __all__ = [
     "META_RANGE_START",
     "META_ROWS",
     "META_SEGMENT",
+    "META_STORE_HOSTS",
     "PARTITION_COLUMNS",
     "SPARK_ARROW_SCHEMA",
     "SPARK_DDL",
@@ -176,6 +177,9 @@ META_DIGEST: Final = "lakemq.digest"
 META_SEGMENT: Final = "lakemq.segment"
 # JSON {topic: {queue id: next queue offset}} of the range's records (lakemq.tiering.seal).
 META_QUEUE_ENDS: Final = "lakemq.queueEnds"
+# JSON list of the range's distinct ``store_host`` values: which rows are the broker's (its
+# queue and CommitLog offsets are not unique across brokers). Older commits lack it.
+META_STORE_HOSTS: Final = "lakemq.storeHosts"
 
 
 def encode_row(topic: bytes, row: Mapping[str, Any], properties: dict[str, str], store_host: str) -> bytes:

@@ -4,14 +4,16 @@ For a committed range, the lake's rows with CommitLog offsets in the range are r
 (the files are found through the snapshot's per-file offset statistics, so this still works
 after optimize rewrote them) and their count and digest are compared with the seal's,
 which came from the segment's own bytes. Equal means every record is in the lake exactly
-once with its body intact.
+once with its body intact. Brokers share the table and their CommitLog offsets overlap, so
+only rows of the seal's store hosts are counted (a seal from before they were recorded
+counts every row in the range, as a lake of one broker needs).
 """
 
 from __future__ import annotations
 
 import logging
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,15 +57,20 @@ def _files_overlapping(lake: LakeLocation, start: int, end: int) -> list[str]:
     return [f"{uri}/{urllib.parse.unquote(p)}" for p in paths]
 
 
-def count_lake_range(lake: LakeLocation, start: int, end: int) -> LakeCount:
-    """Rows and digest of the lake's ``messages`` rows with offsets in [start, end)."""
+def count_lake_range(lake: LakeLocation, start: int, end: int,
+                     store_hosts: Collection[str] | None = None) -> LakeCount:
+    """Rows and digest of the lake's ``messages`` rows with offsets in [start, end) and, when
+    ``store_hosts`` is given, a store host among them (one broker's rows)."""
     rows = 0
     digests = []
+    columns = ["commitlog_offset", "body"] + ([] if store_hosts is None else ["store_host"])
     for uri in _files_overlapping(lake, start, end):
         with lake.fs.open(uri, "rb") as fh:
-            table = pq.read_table(fh, columns=["commitlog_offset", "body"])
+            table = pq.read_table(fh, columns=columns)
         offsets = table.column("commitlog_offset")
         mask = pc.and_(pc.greater_equal(offsets, start), pc.less(offsets, end))
+        if store_hosts is not None:
+            mask = pc.and_(mask, pc.is_in(table.column("store_host"), pa.array(sorted(store_hosts), pa.string())))
         part = table.filter(mask)
         if part.num_rows:
             rows += part.num_rows
@@ -83,7 +90,7 @@ def verify_manifest(
     counts: dict[int, LakeCount] = {}
     for i, entry in enumerate(todo):
         seal = seals[entry.range_start]
-        found = count_lake_range(lake, entry.range_start, entry.range_end)
+        found = count_lake_range(lake, entry.range_start, entry.range_end, seal.store_hosts)
         counts[entry.range_start] = found
         expected = (seal.rows, seal.digest)
         if (found.rows, found.digest) != expected or (entry.rows, entry.digest) != expected:

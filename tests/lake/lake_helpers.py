@@ -15,6 +15,7 @@ from lakemq.store.config import StoreConfig
 from lakemq.store.put_request import MessagesPut
 
 FILE_SIZE = 64 * 1024
+STORE_HOST = "10.1.2.3:10911"
 BORN_MS = 1_700_000_000_000
 
 
@@ -37,10 +38,11 @@ WriteStore = Callable[..., list[int]]
 def store_writer(store_dir: Path) -> WriteStore:
     """Append messages through the real CommitLog; returns their CommitLog offsets."""
 
-    def write(messages: list[MessageExtBrokerInner], file_size: int = FILE_SIZE) -> list[int]:
+    def write(messages: list[MessageExtBrokerInner], file_size: int = FILE_SIZE,
+              store_host: str = STORE_HOST) -> list[int]:
         config = StoreConfig(store_path_root_dir=str(store_dir), mapped_file_size_commit_log=file_size,
                              max_message_size=16 * 1024)
-        log = CommitLog(config, store_host="10.1.2.3:10911")
+        log = CommitLog(config, store_host=store_host)
         assert log.load()
         log.recover_normally()
         log.start()

@@ -36,7 +36,7 @@ def test_power_cuts_under_a_broker(tmp_path: Path, flush: str) -> None:
 @pytest.mark.timeout(300)
 def test_power_cuts_under_a_sync_master_and_its_slave(tmp_path: Path) -> None:
     cuts = 2
-    report = run_power_cuts(tmp_path, cuts, flush="SYNC_FLUSH", slave=True,
+    report = run_power_cuts(tmp_path, cuts, flush="SYNC_FLUSH", slaves=1,
                             seed=int(os.environ.get("LAKEMQ_POWERCUT_SEED", "5")))
     assert report.failures == []
     assert report.slave_checks == cuts, "the slave did not catch up and match the master after every cut"

@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from lakemq.broker.ha.config import HaConfig
+from lakemq.broker.ha.roster import listed_slaves
 from lakemq.broker.ha.slave import CommitLogReplica, HaClient
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import LakeMQError
-from lakemq.remoting import fastjson
 from lakemq.remoting.bodies import KVTable
 from lakemq.remoting.client import RemotingClient
 from lakemq.remoting.codec import RemotingCommand
@@ -129,31 +129,26 @@ class MasterCatchUp:
 
 
 async def slave_ends(client: RemotingClient, namesrv_addrs: Sequence[str], broker_name: str,
-                     timeout_s: float) -> list[SlaveEnd] | None:
+                     timeout_s: float, recorded: Collection[int] = ()) -> list[SlaveEnd] | None:
     """Where each slave of ``broker_name`` ends, by the first NameServer that answers with its
-    cluster info and each listed slave's runtime info; None while the NameServers list none or
-    one of them does not answer."""
-    for namesrv in namesrv_addrs:
+    cluster info and each listed slave's runtime info; None while the NameServers list none,
+    lack a slave of ``recorded`` (the brokerIds this master has had: lakemq.broker.ha.roster),
+    or one of them does not answer."""
+    listed = await listed_slaves(client, namesrv_addrs, broker_name, timeout_s)
+    if not listed:
+        return None
+    missing = sorted(set(recorded) - set(listed))
+    if missing:
+        log.warning("HA: the slaves with brokerId %s are not listed by the NameServers (not started again yet?)",
+                    ", ".join(map(str, missing)))
+        return None
+    ends = []
+    for addr in listed.values():
         try:
-            response = await client.invoke(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO),
-                                           timeout_s)
-        except (LakeMQError, OSError) as exc:
-            log.warning("HA: asking %s for the cluster info failed: %s", namesrv, exc)
-            continue
-        if response.code != ResponseCode.SUCCESS:
-            continue
-        table = fastjson.loads(response.body or b"{}").get("brokerAddrTable") or {}
-        brokers = (table.get(broker_name) or {}).get("brokerAddrs") or {}
-        slaves = [str(addr) for broker_id, addr in brokers.items() if int(broker_id) != 0]
-        ends = []
-        for addr in slaves:
-            try:
-                info = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO),
-                                           timeout_s)
-                runtime = KVTable.decode(info.body).table if info.code == ResponseCode.SUCCESS else {}
-                ends.append(SlaveEnd(addr, runtime["haServerAddr"], int(runtime["commitLogMaxOffset"])))
-            except (LakeMQError, OSError, ValueError, KeyError) as exc:
-                log.warning("HA: the slave at %s did not say where it ends: %s", addr, exc)
-                return None
-        return ends or None
-    return None
+            info = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout_s)
+            runtime = KVTable.decode(info.body).table if info.code == ResponseCode.SUCCESS else {}
+            ends.append(SlaveEnd(addr, runtime["haServerAddr"], int(runtime["commitLogMaxOffset"])))
+        except (LakeMQError, OSError, ValueError, KeyError) as exc:
+            log.warning("HA: the slave at %s did not say where it ends: %s", addr, exc)
+            return None
+    return ends

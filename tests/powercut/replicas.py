@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from lakemq.common.record import MESSAGE_MAGIC_CODE, RecordError, decode_record
+from lakemq.common.record import MESSAGE_MAGIC_CODE, decode_record
+from lakemq.errors import RecordError
 
 __all__ = ["QueueSlot", "read_range", "records"]
 

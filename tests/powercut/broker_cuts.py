@@ -246,8 +246,11 @@ class PowerCutRun:
                 seq += 1
                 try:
                     result = await producer.send(msg, mq=MessageQueue(TOPIC, BROKER, p % QUEUES), timeout_ms=3000)
-                except (LakeMQError, OSError, TimeoutError):  # the broker is gone: nothing more is acknowledged
-                    return
+                except (LakeMQError, OSError, TimeoutError):
+                    # Not acknowledged: the broker is gone (the cut), or a master back from a
+                    # cut still holds its puts until it heard from its slaves. Again, until the cut.
+                    await asyncio.sleep(0.1)
+                    continue
                 if result.send_status is SendStatus.SEND_OK:
                     sent.append(Acked(p % QUEUES, result.queue_offset, body, time.monotonic()))
         finally:

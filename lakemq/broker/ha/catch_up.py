@@ -6,11 +6,12 @@ either side. A power cut of the master's machine alone takes what the master had
 while the slaves, running on, hold it: acknowledged messages only a slave has. If the master
 went on, its next puts would take those CommitLog and queue offsets with other messages. So
 after an abnormal exit such a master starts with its puts held (MessageStore refuses them,
-SERVICE_NOT_AVAILABLE) until a slave's first report, and then until every slave the
-NameServers list for its broker name has said where it ends (its runtime info's
-``commitLogMaxOffset``; a listed slave that does not answer is asked again until it does or
-the NameServers drop it). With two slaves the one a send waited for may be the one that
-reports last. Then, by the furthest slave's end:
+SERVICE_NOT_AVAILABLE) until a slave's first report, and then until the NameServers list
+every slave the master has had (its roster, lakemq.broker.ha.roster: after a cut of the whole
+site a slave not started again yet is not listed) and each listed slave has said where it ends
+(its runtime info's ``commitLogMaxOffset``; one that does not answer is asked again until it
+does). With two slaves the one a send waited for may be the one that reports, or starts,
+last. Then, by the furthest slave's end:
 
 - at or before the master's end: no slave holds anything the master lacks; puts resume;
 - past it: the master follows that slave's HA listener (its ``haServerAddr``) as a slave would
@@ -94,7 +95,7 @@ class MasterCatchUp:
         try:
             ends = await self._slave_ends()
             while not ends:
-                log.warning("HA: not every slave the NameServers list for this broker has said where its "
+                log.warning("HA: not every slave of this master has said where its "
                             "CommitLog ends; puts stay held; asking again in %.0f s", _RETRY_S)
                 await asyncio.sleep(_RETRY_S)
                 ends = await self._slave_ends()

@@ -48,6 +48,7 @@ from lakemq.broker.ha.catch_up import MasterCatchUp, slave_ends
 from lakemq.broker.ha.config import HaConfig, check_role
 from lakemq.broker.ha.master import HaServer
 from lakemq.broker.ha.progress import ReplicationProgress
+from lakemq.broker.ha.roster import SlaveRoster, listed_slaves
 from lakemq.broker.ha.slave import HaClient
 from lakemq.broker.ha.slave_sync import SlaveSynchronize
 from lakemq.broker.loop_lag import LoopLagProbe
@@ -305,14 +306,21 @@ class BrokerController:
         # A SYNC_FLUSH master ships only what it synced (docs/REPLICATION.md, "a slave ahead of
         # its master"); a slave's listener serves what replication appended, flushed or not.
         flushed_only = self.role.is_master and self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        catch_up = None
+        catch_up = roster = None
+        client, names, timeout = self.remoting_client, c.namesrv_addr, c.register_broker_timeout_mills / 1000
+        if self.store_config.broker_role is BrokerRole.SYNC_MASTER and \
+                self.store_config.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
+            # The slaves a crash must not make it forget (lakemq.broker.ha.roster).
+            roster = SlaveRoster(self.store_config.config_dir / "haSlaves.json",
+                                 lambda: listed_slaves(client, names, c.broker_name, timeout))
         if self.store.puts_held:
-            client, names, timeout = self.remoting_client, c.namesrv_addr, c.register_broker_timeout_mills / 1000
+            assert roster is not None
+            recorded = roster
             catch_up = MasterCatchUp(self.store, self.ha_config, lambda: slave_ends(
-                client, names, c.broker_name, timeout))
+                client, names, c.broker_name, timeout, recorded.ids))
         self.ha_server = HaServer(self.store, self.ha_config, self.replication, c.ha_host,
                                   self.ha_config.listen_port(c.listen_port), flushed_only=flushed_only,
-                                  catch_up=catch_up)
+                                  catch_up=catch_up, roster=roster)
         await self.ha_server.start()
         self.ha_server_addr = self.ha_server.address
         self.store.message_arriving_listeners.append(self.ha_server.notify_threadsafe)

@@ -16,6 +16,7 @@ cut of both machines the slave resumes by itself and matches the recovered maste
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -206,30 +207,61 @@ async def _wait_end(addr: str, ns: str, want: int, timeout: float = 30.0) -> Non
         await asyncio.sleep(0.1)
 
 
+SECOND = f"{SLAVE}2"
+
+
+async def _two_slaves_and_a_tail(cluster: Cluster) -> tuple[str, int, int, list[str]]:
+    """An ASYNC_FLUSH SYNC_MASTER with two slaves takes 20 sends, the second slave stops, the
+    first takes 20 more. Returns the topic, where the second slave ends, where the first does,
+    and the 40 acknowledged keys."""
+    ns = cluster.namesrv_addr
+    _start_pair(cluster, "SYNC_MASTER", "ASYNC_FLUSH")
+    cluster.add_broker(SECOND, {**FAST_HA, "brokerName": "broker-a", "brokerRole": "SLAVE", "brokerId": "2"})
+    topic = unique("Ahead")
+    async with Admin(ns) as admin:
+        await admin.create_topic(topic, queue_nums=1)
+    async with Producer(unique("pg"), namesrv_addr=ns) as producer:
+        for i in range(20):
+            assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
+        first_half = await wait_caught_up(cluster)
+        await _wait_end(cluster.broker_addr(SECOND), ns, first_half)
+        assert cluster.stop_broker(SECOND) == 0
+        for i in range(20, 40):
+            assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
+    held = await wait_caught_up(cluster)
+    return topic, first_half, held, list(unique_keys(commit_log_dir(cluster, SLAVE)))
+
+
+async def _copied_back_from_the_first(cluster: Cluster, topic: str, end: int, held: int, acked_keys: list[str]) -> None:
+    """The master, back at ``end``, copied the first slave's bytes up to ``held`` before its
+    first put, which takes queue offset 40; all three end with the same CommitLog."""
+    ns = cluster.namesrv_addr
+    await wait_for(lambda: "accepting puts" in _log(cluster, "broker-a"), timeout=60, what="puts resumed")
+    assert re.search(rf"ERROR .*HA: slave at {cluster.broker_addr(SLAVE)} holds CommitLog offsets {end} to "
+                     rf"{held} ", _log(cluster, "broker-a"))
+    async with Producer(unique("pg"), namesrv_addr=ns, config=ProducerConfig(send_msg_timeout=10_000)) as producer:
+        result = await producer.send(Message(topic, b"after"))
+    assert result.send_status is SendStatus.SEND_OK
+    assert result.queue_offset == 40, "a put reused a queue offset the copied records hold"
+    after = await wait_caught_up(cluster)
+    keys = list(unique_keys(commit_log_dir(cluster, "broker-a")))
+    assert keys[:40] == acked_keys and len(keys) == 41
+    await _wait_end(cluster.broker_addr(SECOND), ns, after)
+    for name in ("broker-a", SLAVE, SECOND):
+        assert cluster.stop_broker(name) == 0
+    assert_same_commit_logs(commit_log_dir(cluster, "broker-a"), commit_log_dir(cluster, SLAVE))
+    assert_same_commit_logs(commit_log_dir(cluster, "broker-a"), commit_log_dir(cluster, SECOND))
+
+
 async def test_a_master_back_from_a_crash_waits_for_every_slave_and_copies_from_the_furthest(tmp_path: Path) -> None:
     """Two slaves: the one that reports first ends behind the master's new end; the other
     holds the acknowledged tail the master lost and answers late (stopped with SIGSTOP, so the
     NameServer still lists it, as it lists a slave whose machine is slow or cut off). The
     master's puts stay held until that one has said where it ends; then the master copies from
     it and both slaves end where the master does."""
-    second = f"{SLAVE}2"
     with start_cluster(tmp_path, brokers=()) as cluster:
         ns = cluster.namesrv_addr
-        _start_pair(cluster, "SYNC_MASTER", "ASYNC_FLUSH")
-        cluster.add_broker(second, {**FAST_HA, "brokerName": "broker-a", "brokerRole": "SLAVE", "brokerId": "2"})
-        topic = unique("Ahead")
-        async with Admin(ns) as admin:
-            await admin.create_topic(topic, queue_nums=1)
-        async with Producer(unique("pg"), namesrv_addr=ns) as producer:
-            for i in range(20):
-                assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
-            first_half = await wait_caught_up(cluster)
-            await _wait_end(cluster.broker_addr(second), ns, first_half)
-            assert cluster.stop_broker(second) == 0
-            for i in range(20, 40):
-                assert (await producer.send(Message(topic, b"a-%d" % i))).send_status is SendStatus.SEND_OK
-        held = await wait_caught_up(cluster)
-        acked_keys = list(unique_keys(commit_log_dir(cluster, SLAVE)))
+        topic, first_half, held, acked_keys = await _two_slaves_and_a_tail(cluster)
         os.kill(cluster.brokers[SLAVE].proc.pid, signal.SIGSTOP)
         assert cluster.stop_broker("broker-a") == 0
         end = _record_starts(commit_log_dir(cluster, "broker-a"))[-10]
@@ -237,7 +269,7 @@ async def test_a_master_back_from_a_crash_waits_for_every_slave_and_copies_from_
         _cut_back(commit_log_dir(cluster, "broker-a"), end)
         (cluster.root / "broker-a" / "store" / "abort").touch()
 
-        cluster.start_broker(second)
+        cluster.start_broker(SECOND)
         cluster.start_broker("broker-a")
         # The second slave reports first and is pushed up to the master's end; the listed
         # slave does not answer, so the puts stay held, however long.
@@ -246,21 +278,36 @@ async def test_a_master_back_from_a_crash_waits_for_every_slave_and_copies_from_
                        timeout=60, what="the master asking the stopped slave again")
         assert "accepting puts" not in _log(cluster, "broker-a")
         assert await max_offset(cluster.broker_addr("broker-a"), ns) == end
-        await _wait_end(cluster.broker_addr(second), ns, end)
+        await _wait_end(cluster.broker_addr(SECOND), ns, end)
 
         os.kill(cluster.brokers[SLAVE].proc.pid, signal.SIGCONT)
-        await wait_for(lambda: "accepting puts" in _log(cluster, "broker-a"), what="puts resumed")
-        assert re.search(rf"ERROR .*HA: slave at {cluster.broker_addr(SLAVE)} holds CommitLog offsets {end} to "
-                         rf"{held} ", _log(cluster, "broker-a"))
-        async with Producer(unique("pg"), namesrv_addr=ns, config=ProducerConfig(send_msg_timeout=10_000)) as producer:
-            result = await producer.send(Message(topic, b"after"))
-        assert result.send_status is SendStatus.SEND_OK
-        assert result.queue_offset == 40, "a put reused a queue offset the copied records hold"
-        after = await wait_caught_up(cluster)
-        keys = list(unique_keys(commit_log_dir(cluster, "broker-a")))
-        assert keys[:40] == acked_keys and len(keys) == 41
-        await _wait_end(cluster.broker_addr(second), ns, after)
-        for name in ("broker-a", SLAVE, second):
-            assert cluster.stop_broker(name) == 0
-        assert_same_commit_logs(commit_log_dir(cluster, "broker-a"), commit_log_dir(cluster, SLAVE))
-        assert_same_commit_logs(commit_log_dir(cluster, "broker-a"), commit_log_dir(cluster, second))
+        await _copied_back_from_the_first(cluster, topic, end, held, acked_keys)
+
+
+async def test_a_master_back_from_a_site_wide_cut_waits_for_a_slave_not_started_again(tmp_path: Path) -> None:
+    """Two slaves, and a cut of the whole site: the slave holding the acknowledged tail the
+    master lost starts again last, so the NameServers do not list it when the other reports
+    (its registration died with its process). The master remembers its slaves (config/
+    haSlaves.json) and holds its puts until that one is back; then it copies from it. On the
+    code before, it settled with the slave behind and gave the tail's offsets to new messages
+    (found by tests/powercut/broker_cuts.py --slaves 2 --flush ASYNC_FLUSH)."""
+    with start_cluster(tmp_path, brokers=()) as cluster:
+        ns = cluster.namesrv_addr
+        topic, first_half, held, acked_keys = await _two_slaves_and_a_tail(cluster)
+        recorded = cluster.root / "broker-a" / "store" / "config" / "haSlaves.json"
+        assert json.loads(recorded.read_text()) == {"brokerIds": [1, 2]}
+        cluster.kill_broker(SLAVE)  # the site's power goes: its registration goes with it
+        cluster.kill_broker("broker-a")
+        end = _record_starts(commit_log_dir(cluster, "broker-a"))[-10]
+        assert first_half < end < held
+        _cut_back(commit_log_dir(cluster, "broker-a"), end)
+
+        cluster.start_broker(SECOND)
+        cluster.start_broker("broker-a")
+        await wait_for(lambda: _log(cluster, "broker-a").count("HA: the slaves with brokerId 1 are not listed") >= 2,
+                       timeout=60, what="the master waiting for the slave not started again")
+        assert "accepting puts" not in _log(cluster, "broker-a")
+        assert await max_offset(cluster.broker_addr("broker-a"), ns) == end
+
+        cluster.start_broker(SLAVE)
+        await _copied_back_from_the_first(cluster, topic, end, held, acked_keys)

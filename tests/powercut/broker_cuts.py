@@ -12,7 +12,14 @@ After every cut (docs/DURABILITY.md):
 - every topic whose creation was acknowledged exists, and every consumer group a pull was
   answered for (the broker persists an auto-created group before it answers);
 - no consumer offset runs backwards from what an earlier recovery found, and none points past
-  its queue's end (SYNC_FLUSH).
+  its queue's end (SYNC_FLUSH);
+- with a SYNC_MASTER and its slaves (``--slaves 1|2``, each on a mount of its own): every slave
+  converges to the recovered master's CommitLog (the same bytes up to the master's end) within
+  a bounded wait, no queue offset is held by two records of the master's CommitLog (given out
+  twice), and a message at a queue offset on a slave is the master's. The cut takes the whole
+  site (``--cut all``), the master's machine alone (``--cut master``: no acknowledged message
+  may be lost, whatever the flush mode: a slave has it) or one slave's, at random
+  (``--cut slave``: the master runs on and loses nothing).
 
 ``python -m tests.powercut.broker_cuts --cuts 100`` (scripts/powercut.sh) runs the long
 version; tests/powercut/test_broker_power_cut.py a smoke of a few cuts.
@@ -43,11 +50,13 @@ from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import LakeMQError
 from lakemq.launcher import Cluster
 from tests.powercut.mount import LazyMount
+from tests.powercut.replicas import QueueSlot, read_range, records
 
 __all__ = ["CutReport", "run_power_cuts"]
 
 BROKER = "broker-a"
-SLAVE = "broker-a-s"
+SLAVES = ("broker-a-s", "broker-a-s2")  # brokerId 1 and 2
+CUT_MODES = ("all", "master", "slave")
 FAST_HA = {"haSendHeartbeatInterval": "1000", "haHousekeepingInterval": "4000", "registerNameServerPeriod": "2000"}
 TOPIC = "PowerCut"
 QUEUES = 4
@@ -105,8 +114,9 @@ class CutReport:
     pending_files_dropped: int = 0
     torn_bytes: int = 0
     offsets_checked: int = 0
-    slave_checks: int = 0  # cuts after which the slave caught up and matched the master
-    slave_ahead: int = 0  # cuts after which the slave held more than the recovered master
+    slave_checks: int = 0  # slaves found caught up and matching the master, all cuts
+    slave_ahead: int = 0  # slaves found holding more than the recovered master, all cuts
+    records_checked: int = 0  # the master's CommitLog records checked for queue offsets given out twice
     failures: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -115,29 +125,38 @@ class CutReport:
 
 
 class PowerCutRun:
-    def __init__(self, root: Path, flush: str, seed: int, log: Callable[[str], None], *, slave: bool = False,
+    def __init__(self, root: Path, flush: str, seed: int, log: Callable[[str], None], *, slaves: int = 0,
                  cut: str = "all") -> None:
         self.root, self.flush, self.log = root, flush, log
-        # "all": the cut takes every machine; "master": the master's alone, its slave runs on.
+        # "all": the cut takes every machine; "master": the master's alone, its slaves run on;
+        # "slave": one slave's, the master and the other slave run on.
+        if cut not in CUT_MODES or not 0 <= slaves <= len(SLAVES):
+            raise ValueError(f"cut {cut!r} with {slaves} slaves")
         self.cut = cut
-        slave = slave or cut == "master"
+        slaves = max(slaves, 1) if cut != "all" else slaves
         self.rng = random.Random(seed)
         self.mount = LazyMount(root / "backing", root / "mnt", root / "lazyfs.log")
-        # A SYNC_MASTER's slave on a second mount (a second machine): the cut takes both.
-        self.slave_mount = LazyMount(root / "backing-s", root / "mnt-s", root / "lazyfs-s.log") if slave else None
+        # A SYNC_MASTER's slaves, each on a mount of its own (a machine of its own).
+        self.slave_mounts = {name: LazyMount(root / f"backing-{name[len(BROKER) + 1:]}",
+                                             root / f"mnt-{name[len(BROKER) + 1:]}",
+                                             root / f"lazyfs-{name[len(BROKER) + 1:]}.log")
+                             for name in SLAVES[:slaves]}
         self.cluster = Cluster(root / "cluster")
         self.ledger: dict[int, dict[int, Acked]] = {q: {} for q in range(QUEUES)}  # queue -> offset -> sent
         self.topics: list[str] = []
         self.groups_known: set[str] = set()
         self.offsets: dict[tuple[str, int], int] = {}
         self.verified_end = dict.fromkeys(range(QUEUES), 0)  # each queue read and checked below this
+        # The master's CommitLog: checked below this offset, and the record found at each queue
+        # slot there (its physical offset and body).
+        self.log_verified = 0
+        self.slots: dict[QueueSlot, tuple[int, bytes]] = {}
         self.report = CutReport()
 
     # -- the cluster ----------------------------------------------------------------------------
 
     def _mounts(self) -> list[tuple[str, LazyMount]]:
-        pair = [(SLAVE, self.slave_mount)] if self.slave_mount is not None else []
-        return [(BROKER, self.mount), *pair]
+        return [(BROKER, self.mount), *self.slave_mounts.items()]
 
     def start(self) -> None:
         for name, mount in self._mounts():
@@ -146,12 +165,13 @@ class PowerCutRun:
             store.parent.mkdir(parents=True, exist_ok=True)
             store.symlink_to(mount.mountpoint)
         self.cluster.start_namesrv()
-        if self.slave_mount is None:
+        if not self.slave_mounts:
             self.cluster.add_broker(BROKER, broker_conf(self.flush))
             return
         self.cluster.add_broker(BROKER, {**broker_conf(self.flush), **FAST_HA, "brokerRole": "SYNC_MASTER"})
-        self.cluster.add_broker(SLAVE, {**broker_conf(self.flush), **FAST_HA, "brokerName": BROKER,
-                                        "brokerRole": "SLAVE", "brokerId": "1"})
+        for broker_id, name in enumerate(self.slave_mounts, start=1):
+            self.cluster.add_broker(name, {**broker_conf(self.flush), **FAST_HA, "brokerName": BROKER,
+                                           "brokerRole": "SLAVE", "brokerId": str(broker_id)})
 
     def close(self) -> None:
         for name, mount in self._mounts():
@@ -182,7 +202,11 @@ class PowerCutRun:
             await asyncio.sleep(0.02)
         await asyncio.sleep(self.rng.uniform(0.1, 2.5))
         kill_at = time.monotonic()
-        victims = self._mounts()[:1] if self.cut == "master" else self._mounts()
+        victims = self._mounts()
+        if self.cut == "master":
+            victims = victims[:1]
+        elif self.cut == "slave":
+            victims = [self.rng.choice(victims[1:])]
         for name, _ in victims:
             self.cluster.kill_broker(name)
         stop.set()
@@ -193,18 +217,17 @@ class PowerCutRun:
             self.report.pending_files_dropped += counts["pending_files"]
             self.report.torn_bytes += counts["torn_bytes"]
         self.report.cuts += 1
-        for name, mount in victims:
+        # The power comes back on the machines in any order (with two slaves, the first to
+        # report to a master back from a cut may be the one behind).
+        self.rng.shuffle(victims)
+        for _, mount in victims:
             mount.mount()
+        for name, _ in victims:
             self.cluster.start_broker(name)
-        if self.cut == "master":
-            # The slave kept every acknowledged message: the master takes what it lost from
-            # the slave before it accepts a put, so it is read only once the two match.
-            await self._check_slave(round_id)
-            await self._check(round_id, sent, kill_at, full)
-            return
+        # A master back from a cut takes what it lost from its slaves before it accepts a put,
+        # so it is read once every slave matches it.
+        await self._check_replicas(round_id, full)
         await self._check(round_id, sent, kill_at, full)
-        if self.slave_mount is not None:
-            await self._check_slave(round_id)
 
     async def _create_topic(self, admin: Admin, topic: str) -> None:
         await admin.create_topic(topic, queue_nums=QUEUES)
@@ -223,8 +246,11 @@ class PowerCutRun:
                 seq += 1
                 try:
                     result = await producer.send(msg, mq=MessageQueue(TOPIC, BROKER, p % QUEUES), timeout_ms=3000)
-                except (LakeMQError, OSError, TimeoutError):  # the broker is gone: nothing more is acknowledged
-                    return
+                except (LakeMQError, OSError, TimeoutError):
+                    # Not acknowledged: the broker is gone (the cut), or a master back from a
+                    # cut still holds its puts until it heard from its slaves. Again, until the cut.
+                    await asyncio.sleep(0.1)
+                    continue
                 if result.send_status is SendStatus.SEND_OK:
                     sent.append(Acked(p % QUEUES, result.queue_offset, body, time.monotonic()))
         finally:
@@ -271,6 +297,10 @@ class PowerCutRun:
             for group in self.groups_known - groups:
                 self._fail(f"cut {round_id}: consumer group {group} is gone")
         for a in sent:
+            earlier = self.ledger[a.queue_id].get(a.queue_offset)
+            if earlier is not None and earlier.body != a.body:
+                self._fail(f"cut {round_id}: queue {a.queue_id} offset {a.queue_offset} acknowledged twice, "
+                           f"for two messages")
             self.ledger[a.queue_id][a.queue_offset] = a
         self.report.acked += len(sent)
         consumer = PullConsumer("PowerCutChecker", client_config=self._client(f"check-{round_id}"))
@@ -310,9 +340,9 @@ class PowerCutRun:
             if parsed is None or body != body_for(*parsed):
                 self._fail(f"cut {round_id}: queue {q} offset {off} holds a message nobody sent whole")
         lost = sorted(off for off, a in self.ledger[q].items() if off >= start and held.get(off) != a.body)
-        # A SYNC_MASTER's acknowledged sends are on its slave: with the slave running on, the
-        # master loses none, whatever its flush mode.
-        if lost and (self.flush == "SYNC_FLUSH" or self.cut == "master"):
+        # A SYNC_MASTER's acknowledged sends are on a slave: with the slaves running on, the
+        # master loses none, whatever its flush mode; a slave's cut takes nothing of the master's.
+        if lost and (self.flush == "SYNC_FLUSH" or self.cut != "all"):
             self._fail(f"cut {round_id}: queue {q}: {len(lost)} acknowledged messages lost, first at {lost[0]}")
         elif lost:
             kept_after = [off for off in self.ledger[q] if off > lost[0] and held.get(off) == self.ledger[q][off].body]
@@ -328,41 +358,70 @@ class PowerCutRun:
         self.verified_end[q] = end
         return end
 
-    async def _check_slave(self, round_id: int) -> None:
-        """The slave catches up with the recovered master by itself, and then holds its
-        CommitLog byte for byte (so every acknowledged message too). After a cut of both, a
-        slave ahead of its master (it holds bytes the master lost) fails the run: the master
-        refuses such a slave and replication would stop until an operator steps in. After a
-        cut of the master alone, an ASYNC_FLUSH master that lost a tail its slave holds takes
-        it from the slave (counted in ``slave_ahead``): the two must then match
-        (docs/REPLICATION.md)."""
+    async def _runtime_offset(self, admin: Admin, name: str) -> int:
+        return int((await admin.broker_runtime_info(self.cluster.broker_addr(name)))["commitLogMaxOffset"])
+
+    async def _check_replicas(self, round_id: int, full: bool) -> None:
+        """Every slave catches up with the recovered master by itself, and then holds its
+        CommitLog byte for byte (so every acknowledged message too); no queue offset is held
+        by two records of the master's CommitLog. A slave ahead of its master (it holds bytes
+        the master lost) fails the run under SYNC_FLUSH, where the master ships only what it
+        synced, and after a slave's cut, where the master lost nothing; after an ASYNC_FLUSH
+        master's cut, the master takes such a tail from the furthest slave before its first put
+        (counted in ``slave_ahead``): the two must then match (docs/REPLICATION.md). The master
+        is read only then."""
+        caught_up = [name for name in self.slave_mounts if await self._wait_slave(round_id, name)]
+        async with Admin(self.cluster.namesrv_addr) as admin:
+            end = await self._runtime_offset(admin, BROKER)
+        start = 0 if full else min(self.log_verified, end)
+        master_dir = self.mount.mountpoint / "commitlog"
+        self.slots = {slot: at for slot, at in self.slots.items() if at[0] < start}
+        for phys, slot, body in records(master_dir, start, end):
+            self.report.records_checked += 1
+            earlier = self.slots.get(slot)
+            if earlier is not None:
+                self._fail(f"cut {round_id}: {slot[0]} queue {slot[1]} offset {slot[2]} given out twice: the "
+                           f"master's CommitLog holds it at {earlier[0]} and at {phys}")
+            self.slots[slot] = (phys, body)
+        expected = read_range(master_dir, start, end)
+        for name in caught_up:
+            slave_dir = self.slave_mounts[name].mountpoint / "commitlog"
+            if read_range(slave_dir, start, end) == expected:
+                self.report.slave_checks += 1
+                continue
+            # Say which message differs, if a whole one does.
+            for phys, slot, body in records(slave_dir, start, end):
+                if self.slots.get(slot) != (phys, body):
+                    self._fail(f"cut {round_id}: {name} holds {slot[0]} queue {slot[1]} offset {slot[2]} at "
+                               f"{phys}, not the master's message ({self.slots.get(slot, (None,))[0]})")
+                    break
+            else:
+                self._fail(f"cut {round_id}: {name}'s CommitLog differs from the master's in [{start}, {end})")
+        self.log_verified = end
+
+    async def _wait_slave(self, round_id: int, name: str) -> bool:
+        """Until ``name``'s CommitLog ends where the master's does (90 s at most)."""
+        may_be_ahead = self.flush == "ASYNC_FLUSH" and self.cut != "slave"
         async with Admin(self.cluster.namesrv_addr) as admin:
             deadline = time.monotonic() + 90
             seen_ahead = False
             while True:
-                master = int((await admin.broker_runtime_info(self.cluster.broker_addr(BROKER)))["commitLogMaxOffset"])
-                slave = int((await admin.broker_runtime_info(self.cluster.broker_addr(SLAVE)))["commitLogMaxOffset"])
+                master = await self._runtime_offset(admin, BROKER)
+                slave = await self._runtime_offset(admin, name)
                 if slave == master:
-                    break
-                if slave > master and self.cut == "master":
-                    if not seen_ahead:
-                        seen_ahead = True
-                        self.report.slave_ahead += 1
-                        self.log(f"cut {round_id}: the slave is {slave - master} bytes ahead of the recovered master")
-                elif slave > master:
+                    return True
+                if slave > master and not seen_ahead:
+                    seen_ahead = True
                     self.report.slave_ahead += 1
-                    self._fail(f"cut {round_id}: the slave is ahead of the recovered master ({slave} > {master}): "
-                               "it holds bytes the master lost")
-                    return
+                    if not may_be_ahead:
+                        self._fail(f"cut {round_id}: {name} is ahead of the master ({slave} > {master}): "
+                                   "it holds bytes the master lost")
+                        return False
+                    self.log(f"cut {round_id}: {name} is {slave - master} bytes ahead of the recovered master")
                 if time.monotonic() > deadline:
-                    self._fail(f"cut {round_id}: the slave's CommitLog ends at {slave}, the master's at {master}")
-                    return
+                    self._fail(f"cut {round_id}: {name}'s CommitLog ends at {slave}, the master's at {master}")
+                    return False
                 await asyncio.sleep(0.2)
-        master_dir, slave_dir = self.mount.mountpoint / "commitlog", self.slave_mount.mountpoint / "commitlog"  # type: ignore[union-attr]
-        for path in sorted(slave_dir.iterdir()):
-            if path.read_bytes() != (master_dir / path.name).read_bytes():
-                self._fail(f"cut {round_id}: CommitLog file {path.name} differs between master and slave")
-        self.report.slave_checks += 1
 
     async def _check_offsets(self, round_id: int, ends: dict[int, int]) -> None:
         for group in GROUPS:
@@ -383,9 +442,9 @@ class PowerCutRun:
                 await reader.core.close()
 
 
-def run_power_cuts(root: Path, cuts: int, *, flush: str = "SYNC_FLUSH", seed: int = 1, slave: bool = False,
+def run_power_cuts(root: Path, cuts: int, *, flush: str = "SYNC_FLUSH", seed: int = 1, slaves: int = 0,
                    cut: str = "all", log: Callable[[str], None] = print) -> CutReport:
-    run = PowerCutRun(root, flush, seed, log, slave=slave, cut=cut)
+    run = PowerCutRun(root, flush, seed, log, slaves=slaves, cut=cut)
     run.start()
     try:
         for round_id in range(cuts):
@@ -407,14 +466,18 @@ def main() -> None:
     parser.add_argument("--flush", choices=("SYNC_FLUSH", "ASYNC_FLUSH"), default="SYNC_FLUSH")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--slave", action="store_true", help="a SYNC_MASTER with its slave on a second mount")
-    parser.add_argument("--cut", choices=("all", "master"), default="all",
-                        help="master: cut the SYNC_MASTER's machine alone, its slave (implied) runs on")
+    parser.add_argument("--slaves", type=int, choices=(1, 2),
+                        help="a SYNC_MASTER with this many slaves, each on a mount of its own")
+    parser.add_argument("--cut", choices=CUT_MODES, default="all",
+                        help="all: every machine; master: the SYNC_MASTER's machine alone, its slaves run on; "
+                             "slave: one slave's, at random (master and slave cuts imply one slave at least)")
     parser.add_argument("--root", type=Path, required=True)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the clients' warnings about the killed broker are expected
     # A SIGTERM stops the run through its clean-up (brokers killed, mounts unmounted).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    report = run_power_cuts(args.root, args.cuts, flush=args.flush, seed=args.seed, slave=args.slave,
+    slaves = args.slaves if args.slaves is not None else int(args.slave)
+    report = run_power_cuts(args.root, args.cuts, flush=args.flush, seed=args.seed, slaves=slaves,
                             cut=args.cut, log=lambda line: print(line, flush=True))
     print("\n".join(report.failures) or "no failures")
     print(report.summary())

@@ -6,11 +6,12 @@ either side. A power cut of the master's machine alone takes what the master had
 while the slaves, running on, hold it: acknowledged messages only a slave has. If the master
 went on, its next puts would take those CommitLog and queue offsets with other messages. So
 after an abnormal exit such a master starts with its puts held (MessageStore refuses them,
-SERVICE_NOT_AVAILABLE) until a slave's first report, and then until every slave the
-NameServers list for its broker name has said where it ends (its runtime info's
-``commitLogMaxOffset``; a listed slave that does not answer is asked again until it does or
-the NameServers drop it). With two slaves the one a send waited for may be the one that
-reports last. Then, by the furthest slave's end:
+SERVICE_NOT_AVAILABLE) until a slave's first report, and then until the NameServers list
+every slave the master has had (its roster, lakemq.broker.ha.roster: after a cut of the whole
+site a slave not started again yet is not listed) and each listed slave has said where it ends
+(its runtime info's ``commitLogMaxOffset``; one that does not answer is asked again until it
+does). With two slaves the one a send waited for may be the one that reports, or starts,
+last. Then, by the furthest slave's end:
 
 - at or before the master's end: no slave holds anything the master lacks; puts resume;
 - past it: the master follows that slave's HA listener (its ``haServerAddr``) as a slave would
@@ -28,15 +29,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from lakemq.broker.ha.config import HaConfig
+from lakemq.broker.ha.roster import listed_slaves
 from lakemq.broker.ha.slave import CommitLogReplica, HaClient
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import LakeMQError
-from lakemq.remoting import fastjson
 from lakemq.remoting.bodies import KVTable
 from lakemq.remoting.client import RemotingClient
 from lakemq.remoting.codec import RemotingCommand
@@ -94,7 +95,7 @@ class MasterCatchUp:
         try:
             ends = await self._slave_ends()
             while not ends:
-                log.warning("HA: not every slave the NameServers list for this broker has said where its "
+                log.warning("HA: not every slave of this master has said where its "
                             "CommitLog ends; puts stay held; asking again in %.0f s", _RETRY_S)
                 await asyncio.sleep(_RETRY_S)
                 ends = await self._slave_ends()
@@ -129,31 +130,26 @@ class MasterCatchUp:
 
 
 async def slave_ends(client: RemotingClient, namesrv_addrs: Sequence[str], broker_name: str,
-                     timeout_s: float) -> list[SlaveEnd] | None:
+                     timeout_s: float, recorded: Collection[int] = ()) -> list[SlaveEnd] | None:
     """Where each slave of ``broker_name`` ends, by the first NameServer that answers with its
-    cluster info and each listed slave's runtime info; None while the NameServers list none or
-    one of them does not answer."""
-    for namesrv in namesrv_addrs:
+    cluster info and each listed slave's runtime info; None while the NameServers list none,
+    lack a slave of ``recorded`` (the brokerIds this master has had: lakemq.broker.ha.roster),
+    or one of them does not answer."""
+    listed = await listed_slaves(client, namesrv_addrs, broker_name, timeout_s)
+    if not listed:
+        return None
+    missing = sorted(set(recorded) - set(listed))
+    if missing:
+        log.warning("HA: the slaves with brokerId %s are not listed by the NameServers (not started again yet?)",
+                    ", ".join(map(str, missing)))
+        return None
+    ends = []
+    for addr in listed.values():
         try:
-            response = await client.invoke(namesrv, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO),
-                                           timeout_s)
-        except (LakeMQError, OSError) as exc:
-            log.warning("HA: asking %s for the cluster info failed: %s", namesrv, exc)
-            continue
-        if response.code != ResponseCode.SUCCESS:
-            continue
-        table = fastjson.loads(response.body or b"{}").get("brokerAddrTable") or {}
-        brokers = (table.get(broker_name) or {}).get("brokerAddrs") or {}
-        slaves = [str(addr) for broker_id, addr in brokers.items() if int(broker_id) != 0]
-        ends = []
-        for addr in slaves:
-            try:
-                info = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO),
-                                           timeout_s)
-                runtime = KVTable.decode(info.body).table if info.code == ResponseCode.SUCCESS else {}
-                ends.append(SlaveEnd(addr, runtime["haServerAddr"], int(runtime["commitLogMaxOffset"])))
-            except (LakeMQError, OSError, ValueError, KeyError) as exc:
-                log.warning("HA: the slave at %s did not say where it ends: %s", addr, exc)
-                return None
-        return ends or None
-    return None
+            info = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout_s)
+            runtime = KVTable.decode(info.body).table if info.code == ResponseCode.SUCCESS else {}
+            ends.append(SlaveEnd(addr, runtime["haServerAddr"], int(runtime["commitLogMaxOffset"])))
+        except (LakeMQError, OSError, ValueError, KeyError) as exc:
+            log.warning("HA: the slave at %s did not say where it ends: %s", addr, exc)
+            return None
+    return ends

@@ -17,6 +17,9 @@ slave ahead of its master"). The writer is then woken after each flush as well.
 
 An ASYNC_FLUSH SYNC_MASTER back from an abnormal exit holds its puts until a slave's first
 report, and copies what a slave holds past its end first (``catch_up``, lakemq.broker.ha.catch_up).
+Such a master serves a link, and counts its reports, only once the link's slave is in its
+durable roster of slaves (``roster``, lakemq.broker.ha.roster), so that after a cut it waits
+for every slave that may hold what it acknowledged.
 
 Every broker listens, as RocketMQ's do; a slave's listener serves its own CommitLog.
 """
@@ -32,6 +35,7 @@ from typing import Protocol, cast
 from lakemq.broker.ha.catch_up import MasterCatchUp
 from lakemq.broker.ha.config import HaConfig
 from lakemq.broker.ha.progress import ReplicationProgress, SlaveLink
+from lakemq.broker.ha.roster import SlaveRoster
 from lakemq.broker.ha.wire import TRANSFER_HEADER, ReportReader
 from lakemq.common.aio import wait_event
 
@@ -57,7 +61,8 @@ class CommitLogSource(Protocol):
 
 class HaServer:
     def __init__(self, store: CommitLogSource, config: HaConfig, progress: ReplicationProgress,
-                 host: str, port: int, *, flushed_only: bool = False, catch_up: MasterCatchUp | None = None) -> None:
+                 host: str, port: int, *, flushed_only: bool = False, catch_up: MasterCatchUp | None = None,
+                 roster: SlaveRoster | None = None) -> None:
         self.store = store
         self.config = config
         self.progress = progress
@@ -65,6 +70,7 @@ class HaServer:
         # the slave holding bytes the master lost (which would stop replication).
         self.flushed_only = flushed_only
         self.catch_up = catch_up  # puts held after an abnormal exit until a slave reported
+        self.roster = roster  # a link is served once its slave is recorded
         self._ahead_logged: set[int] = set()  # a refused slave's offsets, each logged once
         self._host = host
         self._port = port
@@ -162,6 +168,9 @@ class _HaConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._link: SlaveLink | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._admission: asyncio.Task[None] | None = None  # the roster recording this link's slave
+        self._admitted = False
+        self._held_offset = -1  # the latest report while the admission runs
         self._more = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
@@ -185,7 +194,14 @@ class _HaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_read = time.monotonic()
         offset = self._reports.feed(data)
-        if offset is None or self._link is None:
+        if offset is not None:
+            self._on_report(offset)
+
+    def _on_report(self, offset: int) -> None:
+        if self._link is None:
+            return
+        if self._admission is not None and not self._admitted:
+            self._held_offset = offset
             return
         server, link = self._server, self._link
         max_offset = server.store.get_max_phy_offset()
@@ -200,6 +216,13 @@ class _HaConnection(asyncio.Protocol):
             self.close()
             return
         first = not link.reported
+        if first and server.roster is not None and not self._admitted:
+            # Not an acknowledgement before the slave is recorded: a cut could then make the
+            # master forget the one slave holding what it acknowledged.
+            self._held_offset = offset
+            self._admission = asyncio.get_running_loop().create_task(self._admit(server.roster),
+                                                                     name=f"ha-admit-{link.addr}")
+            return
         server.progress.on_report(link, offset)
         if first:
             self._writer = asyncio.get_running_loop().create_task(self._push(offset), name=f"ha-push-{link.addr}")
@@ -212,8 +235,9 @@ class _HaConnection(asyncio.Protocol):
             log.info("HA: slave %s disconnected%s", link.addr, f": {exc}" if exc else "")
         if self._housekeeping is not None:
             self._housekeeping.cancel()
-        if self._writer is not None:
-            self._writer.cancel()
+        for task in (self._writer, self._admission):
+            if task is not None:
+                task.cancel()
         self._writable.set()
         if not self._closed.done():
             self._closed.set_result(None)
@@ -237,6 +261,17 @@ class _HaConnection(asyncio.Protocol):
 
     async def closed(self) -> None:
         await self._closed
+
+    async def _admit(self, roster: SlaveRoster) -> None:
+        try:
+            await roster.admit()
+        except Exception:  # the roster could not be written: the link must not count
+            log.exception("HA: recording the slave of link %s failed: closing it", self._link.addr if self._link else "?")
+            self.close()
+            return
+        self._admitted = True
+        if not self._closed.done():
+            self._on_report(self._held_offset)
 
     def _schedule_housekeeping(self) -> None:
         interval = self._server.config.ha_housekeeping_interval / 1000

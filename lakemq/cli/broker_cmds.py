@@ -15,6 +15,7 @@ from lakemq.broker.config import BrokerConfig
 from lakemq.broker.ha.config import HaConfig, check_role
 from lakemq.cli import main
 from lakemq.common.config import bind
+from lakemq.common.heap import fix_mmap_threshold
 from lakemq.common.logs import setup_logging
 from lakemq.remoting import event_loop
 from lakemq.store.config import StoreConfig, store_root
@@ -91,4 +92,5 @@ def broker(
     )
     log.info("starting broker with %s, %s and %s", broker_config, store_config, ha_config)
     click.echo(f"logging to {log_path}")
+    fix_mmap_threshold()  # a heap that does not creep over hours (lakemq.common.heap)
     event_loop.run(_serve(BrokerController(broker_config, store_config, ha_config)))

@@ -93,8 +93,9 @@ def ordered_pages(
 
     # Brokers' CommitLog offsets overlap, so two rows (two brokers') can share a sort key: a
     # page ends after the last of its last key's rows (each page's query reads whole keys).
-    times = keys.column(0).to_numpy()
-    offsets = keys.column(1).to_numpy()
+    # Python lists, not numpy: a client of the lake service keeps numpy out (connect_client).
+    times = keys.column(0).to_pylist()
+    offsets = keys.column(1).to_pylist()
 
     def pages() -> Iterator[pa.Table]:
         start = 0

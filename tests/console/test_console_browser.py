@@ -139,16 +139,28 @@ def test_cluster_cards_count_what_the_lists_show(console: ConsoleEnv, browser: A
 
 
 def test_consumer_lag_hides_system_groups_until_asked(console: ConsoleEnv, browser: Any) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    def names() -> list[str]:
-        return [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#groups tbody td:first-child a")]
+    def names() -> set[str]:
+        # Read in one go, again if the table was replaced meanwhile (the filter's page loading).
+        for _ in range(50):
+            try:
+                return {a.text for a in browser.find_elements(By.CSS_SELECTOR, "#groups tbody td:first-child a")}
+            except StaleElementReferenceException:
+                continue
+        raise AssertionError("the groups table kept changing")
 
     browser.get(console.url + "groups")
-    assert GROUP in names() and "TOOLS_CONSUMER" not in names() and "CID_SYS_RMQ_TRANS" not in names()
+    shown = names()
+    assert GROUP in shown and "TOOLS_CONSUMER" not in shown and "CID_SYS_RMQ_TRANS" not in shown
     browser.find_element(By.ID, "system").click()
     browser.find_element(By.ID, "filter").click()
-    assert GROUP in names() and {"TOOLS_CONSUMER", "CID_SYS_RMQ_TRANS"} <= set(names())
+    try:
+        WebDriverWait(browser, 15).until(lambda _: {GROUP, "TOOLS_CONSUMER", "CID_SYS_RMQ_TRANS"} <= names())
+    except TimeoutException:
+        raise AssertionError(f"system groups not shown when asked: {sorted(names())}") from None
     assert browser.find_element(By.ID, "system").is_selected()
 
 

@@ -85,6 +85,11 @@ def test_pop_state_survives_kill_9_at_each_step(cluster: Cluster) -> None:
         bodies = [f"m{i}".encode() for i in range(6)]
         for body in bodies:
             assert c.invoke(send_request(TOPIC, body)).code == ResponseCode.SUCCESS  # type: ignore[attr-defined]
+        # A send's answer does not wait for its ConsumeQueue entry: pop once all six are queued.
+        deadline = time.monotonic() + 15
+        while c.max_offset(TOPIC) < len(bodies):
+            assert time.monotonic() < deadline, "the sends never reached the ConsumeQueue"
+            time.sleep(0.05)
 
         first = {m.body: m for m in c.pop(invisible_ms=60_000)}  # hidden longer than any restart takes
         assert sorted(first) == bodies and {m.attempt for m in first.values()} == {1}

@@ -118,6 +118,15 @@ def _files_by_statistics(lake: LakeLocation, topic: str, unique_key: str) -> int
     return sum(1 for add in add_actions(lake, MESSAGES_TABLE) if may_hold(add))
 
 
+def _lake_to_search(lake_uri: str, key: str | None, unique_key: str | None, limit: int,
+                    storage_options: Mapping[str, str] | None) -> LakeLocation | None:
+    """The lake a look-up reads; None when it can find nothing (no limit, no table)."""
+    if (key is None) == (unique_key is None):
+        raise ValueError("give exactly one of key and unique_key")
+    lake = LakeLocation.of(lake_uri, storage_options)
+    return lake if limit > 0 and table_exists(lake, MESSAGES_TABLE) else None
+
+
 def find_messages_on_driver(
     lake_uri: str, *, topic: str, key: str | None = None, unique_key: str | None = None, begin_ms: int = 0,
     end_ms: int | None = None, limit: int = 64, storage_options: Mapping[str, str] | None = None,
@@ -129,10 +138,8 @@ def find_messages_on_driver(
     query costs a driver's start or a round trip to the lake service and its planning."""
     from deltalake.exceptions import DeltaError
 
-    if (key is None) == (unique_key is None):
-        raise ValueError("give exactly one of key and unique_key")
-    lake = LakeLocation.of(lake_uri, storage_options)
-    if limit <= 0 or not table_exists(lake, MESSAGES_TABLE):
+    lake = _lake_to_search(lake_uri, key, unique_key, limit, storage_options)
+    if lake is None:
         return []
     if not index_complete(lake):
         return None
@@ -179,10 +186,8 @@ def find_messages(
     stored in ``[begin_ms, end_ms]``: the newest ``limit`` of them, listed oldest first, in
     (store time, store host, CommitLog offset) order, as a broker's IndexFile answers (newest
     first, up to its limit). ``spark``: a SparkSession or a :class:`SqlSession`."""
-    if (key is None) == (unique_key is None):
-        raise ValueError("give exactly one of key and unique_key")
-    lake = LakeLocation.of(lake_uri, storage_options)
-    if limit <= 0 or not table_exists(lake, MESSAGES_TABLE):
+    lake = _lake_to_search(lake_uri, key, unique_key, limit, storage_options)
+    if lake is None:
         return []
     session = sql_session(spark)
     cond = [f"topic = {sql_string(topic)}", f"store_date >= DATE'{_day(max(begin_ms, 0)).isoformat()}'"]

@@ -118,20 +118,29 @@ async def _lakemq_py(namesrv: str, topic: str, count: int, size: int, pid: int) 
     await consumer.start()
     try:
         queues = await consumer.fetch_subscribe_message_queues(topic)
+        # A send's answer does not wait for the ConsumeQueue: read to the ends it has once it
+        # holds every message sent (the warm batches too), not to the first empty pull.
+        sent_in_all = (4 + SENDERS * batches) * BATCH
+        deadline = time.monotonic() + 60
+        while sum(await asyncio.gather(*(consumer.max_offset(mq) for mq in queues))) < sent_in_all:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the ConsumeQueues of {topic} never held all {sent_in_all} messages")
+            await asyncio.sleep(0.1)
+        ends = await asyncio.gather(*(consumer.max_offset(mq) for mq in queues))
         received = 0
 
-        async def read(mq: MessageQueue) -> None:
+        async def read(mq: MessageQueue, end: int) -> None:
             nonlocal received
             offset = 0
-            while True:
+            while offset < end:
                 result = await consumer.pull(mq, "*", offset, BATCH)
                 if result.pull_status is not PullStatus.FOUND:
-                    return
+                    raise RuntimeError(f"pull of {mq} at {offset} found {result.pull_status.name} below {end}")
                 received += len(result.msgs)
                 offset = result.next_begin_offset
 
         cpu, start = process_cpu_seconds([pid]), time.monotonic()
-        await asyncio.gather(*(read(mq) for mq in queues))
+        await asyncio.gather(*(read(mq, end) for mq, end in zip(queues, ends, strict=True)))
         receive = Phase(received, time.monotonic() - start, process_cpu_seconds([pid]) - cpu)
     finally:
         await consumer.shutdown()

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["DAY_MS", "Pushed", "day_number", "push_filters"]
+__all__ = ["DAY_MS", "Pushed", "day_number", "push_filters", "rows_where"]
 
 DAY_MS = 86_400_000
 _SETS = {"topic": "topics", "queue_id": "queue_ids", "tags": "tags", "keys": "keys"}
@@ -118,7 +118,13 @@ class Pushed:
         mask = masks[0]
         for more in masks[1:]:
             mask = pc.and_(mask, more)
-        return batch.filter(pc.fill_null(mask, False))
+        return rows_where(batch, pc.fill_null(mask, False))
+
+
+def rows_where(batch: pa.RecordBatch, mask: pa.Array) -> pa.RecordBatch:
+    """The rows of ``batch`` where ``mask`` is true; ``batch`` itself, not a copy of every body,
+    when that is all of them (a read's usual case)."""
+    return batch if pc.all(mask).as_py() and mask.null_count == 0 else batch.filter(mask)
 
 
 def day_number(value: Any) -> int:

@@ -37,7 +37,7 @@ from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.sync import background_loop
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
-from lakemq.jobs.live_filters import Pushed
+from lakemq.jobs.live_filters import Pushed, rows_where
 from lakemq.jobs.live_plan import HotSpan
 from lakemq.tiering.tables import SPARK_ARROW_SCHEMA
 
@@ -121,4 +121,4 @@ def index_rows(consumer: PullConsumer, spans: tuple[HotSpan, ...], pushed: Pushe
     once[np.unique(phys, return_index=True)[1]] = True
     inside = pc.and_(pc.and_(pa.array(once), pc.greater_equal(batch.column("commitlog_offset"), first.lake_end)),
                      in_ranges(batch, ((s.queue_id, s.start, s.end, None) for s in spans)))
-    return pushed.apply(batch.filter(inside).cast(SPARK_ARROW_SCHEMA))
+    return pushed.apply(rows_where(batch, inside).cast(SPARK_ARROW_SCHEMA))

@@ -49,7 +49,7 @@ from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
 from lakemq.jobs.live_clients import drop_client, kept_client
-from lakemq.jobs.live_filters import Pushed, push_filters
+from lakemq.jobs.live_filters import Pushed, push_filters, rows_where
 from lakemq.jobs.live_index import IndexPart, QueueRange, in_ranges, index_rows
 from lakemq.jobs.live_plan import (
     HotSpan,
@@ -134,7 +134,7 @@ class LiveReader(DataSourceReader):
             columns["topic"] = pa.array([file.topic] * n, pa.string())
             columns["store_date"] = pa.array([file.store_date] * n, pa.int32()).cast(pa.date32())
             whole = pa.RecordBatch.from_arrays([columns[f.name] for f in MESSAGES_SCHEMA], schema=SPARK_ARROW_SCHEMA)
-            kept = self.pushed.apply(whole if ranges is None else whole.filter(in_ranges(whole, ranges)))
+            kept = self.pushed.apply(whole if ranges is None else rows_where(whole, in_ranges(whole, ranges)))
             if kept.num_rows:
                 yield kept
 
@@ -200,5 +200,5 @@ class LiveReader(DataSourceReader):
         """The pulled rows inside the span and past the lake's end, matching the filters."""
         inside = pc.and_(pc.less(batch.column("queue_offset"), span.end),
                          pc.greater_equal(batch.column("commitlog_offset"), span.lake_end))
-        return self.pushed.apply(batch.filter(inside).cast(SPARK_ARROW_SCHEMA))
+        return self.pushed.apply(rows_where(batch, inside).cast(SPARK_ARROW_SCHEMA))
 

@@ -24,7 +24,7 @@ from lakemq.client.client_api import RawQueryResult
 from lakemq.common.message import properties_to_string
 from lakemq.errors import FrameError
 from lakemq.jobs.decode import decode_pulled_body, decode_range
-from lakemq.jobs.live_filters import DAY_MS, Pushed, push_filters
+from lakemq.jobs.live_filters import DAY_MS, Pushed, push_filters, rows_where
 from lakemq.jobs.live_index import _unusable
 from lakemq.jobs.live_source import LiveReader
 from lakemq.remoting.headers import QueryMessageResponseHeader
@@ -81,6 +81,19 @@ def test_pushed_filters_select_rows_and_leave_the_rest_to_spark() -> None:
     narrowed, _ = push_filters(pushed, [EqualTo(("tags",), "new")])
     assert narrowed.empty and narrowed.apply(batch).num_rows == 0
     assert Pushed().subscription == "*" and Pushed().apply(batch) is batch
+
+
+def test_a_filter_that_keeps_every_row_returns_the_batch_without_copying_it() -> None:
+    batch = _batch()
+    topics = set(batch.column("topic").to_pylist())
+    assert Pushed(topics=frozenset(topics)).apply(batch) is batch
+    n = batch.num_rows
+    assert rows_where(batch, pa.array([True] * n)) is batch
+    some = rows_where(batch, pa.array([i % 2 == 0 for i in range(n)]))
+    assert some.to_pylist() == batch.to_pylist()[::2]
+    # A null is not a match: filter's drop, not the shortcut.
+    with_null = rows_where(batch, pa.array([None] + [True] * (n - 1), pa.bool_()))
+    assert with_null.to_pylist() == batch.to_pylist()[1:]
 
 
 def test_pushed_filters_prune_lake_files_by_partition_and_statistics() -> None:

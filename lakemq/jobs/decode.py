@@ -33,7 +33,7 @@ from lakemq.common.message import MessageConst
 from lakemq.common.record import BODY_POS, packed_host
 from lakemq.errors import CorruptSegmentError, FrameError
 from lakemq.tiering.tables import KIND_NORMAL, MESSAGES_SCHEMA, SYSTEM_TOPIC_KINDS
-from lakemq.tiering.walk import HEADER_DTYPE, Walk, gather, record_layout, walk_records
+from lakemq.tiering.walk import HEADER_DTYPE, Walk, chained_records, gather, record_layout, walk_records
 
 __all__ = ["HEADER_DTYPE", "Decoded", "binary_slices", "decode_pulled_body", "decode_range", "decode_records", "offsets_data", "partition_order"]
 
@@ -191,10 +191,13 @@ def decode_pulled_body(body: bytes) -> pa.RecordBatch:
     ``messages`` rows, the same rows the lake holds for them. A record that does not check out
     raises FrameError: a pull answer is not a file to skip damage in."""
     try:
-        walk = walk_records(body, 0, 0, len(body), verify=False, on_bad="raise")
+        starts = chained_records(body)
     except CorruptSegmentError as exc:
         raise FrameError(f"undecodable pull answer: a record at byte {exc.offset} does not check out") from exc
-    decoded = decode_records(body, 0, walk.starts, check_crc=True, own_offsets=False)
+    try:
+        decoded = decode_records(body, 0, starts, check_crc=True, own_offsets=False)
+    except pa.ArrowInvalid as exc:  # text fields no CRC covers: topic, properties
+        raise FrameError(f"undecodable pull answer: {exc}") from exc
     if len(decoded.bad_offsets):
         raise FrameError(f"undecodable pull answer: the record at byte {int(decoded.bad_offsets[0])} does not check out")
     return decoded.batch

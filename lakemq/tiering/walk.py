@@ -16,12 +16,12 @@ magic code, lengths, CRC and PHYSICALOFFSET field all check out.
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 from mmap import mmap
 from typing import Literal, TypeAlias
 
 import numpy as np
+from isal.isal_zlib import crc32
 
 from lakemq.common.record import (
     BLANK_MAGIC_CODE,
@@ -33,7 +33,8 @@ from lakemq.common.record import (
 )
 from lakemq.errors import CorruptSegmentError
 
-__all__ = ["HEADER_DTYPE", "Buffer", "Layout", "OnBad", "Walk", "gather", "record_layout", "walk_records"]
+__all__ = ["HEADER_DTYPE", "Buffer", "Layout", "OnBad", "Walk", "chained_records", "gather", "record_layout",
+           "walk_records"]
 
 # The fixed header before the body, big-endian, as a numpy record.
 HEADER_DTYPE = np.dtype({
@@ -113,7 +114,7 @@ def record_layout(raw: np.ndarray, starts: np.ndarray, base_offset: int, *, chec
         view = memoryview(raw)  # type: ignore[arg-type]
         body = np.minimum(starts + BODY_POS, len(raw))
         slices = map(slice, body.tolist(), np.clip(body + body_len, body, len(raw)).tolist())
-        crcs = np.fromiter(map(zlib.crc32, map(view.__getitem__, slices)), dtype=np.int64, count=len(starts))
+        crcs = np.fromiter(map(crc32, map(view.__getitem__, slices)), dtype=np.int64, count=len(starts))
         ok &= (crcs & 0x7FFFFFFF) == hdr["crc"]
     return Layout(ok, hdr, body_len, topic_len_pos, topic_len, props_len_pos, props_len)
 
@@ -167,6 +168,24 @@ def _record_ok(buf: Buffer, pos: int, end: int, base_offset: int, verify: bool) 
         size = check_record(buf, pos, check_crc=True, physical_offset=base_offset + pos)
         return size if size > 0 else -1
     return size
+
+
+def chained_records(buf: bytes) -> np.ndarray:
+    """The starts of the records that fill ``buf`` one after another, each gathered from
+    anywhere in a CommitLog (a pull's answer): the sizes alone chain them, as their
+    PHYSICALOFFSETs are not their positions here. Raises CorruptSegmentError at the first
+    position that is not a record's start or a record that runs past the end;
+    :func:`record_layout` checks the rest of each record in bulk."""
+    starts: list[int] = []
+    pos, end = 0, len(buf)
+    unpack = _SIZE_MAGIC.unpack_from
+    while pos < end:
+        size, magic = unpack(buf, pos) if pos + 8 <= end else (0, 0)
+        if magic != MESSAGE_MAGIC_CODE or size < RECORD_FIXED_SIZE or pos + size > end:
+            raise CorruptSegmentError(f"no record at byte {pos}", pos)
+        starts.append(pos)
+        pos += size
+    return np.asarray(starts, dtype=np.int64)
 
 
 def _find_first(buf: Buffer, subs: tuple[bytes, ...], start: int, end: int) -> int:

@@ -22,6 +22,7 @@ from test_decode import BASE, segment
 
 from lakemq.client.client_api import RawQueryResult
 from lakemq.common.message import properties_to_string
+from lakemq.common.record import BODY_POS
 from lakemq.errors import FrameError
 from lakemq.jobs.decode import decode_pulled_body, decode_range
 from lakemq.jobs.live_filters import DAY_MS, Pushed, push_filters, rows_where
@@ -56,6 +57,18 @@ def test_a_pulled_body_decodes_to_the_rows_the_lake_holds() -> None:
     assert pulled.to_pylist() == lake.take(pa.array(range(0, 12, 2))).to_pylist()
     with pytest.raises(FrameError):
         decode_pulled_body(body[:-3])  # a record cut short
+    second = picked[1][1] - picked[1][0] + picked[0][1] - picked[0][0]
+    with pytest.raises(FrameError, match=f"byte {second} "):
+        decode_pulled_body(body[:second] + b"\0" * 8 + body[second + 8 :])  # not a record's start
+    damaged = bytearray(body)
+    damaged[BODY_POS] ^= 0xFF  # the first record's body: its CRC no longer matches
+    with pytest.raises(FrameError, match="record at byte 0 does not check out"):
+        decode_pulled_body(bytes(damaged))
+    damaged = bytearray(body)
+    damaged[picked[0][1] - picked[0][0] - 2] = 0xFF  # a property byte (no CRC covers it): not UTF-8
+    with pytest.raises(FrameError, match="UTF"):
+        decode_pulled_body(bytes(damaged))
+    assert decode_pulled_body(b"").num_rows == 0
 
 
 def _batch() -> pa.RecordBatch:

@@ -7,8 +7,9 @@ and TLS on one port) run on loopback for the whole run; each client gets a topic
 of its own and, in turn (never two at once):
 
 - ``lakemq-py`` (remoting), lakemq's asyncio client in this process: ``send_batch`` of 32
-  messages from 4 tasks on one Producer; then a PullConsumer pulls 32 at a time, every queue
-  in its own task (as RocketMQ's LitePullConsumer pulls its queues);
+  messages from 4 tasks on one Producer; then, once the ConsumeQueues hold every message sent,
+  a PullConsumer pulls 32 at a time, every queue to its end in its own task (as RocketMQ's
+  LitePullConsumer pulls its queues);
 - ``java-4x`` (remoting), Apache RocketMQ's 4.9 Java client (tests/compat/java's Bench, the
   peer benchmark's driver): its fastest send shape, 16 producer threads each sending batches
   of 32, for a fixed time; then one PushConsumer (batches of 32) reads the topic;

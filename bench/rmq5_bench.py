@@ -123,11 +123,10 @@ async def _lakemq_py(namesrv: str, topic: str, count: int, size: int, pid: int) 
         # holds every message sent (the warm batches too), not to the first empty pull.
         sent_in_all = (4 + SENDERS * batches) * BATCH
         deadline = time.monotonic() + 60
-        while sum(await asyncio.gather(*(consumer.max_offset(mq) for mq in queues))) < sent_in_all:
+        while sum(ends := await asyncio.gather(*(consumer.max_offset(mq) for mq in queues))) < sent_in_all:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the ConsumeQueues of {topic} never held all {sent_in_all} messages")
             await asyncio.sleep(0.1)
-        ends = await asyncio.gather(*(consumer.max_offset(mq) for mq in queues))
         received = 0
 
         async def read(mq: MessageQueue, end: int) -> None:

@@ -176,7 +176,7 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, object]:
         await create_routed_topic(cluster.namesrv_addr, TOPIC, queue_nums=8)
         load = Load(cluster.namesrv_addr, args.rate, args.producers, args.churn, args.tier_interval,
                     ("tier", "run", "-c", str(tier_conf), "--lake", str(lake), "--master", "local[1]",
-                     "--no-maintain", "--no-retention"), root / "tier-logs")
+                     "--no-retention"), root / "tier-logs")
         ledger, runs, stop, stop_consumers = Ledger(), TierRuns(), asyncio.Event(), asyncio.Event()
         began = time.monotonic()
         tasks = [asyncio.create_task(produce(load, ledger, i, stop)) for i in range(args.producers)]

@@ -26,8 +26,12 @@ pytestmark = [pytest.mark.compat, pytest.mark.jvm, pytest.mark.timeout(600)]
 # 2 MiB CommitLog files: the stream crosses file ends (the blank record that seals a file).
 FILES = {**{k: SMALL_STORE[k] for k in ("mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")},
          "mappedFileSizeCommitLog": str(2 << 20)}
+# The sends go one at a time with no retry (each counted once), so a loaded machine must not
+# turn a wait in the master's send queue past the default 200 ms into SYSTEM_BUSY (flow
+# control is tests/semantics/test_flow_control.py's subject).
+PATIENT = {"waitTimeMillsInSendQueue": "10000"}
 # RocketMQ registers brokerIP2 (a non-loopback address unless set) as its HA address.
-RMQ = {**FILES, "brokerIP2": "127.0.0.1", "haSendHeartbeatInterval": "1000"}
+RMQ = {**FILES, **PATIENT, "brokerIP2": "127.0.0.1", "haSendHeartbeatInterval": "1000"}
 TOPIC = "HaInterop"
 MESSAGES = 2400  # about 4 MB with their sizes
 
@@ -102,7 +106,7 @@ async def test_a_lakemq_slave_follows_a_rocketmq_master(tmp_path: Path) -> None:
 async def test_a_rocketmq_slave_follows_a_lakemq_master(tmp_path: Path) -> None:
     with start_cluster(tmp_path / "lakemq", brokers=()) as cluster:
         ns = cluster.namesrv_addr
-        cluster.add_broker("broker-a", {**FILES, **FAST_HA, "brokerRole": "SYNC_MASTER"})
+        cluster.add_broker("broker-a", {**FILES, **FAST_HA, **PATIENT, "brokerRole": "SYNC_MASTER"})
         master = cluster.broker_addr("broker-a")
         async with Admin(ns) as admin:
             await admin.create_topic(TOPIC, queue_nums=4)

@@ -193,7 +193,7 @@ async def churning_consumers(load: Load, ledger: Ledger, stop: asyncio.Event) ->
 class TierRuns:
     seconds: list[float] = field(default_factory=list)
     failures: int = 0
-    last_error: str = ""  # the end of a failed run's stderr
+    last_error: str = ""  # the end of a failed run's output
 
 
 async def tier_runs(load: Load, runs: TierRuns, stop: asyncio.Event) -> None:
@@ -205,14 +205,22 @@ async def tier_runs(load: Load, runs: TierRuns, stop: asyncio.Event) -> None:
         except TimeoutError:
             pass
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *lakemq_command(*load.tier_command), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "LAKEMQ_LOG_DIR": str(load.tier_log_dir)})
-        _, stderr = await proc.communicate()
+        load.tier_log_dir.mkdir(parents=True, exist_ok=True)
+        # Its output and progress lines (each step as it begins, timestamped) say where a slow
+        # run spent its time; a failed run's last lines are its error.
+        record = load.tier_log_dir / "tier-runs.out"
+        with record.open("ab") as out:
+            began_at = out.tell()
+            proc = await asyncio.create_subprocess_exec(
+                *lakemq_command(*load.tier_command), stdout=out, stderr=asyncio.subprocess.STDOUT,
+                env={**os.environ, "LAKEMQ_LOG_DIR": str(load.tier_log_dir)})
+            await proc.wait()
         runs.seconds.append(time.monotonic() - started)
         if proc.returncode != 0:
             runs.failures += 1
-            runs.last_error = stderr.decode(errors="replace")[-2000:]
+            with record.open("rb") as written:
+                written.seek(began_at)
+                runs.last_error = written.read().decode(errors="replace")[-2000:]
 
 
 def lake_keys_below(lake: Path, lows: dict[int, int]) -> collections.Counter[str]:

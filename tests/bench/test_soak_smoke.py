@@ -35,6 +35,9 @@ def test_soak_smoke_loses_nothing_and_records_samples(tmp_path: Path) -> None:
     assert result["rolled_back_seen"] == 0 and result["audit_duplicates"] == 0
     assert result["audit_found"] == result["acknowledged"]
     assert result["tier_runs"] >= 1 and result["tier_failures"] == 0
+    # Each tier run's steps are on record, maintenance among them (the soak runs them as users do).
+    steps = (tmp_path / "run" / "tier-logs" / "tier-runs.out").read_text()
+    assert steps.count("maintain") >= result["tier_runs"], steps[-3000:]
     # Retention deleted CommitLog files the lake holds; the audit read those from the lake.
     assert result["lowest_queue_min_offset"] > 0
     assert result["churn_changes"] >= 5

@@ -39,8 +39,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.broker_load import BODY_SIZE, QUEUES, Job, run_jobs  # noqa: E402
-from bench.markdown import replace_section  # noqa: E402
+from bench.broker_load import BODY_SIZE, QUEUES, Job, run_jobs
+from bench.markdown import replace_section
 
 SECTION = "## Broker (bench/broker_bench.py)"
 TARGETS = {"sync_1": 10_000, "sync_16": 50_000, "batch_16x32": 150_000, "consume": 150_000, "p99_ms": 5.0}

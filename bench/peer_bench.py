@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make `bench` and `lakemq` importable
     sys.path.insert(0, str(ROOT))
 
-from bench.markdown import replace_section  # noqa: E402
-from bench.peers import PEERS, Peer, PeerUnavailable  # noqa: E402
-from bench.peers.java_bench import run_java_workload  # noqa: E402
-from bench.peers.report import plot_latency, render_section, write_json  # noqa: E402
-from bench.peers.workload import FULL, QUICK, PeerResult, Plan, run_workload  # noqa: E402
+from bench.markdown import replace_section
+from bench.peers import PEERS, Peer, PeerUnavailable
+from bench.peers.java_bench import run_java_workload
+from bench.peers.report import plot_latency, render_section, write_json
+from bench.peers.workload import FULL, QUICK, PeerResult, Plan, run_workload
 
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 # Every asyncio client runs on one loop, chosen per run: uvloop, or asyncio's own.

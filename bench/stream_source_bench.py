@@ -45,11 +45,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make `bench` and `lakemq` importable
     sys.path.insert(0, str(ROOT))
 
-from bench.jvm import BUILD, ensure_groups  # noqa: E402
-from bench.markdown import replace_section  # noqa: E402
-from bench.peers.base import Peer, PeerClient  # noqa: E402
-from bench.peers.kafka_peer import KafkaPeer  # noqa: E402
-from bench.peers.lakemq_peer import LakemqAsyncPeer  # noqa: E402
+from bench.jvm import BUILD, ensure_groups
+from bench.markdown import replace_section
+from bench.peers.base import Peer, PeerClient
+from bench.peers.kafka_peer import KafkaPeer
+from bench.peers.lakemq_peer import LakemqAsyncPeer
 
 TOPIC = "stream-backlog"
 LATENCY_TOPIC = "stream-latency"

@@ -21,7 +21,7 @@ from types import TracebackType
 from bench.peers.cpu import process_cpu_seconds
 from bench.peers.process import PeerUnavailable, ServerProcess, session_pids
 
-__all__ = ["Durability", "Peer", "PeerClient", "TopicProducer", "OnBody"]
+__all__ = ["Durability", "OnBody", "Peer", "PeerClient", "TopicProducer"]
 
 OnBody = Callable[[bytes], None]
 

@@ -112,7 +112,7 @@ class LakemqSyncPeer(_LakemqPeer):
 
 
 class _LakemqProducer(TopicProducer):
-    def __init__(self, producer, topic: str) -> None:  # noqa: ANN001 - lakemq.client.Producer
+    def __init__(self, producer, topic: str) -> None:
         self._producer = producer
         self._topic = topic
 
@@ -138,7 +138,7 @@ class RocketMQProtocolClient(PeerClient):
         self._namesrv_addr = namesrv_addr
         self._instances = 0
 
-    def _client_config(self):  # noqa: ANN202 - lakemq.client.config.ClientConfig
+    def _client_config(self):
         from lakemq.client.config import ClientConfig
 
         self._instances += 1
@@ -159,7 +159,7 @@ class RocketMQProtocolClient(PeerClient):
                     queues = await producer.fetch_publish_message_queues(topic)
                     if queues:
                         return
-                except Exception as exc:  # noqa: BLE001 - retried until the deadline
+                except Exception as exc:
                     if time.monotonic() > deadline:
                         raise PeerUnavailable(f"lakemq: cannot create topic {topic}: {exc}") from exc
                 if time.monotonic() > deadline:
@@ -187,7 +187,7 @@ class RocketMQProtocolClient(PeerClient):
         done = asyncio.Event()
         loop = asyncio.get_running_loop()
 
-        def listener(messages, context) -> ConsumeConcurrentlyStatus:  # noqa: ANN001 - a user's listener
+        def listener(messages, context) -> ConsumeConcurrentlyStatus:
             nonlocal received
             for message in messages:
                 on_body(message.body)

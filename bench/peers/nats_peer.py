@@ -53,7 +53,7 @@ class NatsPeer(Peer):
 
 
 class _NatsProducer(TopicProducer):
-    def __init__(self, connection, topic: str) -> None:  # noqa: ANN001 - nats.NATS
+    def __init__(self, connection, topic: str) -> None:
         self._nc = connection
         self._js = connection.jetstream()
         self._topic = topic
@@ -72,7 +72,7 @@ class _NatsClient(PeerClient):
     def __init__(self, url: str) -> None:
         self._url = url
 
-    async def _connect(self):  # noqa: ANN202 - nats.NATS
+    async def _connect(self):
         import nats
 
         return await nats.connect(self._url, max_reconnect_attempts=0)

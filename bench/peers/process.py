@@ -22,8 +22,8 @@ __all__ = [
     "ensure_binary",
     "free_port",
     "session_pids",
-    "wait_until",
     "wait_tcp",
+    "wait_until",
 ]
 
 _apt_updated = False

@@ -27,7 +27,7 @@ from pathlib import Path
 from bench.peers.base import Durability, OnBody, Peer, PeerClient, TopicProducer
 from bench.peers.process import PeerUnavailable, ensure_binary, free_port, wait_tcp, wait_until
 
-__all__ = ["RabbitStreamPeer", "RabbitQuorumPeer"]
+__all__ = ["RabbitQuorumPeer", "RabbitStreamPeer"]
 
 _SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 
@@ -97,7 +97,7 @@ class _RabbitPeer(Peer):
 
             try:
                 connection = await aio_pika.connect(self._url(), timeout=2)
-            except (OSError, asyncio.TimeoutError, aio_pika.exceptions.AMQPError):
+            except (TimeoutError, OSError, aio_pika.exceptions.AMQPError):
                 return False
             await connection.close()
             return True
@@ -141,12 +141,12 @@ class RabbitQuorumPeer(_RabbitPeer):
 
 
 class _RabbitProducer(TopicProducer):
-    def __init__(self, connection, channel, topic: str) -> None:  # noqa: ANN001 - aio_pika
+    def __init__(self, connection, channel, topic: str) -> None:
         self._connection = connection
         self._exchange = channel.default_exchange
         self._topic = topic
 
-    def _message(self, body: bytes):  # noqa: ANN202 - aio_pika.Message
+    def _message(self, body: bytes):
         import aio_pika
 
         return aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
@@ -199,7 +199,7 @@ class _RabbitClient(PeerClient):
             queue = await channel.declare_queue(topic, durable=True, passive=True)
             arguments = {"x-stream-offset": "first"} if self._queue_type == "stream" else {}
 
-            async def on_message(message) -> None:  # noqa: ANN001 - aio_pika message
+            async def on_message(message) -> None:
                 nonlocal received
                 on_body(message.body)
                 received += 1
@@ -212,7 +212,7 @@ class _RabbitClient(PeerClient):
             ready()
             try:
                 await asyncio.wait_for(done.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         finally:
             await connection.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 from bench.peers.base import Durability, OnBody, Peer, PeerClient, TopicProducer
 from bench.peers.process import PeerUnavailable, ensure_binary, free_port, wait_until
 
-__all__ = ["RedisPeer", "RedisEverysecPeer", "RedisAlwaysPeer"]
+__all__ = ["RedisAlwaysPeer", "RedisEverysecPeer", "RedisPeer"]
 
 _FIELD = b"b"
 _READ_COUNT = 256  # entries per XREADGROUP

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench.peers.workload import LatencyResult, PeerResult, Plan
 
-__all__ = ["render_section", "plot_latency", "write_json", "SECTION"]
+__all__ = ["SECTION", "plot_latency", "render_section", "write_json"]
 
 SECTION = "## Peers"
 # How each peer is driven, and why: written into every run's section.

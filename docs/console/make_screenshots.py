@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import threading
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from lakemq.client.admin import Admin  # noqa: E402
-from lakemq.client.producer import Producer  # noqa: E402
-from lakemq.common.message import Message  # noqa: E402
-from tests.console.browser import start_browser  # noqa: E402
-from tests.console.console_env import GROUP, TOPIC, ConsoleEnv, console_env  # noqa: E402
+from lakemq.client.admin import Admin
+from lakemq.client.producer import Producer
+from lakemq.common.message import Message
+from tests.console.browser import start_browser
+from tests.console.console_env import GROUP, TOPIC, ConsoleEnv, console_env
 
 OUT = Path(__file__).resolve().parent
 EXTRA_TOPICS = {"payments": 8, "inventory": 4, "notifications": 2, "audit-log": 1, "shipments": 4}

@@ -19,8 +19,8 @@ def main() -> None:
     producer = Producer(group)
     producer.set_namesrv_addr(namesrv)
     producer.set_timeout(5000)
-    dll.SetProducerLogPath(producer._handle, log_dir.encode())  # noqa: SLF001 - not wrapped in 0.4.4
-    dll.SetProducerLogLevel(producer._handle, _CLogLevel.INFO)  # noqa: SLF001
+    dll.SetProducerLogPath(producer._handle, log_dir.encode())
+    dll.SetProducerLogLevel(producer._handle, _CLogLevel.INFO)
     if credentials:
         producer.set_session_credentials(credentials[0], credentials[1], "ALIYUN")
     producer.start()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from lakemq.broker.acl import PlainAccessValidator, parse_plain_acl, parse_access_resource
+from lakemq.broker.acl import PlainAccessValidator, parse_access_resource, parse_plain_acl
 from lakemq.client.acl import AclClientRPCHook, rpc_hook_for
 from lakemq.client.config import ClientConfig
 from lakemq.common.acl_signature import calculate_signature, combine_request_content, sign_request
 from lakemq.common.codes import RequestCode
+from lakemq.common.subscription import SubscriptionData
 from lakemq.errors import NoPermissionError
 from lakemq.remoting import RemotingCommand
-from lakemq.common.subscription import SubscriptionData
 from lakemq.remoting.bodies import ConsumerData, HeartbeatData
 
 ACL = """

@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # bench/ is a top-level folder, not part of the installed package
     sys.path.insert(0, str(ROOT))
 
-from bench.peers.process import PeerUnavailable, session_pids  # noqa: E402
-from bench.peers.redis_peer import RedisEverysecPeer  # noqa: E402
-from tests.bench.peer_checks import gone, round_trip  # noqa: E402
+from bench.peers.process import PeerUnavailable, session_pids
+from bench.peers.redis_peer import RedisEverysecPeer
+from tests.bench.peer_checks import gone, round_trip
 
 
 def _started_redis() -> RedisEverysecPeer:

@@ -14,7 +14,14 @@ import signal
 import sys
 from pathlib import Path
 
-from lakemq.client import ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumerConfig, MessageExt, PushConsumer
+from lakemq.client import (
+    ClientConfig,
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumerConfig,
+    MessageExt,
+    PushConsumer,
+)
 
 
 async def main(namesrv: str, topic: str, group: str, instance: str, out_dir: str) -> None:
@@ -27,8 +34,7 @@ async def main(namesrv: str, topic: str, group: str, instance: str, out_dir: str
     sink = open(msgs_path, "a", buffering=1)
 
     async def listener(msgs: list[MessageExt], ctx: object) -> ConsumeConcurrentlyStatus:
-        for m in msgs:
-            sink.write(m.body.decode() + "\n")
+        sink.writelines(m.body.decode() + "\n" for m in msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     consumer.register_message_listener_concurrently(listener)
@@ -43,7 +49,7 @@ async def main(namesrv: str, topic: str, group: str, instance: str, out_dir: str
         os.replace(tmp, owned_path)
         try:
             await asyncio.wait_for(stop.wait(), 0.1)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
     await consumer.shutdown()
     sink.close()

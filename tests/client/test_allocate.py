@@ -1,4 +1,5 @@
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lakemq.client.allocate import STRATEGIES, allocate_averagely, allocate_averagely_by_circle
 from lakemq.common.message_queue import MessageQueue

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 from client_helpers import unique, wait_until
-from tests.cluster import Cluster, lakemq_command
 
 from lakemq.client import Message, Producer
 from lakemq.client.admin import Admin
+from tests.cluster import Cluster, lakemq_command
 
 CONSUMER = Path(__file__).with_name("consumer_proc.py")
 

@@ -8,7 +8,6 @@ import time
 from datetime import datetime
 
 from client_helpers import client_config, unique, wait_until
-from tests.cluster import Cluster
 
 from lakemq.client import (
     ConsumeConcurrentlyStatus,
@@ -26,6 +25,7 @@ from lakemq.client import (
     select_by_hash,
 )
 from lakemq.client.admin import Admin
+from tests.cluster import Cluster
 
 FIRST = ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
 

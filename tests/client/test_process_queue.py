@@ -21,7 +21,7 @@ def test_commit_offset_is_min_in_flight() -> None:
 
 def test_flow_control_thresholds() -> None:
     pq = ProcessQueue()
-    pq.put_messages(msgs(*range(0, 11)))
+    pq.put_messages(msgs(*range(11)))
     assert not pq.flow_control(max_count=11, max_size_mib=1, max_span=10)
     fc = pq.flow_control(max_count=10, max_size_mib=1, max_span=9)
     assert fc and fc.count and fc.span and not fc.size

@@ -1,4 +1,4 @@
-import lakemq.client as client
+from lakemq import client
 
 
 def test_all_names_resolve_and_are_sorted() -> None:

@@ -79,7 +79,7 @@ class CppClient:
 
     def consumer(self, group: str, topic: str, *, expect: int, expression: str = "*", orderly: bool = False,
                  idle: float = 2.0, timeout: float = 60.0, props: tuple[str, ...] = (),
-                 fail_first: tuple[str, ...] = ()) -> "CppConsumer":
+                 fail_first: tuple[str, ...] = ()) -> CppConsumer:
         args = self._args("consume", group, "--topic", topic, "--expression", expression, "--expect", str(expect),
                           "--idle", str(idle), "--timeout", str(timeout), "--props", ",".join(props),
                           "--fail-first", ",".join(fail_first))

@@ -16,8 +16,16 @@ from typing import Any
 
 import pytest
 
-from lakemq.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumerConfig, Message, MessageExt
-from lakemq.client import Producer, PushConsumer, SendStatus
+from lakemq.client import (
+    ConsumeConcurrentlyStatus,
+    ConsumeFromWhere,
+    ConsumerConfig,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
 from lakemq.client.admin import Admin
 from lakemq.client.config import ClientConfig
 from tests.cluster import Cluster

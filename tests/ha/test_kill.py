@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
 from lakemq.client import Message, Producer, ProducerConfig, SendStatus
 from lakemq.client.admin import Admin
 from lakemq.errors import LakeMQError

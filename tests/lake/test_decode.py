@@ -54,8 +54,8 @@ def test_decodes_like_the_reference_codec() -> None:
     records = [
         ("TopicA", b"hello", properties_to_string({"TAGS": "t1", "KEYS": "k1 k2", "UNIQ_KEY": "U1"}).encode()),
         ("%RETRY%group_1", b"", b""),
-        ("TopicB", bytes(range(256)) * 3, "a\x01b\x01c\x02noval\x02TAGS\x01x\x02TAGS\x01y\x02".encode()),
-        ("TopicA", b"\x00\x01\x02", "KEYS\x01unterminated".encode()),
+        ("TopicB", bytes(range(256)) * 3, b"a\x01b\x01c\x02noval\x02TAGS\x01x\x02TAGS\x01y\x02"),
+        ("TopicA", b"\x00\x01\x02", b"KEYS\x01unterminated"),
         ("SCHEDULE_TOPIC_XXXX", b"later", properties_to_string({"REAL_TOPIC": "TopicA", "DELAY": "3"}).encode()),
     ]
     buf = segment(records)

@@ -9,17 +9,16 @@ import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 
 import pytest
 
 from lakemq.common.codes import RequestCode, ResponseCode
 from lakemq.errors import RemotingConnectError, RemotingTimeoutError, TopicNotExistError
-from lakemq.remoting.headers import GetRouteInfoRequestHeader, decode_header
 from lakemq.remoting import (
-    RemotingClientConfig,
     RemotingClient,
+    RemotingClientConfig,
     RemotingCommand,
     RemotingServer,
     RequestContext,
@@ -29,6 +28,7 @@ from lakemq.remoting import (
     decode_frame,
     encode,
 )
+from lakemq.remoting.headers import GetRouteInfoRequestHeader, decode_header
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -140,7 +140,7 @@ async def test_oneway_gets_no_response() -> None:
 
 
 async def _processor_seen(server: RemotingServer, code: int, pred) -> RemotingCommand:  # type: ignore[no-untyped-def]
-    processor = server._dispatcher._table[code][0]  # noqa: SLF001 - test reaches the fixture's Echo
+    processor = server._dispatcher._table[code][0]
     for _ in range(100):
         hits = [r for r in processor.seen if pred(r)]  # type: ignore[attr-defined]
         if hits:
@@ -365,7 +365,6 @@ async def test_deferred_response_from_another_thread() -> None:
                 time.sleep(0.05)
                 ctx.write_response(request.reply(ResponseCode.SUCCESS, remark="woken"))
             self.pool.submit(later)
-            return None
 
         def reject_request(self) -> bool:
             return False

@@ -33,9 +33,8 @@ from lakemq.client import (
 
 
 def record(sink: TextIO, msgs: list[MessageExt]) -> None:
-    for m in msgs:
-        sink.write(json.dumps({"body": m.body.decode(), "queue": m.queue_id, "offset": m.queue_offset,
-                               "at": time.time()}) + "\n")
+    sink.writelines(json.dumps({"body": m.body.decode(), "queue": m.queue_id, "offset": m.queue_offset,
+                               "at": time.time()}) + "\n" for m in msgs)
 
 
 async def main(mode: str, namesrv: str, topic: str, group: str, instance: str, out_dir: str,

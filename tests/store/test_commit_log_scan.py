@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 
 from lakemq.common.message import MessageConst, MessageExtBrokerInner, properties_to_string, tags_hash_code
-from lakemq.common.record import BLANK_MAGIC_CODE, BODY_POS, check_record, encode_host, encode_record, patch_record
+from lakemq.common.record import (
+    BLANK_MAGIC_CODE,
+    BODY_POS,
+    check_record,
+    encode_host,
+    encode_record,
+    patch_record,
+)
 from lakemq.errors import ConfigError
 from lakemq.store.commit_log_scan import iter_dispatch_requests, read_dispatch_request, scan_valid_end
 from lakemq.store.delay_levels import SCHEDULE_TOPIC, DelayLevels, rewrite_delayed_message

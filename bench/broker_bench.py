@@ -249,8 +249,8 @@ def report(r: dict[str, dict[str, float]], s: Settings, command: str) -> str:
         lat = r[key]
         lines.append(f"| p99 end to end at {lat['rate']:,.0f} msg/s | {lat['p99']:.2f} ms | | | {TARGETS['p99_ms']} ms "
                      f"| {_ok(lat['p99'], TARGETS['p99_ms'], True)} |")
-    lines += ["", "| latency run | stored msg/s | refused (busy) | received | p50 ms | p90 ms | p99 ms | p99.9 ms "
-              "| max ms |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["", ("| latency run | stored msg/s | refused (busy) | received | p50 ms | p90 ms | p99 ms | p99.9 ms "
+              "| max ms |"), "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for key in sorted(k for k in r if k.startswith("latency")):
         lat = r[key]
         behind = lat["late_ms"] / 1000 > 0.1 * s.duration  # the senders fell behind their schedule
@@ -265,11 +265,11 @@ def report(r: dict[str, dict[str, float]], s: Settings, command: str) -> str:
                      f"{lat['p99']:.2f} | {lat['p999']:.2f} | {lat['max']:.2f} |")
     busy = [r[k]["cpu_us"] * r[k]["rate"] / 1e6 for k in ("sync_1", "sync_16", "batch", "consume")]
     if min(busy) >= 0.8:
-        lines += ["", "The broker process kept about one core busy in every throughput phase: it is CPU-bound "
-                  "(one Python interpreter, one GIL), so each rate above is about 1 / (broker CPU per message)."]
+        lines += ["", ("The broker process kept about one core busy in every throughput phase: it is CPU-bound "
+                  "(one Python interpreter, one GIL), so each rate above is about 1 / (broker CPU per message).")]
     errors = sum(r[k].get("errors", 0) for k in ("sync_1", "sync_16", "batch"))
-    lines += ["", f"Send errors (non-SUCCESS responses): {errors:.0f}. Consumed {r['consume']['messages']:,.0f} "
-              f"messages (all of the batch phase's topic) in {r['consume']['seconds']:.2f} s."]
+    lines += ["", (f"Send errors (non-SUCCESS responses): {errors:.0f}. Consumed {r['consume']['messages']:,.0f} "
+              f"messages (all of the batch phase's topic) in {r['consume']['seconds']:.2f} s.")]
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from bench.peers.cpu import process_cpu_seconds
 from bench.peers.process import PeerUnavailable, ServerProcess, session_pids
@@ -94,7 +95,7 @@ class Peer(ABC):
         broker = self.broker or (self.processes[-1] if self.processes else None)
         return process_cpu_seconds(session_pids(broker.sid)) if broker is not None else 0.0
 
-    def __enter__(self) -> Peer:
+    def __enter__(self) -> Self:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"lakemq-bench-{self.key}-"))
         try:
             self.start(self.workdir)

@@ -62,7 +62,7 @@ def _sbin(binary: str) -> str | None:
 
 def _run_apt(argv: list[str], env: Mapping[str, str], package: str) -> None:
     try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise PeerUnavailable(f"{' '.join(argv)} failed: {exc}") from exc
     if done.returncode != 0:

@@ -74,8 +74,8 @@ ACCOUNT = "accounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n"
     (ACCOUNT + "    topicPerms: [topicA]", "is not name=PERM"),
     (ACCOUNT + "    admin: yes please", "admin must be true or false"),
     (ACCOUNT + "    secret: x", "unknown keys secret"),
-    ("accounts:\n  - {accessKey: RocketMQ, secretKey: 12345678}\n"
-     "  - {accessKey: RocketMQ, secretKey: 87654321}",
+    (("accounts:\n  - {accessKey: RocketMQ, secretKey: 12345678}\n"
+     "  - {accessKey: RocketMQ, secretKey: 87654321}"),
      "appears twice"),
     ("globalWhiteRemoteAddresses: [10.10.300.*]", "outside 0-255"),
     ("globalWhiteRemoteAddresses: [not-an-ip]", "not an address range"),

@@ -379,7 +379,7 @@ def test_sigterm_with_a_held_pull_exits_cleanly_and_promptly(fresh_cluster: Clus
             elapsed = time.monotonic() - started
             try:
                 outcome: object = (await held).code
-            except Exception as exc:  # the connection closed before the answer: also acceptable
+            except Exception as exc:  # noqa: BLE001 - the connection closed before the answer: also acceptable
                 outcome = type(exc).__name__
             return outcome, elapsed, code
         finally:

@@ -31,7 +31,7 @@ async def main(namesrv: str, topic: str, group: str, instance: str, out_dir: str
                             client_config=ClientConfig(namesrv_addr=namesrv, instance_name=instance,
                                                        rebalance_interval=1000, persist_consumer_offset_interval=1000))
     consumer.subscribe(topic)
-    sink = open(msgs_path, "a", buffering=1)
+    sink = open(msgs_path, "a", buffering=1)  # noqa: ASYNC230, SIM115 - open for the process's life, line-buffered
 
     async def listener(msgs: list[MessageExt], ctx: object) -> ConsumeConcurrentlyStatus:
         sink.writelines(m.body.decode() + "\n" for m in msgs)

@@ -46,7 +46,7 @@ def _produce_until_failure(ns: str, index: int, acked: set[str], stop: threading
             msg.keys = [key]
             try:
                 result = producer.send(msg)
-            except Exception:
+            except Exception:  # noqa: BLE001 - any failure ends the sends
                 return  # the broker is gone: this producer's acknowledged set is final
             if result.send_status is SendStatus.SEND_OK:
                 acked.add(key)

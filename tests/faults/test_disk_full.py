@@ -57,7 +57,7 @@ def test_full_disk_refuses_sends_keeps_serving_and_recovers(tmp_path: Path, smal
             filler = small_disk / "filler"
             # Leave less than one CommitLog file free; the current one already has its blocks.
             free = int(subprocess.run(["df", "--output=avail", "-B1", str(small_disk)], capture_output=True,
-                                      text=True).stdout.split()[-1])
+                                      text=True, check=True).stdout.split()[-1])
             filler.write_bytes(b"\0" * (free - (6 << 20)))
             error: LakeMQError | None = None
             i = 32

@@ -144,16 +144,16 @@ def _died_after_a_send_then_rerun(spark: Any, ns: str, lake: Path, began: int, e
             if calls == 4:  # each batch goes as one send per source queue (2)
                 raise KeyboardInterrupt("killed between the send and the checkpoint")
 
-        common = dict(
-            lake_uri=str(lake),
-            topic=SOURCE,
-            begin_ms=began,
-            end_ms=ended,
-            checkpoint=checkpoint,
-            target_topic=TARGET2,
-            batch=50,
-            found_at_broker=found,
-        )
+        common = {
+            "lake_uri": str(lake),
+            "topic": SOURCE,
+            "begin_ms": began,
+            "end_ms": ended,
+            "checkpoint": checkpoint,
+            "target_topic": TARGET2,
+            "batch": 50,
+            "found_at_broker": found,
+        }
         try:
             replay(spark, send_batch=dies_after_second_send, **common)
         except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -42,7 +43,7 @@ def test_full_files_seal_and_the_live_file_waits_until_idle(store_dir: Path, wri
             assert check_record(data, b - f.start, check_crc=True, physical_offset=b) > 0
         ranges = seal.byte_ranges()
         assert ranges[0][0] == f.start and ranges[-1][1] == seal.data_end and len(ranges) > 1
-        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
     assert seal_segments(store_dir, idle_ms=60_000, now_ms=now) == []  # nothing new
     live = files[-1]
     partial = seal_segments(store_dir, idle_ms=60_000, now_ms=now + 61_000)

@@ -191,7 +191,7 @@ async def test_rejected_request_is_system_busy() -> None:
 
 
 async def test_executor_processor_runs_in_pool() -> None:
-    async with running() as (server, client):
+    async with running() as (_server, client):
         processor = Blocking()
         with ThreadPoolExecutor(2, thread_name_prefix="SendPool") as pool:
             srv = RemotingServer()
@@ -301,7 +301,7 @@ async def test_close_listener_and_reconnect() -> None:
 
 
 async def test_connect_refused() -> None:
-    async with running() as (server, client):
+    async with running() as (_server, client):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -310,7 +310,7 @@ async def test_connect_refused() -> None:
 
 
 async def test_namesrv_failover() -> None:
-    async with running() as (server, client):
+    async with running() as (server, _client):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             dead = f"127.0.0.1:{probe.getsockname()[1]}"

@@ -54,7 +54,7 @@ async def main(mode: str, namesrv: str, topic: str, group: str, instance: str, o
     consumer = PushConsumer(group, config=config, client_config=ClientConfig(
         namesrv_addr=namesrv, instance_name=instance, rebalance_interval=1000, persist_consumer_offset_interval=1000))
     consumer.subscribe(topic)
-    sink = open(out / f"{instance}.jsonl", "a", buffering=1)
+    sink = open(out / f"{instance}.jsonl", "a", buffering=1)  # noqa: ASYNC230, SIM115 - open for the process's life
 
     async def concurrently(msgs: list[MessageExt], _ctx: object) -> ConsumeConcurrentlyStatus:
         await asyncio.sleep(delay * len(msgs))

@@ -141,9 +141,9 @@ async def test_push_consumer_cache_stays_within_one_pull_batch_of_its_threshold(
     batch, total = 4, 48
     body_size = 128 * 1024 if limit == "size" else 100
     config = {
-        "count": dict(pull_threshold_for_queue=10),
-        "size": dict(pull_threshold_size_for_queue=1),  # MiB: 8 bodies of 128 KiB
-        "span": dict(consume_concurrently_max_span=12, consume_thread_max=2),
+        "count": {"pull_threshold_for_queue": 10},
+        "size": {"pull_threshold_size_for_queue": 1},  # MiB: 8 bodies of 128 KiB
+        "span": {"consume_concurrently_max_span": 12, "consume_thread_max": 2},
     }[limit]
     with start_cluster(tmp_path) as cluster:
         ns, topic = cluster.namesrv_addr, f"Flow{limit}"

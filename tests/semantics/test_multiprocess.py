@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -77,7 +78,7 @@ def _check_queue_order(name_events: dict[str, list[dict]], queue: int, count: in
                        for e in evs if e["queue"] == queue))
     seqs = [s for _, _, s in timeline]
     assert seqs and seqs[0] == 0 and max(seqs) == count - 1, (queue, seqs)
-    for (_, owner, seq), (_, next_owner, next_seq) in zip(timeline, timeline[1:]):
+    for (_, owner, seq), (_, next_owner, next_seq) in itertools.pairwise(timeline):
         assert next_seq <= seq + 1, f"queue {queue} skipped from {seq} to {next_seq}"
         if next_seq <= seq:
             assert next_owner != owner, f"queue {queue} went back from {seq} to {next_seq} within {owner}"

@@ -25,7 +25,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(lakemq_command("admin", "message", *args), capture_output=True, text=True, timeout=60,
-                          env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"}, cwd=Path(__file__).parents[2])
+                          env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"}, cwd=Path(__file__).parents[2], check=False)
 
 
 def _send(producer: SyncProducer, topic: str, body: str, *keys: str) -> SendResult:

@@ -15,20 +15,20 @@ from lakemq.store.results import PutMessageResult
 
 
 def small_config(root: Path, **overrides: Any) -> StoreConfig:
-    values: dict[str, Any] = dict(
-        store_path_root_dir=str(root),
-        mapped_file_size_commit_log=4096,
-        mapped_file_size_consume_queue=10 * 20,
-        max_hash_slot_num=8,
-        max_index_num=40,
-        flush_interval_consume_queue=50,
-        flush_consume_queue_thorough_interval=0,
-        flush_interval_commit_log=20,
-        clean_resource_interval=3_600_000,
-        delete_when="99",
-        disk_max_used_space_ratio=100,
-        message_delay_level="1s 2s",
-    )
+    values: dict[str, Any] = {
+        "store_path_root_dir": str(root),
+        "mapped_file_size_commit_log": 4096,
+        "mapped_file_size_consume_queue": 10 * 20,
+        "max_hash_slot_num": 8,
+        "max_index_num": 40,
+        "flush_interval_consume_queue": 50,
+        "flush_consume_queue_thorough_interval": 0,
+        "flush_interval_commit_log": 20,
+        "clean_resource_interval": 3_600_000,
+        "delete_when": "99",
+        "disk_max_used_space_ratio": 100,
+        "message_delay_level": "1s 2s",
+    }
     values.update(overrides)
     return StoreConfig(**values)
 

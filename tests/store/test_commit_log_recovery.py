@@ -125,7 +125,7 @@ def test_short_blank_record_still_leads_to_next_file(open_commit_log: Open, blan
 
 
 def test_damage_in_the_middle_sets_later_files_aside(open_commit_log: Open) -> None:
-    spans, end = _fill(open_commit_log, n=60)
+    spans, _end = _fill(open_commit_log, n=60)
     cl = open_commit_log(**SMALL)
     files = [mf.path for mf in cl.mapped_file_queue.mapped_files]
     assert len(files) >= 3

@@ -31,7 +31,7 @@ def _tear_tail(store: Path, acked: Acked) -> int | None:
     recovery must now end, or None when that spot is not in the last file."""
     offset, size, *_ = max(acked)
     end = offset + size
-    last = sorted((store / "commitlog").iterdir())[-1]
+    last = max((store / "commitlog").iterdir())
     start = int(last.name)
     file_size = int(CONFIG["mapped_file_size_commit_log"])  # type: ignore[call-overload]
     if offset < start or end + 150 > start + file_size:
@@ -80,7 +80,7 @@ def _check_store(store: Path, acked: Acked, abnormal: bool,
     assert tail.tobytes().count(0) == len(tail), "bytes left after the recovered end"
     tail.release()
     if abnormal:
-        assert seen and set(o for o, *_ in acked) <= set(seen)
+        assert seen and {o for o, *_ in acked} <= set(seen)
     cl.mapped_file_queue.shutdown()
     return end
 

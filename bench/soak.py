@@ -12,16 +12,20 @@ deleting every CommitLog file the lake holds (small files, no reserve time), so 
 consumers and the final audit read the lake below the hot tier.
 
 Every ``--sample-interval`` seconds: the broker's RSS (and its anonymous part: RSS also counts
-the store's mapped file pages, which come and go with the CommitLog files), open files and
-threads (from /proc), its worst event-loop lag of the last minute
+the store's mapped file pages, which come and go with the CommitLog files), its descriptors
+(those on store files, the distinct store files, those on store files already deleted, and
+the rest) and threads (from /proc), its worst event-loop lag of the last minute
 (lakemq_broker_event_loop_lag_max_seconds), the p99 latency of the plain and delayed sends of
 the interval, and the CommitLog files on disk and deleted so far.
 
 Verdict: (1) nothing lost: for each group, acknowledged keys - (keys it consumed | keys a new
 group finds reading every queue from its first hot offset, plus the lake's rows below it) is empty, and no rolled-back
 message was ever seen; (2) flat: over the last ``--window`` seconds (at most the time after
-``--warmup``) RSS, anonymous RSS, open files and threads grow under 5 % (the rise of each one's
-peak from the window's first half to its second, doubled: see ``growth``).
+``--warmup``) RSS, anonymous RSS, descriptors not on store files, store descriptors per open
+store file and threads grow under 5 % (the rise of each one's peak from the window's first
+half to its second, doubled: see ``growth``), and no descriptor on a deleted store file stays
+open through the last minute. The store's descriptors in total follow the hot tier's size,
+which retention's cycle moves by a few files between samples.
 ``--no-growth-verdict`` reports growth without judging it (for the CI smoke, too short to be past
 warm-up); ``--rejudge soak.json`` gives the verdict again on a run saved with ``--out``.
 """
@@ -38,6 +42,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +78,11 @@ class Sample:
     t: float  # seconds since the load began
     rss_mib: float
     rss_anon_mib: float  # the heap's part of it (the rest is mapped store files the kernel may drop)
-    open_files: int
+    open_files: int  # every descriptor: store_fds + other_fds
+    store_fds: int  # on files under the store (each mapped file holds two: its own and the mapping's)
+    store_open: int  # distinct store files those descriptors are on
+    store_deleted_fds: int  # on store files already deleted (a reader's view may hold one a moment)
+    other_fds: int  # sockets, pipes, logs, the lake's files
     threads: int
     loop_lag_ms: float
     send_p99_ms: float
@@ -85,6 +94,26 @@ class Sample:
 def _proc_status(pid: int) -> tuple[float, float, int]:
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024, int(fields["Threads"])
+
+
+def _descriptors(pid: int, store: Path) -> tuple[int, int, int, int]:
+    """(store descriptors, distinct store files, descriptors on deleted store files, the
+    rest): the store's descriptors follow the hot tier's files, which retention's cycle raises
+    and lowers, so a leak shows in the others or as more descriptors per store file."""
+    inside, store_open, deleted, other = 0, set(), 0, 0
+    prefix = f"{store}/"
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:  # closed since the listing
+            continue
+        if target.startswith(prefix):
+            inside += 1
+            store_open.add(target.removesuffix(" (deleted)"))
+            deleted += target.endswith(" (deleted)")
+        else:
+            other += 1
+    return inside, len(store_open), deleted, other
 
 
 def _loop_lag_ms(url: str) -> float:
@@ -106,17 +135,30 @@ def sample(broker: ServerProcess, url: str, ledger: Ledger, began: float, store:
     files = {p.name for p in (store / "commitlog").iterdir()}
     seen |= files
     rss, anon, threads = _proc_status(pid)
+    store_fds, store_open, store_deleted, other_fds = _descriptors(pid, store.resolve())
     latencies = ledger.take_latencies()
     return Sample(
-        t=round(time.monotonic() - began, 1), rss_mib=round(rss, 1), rss_anon_mib=round(anon, 1), open_files=len(os.listdir(f"/proc/{pid}/fd")),
-        threads=threads, loop_lag_ms=round(_loop_lag_ms(url), 2), send_p99_ms=round(_p99(latencies), 2),
+        t=round(time.monotonic() - began, 1), rss_mib=round(rss, 1), rss_anon_mib=round(anon, 1),
+        open_files=store_fds + other_fds, store_fds=store_fds, store_open=store_open,
+        store_deleted_fds=store_deleted, other_fds=other_fds, threads=threads, loop_lag_ms=round(_loop_lag_ms(url), 2), send_p99_ms=round(_p99(latencies), 2),
         sends=len(latencies), commitlog_files=len(files), deleted_files=len(seen - files))
 
 
+# What the growth verdict judges: the store's descriptors are judged per open store file (a
+# mapped file holds two), not in total, which follows the hot tier's size.
+JUDGED: dict[str, Callable[[Sample], float]] = {
+    "rss_mib": lambda s: s.rss_mib,
+    "rss_anon_mib": lambda s: s.rss_anon_mib,
+    "other_fds": lambda s: s.other_fds,
+    "store_fds_per_file": lambda s: s.store_fds / max(s.store_open, 1),
+    "threads": lambda s: s.threads,
+}
+
+
 def growth(samples: list[Sample], since: float) -> dict[str, float]:
-    """Relative growth of each resource over the window from ``since``: the rise of its peak
-    from the window's first half to its second, doubled to span the whole window. RSS and open
-    files rise and fall with the CommitLog files retention deletes every few minutes (their
+    """Relative growth of each judged resource over the window from ``since``: the rise of its
+    peak from the window's first half to its second, doubled to span the whole window. RSS and
+    open files rise and fall with the CommitLog files retention deletes every few minutes (their
     mapped pages and descriptors), so the first and last samples would measure where in that
     cycle each fell; a leak raises every peak."""
     window = [s for s in samples if s.t >= since]
@@ -124,10 +166,17 @@ def growth(samples: list[Sample], since: float) -> dict[str, float]:
         return {}
     first, second = window[: len(window) // 2], window[len(window) // 2 :]
     grew = {}
-    for name in ("rss_mib", "rss_anon_mib", "open_files", "threads"):
-        before = max(getattr(s, name) for s in first)
-        grew[name] = 2 * (max(getattr(s, name) for s in second) - before) / max(before, 1e-9)
+    for name, value in JUDGED.items():
+        before = max(map(value, first))
+        grew[name] = 2 * (max(map(value, second)) - before) / max(before, 1e-9)
     return grew
+
+
+def held_deleted(samples: list[Sample], since: float, span: float = 60.0) -> int:
+    """Descriptors on deleted store files held through the window's last ``span`` seconds (a
+    reader's view may keep one a moment; one held that long is leaked)."""
+    tail = [s for s in samples if s.t >= max(since, samples[-1].t - span)] if samples else []
+    return min((s.store_deleted_fds for s in tail), default=0)
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -251,6 +300,8 @@ def judge(result: dict[str, Any]) -> dict[str, Any]:
         if not grew:
             failures.append(f"fewer than four samples after {window_start:.0f} s: growth cannot be judged")
         failures += [f"{k} grew {v:.1%} over the window" for k, v in grew.items() if v >= GROWTH_LIMIT]
+        if leaked := held_deleted(samples, window_start):
+            failures.append(f"{leaked} descriptors on deleted store files stayed open")
     result["failures"] = failures
     return result
 
@@ -259,11 +310,13 @@ def _markdown(result: dict[str, object], command: str) -> str:
     samples = result["samples"]
     assert isinstance(samples, list)
     rows = "\n".join(
-        f"| {s['t']:.0f} | {s['rss_mib']:.1f} | {s['rss_anon_mib']:.1f} | {s['open_files']} | {s['threads']} | {s['loop_lag_ms']:.1f} "
+        f"| {s['t']:.0f} | {s['rss_mib']:.1f} | {s['rss_anon_mib']:.1f} | {s['store_fds']} / {s['store_open']} "
+        f"| {s['store_deleted_fds']} | {s['other_fds']} | {s['threads']} | {s['loop_lag_ms']:.1f} "
         f"| {s['send_p99_ms']:.1f} | {s['sends']} | {s['commitlog_files']} | {s['deleted_files']} |" for s in samples)
     return (f"{SECTION}\n\n`{command}`\n\n"
-            "| t (s) | RSS (MiB) | anon RSS (MiB) | open files | threads | loop lag max (ms) | send p99 (ms) | sends | CommitLog files | deleted |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n"
+            "| t (s) | RSS (MiB) | anon RSS (MiB) | store fds / files | fds on deleted | other fds | threads "
+            "| loop lag max (ms) | send p99 (ms) | sends | CommitLog files | deleted |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
             f"{rows}\n\n"
             "```json\n" + json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1) + "\n```\n")
 

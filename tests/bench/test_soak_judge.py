@@ -14,10 +14,14 @@ from bench.soak import Sample, growth, judge
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _samples(anon: list[float], rss: list[float]) -> list[Sample]:
-    return [Sample(t=60.0 * i, rss_mib=r, rss_anon_mib=a, open_files=100, threads=28, loop_lag_ms=1.0,
+def _samples(anon: list[float], rss: list[float], store_open: list[int] | None = None,
+             other: list[int] | None = None, deleted: list[int] | None = None) -> list[Sample]:
+    n = len(anon)
+    store_open, other, deleted = store_open or [60] * n, other or [40] * n, deleted or [0] * n
+    return [Sample(t=60.0 * i, rss_mib=r, rss_anon_mib=a, open_files=2 * f + o + d, store_fds=2 * f + d,
+                   store_open=f + d, store_deleted_fds=d, other_fds=o, threads=28, loop_lag_ms=1.0,
                    send_p99_ms=5.0, sends=12_000, commitlog_files=50, deleted_files=0)
-            for i, (a, r) in enumerate(zip(anon, rss))]
+            for i, (a, r, f, o, d) in enumerate(zip(anon, rss, store_open, other, deleted))]
 
 
 def test_a_retention_sawtooth_is_flat_and_a_leak_is_not() -> None:
@@ -29,6 +33,32 @@ def test_a_retention_sawtooth_is_flat_and_a_leak_is_not() -> None:
     leaking = [70 + 0.1 * i for i in range(61)]  # +6 MiB in the hour: 8.6%
     grew = growth(_samples(leaking, sawtooth), since=0)
     assert 0.07 < grew["rss_anon_mib"] < 0.1
+
+
+def test_descriptors_are_judged_apart_from_the_hot_tiers_size() -> None:
+    # The hot tier holds a few more files at the second half's peak: its descriptors follow,
+    # two per mapped file; that is not a leak.
+    grew = growth(_samples([70.0] * 61, [200.0] * 61, store_open=[60 + (i > 40) * 3 for i in range(61)]), since=0)
+    assert grew["store_fds_per_file"] == 0 and grew["other_fds"] == 0
+    # A socket a minute never closed is.
+    grew = growth(_samples([70.0] * 61, [200.0] * 61, other=[40 + i // 10 for i in range(61)]), since=0)
+    assert grew["other_fds"] > 0.05
+    # So is a store file opened twice per roll and closed once.
+    leaking = _samples([70.0] * 61, [200.0] * 61)
+    for i, s in enumerate(leaking):
+        s.store_fds += i // 5
+    assert growth(leaking, since=0)["store_fds_per_file"] > 0.05
+
+
+def test_a_descriptor_on_a_deleted_store_file_fails_only_when_it_stays() -> None:
+    record = {"groups": {"g": {"lost": 0}}, "rolled_back_seen": 0, "audit_duplicates": 0, "tier_failures": 0,
+              "growth_window_from_s": 0.0}
+    moment = [1 if i == 58 else 0 for i in range(61)]  # a reader's view, released by the next sample
+    record["samples"] = [asdict(s) for s in _samples([70.0] * 61, [200.0] * 61, deleted=moment)]
+    assert judge(dict(record))["failures"] == []
+    held = [int(i >= 50) for i in range(61)]
+    record["samples"] = [asdict(s) for s in _samples([70.0] * 61, [200.0] * 61, deleted=held)]
+    assert judge(dict(record))["failures"] == ["1 descriptors on deleted store files stayed open"]
 
 
 def test_a_saved_run_is_judged_again(tmp_path: Path) -> None:

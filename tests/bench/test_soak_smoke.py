@@ -45,5 +45,9 @@ def test_soak_smoke_loses_nothing_and_records_samples(tmp_path: Path) -> None:
     assert len(samples) == 6
     for s in samples:
         assert s["deleted_files"] >= 0
-        assert s["rss_mib"] >= s["rss_anon_mib"] > 0 and s["open_files"] > 0 and s["threads"] > 0 and s["sends"] > 0, s
+        assert s["rss_mib"] >= s["rss_anon_mib"] > 0 and s["threads"] > 0 and s["sends"] > 0, s
+        # The store's mapped files hold descriptors (the file's and the mapping's); the broker
+        # also has its sockets and logs.
+        assert s["store_fds"] >= s["store_open"] > 0 and s["other_fds"] > 0, s
+        assert s["open_files"] == s["store_fds"] + s["other_fds"] and s["store_deleted_fds"] >= 0, s
         assert math.isfinite(s["loop_lag_ms"]) and math.isfinite(s["send_p99_ms"]), s

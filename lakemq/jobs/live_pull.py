@@ -23,15 +23,17 @@ from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.results import PullStatus
 from lakemq.common.message_queue import MessageQueue
 
-__all__ = ["CHUNK_BYTES", "PULL_BATCH", "WINDOW", "pull_chain"]
+__all__ = ["CHUNK_BYTES", "PULL_BATCH", "WINDOW", "Chain", "pull_chain"]
 
 PULL_BATCH = 256  # messages asked per pull; the broker may answer fewer (its maxTransferCount caps)
 WINDOW = 8  # pulls in flight at once on one queue
 CHUNK_BYTES = 4 << 20  # answers gathered before the caller decodes them in one go
 
+Chain = list[tuple[int, RawPullResult]]  # (asked offset, answer), each answer's next offset the next one asked
+
 
 async def pull_chain(consumer: PullConsumer, mq: MessageQueue, subscription: str, offset: int, end: int,
-                     stride: int) -> list[tuple[int, RawPullResult]]:
+                     stride: int) -> Chain:
     """Pulls of ``mq`` from ``offset`` towards ``end`` until about CHUNK_BYTES were answered, the
     range is done or the chain breaks: (asked offset, answer) pairs, each answer's
     ``next_begin_offset`` the next pair's asked offset. ``stride`` is how many messages a full
@@ -48,7 +50,7 @@ async def pull_chain(consumer: PullConsumer, mq: MessageQueue, subscription: str
             ahead.append((ask, asyncio.ensure_future(pull)))
             ask += max(stride, 1)
 
-    chain: list[tuple[int, RawPullResult]] = []
+    chain: Chain = []
     size, broken = 0, False
     try:
         launch()

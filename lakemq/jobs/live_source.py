@@ -33,6 +33,7 @@ import gc
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -46,7 +47,7 @@ from pyspark.sql.datasource import (
 )
 
 from lakemq.client.results import PullStatus
-from lakemq.client.sync import background_loop
+from lakemq.client.sync import SyncPullConsumer, background_loop
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
@@ -61,7 +62,7 @@ from lakemq.jobs.live_plan import (
     lake_cut,
     stale_note,
 )
-from lakemq.jobs.live_pull import PULL_BATCH, pull_chain
+from lakemq.jobs.live_pull import PULL_BATCH, Chain, pull_chain
 from lakemq.tiering.tables import DATA_SCHEMA, MESSAGES_SCHEMA, MESSAGES_TABLE, SPARK_ARROW_SCHEMA
 
 __all__ = ["HotPart", "LakePart", "LiveReader"]
@@ -72,6 +73,8 @@ log = logging.getLogger(__name__)
 # (its maxTransferCount cap, or more where a filter skips): a queue range's first pulls are
 # pipelined at once instead of one first pull to learn it. A wrong guess only breaks the chain.
 _strides: dict[str, int] = {}
+
+Asked = tuple[SyncPullConsumer, Future[Chain]]  # pulls under way, and the client that asked
 
 @dataclass
 class LakePart(InputPartition):
@@ -131,8 +134,12 @@ class LiveReader(DataSourceReader):
         if isinstance(partition, LakePart):
             yield from self._read_file(partition.file, partition.ranges)
         elif isinstance(partition, HotPart):
-            for span in partition.spans:
-                yield from self._pull(span)
+            # Every span's first pulls go out at once: the broker answers the later queues
+            # while this task decodes and hands over the earlier ones.
+            consumer = kept_client(self.options.namesrv)
+            ahead = [(consumer, self._ask(consumer, s, s.start, _strides.get(s.broker, 0))) for s in partition.spans]
+            for span, first in zip(partition.spans, ahead, strict=True):
+                yield from self._pull(span, first)
         elif isinstance(partition, IndexPart):
             yield from self._look_up(partition.spans)
         # Else the one empty partition Spark plans when partitions() found none: no rows.
@@ -165,16 +172,25 @@ class LiveReader(DataSourceReader):
         elif found.num_rows:
             yield found
 
-    def _pull(self, span: HotSpan) -> Iterator[pa.RecordBatch]:
+    def _ask(self, consumer: SyncPullConsumer, span: HotSpan, offset: int, stride: int) -> Future[Chain]:
         mq = MessageQueue(span.topic, span.broker, span.queue_id)
+        return asyncio.run_coroutine_threadsafe(
+            pull_chain(consumer.consumer, mq, self.pushed.subscription, offset, span.end, stride), background_loop())
+
+    def _pull(self, span: HotSpan, asked_ahead: Asked | None = None) -> Iterator[pa.RecordBatch]:
+        """The span's rows, a chain of pulls at a time; ``asked_ahead``: its first chain, asked
+        already (and the client that asked)."""
         offset, stalled, stride = span.start, False, _strides.get(span.broker, 0)
-        consumer = kept_client(self.options.namesrv)
+        pending = asked_ahead
         failing_since: float | None = None
         while offset < span.end:
+            if pending is None:
+                consumer = kept_client(self.options.namesrv)
+                pending = consumer, self._ask(consumer, span, offset, stride)
+            consumer, asked_chain = pending
+            pending = None
             try:
-                chain = asyncio.run_coroutine_threadsafe(pull_chain(
-                    consumer.consumer, mq, self.pushed.subscription, offset, span.end, stride),
-                    background_loop()).result()
+                chain = asked_chain.result()
             except (RemotingError, BrokerError, LakeMQError) as exc:
                 addr = consumer.consumer.core.instance.find_broker_addr(span.broker, master_only=False)
                 drop_client(self.options.namesrv, consumer)
@@ -187,7 +203,6 @@ class LiveReader(DataSourceReader):
                 # what was yielded lies below it, so nothing repeats.
                 log.warning("%s; pulling again", failed)
                 time.sleep(1.0)
-                consumer = kept_client(self.options.namesrv)
                 continue
             failing_since = None
             bodies: list[bytes] = []

@@ -1,7 +1,8 @@
 """The ``lakemq`` source's read tasks against a real NameServer and broker on loopback (no
 Spark): a queue range's pulls start pipelined at the stride the broker's full answers showed
 for an earlier range in the same process, an answer cut short by its range's end teaches
-nothing, and the rows are every message once either way. And a read freezes what its Python
+nothing, a task asks for each of its ranges before it hands over the first one's rows, and the
+rows are every message once either way. And a read freezes what its Python
 worker imported, which PySpark's garbage collection after every task would scan again."""
 
 from __future__ import annotations
@@ -92,6 +93,18 @@ def test_an_answer_cut_short_by_its_range_teaches_no_stride(
     assert _bodies(reader, short, rest) == [b"order-%d" % i for i in range(60)]
     assert asked[:2] == [(0, 0), (20, 0)]  # the 20-message answer said nothing of the cap
     assert live_source._strides == {BROKER: CAP}  # the second range's first answer did
+
+
+def test_a_tasks_later_ranges_are_asked_before_its_first_rows_are_handed_over(
+        cluster: Cluster, tmp_path: Path, asked: list[tuple[int, int]]) -> None:
+    reader, span = _span(cluster, tmp_path)
+    first, second = replace(span, end=100), replace(span, start=100)
+    rows = reader.read(HotPart((first, second)))  # one task, two queue ranges
+    handed = next(rows).column("body").to_pylist()
+    assert handed[0] == b"order-0"
+    assert (100, 0) in asked  # the second range's first pull is out already
+    handed += [b for batch in rows for b in batch.column("body").to_pylist()]
+    assert handed == [b"order-%d" % i for i in range(SENT)]
 
 
 def test_a_read_freezes_what_its_worker_imported(tmp_path: Path) -> None:

@@ -96,7 +96,7 @@ class HotPart(InputPartition):
 def _freeze_imported() -> None:
     """PySpark's daemon runs ``gc.collect()`` after every task of a reused Python worker; the
     ~90,000 objects of what the worker imported (pyspark, pyarrow, numpy, lakemq) stay for its
-    life, and scanning them cost ~40 ms a task (a fifth of a 10,000-row task's CPU). Frozen
+    life, and scanning them cost ~40 ms a task (near 30% of a 10,000-row task's CPU). Frozen
     once, each collection scans only what later tasks made."""
     gc.freeze()
 

@@ -45,8 +45,10 @@ def _actions(path: str) -> list[dict[str, object]] | None:
 
 
 def make_log_durable(lake: LakeLocation, table: str, *, whole: bool = False) -> None:
-    """Fsync the newest commit of ``table`` (every commit with ``whole``), the data files it
-    adds, its checkpoint files and their directories. Call it after each deltalake write."""
+    """Fsync the newest commit of ``table``, the data files it adds, the newest checkpoint,
+    ``_last_checkpoint`` and their directories (every commit and checkpoint with ``whole``).
+    Call it after each deltalake write: the call after the write that made an older
+    checkpoint made that one durable, and readers start from the newest."""
     directory = _log_dir(lake, table)
     if not lake.is_local or not os.path.isdir(directory):
         return
@@ -60,7 +62,11 @@ def make_log_durable(lake: LakeLocation, table: str, *, whole: bool = False) -> 
                 paths.append(os.path.join(lake.table_uri(table), unquote(str(add["path"]))))
     chosen = commits if whole else commits[-1:]
     paths += [os.path.join(directory, n) for n in chosen]
-    paths += [os.path.join(directory, n) for n in names if ".checkpoint" in n or n == "_last_checkpoint"]
+    checkpoints = [n for n in names if ".checkpoint" in n]
+    if checkpoints and not whole:
+        newest = max(n[:20] for n in checkpoints)  # the version: every part of a multi-part one
+        checkpoints = [n for n in checkpoints if n.startswith(newest)]
+    paths += [os.path.join(directory, n) for n in [*checkpoints, "_last_checkpoint"]]
     lake.make_durable(p for p in paths if os.path.exists(p))
 
 

@@ -42,3 +42,24 @@ def test_a_torn_commit_before_the_end_is_damage_not_a_cut(tmp_path: Path) -> Non
     with pytest.raises(LakeError, match="00000000000000000001.json"):
         repair_torn_log(lake, "t")
     assert (log_dir / "00000000000000000001.json").exists()
+
+
+def test_each_write_syncs_the_newest_checkpoint_not_every_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A tier run commits ~100 ranges; fsyncing every checkpoint the log ever kept after each
+    # commit made its cost grow with the table's age.
+    lake = LakeLocation.of(str(tmp_path / "lake"))
+    for i in range(7):
+        write_deltalake(lake.table_uri("t"), pa.table({"n": [i]}), mode="append",
+                        configuration={"delta.checkpointInterval": "2"})
+    synced: list[str] = []
+    monkeypatch.setattr(LakeLocation, "make_durable", lambda self, paths: synced.extend(paths))
+    log_dir = tmp_path / "lake" / "t" / "_delta_log"
+    every = sorted(p.name for p in log_dir.iterdir() if ".checkpoint" in p.name)
+    assert len(every) >= 3, every
+    make_log_durable(lake, "t")
+    names = [Path(p).name for p in synced]
+    assert [n for n in names if ".checkpoint" in n] == [every[-1]]
+    assert "_last_checkpoint" in names and "00000000000000000006.json" in names
+    synced.clear()
+    make_log_durable(lake, "t", whole=True)  # a repair makes the whole log durable
+    assert sorted(n for n in (Path(p).name for p in synced) if ".checkpoint" in n) == every

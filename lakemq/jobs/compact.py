@@ -227,11 +227,13 @@ def compact(
             committed.append(entry)
             crash_point("before-manifest")
             manifest = manifest.with_entries([entry], seal.queue_ends)
-            manifest.save(lake)
         if progress:
             progress("commit", i + 1, len(pending))
     if raced:
         manifest = manifest.reconcile(lake)
+    # Saved once for the run (the whole document each time made a run's cost grow with the
+    # lake's age): a crash before this leaves commits the next run's reconcile finds in the log,
+    # and nothing counts on an entry before verification marks it, after this.
     manifest.save(lake)
     return CompactResult(
         committed=tuple(committed), already_committed=tuple(raced), sealed=len(new_seals),

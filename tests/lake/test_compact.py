@@ -40,11 +40,17 @@ def run(spark: Any, store_dir: Path, lake: Path, **kw: Any) -> Any:
 
 
 def test_compact_reads_back_everywhere_and_rerun_changes_nothing(
-    spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path
+    spark: Any, store_dir: Path, write_store: WriteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     offsets = write_store(mixed_messages(600))
     lake = tmp_path / "lake"
+    saved: list[int] = []  # entries in each manifest saved
+    save = Manifest.save
+    monkeypatch.setattr(Manifest, "save", lambda self, at: saved.append(len(self.entries)) or save(self, at))
     result = run(spark, store_dir, lake)
+    # One save for the run's commits, however many (each save writes the whole document).
+    assert len(result.committed) > 1 and saved == [len(result.committed)]
+    monkeypatch.undo()
     seals = load_seals(store_dir)
     assert result.rows == len(offsets) == sum(s.rows for s in seals)
     assert [e.range_start for e in result.committed] == [s.range_start for s in seals]

@@ -69,10 +69,11 @@ __all__ = ["HotPart", "LakePart", "LiveReader"]
 
 log = logging.getLogger(__name__)
 
-# How many queue offsets a full pull answer of each broker covered, last seen in this process
-# (its maxTransferCount cap, or more where a filter skips): a queue range's first pulls are
-# pipelined at once instead of one first pull to learn it. A wrong guess only breaks the chain.
-_strides: dict[str, int] = {}
+# How many queue offsets a full pull answer covered, per broker and tag expression, last seen
+# in this process (the broker's maxTransferCount cap, or more where the tags skip messages): a
+# queue range's first pulls are pipelined at once instead of one first pull to learn it. A
+# wrong guess only breaks the chain.
+_strides: dict[tuple[str, str], int] = {}
 
 Asked = tuple[SyncPullConsumer, Future[Chain]]  # pulls under way, and the client that asked
 
@@ -137,7 +138,7 @@ class LiveReader(DataSourceReader):
             # Every span's first pulls go out at once: the broker answers the later queues
             # while this task decodes and hands over the earlier ones.
             consumer = kept_client(self.options.namesrv)
-            ahead = [(consumer, self._ask(consumer, s, s.start, _strides.get(s.broker, 0))) for s in partition.spans]
+            ahead = [(consumer, self._ask(consumer, s, s.start, self._stride(s.broker))) for s in partition.spans]
             for span, first in zip(partition.spans, ahead, strict=True):
                 yield from self._pull(span, first)
         elif isinstance(partition, IndexPart):
@@ -172,6 +173,9 @@ class LiveReader(DataSourceReader):
         elif found.num_rows:
             yield found
 
+    def _stride(self, broker: str) -> int:
+        return _strides.get((broker, self.pushed.subscription), 0)
+
     def _ask(self, consumer: SyncPullConsumer, span: HotSpan, offset: int, stride: int) -> Future[Chain]:
         mq = MessageQueue(span.topic, span.broker, span.queue_id)
         return asyncio.run_coroutine_threadsafe(
@@ -180,7 +184,7 @@ class LiveReader(DataSourceReader):
     def _pull(self, span: HotSpan, asked_ahead: Asked | None = None) -> Iterator[pa.RecordBatch]:
         """The span's rows, a chain of pulls at a time; ``asked_ahead``: its first chain, asked
         already (and the client that asked)."""
-        offset, stalled, stride = span.start, False, _strides.get(span.broker, 0)
+        offset, stalled, stride = span.start, False, self._stride(span.broker)
         pending = asked_ahead
         failing_since: float | None = None
         while offset < span.end:
@@ -211,7 +215,7 @@ class LiveReader(DataSourceReader):
                     bodies.append(raw.body)
                     stride = min(max(raw.next_begin_offset - asked, 0), PULL_BATCH)
                     if raw.next_begin_offset < span.end:  # not cut short by the range's end
-                        _strides[span.broker] = stride
+                        _strides[span.broker, self.pushed.subscription] = stride
                 elif raw.status is not PullStatus.NO_MATCHED_MSG:
                     raise LakeError(f"broker {span.broker} answered {raw.status.value} for {span.topic} queue "
                                     f"{span.queue_id} at offset {asked} (its offsets {raw.min_offset}-"

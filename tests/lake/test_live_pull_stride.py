@@ -1,9 +1,10 @@
 """The ``lakemq`` source's read tasks against a real NameServer and broker on loopback (no
 Spark): a queue range's pulls start pipelined at the stride the broker's full answers showed
 for an earlier range in the same process, an answer cut short by its range's end teaches
-nothing, a task asks for each of its ranges before it hands over the first one's rows, and the
-rows are every message once either way. And a read freezes what its Python
-worker imported, which PySpark's garbage collection after every task would scan again."""
+nothing, a stride is kept per tag expression, a task asks for each of its ranges before it
+hands over the first one's rows, and the rows are every message once either way. And a read
+freezes what its Python worker imported, which PySpark's garbage collection after every task
+would scan again."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql.datasource import InputPartition
+from pyspark.sql.datasource import EqualTo, InputPartition
 
 from bench.topics import create_routed_topic
 from lakemq.client.producer import Producer
@@ -37,7 +38,9 @@ async def _produce(namesrv: str) -> None:
     await create_routed_topic(namesrv, TOPIC, queue_nums=1)
     async with Producer("stride_producer", namesrv_addr=namesrv) as producer:
         for i in range(SENT):
-            await producer.send(Message(TOPIC, b"order-%d" % i))
+            msg = Message(TOPIC, b"order-%d" % i)
+            msg.tags = "paid" if i % 2 == 0 else "new"
+            await producer.send(msg)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +86,7 @@ def test_a_later_range_starts_its_pulls_at_the_stride_an_earlier_one_showed(
     assert _bodies(reader, first, second) == [b"order-%d" % i for i in range(SENT)]
     assert asked[:2] == [(0, 0), (CAP, CAP)]
     assert (100, CAP) in asked  # the second range's first pulls went out pipelined
-    assert live_source._strides == {BROKER: CAP}
+    assert live_source._strides == {(BROKER, "*"): CAP}
 
 
 def test_an_answer_cut_short_by_its_range_teaches_no_stride(
@@ -92,7 +95,18 @@ def test_an_answer_cut_short_by_its_range_teaches_no_stride(
     short, rest = replace(span, end=20), replace(span, start=20, end=60)
     assert _bodies(reader, short, rest) == [b"order-%d" % i for i in range(60)]
     assert asked[:2] == [(0, 0), (20, 0)]  # the 20-message answer said nothing of the cap
-    assert live_source._strides == {BROKER: CAP}  # the second range's first answer did
+    assert live_source._strides == {(BROKER, "*"): CAP}  # the second range's first answer did
+
+
+def test_a_stride_is_kept_per_tag_expression(cluster: Cluster, tmp_path: Path, asked: list[tuple[int, int]]) -> None:
+    tagged, span = _span(cluster, tmp_path)
+    assert list(tagged.pushFilters([EqualTo(("tags",), "paid")])) == []  # the pulls filter by tag
+    assert _bodies(tagged, replace(span, end=150)) == [b"order-%d" % i for i in range(0, 150, 2)]
+    assert live_source._strides[BROKER, "paid"] == 2 * CAP  # CAP matches among twice the offsets
+    plain, _ = _span(cluster, tmp_path)
+    assert _bodies(plain, replace(span, start=150)) == [b"order-%d" % i for i in range(150, SENT)]
+    assert (150, 0) in asked  # learned afresh: the tagged read's stride is not this one's
+    assert live_source._strides == {(BROKER, "paid"): 2 * CAP, (BROKER, "*"): CAP}
 
 
 def test_a_tasks_later_ranges_are_asked_before_its_first_rows_are_handed_over(

@@ -43,6 +43,7 @@ from lakemq.tiering.digest import combine
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import Manifest, ManifestEntry, commit_metadata
 from lakemq.tiering.seal import SealedSegment, load_seals, seal_segments
+from lakemq.tiering.table_handles import TableHandles
 from lakemq.tiering.tables import KEYS_TABLE, MESSAGES_SCHEMA, MESSAGES_TABLE, PARTITION_COLUMNS
 
 if TYPE_CHECKING:
@@ -103,8 +104,9 @@ def write_segment_files(
     return by_range
 
 
-def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, written: list[dict[str, Any]]) -> ManifestEntry | None:
-    from deltalake import DeltaTable, Schema
+def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, written: list[dict[str, Any]],
+                    handles: TableHandles) -> ManifestEntry | None:
+    from deltalake import Schema
     from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
@@ -117,13 +119,12 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, writte
             f"segment [{seal.range_start}, {seal.range_end}): Spark wrote {rows} rows (digest {digest}) but the "
             f"segment holds {seal.rows} (digest {seal.digest}); nothing committed"
         )
-    uri = lake.table_uri(MESSAGES_TABLE)
-    table = DeltaTable(uri, storage_options=lake.delta_options())
+    table = handles.fresh(MESSAGES_TABLE)
     if (table.transaction_version(broker) or -1) >= seal.range_end:
         return None
     # The keys first: a look-up that finds a key whose message is not committed yet finds no
     # row, while a message committed without its keys could not be found by key.
-    if commit_key_files(lake, broker, seal, key_files):
+    if commit_key_files(lake, broker, seal, key_files, handles):
         crash_point("before-messages-commit")
     actions: list[AddAction | RemoveAction] = [
         AddAction(path=f["path"], size=int(f["size"]),
@@ -144,13 +145,11 @@ def _commit_segment(lake: LakeLocation, broker: str, seal: SealedSegment, writte
                                                app_transactions=[Transaction(broker, seal.range_end, now)]),
         )
     except CommitFailedError as exc:
-        table = DeltaTable(uri, storage_options=lake.delta_options())
-        if (table.transaction_version(broker) or -1) >= seal.range_end:
+        if (handles.fresh(MESSAGES_TABLE).transaction_version(broker) or -1) >= seal.range_end:
             log.info("range [%d, %d) was committed by another run", seal.range_start, seal.range_end)
             return None
         raise LakeError(f"Delta commit of [{seal.range_start}, {seal.range_end}) failed: {exc}") from exc
-    version, committed_at = _commit_version(DeltaTable(uri, storage_options=lake.delta_options()), broker,
-                                            seal.range_end)
+    version, committed_at = _commit_version(handles.fresh(MESSAGES_TABLE), broker, seal.range_end)
     make_log_durable(lake, MESSAGES_TABLE)
     return ManifestEntry(seal.range_start, seal.range_end, seal.file_name, version, rows, digest, False, committed_at,
                          queue_ends_recorded=seal.queue_ends is not None, store_hosts=seal.store_hosts)
@@ -219,8 +218,9 @@ def compact(
         crash_point("before-commit")
     committed: list[ManifestEntry] = []
     raced: list[int] = []
+    handles = TableHandles(lake)
     for i, seal in enumerate(pending):
-        entry = _commit_segment(lake, broker_name, seal, files.get(seal.range_start, []))
+        entry = _commit_segment(lake, broker_name, seal, files.get(seal.range_start, []), handles)
         if entry is None:
             raced.append(seal.range_start)
         else:

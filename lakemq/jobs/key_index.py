@@ -25,6 +25,7 @@ from lakemq.jobs.lake_tables import read_table, spark_uri, table_exists
 from lakemq.tiering.damage import reading_table
 from lakemq.tiering.delta_log import make_log_durable
 from lakemq.tiering.lake_fs import LakeLocation
+from lakemq.tiering.table_handles import TableHandles
 from lakemq.tiering.tables import (
     KEY_TYPE_KEY,
     KEY_TYPE_UNIQ,
@@ -92,11 +93,13 @@ def indexed_offsets(lake: LakeLocation, topics: frozenset[str] | None, keys: fro
     return sorted(set(found))
 
 
-def _commit(lake: LakeLocation, actions: list[Any], app: str, version: int, metadata: dict[str, str]) -> None:
+def _commit(lake: LakeLocation, actions: list[Any], app: str, version: int, metadata: dict[str, str],
+            keys: Any = None) -> None:
+    """Commit to ``message_keys`` through ``keys`` (an up-to-date handle), or a new one."""
     from deltalake import Schema
     from deltalake.transaction import CommitProperties, Transaction
 
-    _open(lake, KEYS_TABLE).create_write_transaction(
+    (keys if keys is not None else _open(lake, KEYS_TABLE)).create_write_transaction(
         actions, mode="append", schema=Schema.from_arrow(KEYS_SCHEMA), partition_by=list(KEYS_PARTITION_COLUMNS),
         commit_properties=CommitProperties(custom_metadata=metadata,
                                            app_transactions=[Transaction(app, version, int(time.time() * 1000))]),
@@ -147,13 +150,15 @@ def ensure_key_index(spark: SparkSession, lake: LakeLocation, *, checkpoint_inte
     return True
 
 
-def commit_key_files(lake: LakeLocation, broker: str, seal: SealedSegment, files: list[dict[str, Any]]) -> bool:
+def commit_key_files(lake: LakeLocation, broker: str, seal: SealedSegment, files: list[dict[str, Any]],
+                     handles: TableHandles) -> bool:
     """Commit one segment range's key files; False when the range's keys were committed
     already (by a run that died before committing its messages, or a concurrent one)."""
     from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import AddAction
 
-    if not files or (_open(lake, KEYS_TABLE).transaction_version(broker) or -1) >= seal.range_end:
+    keys = handles.fresh(KEYS_TABLE)
+    if not files or (keys.transaction_version(broker) or -1) >= seal.range_end:
         return False
     actions = [
         AddAction(path=f["path"], size=int(f["size"]), partition_values={"topic": f["topic"]},
@@ -162,9 +167,10 @@ def commit_key_files(lake: LakeLocation, broker: str, seal: SealedSegment, files
     ]
     try:
         _commit(lake, actions, broker, seal.range_end,
-                {META_BROKER: broker, META_RANGE_START: str(seal.range_start), META_RANGE_END: str(seal.range_end)})
+                {META_BROKER: broker, META_RANGE_START: str(seal.range_start), META_RANGE_END: str(seal.range_end)},
+                keys)
     except CommitFailedError as exc:
-        if (_open(lake, KEYS_TABLE).transaction_version(broker) or -1) >= seal.range_end:
+        if (handles.fresh(KEYS_TABLE).transaction_version(broker) or -1) >= seal.range_end:
             return False
         raise LakeError(f"Delta commit of the keys of [{seal.range_start}, {seal.range_end}) failed: {exc}") from exc
     return True

@@ -17,7 +17,7 @@ import threading
 from lakemq.client.sync import SyncPullConsumer
 from lakemq.errors import BrokerError, LakeMQError, RemotingError
 
-__all__ = ["READER_GROUP", "drop_client", "kept_client"]
+__all__ = ["READER_GROUP", "drop_client", "is_kept", "kept_client"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,12 @@ def kept_client(namesrv: str) -> SyncPullConsumer:
             client.start()
             _CLIENTS[namesrv] = client
         return client
+
+
+def is_kept(namesrv: str, client: SyncPullConsumer) -> bool:
+    """Whether ``client`` is still this process's client for ``namesrv`` (not dropped)."""
+    with _CLIENTS_LOCK:
+        return _CLIENTS.get(namesrv) is client
 
 
 def drop_client(namesrv: str, client: SyncPullConsumer) -> None:

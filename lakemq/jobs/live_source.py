@@ -51,7 +51,7 @@ from lakemq.client.sync import SyncPullConsumer, background_loop
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
-from lakemq.jobs.live_clients import drop_client, kept_client
+from lakemq.jobs.live_clients import drop_client, is_kept, kept_client
 from lakemq.jobs.live_filters import Pushed, push_filters, rows_where
 from lakemq.jobs.live_index import IndexPart, QueueRange, in_ranges, index_rows
 from lakemq.jobs.live_plan import (
@@ -196,6 +196,8 @@ class LiveReader(DataSourceReader):
             try:
                 chain = asked_chain.result()
             except (RemotingError, BrokerError, LakeMQError) as exc:
+                if not is_kept(self.options.namesrv, consumer):
+                    continue  # asked ahead on a client another range's failure dropped since: ask anew
                 addr = consumer.consumer.core.instance.find_broker_addr(span.broker, master_only=False)
                 drop_client(self.options.namesrv, consumer)
                 failing_since = time.monotonic() if failing_since is None else failing_since

@@ -21,6 +21,7 @@ from pyspark.sql.datasource import EqualTo, InputPartition
 from bench.topics import create_routed_topic
 from lakemq.client.producer import Producer
 from lakemq.common.message import Message
+from lakemq.errors import RemotingConnectError
 from lakemq.jobs import live_source
 from lakemq.jobs.live_plan import HotSpan
 from lakemq.jobs.live_source import HotPart, LiveReader
@@ -119,6 +120,37 @@ def test_a_tasks_later_ranges_are_asked_before_its_first_rows_are_handed_over(
     assert (100, 0) in asked  # the second range's first pull is out already
     handed += [b for batch in rows for b in batch.column("body").to_pylist()]
     assert handed == [b"order-%d" % i for i in range(SENT)]
+
+
+def test_ranges_asked_ahead_on_a_client_a_failure_dropped_are_asked_again(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The broker refuses the task's first pulls (it restarts): the first range's failure drops
+    # the process's client, which the second range's pulls had been asked on. That range asks
+    # again on the new client, with no second wait and no call on the dropped one.
+    reader, span = _span(cluster, tmp_path)
+    reader.wait_s = 10.0  # a stream's brokerWaitMs
+    refusals = 2  # the first pulls of both ranges, asked at once
+    real = live_source.pull_chain
+
+    def restarting(*args: Any) -> Any:
+        nonlocal refusals
+        if refusals:
+            refusals -= 1
+            return _refused()
+        return real(*args)
+
+    dropped: list[Any] = []
+    drop = live_source.drop_client
+    monkeypatch.setattr(live_source, "pull_chain", restarting)
+    monkeypatch.setattr(live_source, "drop_client", lambda namesrv, client: dropped.append(client) or drop(namesrv, client))
+    first, second = replace(span, end=100), replace(span, start=100)
+    rows = [b for batch in reader.read(HotPart((first, second))) for b in batch.column("body").to_pylist()]
+    assert rows == [b"order-%d" % i for i in range(SENT)]
+    assert len(dropped) == 1  # one failure waited out (and its client dropped), not two
+
+
+async def _refused() -> Any:
+    raise RemotingConnectError("connect to the broker failed: [Errno 111] Connection refused")
 
 
 def test_a_read_freezes_what_its_worker_imported(tmp_path: Path) -> None:

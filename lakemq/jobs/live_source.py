@@ -77,6 +77,7 @@ _strides: dict[tuple[str, str], int] = {}
 
 Asked = tuple[SyncPullConsumer, Future[Chain]]  # pulls under way, and the client that asked
 
+
 @dataclass
 class LakePart(InputPartition):
     file: LakeFile

@@ -23,11 +23,16 @@ def test_every_client_sends_and_receives_with_broker_cpu_measured() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "msg/s" not in line]
     assert len(rows) == 4, done.stdout
+    measured = 0.0
     for row in rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         sent, send_rate, send_cpu, received, receive_rate, receive_cpu = (float(c.replace(",", ""))
                                                                           for c in cells[2:8])
         assert sent >= 300 and received >= sent and send_rate > 0 and receive_rate > 0, row
-        # The broker's CPU was read around the phases (in 10 ms ticks: one phase may show none).
-        assert send_cpu + receive_cpu > 0, row
+        # The broker's CPU is read around each phase in 10 ms ticks: a phase of a few hundredths
+        # of a second (lakemq's own client sent 384 in 17 ms) may show none, a longer one some.
+        for seconds, cpu in ((sent / send_rate, send_cpu), (received / receive_rate, receive_cpu)):
+            assert cpu > 0 or seconds < 0.2, row
+        measured += send_cpu + receive_cpu
+    assert measured > 0, done.stdout
     assert re.search(r"load average \d+\.\d when the run started", done.stdout), done.stdout

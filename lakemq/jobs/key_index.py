@@ -93,13 +93,12 @@ def indexed_offsets(lake: LakeLocation, topics: frozenset[str] | None, keys: fro
     return sorted(set(found))
 
 
-def _commit(lake: LakeLocation, actions: list[Any], app: str, version: int, metadata: dict[str, str],
-            keys: Any = None) -> None:
-    """Commit to ``message_keys`` through ``keys`` (an up-to-date handle), or a new one."""
+def _commit(lake: LakeLocation, keys: Any, actions: list[Any], app: str, version: int, metadata: dict[str, str]) -> None:
+    """Commit to ``message_keys`` through ``keys``, a handle at its newest version."""
     from deltalake import Schema
     from deltalake.transaction import CommitProperties, Transaction
 
-    (keys if keys is not None else _open(lake, KEYS_TABLE)).create_write_transaction(
+    keys.create_write_transaction(
         actions, mode="append", schema=Schema.from_arrow(KEYS_SCHEMA), partition_by=list(KEYS_PARTITION_COLUMNS),
         commit_properties=CommitProperties(custom_metadata=metadata,
                                            app_transactions=[Transaction(app, version, int(time.time() * 1000))]),
@@ -125,7 +124,7 @@ def ensure_key_index(spark: SparkSession, lake: LakeLocation, *, checkpoint_inte
     messages = _open(lake, MESSAGES_TABLE)
     version = int(messages.version())
     if not messages.file_uris():
-        _commit(lake, [], BACKFILL_APP, version, {"lakemq.operation": "create"})
+        _commit(lake, _open(lake, KEYS_TABLE), [], BACKFILL_APP, version, {"lakemq.operation": "create"})
         return False
     log.info("filling %s from %s version %d", KEYS_TABLE, MESSAGES_TABLE, version)
     rows = read_table(spark, lake, MESSAGES_TABLE, version=version).selectExpr(
@@ -157,8 +156,10 @@ def commit_key_files(lake: LakeLocation, broker: str, seal: SealedSegment, files
     from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import AddAction
 
+    if not files:
+        return False
     keys = handles.fresh(KEYS_TABLE)
-    if not files or (keys.transaction_version(broker) or -1) >= seal.range_end:
+    if (keys.transaction_version(broker) or -1) >= seal.range_end:
         return False
     actions = [
         AddAction(path=f["path"], size=int(f["size"]), partition_values={"topic": f["topic"]},
@@ -166,9 +167,8 @@ def commit_key_files(lake: LakeLocation, broker: str, seal: SealedSegment, files
         for f in files
     ]
     try:
-        _commit(lake, actions, broker, seal.range_end,
-                {META_BROKER: broker, META_RANGE_START: str(seal.range_start), META_RANGE_END: str(seal.range_end)},
-                keys)
+        _commit(lake, keys, actions, broker, seal.range_end,
+                {META_BROKER: broker, META_RANGE_START: str(seal.range_start), META_RANGE_END: str(seal.range_end)})
     except CommitFailedError as exc:
         if (handles.fresh(KEYS_TABLE).transaction_version(broker) or -1) >= seal.range_end:
             return False

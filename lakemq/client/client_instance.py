@@ -72,6 +72,7 @@ class ClientInstance:
         self._rebalance_wakeup = asyncio.Event()
         self._route_lock = asyncio.Lock()
         self._started = False
+        self._leaving = 0  # members whose unregister calls are still in flight
 
     # -- sharing ----------------------------------------------------------------------
     @classmethod
@@ -96,8 +97,9 @@ class ClientInstance:
         self._tasks.append(asyncio.create_task(self._rebalance_loop(), name="lakemq-rebalance"))
 
     async def release(self) -> None:
-        """Called by a member on shutdown; the last one out closes the instance."""
-        if self.producers or self.consumers:
+        """Called by a member on shutdown; the last one out closes the instance. A member still
+        telling the brokers it leaves counts as in: it releases after its calls end."""
+        if self.producers or self.consumers or self._leaving:
             return
         for task in self._tasks:
             task.cancel()
@@ -128,13 +130,17 @@ class ClientInstance:
             self.producers.pop(producer_group, None)
         if consumer_group:
             self.consumers.pop(consumer_group, None)
-        for broker in list(self.brokers.values()):
-            for addr in broker.broker_addrs.values():
-                try:
-                    await self.api.unregister_client(addr, self.client_id, producer_group=producer_group,
-                                                     consumer_group=consumer_group)
-                except (RemotingError, BrokerError) as exc:
-                    log.warning("unregister %s from %s failed: %s", self.client_id, addr, exc)
+        self._leaving += 1
+        try:
+            for broker in list(self.brokers.values()):
+                for addr in broker.broker_addrs.values():
+                    try:
+                        await self.api.unregister_client(addr, self.client_id, producer_group=producer_group,
+                                                         consumer_group=consumer_group)
+                    except (RemotingError, BrokerError) as exc:
+                        log.warning("unregister %s from %s failed: %s", self.client_id, addr, exc)
+        finally:
+            self._leaving -= 1
 
     # -- routes -----------------------------------------------------------------------
     async def update_route(self, topic: str) -> TopicRouteData | None:

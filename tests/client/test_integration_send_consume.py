@@ -94,6 +94,25 @@ async def test_every_send_mode_consumed_exactly_once(cluster: Cluster) -> None:
     assert all(m.topic == topic and m.msg_id == m.unique_key for m in got)
 
 
+async def test_producers_sharing_an_instance_all_leave_before_it_closes(cluster: Cluster, caplog) -> None:
+    # Producers of one process share a client instance. Shut down together, the first to
+    # finish its unregister call used to close the instance's connections under the others'
+    # calls still in flight ("unregister ... failed: connection ... closed").
+    ns, topic = cluster.namesrv_addr, unique("Leave")
+    await create_topic(ns, topic)
+    producers = [Producer(unique("pg"), client_config=client_config(ns, "leaving")) for _ in range(4)]
+    for producer in producers:
+        await producer.start()
+    instance = producers[0]._instance
+    assert instance is not None and all(p._instance is instance for p in producers)
+    for producer in producers:
+        assert (await producer.send(Message(topic, b"x"))).send_status is SendStatus.SEND_OK
+    with caplog.at_level("WARNING", logger="lakemq"):
+        await asyncio.gather(*(producer.shutdown() for producer in producers))
+    assert not [r.getMessage() for r in caplog.records if "unregister" in r.getMessage()]
+    assert not instance._started and not instance._tasks  # the last one out closed it
+
+
 async def test_tag_subscription_filters(cluster: Cluster) -> None:
     ns, topic = cluster.namesrv_addr, unique("Tags")
     await create_topic(ns, topic, 2)

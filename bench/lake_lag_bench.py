@@ -44,7 +44,7 @@ import traceback
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
+from typing import IO, Self
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # bench/ is a folder of scripts beside the package
@@ -156,7 +156,8 @@ class _Freshness:
     def __init__(self, namesrv: str, lake: Path, service: str, samples: int, seconds: float) -> None:
         self.namesrv, self.lake, self.service = namesrv, lake, service
         self.samples, self.seconds = samples, seconds
-        self.results: list[tuple[bool, float]] = []  # (visible to the query started at the ack, ack -> answer s)
+        # (visible to the query started at the ack, ack (monotonic s), ack -> answer s)
+        self.results: list[tuple[bool, float, float]] = []
         self.error: BaseException | None = None
         self._warm, self._go = threading.Event(), threading.Event()
         self._began = 0.0
@@ -212,15 +213,33 @@ class _Freshness:
                     producer.send(msg)
                     acked = time.monotonic()
                     seen = session.sql(query.format(key=key)).column("n")[0].as_py()
-                    self.results.append((seen == 1, time.monotonic() - acked))
+                    self.results.append((seen == 1, acked, time.monotonic() - acked))
         finally:
             session.close()
 
 
-def _passes(out: str) -> list[tuple[int, float]]:
-    """(rows, seconds) of every pass line tier serve printed."""
-    return [(int(rows), float(secs)) for rows, secs in
-            re.findall(r" pass \d+: committed \d+ range\(s\), (\d+) rows.*; ([\d.]+)s$", out, re.MULTILINE)]
+_PASS_LINE = re.compile(r" pass \d+: committed \d+ range\(s\), (\d+) rows.*; ([\d.]+)s$")
+
+
+class _ServeLines:
+    """tier serve's output lines as they come, each with the monotonic time it arrived, so a
+    pass's span is known: it ended when its line came and began its seconds before."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def passes(self) -> list[tuple[int, float, float]]:
+        """(rows, seconds, ended at) of every pass line."""
+        return [(int(m[1]), float(m[2]), at) for at, line in self.lines if (m := _PASS_LINE.search(line))]
 
 
 def main() -> None:
@@ -251,6 +270,7 @@ def main() -> None:
                                "--interval-ms", str(args.interval_ms), "--no-retention"),
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                 env={**os.environ, "LAKEMQ_LOG_DIR": str(root / "serve-logs")})
+            lines: _ServeLines | None = None
             try:
                 assert serve.stdout is not None
                 ready = serve.stdout.readline().strip()
@@ -261,6 +281,7 @@ def main() -> None:
                         if not line:
                             raise SystemExit("tier serve ended before its lake service was ready")
                     print(f"tier serve: {line.strip()}", flush=True)
+                lines = _ServeLines(serve.stdout)
                 # Before the probe: a query naming a topic without a route fails.
                 asyncio.run(create_routed_topic(cluster.namesrv_addr, TOPIC, queue_nums=8))
                 fresh = (_Freshness(cluster.namesrv_addr, lake, service, args.freshness, args.seconds)
@@ -288,11 +309,13 @@ def main() -> None:
                 load_after = _load()
             finally:
                 serve.send_signal(signal.SIGTERM)
-                out, _ = serve.communicate(timeout=300)
-            passes = _passes(out)
-            with_data = [secs for rows, secs in passes if rows]
+                serve.wait(timeout=300)
+                if lines is not None:
+                    lines.join()
+            passes = lines.passes() if lines is not None else []
+            with_data = [secs for rows, secs, _ in passes if rows]
             print(f"tier serve passes: {len(passes)}, {len(with_data)} with rows; rows and seconds each: "
-                  + ", ".join(f"{rows} {secs:.1f}s" for rows, secs in passes), flush=True)
+                  + ", ".join(f"{rows} {secs:.1f}s" for rows, secs, _ in passes), flush=True)
             if with_data:
                 rest = with_data[1:] or [0.0]
                 print(f"first pass with rows {with_data[0]:.1f}s; the later ones median "
@@ -304,11 +327,16 @@ def main() -> None:
               f"tierIntervalMs={args.interval_ms}: p50 {_percentile(lags, 0.5) / 1000:.1f} s, "
               f"p99 {_percentile(lags, 0.99) / 1000:.1f} s, max {lags[-1] / 1000:.1f} s")
         if fresh is not None and fresh.results:
-            answers = sorted(secs for _, secs in fresh.results)
-            visible = sum(seen for seen, _ in fresh.results)
+            answers = sorted(secs for _, _, secs in fresh.results)
+            visible = sum(seen for seen, _, _ in fresh.results)
             print(f"freshness through the live union (lake service): {visible} of {len(fresh.results)} messages "
                   f"visible to the query started at their ack; ack -> answer p50 {_percentile(answers, 0.5):.2f} s, "
                   f"p99 {_percentile(answers, 0.99):.2f} s, max {answers[-1]:.2f} s")
+            # A probe's query shares the service's Spark cores with the passes: say which met one.
+            met = [any(end - secs < acked + took and acked < end for _, secs, end in passes)
+                      for _, acked, took in fresh.results]
+            print("each answer (s; * = a tier pass was under way): "
+                  + ", ".join(f"{took:.2f}{'*' if hit else ''}" for (_, _, took), hit in zip(fresh.results, met)))
 
 
 if __name__ == "__main__":

@@ -29,3 +29,7 @@ def test_lake_lag_bench_measures_the_lag_of_every_message() -> None:
     # Each probe's query started after its send was acknowledged: it sees the message.
     fresh = re.search(r"freshness .*: (\d+) of (\d+) messages visible .* p50 ([\d.]+) s", proc.stdout)
     assert fresh and fresh[1] == fresh[2] == "2", proc.stdout
+    answers = re.search(r"each answer \(s; \* = a tier pass was under way\): (.+)$", proc.stdout, re.MULTILINE)
+    assert answers and len(answers[1].split(", ")) == 2, proc.stdout
+    # The producers of the bench's one process leave without closing connections under each other.
+    assert "unregister" not in proc.stderr, proc.stderr[-3000:]

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,8 @@ def _settings(config: str | None, store: str | None, lake: str | None, broker: s
 
 
 @contextlib.contextmanager
-def spark_session(master: str | None, progress: JobProgress | None = None) -> Iterator[Any]:
+def spark_session(master: str | None, progress: JobProgress | None = None,
+                  conf: Mapping[str, str] | None = None) -> Iterator[Any]:
     """A session for one command (stopped after it, unless it was already running in this
     process); Spark's own failures become one-line LakeErrors."""
     from pyspark.sql import SparkSession
@@ -80,7 +81,7 @@ def spark_session(master: str | None, progress: JobProgress | None = None) -> It
     if progress is not None:
         progress.phase(f"starting Spark ({master})" if master and owned else
                        "starting Spark" if owned else "joining the running Spark session")
-    spark = build_session(master=master, app_name="lakemq-cli")
+    spark = build_session(master=master, app_name="lakemq-cli", conf=conf)
     try:
         yield spark
     except spark_errors() as exc:
@@ -203,7 +204,8 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
                    + f"; deleted {len(p.result.deleted)} local file(s)"
                    + ("; table maintained" if p.maintained else "") + f"; {p.seconds:.1f}s")
 
-    with JobProgress() as progress, spark_session(master, progress) as spark:
+    # FAIR: the lake service's queries do not queue behind a pass's tasks (TIER_POOL).
+    with JobProgress() as progress, spark_session(master, progress, {"spark.scheduler.mode": "FAIR"}) as spark:
         service = (LakeService(spark, location, tiering.lake_service_addr, props.get("namesrvAddr") or None)
                    if tiering.lake_service_addr else None)
 

@@ -10,6 +10,11 @@ enough that what was flushed just after the previous pass's cut is committed wit
 (:func:`lakemq.jobs.maintain.maintain`), run at most every ``tierMaintainIntervalMs`` rather
 than every pass, so a Parquet file is not rewritten every minute as its partition grows.
 
+With the lake service on the same session, a client's query and a pass share its cores: the
+passes' jobs run in a Spark scheduler pool of their own (:data:`TIER_POOL`), and ``lakemq tier
+serve`` sets ``spark.scheduler.mode`` FAIR, so a query's tasks take the next free core instead
+of queueing behind every task of the pass's stage (Spark's default FIFO).
+
 A pass that dies (the process killed) leaves what ``tier run`` leaves: the next pass, or the
 next process, finishes it without committing anything twice. ``stop`` (SIGTERM in the CLI)
 ends the loop after the pass under way.
@@ -17,9 +22,10 @@ ends the loop after the pass under way.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +38,9 @@ from lakemq.tiering.retention import RetentionRules
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ServePass", "tier_serve"]
+__all__ = ["TIER_POOL", "ServePass", "tier_serve"]
+
+TIER_POOL = "tier"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +67,9 @@ def tier_serve(
     while not stop.is_set() and (max_passes is None or passes < max_passes):
         began = clock()
         upkeep = last_maintain is None or began - last_maintain >= maintain_s
-        result = tier_run(spark, store_dir=store_dir, broker_name=broker_name, config=config,
-                          storage_options=storage_options, retention=retention, upkeep=upkeep, flushed=True)
+        with _in_pool(spark, TIER_POOL):
+            result = tier_run(spark, store_dir=store_dir, broker_name=broker_name, config=config,
+                              storage_options=storage_options, retention=retention, upkeep=upkeep, flushed=True)
         if upkeep:
             last_maintain = began
         passes += 1
@@ -71,3 +80,15 @@ def tier_serve(
             break
         stop.wait(schedule.wait_after(seconds))
     return passes
+
+
+@contextlib.contextmanager
+def _in_pool(spark: SparkSession, pool: str) -> Iterator[None]:
+    """The jobs this thread submits go to ``pool``; cleared after, so a thread started later
+    (Spark Connect's) does not inherit it."""
+    context = spark.sparkContext
+    context.setLocalProperty("spark.scheduler.pool", pool)
+    try:
+        yield
+    finally:
+        context.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]  # None clears it

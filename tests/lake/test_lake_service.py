@@ -150,6 +150,10 @@ def test_service_answers_live_and_stops_and_fallback_starts_spark(spark: Any, tm
                 assert "starting Spark" not in done.stderr, done.stderr
                 assert _count(done.stdout) == 50, done.stdout
                 print(f"lakemq sql through the service: {seconds:.1f}s end to end")
+                # The service's session schedules FAIR: a query does not queue behind a pass.
+                mode, _ = _run(env, "sql", "-c", str(conf), "SET spark.scheduler.mode")
+                assert mode.returncode == 0 and re.search(r"spark\.scheduler\.mode\s*│\s*FAIR", mode.stdout), \
+                    (mode.stdout, mode.stderr[-2000:])
                 lake_only, _ = _run(env, "sql", "-c", str(conf),
                                     f"SELECT count(*) AS n FROM messages_lake WHERE topic = '{TOPIC}'")
                 assert lake_only.returncode == 0 and _count(lake_only.stdout) == 30, lake_only.stdout

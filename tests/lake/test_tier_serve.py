@@ -181,3 +181,26 @@ def test_serve_stops_on_sigterm_and_survives_kill_mid_commit(spark: Any, tmp_pat
         assert proc.returncode == -signal.SIGKILL, err[-3000:]
         assert _one_pass(spark, store, lake).result.compact.rows == 0  # the killed pass had committed it
         _assert_exactly(lake, 50)
+
+
+def test_passes_run_in_the_tier_pool_and_leave_the_thread_as_it_was(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under `tier serve`'s FAIR scheduling the lake service's queries get a core between a
+    # pass's tasks only if the pass's jobs are in a pool of their own.
+    import lakemq.jobs.tier_serve as serve_module
+
+    pools: list[str | None] = []
+    real = serve_module.tier_run
+
+    def recording(session: Any, **kwargs: Any) -> Any:
+        pools.append(session.sparkContext.getLocalProperty("spark.scheduler.pool"))
+        return real(session, **kwargs)
+
+    monkeypatch.setattr(serve_module, "tier_run", recording)
+    store = tmp_path / "store"
+    (store / "commitlog").mkdir(parents=True)
+    config = TieringConfig(lake_uri=str(tmp_path / "lake"), tier_seal_idle_ms=600_000, tier_interval_ms=1)
+    assert tier_serve(spark, store_dir=store, broker_name=BROKER, config=config, stop=threading.Event(),
+                      max_passes=2) == 2
+    assert pools == [serve_module.TIER_POOL] * 2
+    assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") is None

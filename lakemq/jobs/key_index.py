@@ -62,7 +62,15 @@ def _open(lake: LakeLocation, table: str) -> Any:
 def index_complete(lake: LakeLocation) -> bool:
     """Whether ``message_keys`` holds the keys of every message ``messages`` held when it was
     filled (and compactions have kept it up since)."""
-    return table_exists(lake, KEYS_TABLE) and _open(lake, KEYS_TABLE).transaction_version(BACKFILL_APP) is not None
+    return _complete_index(lake) is not None
+
+
+def _complete_index(lake: LakeLocation) -> Any:
+    """``message_keys``'s ``deltalake.DeltaTable`` if the index is complete, else None."""
+    if not table_exists(lake, KEYS_TABLE):
+        return None
+    table = _open(lake, KEYS_TABLE)
+    return table if table.transaction_version(BACKFILL_APP) is not None else None
 
 
 def indexed_offsets(lake: LakeLocation, topics: frozenset[str] | None, keys: frozenset[str]) -> list[int] | None:
@@ -74,9 +82,10 @@ def indexed_offsets(lake: LakeLocation, topics: frozenset[str] | None, keys: fro
     before the range's messages. Offsets of two brokers may coincide; that only keeps a file."""
     import pyarrow.compute as pc
 
-    from lakemq.tiering.table_files import table_dataset
+    from lakemq.tiering.table_files import snapshot_actions, table_dataset
 
-    if not index_complete(lake):
+    table = _complete_index(lake)  # one snapshot both says the index is complete and lists its files
+    if table is None:
         return None
     low, high = min(keys), max(keys)
 
@@ -85,7 +94,9 @@ def indexed_offsets(lake: LakeLocation, topics: frozenset[str] | None, keys: fro
         return ((topics is None or add["partition.topic"] in topics)
                 and (first is None or first <= high) and (last is None or low <= last))
 
-    data = table_dataset(lake, KEYS_TABLE, KEYS_DATA_SCHEMA, may_hold)
+    with reading_table(lake, KEYS_TABLE):
+        actions = snapshot_actions(table)
+    data = table_dataset(lake, KEYS_TABLE, KEYS_DATA_SCHEMA, may_hold, actions)
     if data is None:
         return []
     cond = pc.field("key").isin(sorted(keys)) & (pc.field("key_type") == KEY_TYPE_KEY)

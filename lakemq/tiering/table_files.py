@@ -23,7 +23,7 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 from lakemq.tiering.damage import reading_table
 from lakemq.tiering.lake_fs import LakeLocation
 
-__all__ = ["add_actions", "holds_offset", "table_dataset"]
+__all__ = ["add_actions", "holds_offset", "snapshot_actions", "table_dataset"]
 
 AddAction = Mapping[str, Any]
 
@@ -36,8 +36,12 @@ def add_actions(lake: LakeLocation, table: str) -> list[dict[str, Any]]:
         return []
     uri = lake.table_uri(table)
     with reading_table(lake, table):
-        actions: list[dict[str, Any]] = pa.table(
-            DeltaTable(uri, storage_options=lake.delta_options()).get_add_actions(flatten=True)).to_pylist()
+        return snapshot_actions(DeltaTable(uri, storage_options=lake.delta_options()))
+
+
+def snapshot_actions(handle: Any) -> list[dict[str, Any]]:
+    """The add actions of a ``deltalake.DeltaTable``'s snapshot, flattened."""
+    actions: list[dict[str, Any]] = pa.table(handle.get_add_actions(flatten=True)).to_pylist()
     return actions
 
 

@@ -334,7 +334,7 @@ def main() -> None:
                   f"p99 {_percentile(answers, 0.99):.2f} s, max {answers[-1]:.2f} s")
             # A probe's query shares the service's Spark cores with the passes: say which met one.
             met = [any(end - secs < acked + took and acked < end for _, secs, end in passes)
-                      for _, acked, took in fresh.results]
+                   for _, acked, took in fresh.results]
             print("each answer (s; * = a tier pass was under way): "
                   + ", ".join(f"{took:.2f}{'*' if hit else ''}" for (_, _, took), hit in zip(fresh.results, met)))
 

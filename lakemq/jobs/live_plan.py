@@ -31,8 +31,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from lakemq.client.client_api import MQClientAPI
 from lakemq.client.pull_consumer import PullConsumer
 from lakemq.client.sync import background_loop
@@ -45,7 +43,7 @@ from lakemq.jobs.live_filters import Pushed, day_number
 from lakemq.tiering.lake_fs import LakeLocation
 from lakemq.tiering.manifest import commit_hosts
 from lakemq.tiering.seal import QueueEnds, merge_queue_ends
-from lakemq.tiering.table_files import holds_offset
+from lakemq.tiering.table_files import holds_offset, snapshot_actions
 from lakemq.tiering.tables import MESSAGES_TABLE, META_BROKER, META_QUEUE_ENDS
 
 __all__ = ["HotSpan", "LakeCut", "LakeFile", "LiveOptions", "StaleBroker", "hot_spans", "lake_cut",
@@ -131,7 +129,7 @@ _PINNED_LOCK = threading.Lock()
 def _pin(table: Any, since: _Pinned | None) -> _Pinned:
     """``table``'s current version read whole, or from ``since`` by the commits after it."""
     version = table.version()
-    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    actions = snapshot_actions(table)
     queue_ends: dict[str, QueueEnds] = {} if since is None else json.loads(json.dumps(since.queue_ends))
     last = {} if since is None else dict(since.last_commit_ms)
     hosts = {} if since is None else {b: set(h) for b, h in since.store_hosts.items()}

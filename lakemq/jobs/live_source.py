@@ -5,7 +5,8 @@ messages across the lake and the live brokers.
     spark.read.format("lakemq").option("namesrv", "127.0.0.1:9876").option("lake", lake) \\
         .option("topic", "orders").load()
 
-Rows have the lake's ``messages`` schema. Planning (:mod:`lakemq.jobs.live_plan`) pins one
+Rows have the lake's ``messages`` schema, or the columns of it a schema given to the reader
+names (:mod:`lakemq.jobs.live_columns`). Planning (:mod:`lakemq.jobs.live_plan`) pins one
 version of the Delta table and asks the brokers for each queue's max offset; the read is then
 one Spark partition per data file of that version and one per queue range past it, pulled
 from the brokers over the remoting protocol (the master, or a slave where the master's
@@ -52,6 +53,7 @@ from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import BrokerError, LakeError, LakeMQError, RemotingError
 from lakemq.jobs.decode import decode_pulled_body
 from lakemq.jobs.live_clients import drop_client, is_kept, kept_client
+from lakemq.jobs.live_columns import Columns
 from lakemq.jobs.live_filters import Pushed, push_filters, rows_where
 from lakemq.jobs.live_index import IndexPart, QueueRange, in_ranges, index_rows
 from lakemq.jobs.live_plan import (
@@ -104,8 +106,9 @@ def _freeze_imported() -> None:
 
 
 class LiveReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], columns: Columns | None = None) -> None:
         self.options = LiveOptions.of(options)
+        self.columns = columns  # None: every column of messages
         self.pushed = Pushed(topics=frozenset([self.options.topic]) if self.options.topic else None)
         # How long a pull tries again after a broker failed it (the stream's brokerWaitMs); a
         # batch read fails at once.
@@ -133,6 +136,10 @@ class LiveReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         _freeze_imported()
+        rows = self._rows(partition)
+        return rows if self.columns is None else map(self.columns.of, rows)
+
+    def _rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, LakePart):
             yield from self._read_file(partition.file, partition.ranges)
         elif isinstance(partition, HotPart):

@@ -45,6 +45,7 @@ from lakemq.client.sync import background_loop
 from lakemq.common.message_queue import MessageQueue
 from lakemq.errors import ConfigError, LakeError
 from lakemq.jobs.live_clients import drop_client, kept_client
+from lakemq.jobs.live_columns import Columns
 from lakemq.jobs.live_filters import Pushed
 from lakemq.jobs.live_plan import HotSpan, LakeCut, LiveOptions, hot_spans, lake_cut
 from lakemq.jobs.live_source import HotPart, LakePart, LiveReader
@@ -124,9 +125,9 @@ def cap_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
 
 
 class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], columns: Columns | None = None) -> None:
         lowered = {key.lower(): value for key, value in options.items()}
-        self.batch = LiveReader(options)
+        self.batch = LiveReader(options, columns)
         self.starting = lowered.get("startingoffsets", "earliest").strip()
         limit = lowered.get("maxoffsetspertrigger")
         if limit is not None and (not limit.isdigit() or int(limit) < 1):

@@ -51,14 +51,16 @@ class LiveDataSource(DataSource):
         return SPARK_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from lakemq.jobs.live_columns import columns_of
         from lakemq.jobs.live_source import LiveReader
 
-        return LiveReader(dict(self.options))
+        return LiveReader(dict(self.options), columns_of(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from lakemq.jobs.live_columns import columns_of
         from lakemq.jobs.live_stream import LiveStreamReader
 
-        return LiveStreamReader(dict(self.options))
+        return LiveStreamReader(dict(self.options), columns_of(schema))
 
 
 def register_sources(spark: SparkSession) -> None:

@@ -120,6 +120,30 @@ def test_filters_apply_to_lake_and_hot_rows(spark: Any, live: Live) -> None:
     assert "paid" not in plan.split("BatchScan")[0], plan  # taken by the source, not evaluated again by Spark
 
 
+def test_a_given_schema_reads_only_its_columns_from_both_sides(spark: Any, live: Live) -> None:
+    def load(schema: str) -> Any:
+        return (spark.read.format("lakemq").schema(schema).option("namesrv", live.namesrv)
+                .option("lake", str(live.lake)).option("topic", TOPIC).load())
+
+    whole = {(r["keys"], r["queue_id"], r["queue_offset"], bytes(r["body"]))
+             for r in _read(spark, live).select("keys", "queue_id", "queue_offset", "body").collect()}
+    frame = load("keys string, queue_id int, queue_offset bigint, body binary")
+    assert frame.columns == ["keys", "queue_id", "queue_offset", "body"]
+    cut = frame.collect()
+    assert len(cut) == len(whole) == len(live.sent)  # lake rows and pulled rows alike
+    assert {(r["keys"], r["queue_id"], r["queue_offset"], bytes(r["body"])) for r in cut} == whole
+    # Filters still apply to a column the schema names, on both sides.
+    paid = load("tags string, keys string").where("tags = 'paid'").collect()
+    assert sorted(r["keys"] for r in paid) == sorted(k for k, t in live.sent.items() if t == "paid")
+
+    for schema, says in (("body binary, payload binary", "'payload', which is not a column of messages"),
+                         ("queue_offset int", "gives 'queue_offset' the type int32; messages holds it as int64"),
+                         ("keys string NOT NULL", "declares 'keys' NOT NULL"),
+                         ("body binary, body binary", "names a column twice")):
+        with pytest.raises(Exception, match=says):
+            load(schema).collect()
+
+
 def _count(output: str) -> int:
     numbers = [int(tok) for line in output.splitlines() for tok in line.replace("│", " ").split() if tok.isdigit()]
     assert numbers, output

@@ -7,8 +7,10 @@ also how soon an acknowledged message is visible to ``lakemq sql``'s live union.
 
 A NameServer and a broker (the launcher's 8 MiB CommitLog files, ``tierSealIdleMs`` 10 min:
 a full file is sealed when it fills, the rest reaches the lake through the flushed offset) and
-``lakemq tier serve`` (Spark ``local[1]``) start in a fresh directory; once serve prints its
-ready line (after its warm-up pass), ``--senders`` producers send ``--body``-byte messages paced
+``lakemq tier serve`` (Spark ``local[1]``; with ``--freshness``, a slot more for the lake
+service's queries: :func:`lakemq.jobs.lake_service.query_slot`) start in a fresh directory;
+once serve prints its ready line (after its warm-up pass), ``--senders`` producers send
+``--body``-byte messages paced
 to ``--rate`` msg/s in all for ``--seconds``; then the bench waits until the lake holds every
 message and stops the serve process with SIGTERM. The lag of a message is its Delta commit's
 timestamp (the commit info the log holds) minus its ``store_timestamp``; reported as p50, p99

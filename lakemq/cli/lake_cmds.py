@@ -180,7 +180,8 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
     import signal
     import threading
 
-    from lakemq.jobs.lake_service import LakeService, service_url, warm
+    from lakemq.jobs.lake_service import LakeService, query_slot, service_url, warm
+    from lakemq.jobs.session import session_conf
     from lakemq.jobs.tier_serve import ServePass, tier_serve
     from lakemq.jobs.tier_warm import warm_up
     from lakemq.tiering.retention import RetentionRules
@@ -204,8 +205,13 @@ def tier_serve_cmd(config: str | None, store: str | None, lake: str | None, brok
                    + f"; deleted {len(p.result.deleted)} local file(s)"
                    + ("; table maintained" if p.maintained else "") + f"; {p.seconds:.1f}s")
 
-    # FAIR: the lake service's queries do not queue behind a pass's tasks (TIER_POOL).
-    with JobProgress() as progress, spark_session(master, progress, {"spark.scheduler.mode": "FAIR"}) as spark:
+    # FAIR: the lake service's queries do not queue behind a pass's tasks (TIER_POOL); with a
+    # local master they also get a task slot the passes leave free.
+    spark_conf = {"spark.scheduler.mode": "FAIR"}
+    if tiering.lake_service_addr:
+        spark_conf |= query_slot(session_conf(master=master, class_archive=False)["spark.master"])
+    with JobProgress() as progress, spark_session(spark_conf.pop("spark.master", master), progress,
+                                                  spark_conf) as spark:
         service = (LakeService(spark, location, tiering.lake_service_addr, props.get("namesrvAddr") or None)
                    if tiering.lake_service_addr else None)
 

@@ -24,6 +24,8 @@ the top: a client imports it before its session keeps numpy out.
 from __future__ import annotations
 
 import logging
+import os
+import re
 import socket
 from typing import TYPE_CHECKING
 
@@ -34,13 +36,30 @@ if TYPE_CHECKING:
 
     from lakemq.jobs.connect_client import ConnectSession
 
-__all__ = ["LakeService", "connect", "service_url", "split_addr", "warm", "warm_clients"]
+__all__ = ["LakeService", "connect", "query_slot", "service_url", "split_addr", "warm", "warm_clients"]
 
 log = logging.getLogger(__name__)
 
 # How long a client waits for the service's port before starting its own driver: loopback or a
 # LAN answers in milliseconds; a closed port is refused at once.
 CONNECT_TIMEOUT_S = 1.0
+
+
+_LOCAL_MASTER = re.compile(r"local(?:\[(\d+|\*)(,\d+)?\])?")
+
+
+def query_slot(master: str) -> dict[str, str]:
+    """Settings giving a session on a local ``master`` one task slot more than its jobs plan
+    tasks for (``spark.default.parallelism``), kept for the service's queries; none for a
+    cluster's master. A tier pass plans a task per slot, each a share of the range, and Spark
+    neither starts a task on a busy slot nor preempts one: in FAIR mode too a query waited for
+    a pass's task to end. With the spare slot it starts at once, sharing the cores."""
+    local = _LOCAL_MASTER.fullmatch(master.strip())
+    if local is None:
+        return {}
+    threads, failures = local.group(1) or "1", local.group(2) or ""
+    slots = len(os.sched_getaffinity(0)) if threads == "*" else int(threads)  # as the JVM counts cores
+    return {"spark.master": f"local[{slots + 1}{failures}]", "spark.default.parallelism": str(slots)}
 
 
 def split_addr(addr: str) -> tuple[str, int]:

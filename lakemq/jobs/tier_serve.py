@@ -11,9 +11,10 @@ enough that what was flushed just after the previous pass's cut is committed wit
 than every pass, so a Parquet file is not rewritten every minute as its partition grows.
 
 With the lake service on the same session, a client's query and a pass share its cores: the
-passes' jobs run in a Spark scheduler pool of their own (:data:`TIER_POOL`), and ``lakemq tier
-serve`` sets ``spark.scheduler.mode`` FAIR, so a query's tasks take the next free core instead
-of queueing behind every task of the pass's stage (Spark's default FIFO).
+passes' jobs run in a Spark scheduler pool of their own (:data:`TIER_POOL`), ``lakemq tier
+serve`` sets ``spark.scheduler.mode`` FAIR, so a query's tasks take the next free slot instead
+of queueing behind every task of the pass's stage (Spark's default FIFO), and on a local master
+it keeps a slot the passes do not plan for (:func:`lakemq.jobs.lake_service.query_slot`).
 
 A pass that dies (the process killed) leaves what ``tier run`` leaves: the next pass, or the
 next process, finishes it without committing anything twice. ``stop`` (SIGTERM in the CLI)

@@ -154,6 +154,11 @@ def test_service_answers_live_and_stops_and_fallback_starts_spark(spark: Any, tm
                 mode, _ = _run(env, "sql", "-c", str(conf), "SET spark.scheduler.mode")
                 assert mode.returncode == 0 and re.search(r"spark\.scheduler\.mode\s*│\s*FAIR", mode.stdout), \
                     (mode.stdout, mode.stderr[-2000:])
+                # --master local[2]: a third slot for queries, the passes planning two tasks.
+                for key, value in (("spark.master", r"local\[3\]"), ("spark.default.parallelism", "2")):
+                    said, _ = _run(env, "sql", "-c", str(conf), f"SET {key}")
+                    assert said.returncode == 0 and re.search(rf"{re.escape(key)}\s*│\s*{value}\s*│", said.stdout), \
+                        (said.stdout, said.stderr[-2000:])
                 lake_only, _ = _run(env, "sql", "-c", str(conf),
                                     f"SELECT count(*) AS n FROM messages_lake WHERE topic = '{TOPIC}'")
                 assert lake_only.returncode == 0 and _count(lake_only.stdout) == 30, lake_only.stdout

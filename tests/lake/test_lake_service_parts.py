@@ -1,9 +1,11 @@
 """The lake service's parts that need no Spark: lakeServiceAddr's check, the address forms the
-commands take, a service that is down costing no pyspark import, and a client of the service
-importing neither pyspark nor pandas nor numpy."""
+commands take, the task slot a local session keeps for the service's queries, a service that
+is down costing no pyspark import, and a client of the service importing neither pyspark nor
+pandas nor numpy."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lakemq.errors import ConfigError
-from lakemq.jobs.lake_service import service_url, split_addr
+from lakemq.jobs.lake_service import query_slot, service_url, split_addr
 from lakemq.launcher import reserved_port
 from lakemq.tiering.config import TieringConfig
 
@@ -27,6 +29,16 @@ def test_lake_service_addr_must_be_host_and_port(addr: str) -> None:
 def test_both_address_forms_name_one_service() -> None:
     assert split_addr("127.0.0.1:15003") == split_addr("sc://127.0.0.1:15003/") == ("127.0.0.1", 15003)
     assert service_url("localhost:15003") == service_url("sc://localhost:15003") == "sc://localhost:15003"
+
+
+def test_a_local_session_keeps_one_task_slot_the_passes_do_not_plan_for() -> None:
+    cores = len(os.sched_getaffinity(0))
+    assert query_slot("local[1]") == query_slot("local") == {"spark.master": "local[2]",
+                                                             "spark.default.parallelism": "1"}
+    assert query_slot("local[*]") == {"spark.master": f"local[{cores + 1}]", "spark.default.parallelism": str(cores)}
+    assert query_slot(" local[4,3] ") == {"spark.master": "local[5,3]", "spark.default.parallelism": "4"}
+    for cluster in ("spark://10.0.0.1:7077", "yarn", "k8s://https://10.0.0.1:6443"):
+        assert query_slot(cluster) == {}  # a cluster's scheduler has its executors' slots
 
 
 def test_a_service_that_is_down_is_a_reason_and_no_pyspark_import() -> None:

@@ -5,16 +5,17 @@ also how soon an acknowledged message is visible to ``lakemq sql``'s live union.
     python bench/lake_lag_bench.py [--rate 5000] [--seconds 600] [--interval-ms 60000]
                                    [--senders 8] [--body 256] [--freshness 0]
 
-A NameServer and a broker (the launcher's 8 MiB CommitLog files, ``tierSealIdleMs`` 10 min:
-a full file is sealed when it fills, the rest reaches the lake through the flushed offset) and
+A NameServer and a broker (the launcher's 8 MiB CommitLog files, ``tierSealIdleMs`` 10 min: a
+full file is sealed when it fills, the rest reaches the lake through the flushed offset) and
 ``lakemq tier serve`` (Spark ``local[1]``; with ``--freshness``, a slot more for the lake
 service's queries: :func:`lakemq.jobs.lake_service.query_slot`) start in a fresh directory;
 once serve prints its ready line (after its warm-up pass), ``--senders`` producers send
 ``--body``-byte messages paced to ``--rate`` msg/s in all for ``--seconds``; then the bench
-waits until the lake holds every message and stops the serve process with SIGTERM. The lag of a message is its Delta commit's
-timestamp (the commit info the log holds) minus its ``store_timestamp``; reported as p50, p99
-and max over all of them, with the rate actually sent, every pass's rows and seconds, and the
-1-minute load average before, during (every 30 s) and after the stream.
+waits until the lake holds every message and stops the serve process with SIGTERM. The lag of a
+message is its Delta commit's timestamp (the commit info the log holds) minus its
+``store_timestamp``; reported as p50, p99 and max over all of them, with the rate actually
+sent, every pass's rows and seconds, and the 1-minute load average before, during (every 30 s)
+and after the stream.
 
 ``--freshness N`` (tier serve then also runs its lake service, ``lakeServiceAddr``): while the
 producers send, N times (spread over the run) one more message with a unique key is sent and,

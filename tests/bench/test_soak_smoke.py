@@ -21,8 +21,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def test_soak_smoke_loses_nothing_and_records_samples(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     proc = subprocess.run(
-        [sys.executable, "bench/soak.py", "--duration", "60", "--sample-interval", "10", "--tier-interval", "15",
-         "--churn", "8", "--rate", "100", "--commitlog-kib", "256", "--no-growth-verdict",
+        [sys.executable, "bench/soak.py", "--duration", "36", "--sample-interval", "6", "--tier-interval", "12",
+         "--churn", "5", "--rate", "120", "--commitlog-kib", "256", "--no-growth-verdict",
          "--root", str(tmp_path / "run"), "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -9,8 +9,11 @@ A lakemq broker (ASYNC_FLUSH, bench/peers/lakemq_peer.py) and an Apache Kafka 4.
 of 8 queues (partitions), sent by 16 producers in batches of 32. Then one local Spark session
 (local[2]) runs, per source, a query from the earliest offset with ``Trigger.AvailableNow`` and
 ``maxOffsetsPerTrigger`` into the ``noop`` sink, selecting the body column so every body is
-read. Each source runs twice: the first pass warms the JVM's and Python workers' code paths;
-the second is measured (rows / wall time from start() to the end of the last micro-batch).
+read. lakemq's source runs as a query would read it by default (every column of
+``messages``) and with ``.schema("body binary")``, naming the one column the query selects
+(PySpark's Python Data Source API prunes no columns: :mod:`lakemq.jobs.live_columns`). Each
+query runs twice: the first pass warms the JVM's and Python workers' code paths; the second is
+measured (rows / wall time from start() to the end of the last micro-batch).
 lakemq's backlog is on the broker only (no tier run: an empty lake), so both sources read from
 their broker's log.
 
